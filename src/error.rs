@@ -1,0 +1,204 @@
+//! API errors as `application/problem+json` (RFC 9457).
+//!
+//! This is the one table from error to HTTP status and problem `type`: every
+//! handler returns `ApiError`, and every `type` is a stable URN clients may
+//! match on. A 5xx carries a generic `detail`; its cause is logged here, once,
+//! inside the request's span.
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use crate::store;
+
+/// The media type of every error body.
+pub const PROBLEM_JSON: &str = "application/problem+json";
+
+/// An RFC 9457 problem document.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Problem {
+    /// A stable identifier of the kind of problem, e.g.
+    /// `urn:engram:problem:invalid-field`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// A short summary of the kind of problem.
+    pub title: String,
+    pub status: u16,
+    /// What went wrong with this request.
+    pub detail: String,
+    /// The request field at fault, as a path such as `related[0].id`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
+}
+
+/// Everything a request can fail with.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// The body is not JSON at all.
+    #[error("{detail}")]
+    MalformedJson { detail: String },
+    /// A field is missing, unknown, of the wrong type or out of range.
+    #[error("{detail}")]
+    InvalidField { field: String, detail: String },
+    #[error("the request body must be JSON (Content-Type: application/json)")]
+    UnsupportedMediaType,
+    #[error("the request body is larger than the limit of {limit} bytes")]
+    PayloadTooLarge { limit: usize },
+    #[error("{detail}")]
+    NotFound { detail: String },
+    #[error("{detail}")]
+    MethodNotAllowed { detail: String },
+    /// Valid, but in conflict with the current state.
+    #[error("{detail}")]
+    Conflict { field: String, detail: String },
+    #[error("the service is still starting")]
+    NotReady,
+    #[error("the request took longer than {limit_ms} ms")]
+    Timeout { limit_ms: u64 },
+    /// Our fault, never the client's; the cause is logged, not sent.
+    #[error("internal error")]
+    Internal(#[source] Box<dyn std::error::Error + Send + Sync>),
+}
+
+impl ApiError {
+    pub fn invalid(field: impl Into<String>, detail: impl Into<String>) -> Self {
+        Self::InvalidField {
+            field: field.into(),
+            detail: detail.into(),
+        }
+    }
+
+    pub fn not_found(detail: impl Into<String>) -> Self {
+        Self::NotFound {
+            detail: detail.into(),
+        }
+    }
+
+    pub fn internal(err: impl std::error::Error + Send + Sync + 'static) -> Self {
+        Self::Internal(Box::new(err))
+    }
+
+    /// The status, the problem slug and its title: the one mapping table.
+    fn classify(&self) -> (StatusCode, &'static str, &'static str) {
+        match self {
+            Self::MalformedJson { .. } => (
+                StatusCode::BAD_REQUEST,
+                "malformed-json",
+                "The body is not valid JSON",
+            ),
+            Self::InvalidField { .. } => (
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "invalid-field",
+                "A field is invalid",
+            ),
+            Self::UnsupportedMediaType => (
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "unsupported-media-type",
+                "The body must be JSON",
+            ),
+            Self::PayloadTooLarge { .. } => (
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "payload-too-large",
+                "The body is too large",
+            ),
+            Self::NotFound { .. } => (StatusCode::NOT_FOUND, "not-found", "Not found"),
+            Self::MethodNotAllowed { .. } => (
+                StatusCode::METHOD_NOT_ALLOWED,
+                "method-not-allowed",
+                "Method not allowed",
+            ),
+            Self::Conflict { .. } => (
+                StatusCode::CONFLICT,
+                "conflict",
+                "The request conflicts with the current state",
+            ),
+            Self::NotReady => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "not-ready",
+                "The service is not ready",
+            ),
+            Self::Timeout { .. } => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "timeout",
+                "The request timed out",
+            ),
+            Self::Internal(_) => (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "internal",
+                "Internal server error",
+            ),
+        }
+    }
+
+    pub fn to_problem(&self) -> Problem {
+        let (status, slug, title) = self.classify();
+        let field = match self {
+            Self::InvalidField { field, .. } | Self::Conflict { field, .. } => Some(field.clone()),
+            _ => None,
+        };
+        Problem {
+            kind: format!("urn:engram:problem:{slug}"),
+            title: title.to_owned(),
+            status: status.as_u16(),
+            detail: self.to_string(),
+            field,
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        if let Self::Internal(cause) = &self {
+            tracing::error!(error = %error_chain(cause.as_ref()), "request failed");
+        }
+        let problem = self.to_problem();
+        let status =
+            StatusCode::from_u16(problem.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let body = serde_json::to_vec(&problem).expect("a problem always serializes");
+        let mut response = (status, body).into_response();
+        response
+            .headers_mut()
+            .insert(header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON));
+        if status == StatusCode::SERVICE_UNAVAILABLE {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        }
+        response
+    }
+}
+
+impl From<store::Error> for ApiError {
+    fn from(err: store::Error) -> Self {
+        Self::internal(err)
+    }
+}
+
+impl From<store::WriteError> for ApiError {
+    fn from(err: store::WriteError) -> Self {
+        match err {
+            store::WriteError::Invalid { field, reason } => Self::InvalidField {
+                detail: format!("`{field}` {reason}"),
+                field,
+            },
+            store::WriteError::Conflict { field, reason } => Self::Conflict {
+                detail: format!("`{field}` {reason}"),
+                field,
+            },
+            store::WriteError::Store(err) => err.into(),
+        }
+    }
+}
+
+/// `error: cause: cause`, for logs.
+fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}

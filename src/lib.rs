@@ -1,0 +1,19 @@
+//! Engram: long-term memory for AI coding agents, as a small HTTP service
+//! over plain markdown files.
+
+/// Lifecycle: load, bind, serve, stop gracefully.
+pub mod app;
+/// Configuration: defaults, YAML file, environment; validated at start.
+pub mod config;
+/// API errors as `application/problem+json`.
+pub mod error;
+/// The domain types: ids, namespaces, categories, memories.
+pub mod memory;
+/// Routes, OpenAPI, Swagger UI and middleware.
+pub mod routes;
+/// Handler state: clonable handles to each component.
+pub mod state;
+/// The markdown file store and its in-memory view.
+pub mod store;
+/// Logging setup.
+pub mod telemetry;

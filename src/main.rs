@@ -1,0 +1,95 @@
+//! The `engram` binary: arguments → configuration → logging → serve.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use engram::app::{App, shutdown_signal};
+use engram::config::Config;
+
+/// Engram: long-term memory for AI coding agents.
+///
+/// Configuration comes from built-in defaults, then the YAML file given by
+/// --config (or ENGRAM_CONFIG), then ENGRAM_SECTION__KEY environment
+/// variables (e.g. ENGRAM_LIMITS__MAX_BODY_BYTES=2097152).
+#[derive(Parser)]
+#[command(version)]
+struct Args {
+    /// The YAML configuration file.
+    #[arg(long, env = "ENGRAM_CONFIG", value_name = "FILE")]
+    config: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve the HTTP API (the default).
+    Serve,
+    /// Print the effective configuration as YAML and exit.
+    Config,
+    /// Print the OpenAPI document as YAML and exit.
+    Openapi,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    match args.command.unwrap_or(Command::Serve) {
+        Command::Openapi => print_yaml(&engram::routes::openapi()),
+        Command::Config => match load_config(args.config.as_deref()) {
+            Ok(config) => print_yaml(&config),
+            Err(code) => code,
+        },
+        Command::Serve => match load_config(args.config.as_deref()) {
+            Ok(config) => serve(config),
+            Err(code) => code,
+        },
+    }
+}
+
+fn load_config(path: Option<&std::path::Path>) -> Result<Config, ExitCode> {
+    Config::load(path, std::env::vars()).map_err(|err| {
+        eprintln!("engram: invalid configuration: {err}");
+        ExitCode::from(2)
+    })
+}
+
+fn print_yaml(value: &impl serde::Serialize) -> ExitCode {
+    match serde_yaml::to_string(value) {
+        Ok(yaml) => {
+            print!("{yaml}");
+            ExitCode::SUCCESS
+        }
+        Err(err) => {
+            eprintln!("engram: {err}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+#[tokio::main]
+async fn serve(config: Config) -> ExitCode {
+    engram::telemetry::init(&config.log);
+    let result = match App::build(config).await {
+        Ok(app) => app.run_until_stopped(shutdown_signal()).await,
+        Err(err) => Err(err),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            tracing::error!(error = %error_chain(&err), "engram failed");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn error_chain(err: &dyn std::error::Error) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}

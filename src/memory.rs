@@ -1,0 +1,387 @@
+//! The domain: ids, namespaces, categories and the memory itself.
+//!
+//! Every type here is parsed once, where input enters (HTTP, front-matter,
+//! configuration), and is valid from then on: a `RepoId` can never hold `../`,
+//! so only checked ids ever become paths.
+
+use std::fmt;
+use std::str::FromStr;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+/// Why a string was refused as an id or enum value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ParseError(String);
+
+/// The longest repo, user or session id (the pattern allows 1 + 127 characters).
+const MAX_NAME_LEN: usize = 128;
+
+/// Checks `^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$` without a regex engine.
+fn is_valid_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    let Some(first) = chars.next() else {
+        return false;
+    };
+    name.len() <= MAX_NAME_LEN
+        && first.is_ascii_alphanumeric()
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+}
+
+/// Declares a string newtype that only holds names matching the id pattern.
+macro_rules! name_type {
+    ($(#[$doc:meta])* $name:ident, $what:literal) => {
+        $(#[$doc])*
+        #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, ToSchema)]
+        #[serde(try_from = "String", into = "String")]
+        #[schema(value_type = String, pattern = "^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$", example = "forge")]
+        pub struct $name(String);
+
+        impl $name {
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl TryFrom<String> for $name {
+            type Error = ParseError;
+            fn try_from(value: String) -> Result<Self, ParseError> {
+                if is_valid_name(&value) {
+                    Ok(Self(value))
+                } else {
+                    Err(ParseError(format!(
+                        concat!("not a valid ", $what, " (1-128 characters: letters, digits, '.', '_', '-', starting with a letter or digit): {:?}"),
+                        truncate_for_message(&value)
+                    )))
+                }
+            }
+        }
+
+        impl FromStr for $name {
+            type Err = ParseError;
+            fn from_str(value: &str) -> Result<Self, ParseError> {
+                Self::try_from(value.to_owned())
+            }
+        }
+
+        impl From<$name> for String {
+            fn from(value: $name) -> String {
+                value.0
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+    };
+}
+
+name_type!(
+    /// A repository (project) id; owns repo-scoped memories.
+    RepoId,
+    "repo id"
+);
+name_type!(
+    /// A user id; owns user-scoped memories.
+    UserId,
+    "user id"
+);
+name_type!(
+    /// A client's session id, recorded on memories captured from it.
+    SessionId,
+    "session id"
+);
+
+/// Keeps error messages short when the offending input is huge.
+fn truncate_for_message(value: &str) -> String {
+    const SHOWN: usize = 64;
+    match value.char_indices().nth(SHOWN) {
+        Some((cut, _)) => format!("{}…", &value[..cut]),
+        None => value.to_owned(),
+    }
+}
+
+/// A memory id: a UUID (v7 for memories Engram writes, so ids sort by time).
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, ToSchema,
+)]
+#[serde(try_from = "String", into = "String")]
+#[schema(value_type = String, format = Uuid, example = "0193f0c2-6a55-7b1e-9c2d-5f1e2a3b4c5d")]
+pub struct MemoryId(Uuid);
+
+impl MemoryId {
+    /// A fresh, time-ordered id.
+    pub fn new() -> Self {
+        Self(Uuid::now_v7())
+    }
+}
+
+impl Default for MemoryId {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl TryFrom<String> for MemoryId {
+    type Error = ParseError;
+    fn try_from(value: String) -> Result<Self, ParseError> {
+        value.parse()
+    }
+}
+
+impl FromStr for MemoryId {
+    type Err = ParseError;
+    /// Only the hyphenated form is accepted, so an id has exactly one spelling
+    /// and one file name.
+    fn from_str(value: &str) -> Result<Self, ParseError> {
+        let invalid = || {
+            ParseError(format!(
+                "not a valid memory id (a hyphenated UUID): {:?}",
+                truncate_for_message(value)
+            ))
+        };
+        if value.len() != 36 {
+            return Err(invalid());
+        }
+        Uuid::try_parse(value).map(Self).map_err(|_| invalid())
+    }
+}
+
+impl From<MemoryId> for String {
+    fn from(value: MemoryId) -> String {
+        value.to_string()
+    }
+}
+
+impl fmt::Display for MemoryId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Lower-case hyphenated, the form used in file names.
+        fmt::Display::fmt(&self.0.hyphenated(), f)
+    }
+}
+
+/// Declares a closed enum, spelled in kebab-case, with its parser and list of values.
+macro_rules! word_enum {
+    ($(#[$doc:meta])* $name:ident, $what:literal { $($variant:ident => $text:literal),+ $(,)? }) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, ToSchema)]
+        #[serde(rename_all = "kebab-case")]
+        pub enum $name { $($variant),+ }
+
+        impl $name {
+            /// Every value, in declaration order.
+            pub const ALL: &'static [Self] = &[$(Self::$variant),+];
+
+            pub fn as_str(self) -> &'static str {
+                match self { $(Self::$variant => $text),+ }
+            }
+        }
+
+        impl FromStr for $name {
+            type Err = ParseError;
+            fn from_str(value: &str) -> Result<Self, ParseError> {
+                match value {
+                    $($text => Ok(Self::$variant),)+
+                    _ => Err(ParseError(format!(
+                        concat!("unknown ", $what, " {:?}; expected one of: {}"),
+                        truncate_for_message(value),
+                        [$($text),+].join(", ")
+                    ))),
+                }
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+}
+
+word_enum!(
+    /// Whether a memory is true of one project or of one person.
+    Scope, "scope" {
+        Repo => "repo",
+        User => "user",
+    }
+);
+
+word_enum!(
+    /// What kind of durable fact a memory holds.
+    Category, "category" {
+        CodingPreferences => "coding-preferences",
+        ProjectConventions => "project-conventions",
+        ArchitecturalDecisions => "architectural-decisions",
+        UserFacts => "user-facts",
+        Corrections => "corrections",
+        Patterns => "patterns",
+    }
+);
+
+word_enum!(
+    /// The type of a `related` edge between two memories.
+    Relationship, "relationship" {
+        Refines => "refines",
+        Contradicts => "contradicts",
+        Extends => "extends",
+        DependsOn => "depends-on",
+        ExampleOf => "example-of",
+        Related => "related",
+    }
+);
+
+word_enum!(
+    /// What wrote a memory.
+    Trigger, "trigger" {
+        Turn => "turn",
+        Compaction => "compaction",
+        Manual => "manual",
+    }
+);
+
+/// The owner of a memory: `repo/<repo>` or `user/<user>`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Namespace {
+    Repo(RepoId),
+    User(UserId),
+}
+
+impl Namespace {
+    pub fn scope(&self) -> Scope {
+        match self {
+            Self::Repo(_) => Scope::Repo,
+            Self::User(_) => Scope::User,
+        }
+    }
+
+    /// The namespace of a given scope for a request's (repo, user) pair.
+    pub fn for_scope(scope: Scope, repo: &RepoId, user: &UserId) -> Self {
+        match scope {
+            Scope::Repo => Self::Repo(repo.clone()),
+            Scope::User => Self::User(user.clone()),
+        }
+    }
+}
+
+impl fmt::Display for Namespace {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Repo(repo) => write!(f, "repo/{repo}"),
+            Self::User(user) => write!(f, "user/{user}"),
+        }
+    }
+}
+
+/// A typed edge from one memory to another.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RelatedEdge {
+    pub id: MemoryId,
+    pub relationship: Relationship,
+}
+
+/// One immutable version of a memory. Changing a memory writes a new one
+/// that `supersedes` it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Memory {
+    pub id: MemoryId,
+    pub version: u32,
+    pub namespace: Namespace,
+    pub category: Category,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    pub supersedes: Option<MemoryId>,
+    pub related: Vec<RelatedEdge>,
+    /// How much the memory matters, 0..=1.
+    pub importance: Option<f64>,
+    pub session_id: Option<SessionId>,
+    pub trigger: Trigger,
+    /// The fact itself, trimmed, never empty.
+    pub content: String,
+}
+
+/// The longest memory content, in characters.
+pub const MAX_CONTENT_CHARS: usize = 8_000;
+
+/// Checks memory content: non-empty after trimming and within the limit.
+/// Returns the trimmed content, the form in which it is stored.
+pub fn parse_content(content: &str) -> Result<&str, ParseError> {
+    let trimmed = content.trim();
+    if trimmed.is_empty() {
+        return Err(ParseError("must not be empty".to_owned()));
+    }
+    let chars = trimmed.chars().count();
+    if chars > MAX_CONTENT_CHARS {
+        return Err(ParseError(format!(
+            "is {chars} characters long; the limit is {MAX_CONTENT_CHARS}"
+        )));
+    }
+    Ok(trimmed)
+}
+
+/// Checks an importance: a finite number in 0..=1.
+pub fn parse_importance(importance: f64) -> Result<f64, ParseError> {
+    if (0.0..=1.0).contains(&importance) {
+        Ok(importance)
+    } else {
+        Err(ParseError(format!(
+            "must be between 0 and 1, got {importance}"
+        )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_follow_the_pattern() {
+        for good in ["a", "forge", "A.b_c-d", "9", &"x".repeat(128)] {
+            assert!(RepoId::from_str(good).is_ok(), "{good}");
+        }
+        for bad in [
+            "",
+            ".hidden",
+            "-x",
+            "a/b",
+            "..",
+            "a b",
+            "é",
+            &"x".repeat(129),
+        ] {
+            assert!(RepoId::from_str(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn memory_ids_have_one_spelling() {
+        let id = MemoryId::new();
+        assert_eq!(id.to_string().parse::<MemoryId>(), Ok(id));
+        assert!(MemoryId::from_str("0193f0c26a557b1e9c2d5f1e2a3b4c5d").is_err());
+        assert!(MemoryId::from_str("{0193f0c2-6a55-7b1e-9c2d-5f1e2a3b4c5d}").is_err());
+        assert!(MemoryId::from_str("../../etc/passwd").is_err());
+    }
+
+    #[test]
+    fn enums_round_trip_through_their_spelling() {
+        for category in Category::ALL {
+            assert_eq!(category.as_str().parse::<Category>(), Ok(*category));
+        }
+        let err = "vibes".parse::<Category>().unwrap_err().to_string();
+        assert!(err.contains("coding-preferences"), "{err}");
+    }
+
+    #[test]
+    fn content_is_trimmed_and_bounded() {
+        assert_eq!(parse_content("  hi \n"), Ok("hi"));
+        assert!(parse_content(" \n\t").is_err());
+        assert!(parse_content(&"é".repeat(MAX_CONTENT_CHARS)).is_ok());
+        assert!(parse_content(&"é".repeat(MAX_CONTENT_CHARS + 1)).is_err());
+    }
+}

@@ -1,0 +1,140 @@
+//! The HTTP surface: every route, its OpenAPI description, and the layers
+//! around them (request ids, tracing, timeouts, panics as problems).
+//!
+//! Routes are registered through `utoipa-axum`, so the served document at
+//! `/openapi.json` is generated from the same handlers that answer.
+
+pub mod extract;
+pub mod health;
+pub mod memories;
+pub mod stats;
+
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::{MatchedPath, Request, State};
+use axum::http::Method;
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use tower::ServiceBuilder;
+use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::trace::{DefaultOnResponse, TraceLayer};
+use tracing::Level;
+use utoipa::OpenApi;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+use utoipa_swagger_ui::SwaggerUi;
+
+use crate::error::{ApiError, Problem};
+use crate::state::AppState;
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "Engram",
+        description = "Long-term memory for AI coding agents. Memories are markdown files with YAML \
+            front-matter; this API writes, lists, reads and forgets them. Errors are \
+            `application/problem+json` (RFC 9457) with a stable `type` and the `field` at fault."
+    ),
+    tags(
+        (name = "memories", description = "Write, list, read and forget memories"),
+        (name = "operations", description = "Health, readiness and statistics"),
+    ),
+    components(schemas(Problem))
+)]
+struct ApiDoc;
+
+/// Every documented route, with its OpenAPI description.
+fn api_router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .routes(routes!(memories::list_memories, memories::create_memory))
+        .routes(routes!(memories::get_memory, memories::delete_memory))
+        .routes(routes!(stats::get_stats))
+        .routes(routes!(health::get_healthz))
+        .routes(routes!(health::get_readyz))
+}
+
+/// The OpenAPI document the service serves at `/openapi.json`.
+pub fn openapi() -> utoipa::openapi::OpenApi {
+    let (_, api) = api_router().split_for_parts();
+    api
+}
+
+/// The complete application: API, docs, fallbacks and layers.
+pub fn router(state: AppState) -> Router {
+    let request_timeout = Duration::from_millis(state.config.limits.request_timeout_ms);
+    let (api, document) = api_router().split_for_parts();
+    let layers = ServiceBuilder::new()
+        .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
+        .layer(
+            TraceLayer::new_for_http()
+                .make_span_with(request_span)
+                .on_response(
+                    DefaultOnResponse::new()
+                        .level(Level::INFO)
+                        .latency_unit(tower_http::LatencyUnit::Millis),
+                ),
+        )
+        .layer(PropagateRequestIdLayer::x_request_id())
+        .layer(CatchPanicLayer::custom(panic_response))
+        .layer(middleware::from_fn_with_state(
+            request_timeout,
+            enforce_timeout,
+        ));
+    api.merge(SwaggerUi::new("/docs").url("/openapi.json", document))
+        .fallback(route_not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(layers)
+        .with_state(state)
+}
+
+/// The span every log line of a request is recorded in.
+fn request_span(request: &Request) -> tracing::Span {
+    let request_id = request
+        .headers()
+        .get("x-request-id")
+        .and_then(|value| value.to_str().ok())
+        .unwrap_or("-");
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or_else(|| request.uri().path(), MatchedPath::as_str);
+    tracing::info_span!("request", request.id = %request_id, http.method = %request.method(), http.route = %route)
+}
+
+async fn enforce_timeout(State(limit): State<Duration>, request: Request, next: Next) -> Response {
+    match tokio::time::timeout(limit, next.run(request)).await {
+        Ok(response) => response,
+        Err(_) => ApiError::Timeout {
+            limit_ms: u64::try_from(limit.as_millis()).unwrap_or(u64::MAX),
+        }
+        .into_response(),
+    }
+}
+
+fn panic_response(panic: Box<dyn std::any::Any + Send + 'static>) -> Response {
+    let message = panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a handler panicked".to_owned());
+    ApiError::internal(std::io::Error::other(format!(
+        "handler panicked: {message}"
+    )))
+    .into_response()
+}
+
+async fn route_not_found(request: Request) -> ApiError {
+    ApiError::not_found(format!(
+        "no route for {} {}",
+        request.method(),
+        request.uri().path()
+    ))
+}
+
+async fn method_not_allowed(method: Method, request: Request) -> ApiError {
+    ApiError::MethodNotAllowed {
+        detail: format!("{method} is not allowed on {}", request.uri().path()),
+    }
+}

@@ -1,0 +1,355 @@
+//! `/memories`: write, list, read and forget memories by hand.
+
+use std::collections::HashSet;
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+
+use crate::config::Defaults;
+use crate::error::{ApiError, Problem};
+use crate::memory::{
+    Category, Memory, MemoryId, Namespace, RelatedEdge, RepoId, Scope, SessionId, Trigger, UserId,
+    parse_content, parse_importance,
+};
+use crate::routes::extract::{ApiJson, ApiPath, ApiQuery};
+use crate::store::{Cursor, ListFilter, MAX_RELATED, NamespacePair, NewMemory, Store};
+
+/// The default and largest page sizes of a listing.
+const DEFAULT_LIMIT: usize = 50;
+const MAX_LIMIT: usize = 1000;
+/// The longest `text` filter, in characters.
+const MAX_TEXT_FILTER_CHARS: usize = 1000;
+
+/// A memory: its front-matter plus its content and owner.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct MemoryView {
+    pub id: MemoryId,
+    pub version: u32,
+    pub scope: Scope,
+    /// The owning repo, for repo-scoped memories.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub repo: Option<RepoId>,
+    /// The owning user, for user-scoped memories.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub user: Option<UserId>,
+    pub category: Category,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    /// The previous version, which this one replaces.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub supersedes: Option<MemoryId>,
+    pub related: Vec<RelatedEdge>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub importance: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<SessionId>,
+    pub trigger: Trigger,
+    pub content: String,
+}
+
+impl From<&Memory> for MemoryView {
+    fn from(memory: &Memory) -> Self {
+        let (repo, user) = match &memory.namespace {
+            Namespace::Repo(repo) => (Some(repo.clone()), None),
+            Namespace::User(user) => (None, Some(user.clone())),
+        };
+        Self {
+            id: memory.id,
+            version: memory.version,
+            scope: memory.namespace.scope(),
+            repo,
+            user,
+            category: memory.category,
+            created_at: memory.created_at,
+            updated_at: memory.updated_at,
+            supersedes: memory.supersedes,
+            related: memory.related.clone(),
+            importance: memory.importance,
+            session_id: memory.session_id.clone(),
+            trigger: memory.trigger,
+            content: memory.content.clone(),
+        }
+    }
+}
+
+/// A memory to write. The owner is the request's repo for `repo` scope and
+/// its user for `user` scope (the configured defaults when omitted).
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateMemoryRequest {
+    pub repo: Option<RepoId>,
+    pub user: Option<UserId>,
+    pub scope: Scope,
+    pub category: Category,
+    /// Non-empty, at most 8,000 characters; stored trimmed.
+    pub content: String,
+    /// How much the memory matters, 0..1.
+    pub importance: Option<f64>,
+    /// A memory of the same namespace that this one replaces; it must be
+    /// the current head of its chain. The new version is its version + 1.
+    pub supersedes: Option<MemoryId>,
+    /// Edges to existing memories of the request's repo or user (at most 64).
+    #[serde(default)]
+    pub related: Vec<RelatedEdge>,
+    pub session_id: Option<SessionId>,
+}
+
+/// Write a memory.
+#[utoipa::path(
+    post,
+    path = "/memories",
+    tag = "memories",
+    request_body = CreateMemoryRequest,
+    responses(
+        (status = 201, description = "The memory, as written", body = MemoryView),
+        (status = 400, description = "The body is not JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`supersedes` names a memory that is already superseded", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "The body is too large", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "The body is not JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "A field is invalid", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+pub async fn create_memory(
+    State(store): State<Store>,
+    State(defaults): State<Defaults>,
+    ApiJson(request): ApiJson<CreateMemoryRequest>,
+) -> Result<(StatusCode, Json<MemoryView>), ApiError> {
+    let content = parse_content(&request.content)
+        .map_err(|err| ApiError::invalid("content", format!("`content` {err}")))?;
+    if let Some(importance) = request.importance {
+        parse_importance(importance)
+            .map_err(|err| ApiError::invalid("importance", format!("`importance` {err}")))?;
+    }
+    check_related(&request.related)?;
+    let new = NewMemory {
+        pair: NamespacePair {
+            repo: request.repo.unwrap_or(defaults.repo),
+            user: request.user.unwrap_or(defaults.user),
+        },
+        scope: request.scope,
+        category: request.category,
+        content: content.to_owned(),
+        importance: request.importance,
+        supersedes: request.supersedes,
+        related: request.related,
+        session_id: request.session_id,
+        trigger: Trigger::Manual,
+    };
+    let memory = store.create(new).await?;
+    Ok((StatusCode::CREATED, Json(MemoryView::from(memory.as_ref()))))
+}
+
+fn check_related(related: &[RelatedEdge]) -> Result<(), ApiError> {
+    if related.len() > MAX_RELATED {
+        return Err(ApiError::invalid(
+            "related",
+            format!(
+                "`related` has {} edges; the limit is {MAX_RELATED}",
+                related.len()
+            ),
+        ));
+    }
+    let mut seen = HashSet::new();
+    for (index, edge) in related.iter().enumerate() {
+        if !seen.insert(edge.id) {
+            let field = format!("related[{index}].id");
+            return Err(ApiError::invalid(
+                field.clone(),
+                format!("`{field}` repeats {}", edge.id),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Filters and paging of a listing.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct ListMemoriesQuery {
+    /// Only `repo/<repo>` (together with `user/<user>` when `user` is also given).
+    pub repo: Option<RepoId>,
+    /// Only `user/<user>` (together with `repo/<repo>` when `repo` is also given).
+    pub user: Option<UserId>,
+    pub scope: Option<Scope>,
+    pub category: Option<Category>,
+    /// A case-insensitive substring of the content (at most 1,000 characters).
+    pub text: Option<String>,
+    /// Page size, 1–1000 (default 50).
+    pub limit: Option<usize>,
+    /// The `next_cursor` of the previous page.
+    pub cursor: Option<String>,
+}
+
+/// One page of memories, newest first.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ListMemoriesResponse {
+    pub memories: Vec<MemoryView>,
+    /// Pass as `cursor` for the next page; `null` on the last page.
+    pub next_cursor: Option<String>,
+}
+
+/// List memories, newest first.
+///
+/// Without `repo` and `user`, every namespace is listed; with either or
+/// both, only those namespaces. The other filters narrow further.
+#[utoipa::path(
+    get,
+    path = "/memories",
+    tag = "memories",
+    params(ListMemoriesQuery),
+    responses(
+        (status = 200, body = ListMemoriesResponse),
+        (status = 422, description = "A query parameter is invalid", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+pub async fn list_memories(
+    State(store): State<Store>,
+    ApiQuery(query): ApiQuery<ListMemoriesQuery>,
+) -> Result<Json<ListMemoriesResponse>, ApiError> {
+    let limit = query.limit.unwrap_or(DEFAULT_LIMIT);
+    if !(1..=MAX_LIMIT).contains(&limit) {
+        return Err(ApiError::invalid(
+            "limit",
+            format!("`limit` must be between 1 and {MAX_LIMIT}, got {limit}"),
+        ));
+    }
+    if let Some(text) = &query.text
+        && text.chars().count() > MAX_TEXT_FILTER_CHARS
+    {
+        return Err(ApiError::invalid(
+            "text",
+            format!("`text` is longer than {MAX_TEXT_FILTER_CHARS} characters"),
+        ));
+    }
+    let after = query
+        .cursor
+        .as_deref()
+        .map(|text| {
+            Cursor::decode(text).ok_or_else(|| {
+                ApiError::invalid("cursor", "`cursor` is not a cursor this service returned")
+            })
+        })
+        .transpose()?;
+    let filter = ListFilter {
+        namespaces: query
+            .repo
+            .map(Namespace::Repo)
+            .into_iter()
+            .chain(query.user.map(Namespace::User))
+            .collect(),
+        scope: query.scope,
+        category: query.category,
+        text: query.text.filter(|text| !text.is_empty()),
+    };
+    let page = store.list(&filter, limit, after);
+    Ok(Json(ListMemoriesResponse {
+        memories: page
+            .memories
+            .iter()
+            .map(|m| MemoryView::from(m.as_ref()))
+            .collect(),
+        next_cursor: page.next.map(|cursor| cursor.encode()),
+    }))
+}
+
+/// A memory's links, to memories that exist.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct EdgesView {
+    /// This memory's `related` edges.
+    pub outgoing: Vec<RelatedEdge>,
+    /// Edges of other memories that point at this one; `id` is where they start.
+    pub incoming: Vec<RelatedEdge>,
+}
+
+/// A memory with its version chain and its edges.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct MemoryDetail {
+    #[serde(flatten)]
+    pub memory: MemoryView,
+    /// Every version of this memory's chain, oldest first (this one included).
+    pub chain: Vec<MemoryView>,
+    pub edges: EdgesView,
+}
+
+/// Read a memory with its version chain and edges.
+#[utoipa::path(
+    get,
+    path = "/memories/{id}",
+    tag = "memories",
+    params(("id" = String, Path, description = "The memory id (a UUID)")),
+    responses(
+        (status = 200, body = MemoryDetail),
+        (status = 404, description = "No such memory", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "The id is not a UUID", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+pub async fn get_memory(
+    State(store): State<Store>,
+    ApiPath(id): ApiPath<MemoryId>,
+) -> Result<Json<MemoryDetail>, ApiError> {
+    let memory = store.get(id).ok_or_else(|| no_such_memory(id))?;
+    let edges = store.edges(id);
+    Ok(Json(MemoryDetail {
+        memory: MemoryView::from(memory.as_ref()),
+        chain: store
+            .chain(id)
+            .iter()
+            .map(|m| MemoryView::from(m.as_ref()))
+            .collect(),
+        edges: EdgesView {
+            outgoing: edges.outgoing,
+            incoming: edges.incoming,
+        },
+    }))
+}
+
+/// Forget a memory: its file is removed; edges to it are ignored from then on.
+#[utoipa::path(
+    delete,
+    path = "/memories/{id}",
+    tag = "memories",
+    params(("id" = String, Path, description = "The memory id (a UUID)")),
+    responses(
+        (status = 204, description = "The memory is gone"),
+        (status = 404, description = "No such memory", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "The id is not a UUID", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+pub async fn delete_memory(
+    State(store): State<Store>,
+    ApiPath(id): ApiPath<MemoryId>,
+) -> Result<StatusCode, ApiError> {
+    match store.delete(id).await? {
+        Some(_) => Ok(StatusCode::NO_CONTENT),
+        None => Err(no_such_memory(id)),
+    }
+}
+
+fn no_such_memory(id: MemoryId) -> ApiError {
+    ApiError::not_found(format!("no memory has the id {id}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn related_edges_are_bounded_and_unique() {
+        let edge = |id: MemoryId| RelatedEdge {
+            id,
+            relationship: crate::memory::Relationship::Related,
+        };
+        let id = MemoryId::new();
+        let err = check_related(&[edge(id), edge(MemoryId::new()), edge(id)]).unwrap_err();
+        assert!(
+            matches!(err, ApiError::InvalidField { ref field, .. } if field == "related[2].id")
+        );
+        let many: Vec<_> = (0..=MAX_RELATED).map(|_| edge(MemoryId::new())).collect();
+        assert!(check_related(&many).is_err());
+    }
+}

@@ -1,0 +1,57 @@
+//! The state handlers share: cheap clonable handles, one per component,
+//! with `FromRef` so a handler asks only for what it uses.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use axum::extract::FromRef;
+
+use crate::config::{Config, Defaults};
+use crate::routes::extract::BodyLimit;
+use crate::store::Store;
+
+#[derive(Clone)]
+pub struct AppState {
+    pub store: Store,
+    pub config: Arc<Config>,
+    pub readiness: Readiness,
+}
+
+impl FromRef<AppState> for Store {
+    fn from_ref(state: &AppState) -> Self {
+        state.store.clone()
+    }
+}
+
+impl FromRef<AppState> for Readiness {
+    fn from_ref(state: &AppState) -> Self {
+        state.readiness.clone()
+    }
+}
+
+impl FromRef<AppState> for BodyLimit {
+    fn from_ref(state: &AppState) -> Self {
+        BodyLimit(state.config.limits.max_body_bytes)
+    }
+}
+
+impl FromRef<AppState> for Defaults {
+    fn from_ref(state: &AppState) -> Self {
+        state.config.defaults.clone()
+    }
+}
+
+/// Whether the start-up work is done and the service can answer requests
+/// with complete data. `/readyz` reports it.
+#[derive(Clone, Default)]
+pub struct Readiness(Arc<AtomicBool>);
+
+impl Readiness {
+    pub fn is_ready(&self) -> bool {
+        self.0.load(Ordering::Acquire)
+    }
+
+    pub fn set_ready(&self) {
+        self.0.store(true, Ordering::Release);
+    }
+}

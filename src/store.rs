@@ -1,0 +1,629 @@
+//! The memory store: the markdown files under `<data_dir>/repos/` and
+//! `<data_dir>/users/`, and an in-memory view of them for fast reads.
+//!
+//! The files are the source of truth. Every namespace is loaded at start;
+//! a file that does not parse is skipped with a warning, counted, and never
+//! touched again. Writes and deletes are serialized by one writer lock and
+//! go to disk (atomically, durably) before the in-memory view changes, so a
+//! reader never sees a memory that is not on disk.
+
+pub mod atomic;
+pub mod markdown;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+
+use chrono::{DateTime, SubsecRound, Utc};
+
+use crate::memory::{
+    Category, Memory, MemoryId, Namespace, RelatedEdge, RepoId, Scope, SessionId, Trigger, UserId,
+};
+
+/// The longest list of `related` edges a new memory may carry.
+pub const MAX_RELATED: usize = 64;
+
+/// A store failure that is nobody's fault but the disk's.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("reading {path}")]
+    Read { path: PathBuf, source: io::Error },
+    #[error("writing {path}")]
+    Write { path: PathBuf, source: io::Error },
+    #[error("removing {path}")]
+    Remove { path: PathBuf, source: io::Error },
+    #[error("the store's blocking task failed")]
+    Task(#[from] tokio::task::JoinError),
+}
+
+/// Why a new memory was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum WriteError {
+    /// The request names something that does not exist or does not fit.
+    #[error("`{field}` {reason}")]
+    Invalid { field: String, reason: String },
+    /// The request is valid but clashes with the current state.
+    #[error("`{field}` {reason}")]
+    Conflict { field: String, reason: String },
+    #[error(transparent)]
+    Store(#[from] Error),
+}
+
+/// The (repo, user) pair a request acts for: it sees exactly `repo/<repo>`
+/// and `user/<user>`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct NamespacePair {
+    pub repo: RepoId,
+    pub user: UserId,
+}
+
+impl NamespacePair {
+    pub fn owner(&self, scope: Scope) -> Namespace {
+        Namespace::for_scope(scope, &self.repo, &self.user)
+    }
+
+    pub fn contains(&self, namespace: &Namespace) -> bool {
+        match namespace {
+            Namespace::Repo(repo) => *repo == self.repo,
+            Namespace::User(user) => *user == self.user,
+        }
+    }
+}
+
+/// A memory to be written; the store assigns id, version and timestamps.
+#[derive(Clone, Debug)]
+pub struct NewMemory {
+    pub pair: NamespacePair,
+    pub scope: Scope,
+    pub category: Category,
+    /// Already checked with [`crate::memory::parse_content`].
+    pub content: String,
+    pub importance: Option<f64>,
+    pub supersedes: Option<MemoryId>,
+    pub related: Vec<RelatedEdge>,
+    pub session_id: Option<SessionId>,
+    pub trigger: Trigger,
+}
+
+/// Which memories a listing returns; every field narrows it.
+#[derive(Clone, Debug, Default)]
+pub struct ListFilter {
+    /// Only these namespaces; empty means every namespace.
+    pub namespaces: Vec<Namespace>,
+    pub scope: Option<Scope>,
+    pub category: Option<Category>,
+    /// A case-insensitive substring of the content.
+    pub text: Option<String>,
+}
+
+/// A position in the newest-first order: the listing resumes after it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Cursor {
+    created_at: DateTime<Utc>,
+    id: MemoryId,
+}
+
+impl Cursor {
+    fn of(memory: &Memory) -> Self {
+        Self {
+            created_at: memory.created_at,
+            id: memory.id,
+        }
+    }
+
+    /// The opaque text form clients pass back.
+    pub fn encode(&self) -> String {
+        format!("{}_{}", self.created_at.timestamp_micros(), self.id)
+    }
+
+    pub fn decode(text: &str) -> Option<Self> {
+        let (micros, id) = text.split_once('_')?;
+        Some(Self {
+            created_at: DateTime::from_timestamp_micros(micros.parse().ok()?)?,
+            id: id.parse().ok()?,
+        })
+    }
+}
+
+/// One page of a listing.
+#[derive(Debug)]
+pub struct Page {
+    pub memories: Vec<Arc<Memory>>,
+    pub next: Option<Cursor>,
+}
+
+/// A memory's links in both directions, to memories that exist.
+#[derive(Debug, Default)]
+pub struct Edges {
+    pub outgoing: Vec<RelatedEdge>,
+    /// Edges pointing at the memory: `id` is the memory they come from.
+    pub incoming: Vec<RelatedEdge>,
+}
+
+/// A file the loader could not read as a memory.
+#[derive(Clone, Debug)]
+pub struct SkippedFile {
+    /// Relative to the data directory.
+    pub path: String,
+    pub reason: String,
+}
+
+/// Counts for `/stats`.
+#[derive(Debug, Default)]
+pub struct StoreStats {
+    pub memories: usize,
+    pub by_namespace: BTreeMap<String, NamespaceStats>,
+    pub skipped: Vec<SkippedFile>,
+}
+
+#[derive(Debug, Default)]
+pub struct NamespaceStats {
+    pub memories: usize,
+    pub by_category: BTreeMap<&'static str, usize>,
+}
+
+/// A cheap, clonable handle on the store.
+#[derive(Clone)]
+pub struct Store {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    root: PathBuf,
+    view: RwLock<View>,
+    /// Serializes writes and deletes: validation, file and view change
+    /// happen as one step.
+    writer: Mutex<()>,
+    skipped: Vec<SkippedFile>,
+}
+
+/// The in-memory view of every loaded memory, with reverse indexes.
+#[derive(Default)]
+struct View {
+    by_id: HashMap<MemoryId, Arc<Memory>>,
+    newest_first: BTreeSet<std::cmp::Reverse<Cursor>>,
+    /// predecessor → the memories that supersede it.
+    successors: HashMap<MemoryId, Vec<MemoryId>>,
+    /// target → edges pointing at it (`id` = source).
+    incoming: HashMap<MemoryId, Vec<RelatedEdge>>,
+}
+
+impl View {
+    fn insert(&mut self, memory: Arc<Memory>) {
+        if let Some(predecessor) = memory.supersedes {
+            self.successors
+                .entry(predecessor)
+                .or_default()
+                .push(memory.id);
+        }
+        for edge in &memory.related {
+            self.incoming.entry(edge.id).or_default().push(RelatedEdge {
+                id: memory.id,
+                relationship: edge.relationship,
+            });
+        }
+        self.newest_first
+            .insert(std::cmp::Reverse(Cursor::of(&memory)));
+        self.by_id.insert(memory.id, memory);
+    }
+
+    fn remove(&mut self, id: MemoryId) -> Option<Arc<Memory>> {
+        let memory = self.by_id.remove(&id)?;
+        self.newest_first
+            .remove(&std::cmp::Reverse(Cursor::of(&memory)));
+        if let Some(predecessor) = memory.supersedes {
+            remove_from_index(&mut self.successors, predecessor, |&s| s == id);
+        }
+        for edge in &memory.related {
+            remove_from_index(&mut self.incoming, edge.id, |e| e.id == id);
+        }
+        Some(memory)
+    }
+
+    /// The newest memory that supersedes `id`, if any (chains should not
+    /// fork, but hand-edited files can make them).
+    fn successor(&self, id: MemoryId) -> Option<&Arc<Memory>> {
+        self.successors
+            .get(&id)?
+            .iter()
+            .filter_map(|s| self.by_id.get(s))
+            .max_by_key(|m| Cursor::of(m))
+    }
+}
+
+fn remove_from_index<T>(
+    index: &mut HashMap<MemoryId, Vec<T>>,
+    key: MemoryId,
+    matches: impl Fn(&T) -> bool,
+) {
+    if let Some(list) = index.get_mut(&key) {
+        list.retain(|item| !matches(item));
+        if list.is_empty() {
+            index.remove(&key);
+        }
+    }
+}
+
+impl Store {
+    /// Loads every namespace under `root`, skipping (and counting) files
+    /// that do not parse. Blocking: call it before serving, or on a blocking
+    /// thread.
+    pub fn open(root: &Path) -> Result<Self, Error> {
+        let mut view = View::default();
+        let mut skipped = Vec::new();
+        for (scope_dir, scope) in [("repos", Scope::Repo), ("users", Scope::User)] {
+            load_scope(root, scope_dir, scope, &mut view, &mut skipped)?;
+        }
+        for file in &skipped {
+            tracing::warn!(file.path = %file.path, reason = %file.reason, "skipped a memory file that does not parse");
+        }
+        tracing::info!(
+            memories = view.by_id.len(),
+            files.skipped = skipped.len(),
+            data_dir = %root.display(),
+            "memory store loaded"
+        );
+        Ok(Self {
+            inner: Arc::new(Inner {
+                root: root.to_owned(),
+                view: RwLock::new(view),
+                writer: Mutex::new(()),
+                skipped,
+            }),
+        })
+    }
+
+    pub fn get(&self, id: MemoryId) -> Option<Arc<Memory>> {
+        self.read().by_id.get(&id).cloned()
+    }
+
+    /// Memories matching `filter`, newest first, `limit` at most, after `after`.
+    pub fn list(&self, filter: &ListFilter, limit: usize, after: Option<Cursor>) -> Page {
+        let text = filter.text.as_deref().map(str::to_lowercase);
+        let view = self.read();
+        let start = after.map_or(std::ops::Bound::Unbounded, |cursor| {
+            std::ops::Bound::Excluded(std::cmp::Reverse(cursor))
+        });
+        let mut matching = view
+            .newest_first
+            .range((start, std::ops::Bound::Unbounded))
+            .filter_map(|std::cmp::Reverse(cursor)| view.by_id.get(&cursor.id))
+            .filter(|memory| {
+                (filter.namespaces.is_empty() || filter.namespaces.contains(&memory.namespace))
+                    && filter
+                        .scope
+                        .is_none_or(|scope| memory.namespace.scope() == scope)
+                    && filter
+                        .category
+                        .is_none_or(|category| memory.category == category)
+                    && text
+                        .as_deref()
+                        .is_none_or(|text| memory.content.to_lowercase().contains(text))
+            });
+        let memories: Vec<_> = matching.by_ref().take(limit).cloned().collect();
+        let next = match (memories.last(), matching.next()) {
+            (Some(last), Some(_)) => Some(Cursor::of(last)),
+            _ => None,
+        };
+        Page { memories, next }
+    }
+
+    /// Every version of the chain `id` belongs to, oldest first.
+    pub fn chain(&self, id: MemoryId) -> Vec<Arc<Memory>> {
+        let view = self.read();
+        let Some(memory) = view.by_id.get(&id) else {
+            return Vec::new();
+        };
+        let mut older = Vec::new();
+        let mut seen = BTreeSet::from([id]);
+        let mut cursor = memory.supersedes;
+        while let Some(previous) = cursor.and_then(|p| view.by_id.get(&p)) {
+            if !seen.insert(previous.id) {
+                break; // a hand-made cycle
+            }
+            older.push(previous.clone());
+            cursor = previous.supersedes;
+        }
+        older.reverse();
+        older.push(memory.clone());
+        let mut current = id;
+        while let Some(next) = view.successor(current) {
+            if !seen.insert(next.id) {
+                break;
+            }
+            older.push(next.clone());
+            current = next.id;
+        }
+        older
+    }
+
+    /// The newest version of the chain `id` belongs to (itself if current).
+    pub fn head_of(&self, id: MemoryId) -> Option<Arc<Memory>> {
+        self.chain(id).pop()
+    }
+
+    /// `id`'s edges in both directions, leaving out memories that are gone.
+    pub fn edges(&self, id: MemoryId) -> Edges {
+        let view = self.read();
+        let Some(memory) = view.by_id.get(&id) else {
+            return Edges::default();
+        };
+        let exists = |edge: &&RelatedEdge| view.by_id.contains_key(&edge.id);
+        Edges {
+            outgoing: memory.related.iter().filter(exists).cloned().collect(),
+            incoming: view
+                .incoming
+                .get(&id)
+                .map(|edges| edges.iter().filter(exists).cloned().collect())
+                .unwrap_or_default(),
+        }
+    }
+
+    pub fn stats(&self) -> StoreStats {
+        let view = self.read();
+        let mut stats = StoreStats {
+            memories: view.by_id.len(),
+            skipped: self.inner.skipped.clone(),
+            ..StoreStats::default()
+        };
+        for memory in view.by_id.values() {
+            let namespace = stats
+                .by_namespace
+                .entry(memory.namespace.to_string())
+                .or_default();
+            namespace.memories += 1;
+            *namespace
+                .by_category
+                .entry(memory.category.as_str())
+                .or_default() += 1;
+        }
+        stats
+    }
+
+    /// Validates and durably writes a new memory.
+    pub async fn create(&self, new: NewMemory) -> Result<Arc<Memory>, WriteError> {
+        let store = self.clone();
+        tokio::task::spawn_blocking(move || store.create_blocking(new))
+            .await
+            .map_err(Error::from)?
+    }
+
+    /// Removes a memory's file. `None` when there is no such memory.
+    pub async fn delete(&self, id: MemoryId) -> Result<Option<Arc<Memory>>, Error> {
+        let store = self.clone();
+        tokio::task::spawn_blocking(move || store.delete_blocking(id)).await?
+    }
+
+    fn create_blocking(&self, new: NewMemory) -> Result<Arc<Memory>, WriteError> {
+        let _writer = self.lock_writer();
+        let namespace = new.pair.owner(new.scope);
+        let version = self.check_links(&new, &namespace)?;
+        let now = Utc::now().trunc_subsecs(0);
+        let memory = Arc::new(Memory {
+            id: MemoryId::new(),
+            version,
+            namespace,
+            category: new.category,
+            created_at: now,
+            updated_at: now,
+            supersedes: new.supersedes,
+            related: new.related,
+            importance: new.importance,
+            session_id: new.session_id,
+            trigger: new.trigger,
+            content: new.content,
+        });
+        let path = self.path_of(&memory.namespace, memory.id);
+        atomic::write(&path, markdown::render(&memory).as_bytes())
+            .map_err(|source| Error::Write { path, source })?;
+        self.write_view().insert(memory.clone());
+        Ok(memory)
+    }
+
+    /// Checks `supersedes` and `related` against the current view and
+    /// returns the new memory's version.
+    fn check_links(&self, new: &NewMemory, namespace: &Namespace) -> Result<u32, WriteError> {
+        let view = self.read();
+        let version = match new.supersedes {
+            None => 1,
+            Some(predecessor_id) => {
+                let invalid = |reason: String| WriteError::Invalid {
+                    field: "supersedes".to_owned(),
+                    reason,
+                };
+                let predecessor = view
+                    .by_id
+                    .get(&predecessor_id)
+                    .ok_or_else(|| invalid(format!("names no memory: {predecessor_id}")))?;
+                if predecessor.namespace != *namespace {
+                    return Err(invalid(format!(
+                        "must name a memory of {namespace}, but {predecessor_id} belongs to another namespace"
+                    )));
+                }
+                if let Some(successor) = view.successor(predecessor_id) {
+                    return Err(WriteError::Conflict {
+                        field: "supersedes".to_owned(),
+                        reason: format!(
+                            "names {predecessor_id}, which is already superseded by {}; supersede the head of the chain",
+                            successor.id
+                        ),
+                    });
+                }
+                predecessor.version + 1
+            }
+        };
+        for (index, edge) in new.related.iter().enumerate() {
+            let visible = view
+                .by_id
+                .get(&edge.id)
+                .is_some_and(|target| new.pair.contains(&target.namespace));
+            if !visible {
+                return Err(WriteError::Invalid {
+                    field: format!("related[{index}].id"),
+                    reason: format!(
+                        "names no memory of repo/{} or user/{}: {}",
+                        new.pair.repo, new.pair.user, edge.id
+                    ),
+                });
+            }
+        }
+        Ok(version)
+    }
+
+    fn delete_blocking(&self, id: MemoryId) -> Result<Option<Arc<Memory>>, Error> {
+        let _writer = self.lock_writer();
+        let Some(memory) = self.get(id) else {
+            return Ok(None);
+        };
+        let path = self.path_of(&memory.namespace, id);
+        atomic::remove(&path).map_err(|source| Error::Remove { path, source })?;
+        Ok(self.write_view().remove(id))
+    }
+
+    fn path_of(&self, namespace: &Namespace, id: MemoryId) -> PathBuf {
+        let dir = match namespace {
+            Namespace::Repo(repo) => self.inner.root.join("repos").join(repo.as_str()),
+            Namespace::User(user) => self.inner.root.join("users").join(user.as_str()),
+        };
+        dir.join(format!("{id}.md"))
+    }
+
+    // A poisoned lock means a panic mid-update of the view; the view is
+    // only changed after the file operation succeeded, with infallible
+    // map operations, so its contents are still consistent.
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, View> {
+        self.inner
+            .view
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn write_view(&self) -> std::sync::RwLockWriteGuard<'_, View> {
+        self.inner
+            .view
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn lock_writer(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.inner
+            .writer
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Loads `<root>/<scope_dir>/<owner>/<id>.md` for every owner directory.
+fn load_scope(
+    root: &Path,
+    scope_dir: &str,
+    scope: Scope,
+    view: &mut View,
+    skipped: &mut Vec<SkippedFile>,
+) -> Result<(), Error> {
+    let dir = root.join(scope_dir);
+    for owner_dir in read_dir_sorted(&dir)? {
+        if !owner_dir.is_dir() {
+            continue;
+        }
+        let name = file_name(&owner_dir);
+        if name.starts_with('.') {
+            continue;
+        }
+        let namespace = match scope {
+            Scope::Repo => name.parse().map(Namespace::Repo).map_err(|e| e.to_string()),
+            Scope::User => name.parse().map(Namespace::User).map_err(|e| e.to_string()),
+        };
+        let namespace = match namespace {
+            Ok(namespace) => namespace,
+            Err(reason) => {
+                skipped.push(SkippedFile {
+                    path: format!("{scope_dir}/{name}/"),
+                    reason: format!("the directory name is {reason}"),
+                });
+                continue;
+            }
+        };
+        for path in read_dir_sorted(&owner_dir)? {
+            let relative = format!("{scope_dir}/{name}/{}", file_name(&path));
+            match load_file(&path, &namespace, view) {
+                Ok(Loaded::Memory(memory)) => view.insert(Arc::new(memory)),
+                Ok(Loaded::Ignored) => {}
+                Err(reason) => skipped.push(SkippedFile {
+                    path: relative,
+                    reason,
+                }),
+            }
+        }
+    }
+    Ok(())
+}
+
+enum Loaded {
+    Memory(Memory),
+    /// Not a memory file: temporary debris, hidden or non-markdown files.
+    Ignored,
+}
+
+fn load_file(path: &Path, namespace: &Namespace, view: &View) -> Result<Loaded, String> {
+    let name = file_name(path);
+    if name.starts_with(atomic::TEMP_PREFIX) {
+        // A write that a crash interrupted before its rename: never a memory.
+        if let Err(err) = fs::remove_file(path) {
+            tracing::warn!(file.path = %path.display(), error = %err, "could not remove an interrupted write");
+        }
+        return Ok(Loaded::Ignored);
+    }
+    let Some(stem) = name.strip_suffix(".md") else {
+        return Ok(Loaded::Ignored);
+    };
+    if name.starts_with('.') || !path.is_file() {
+        return Ok(Loaded::Ignored);
+    }
+    let id: MemoryId = stem
+        .parse()
+        .map_err(|_| "the file name is not `<memory id>.md`".to_owned())?;
+    let text = fs::read_to_string(path).map_err(|err| format!("unreadable: {err}"))?;
+    let memory = markdown::parse(&text, namespace.clone()).map_err(|err| err.to_string())?;
+    if memory.id != id {
+        return Err(format!(
+            "the front-matter id {} does not match the file name",
+            memory.id
+        ));
+    }
+    if let Some(existing) = view.by_id.get(&id) {
+        return Err(format!(
+            "the id {id} is already used by a memory of {}",
+            existing.namespace
+        ));
+    }
+    Ok(Loaded::Memory(memory))
+}
+
+/// A directory's entries in name order (so loading is deterministic);
+/// a directory that does not exist is empty.
+fn read_dir_sorted(dir: &Path) -> Result<Vec<PathBuf>, Error> {
+    let read_error = |source| Error::Read {
+        path: dir.to_owned(),
+        source,
+    };
+    let entries = match fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(err) => return Err(read_error(err)),
+    };
+    let mut paths = entries
+        .map(|entry| entry.map(|entry| entry.path()))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(read_error)?;
+    paths.sort();
+    Ok(paths)
+}
+
+fn file_name(path: &Path) -> String {
+    path.file_name()
+        .map(|name| name.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}

@@ -1,0 +1,112 @@
+//! Durable file replacement: a crash leaves the old file or the new one,
+//! never half of one.
+//!
+//! The bytes go to a temporary file in the target's directory (so the rename
+//! never crosses file systems), which is fsynced, renamed over the target, and
+//! then the directory itself is fsynced so the rename survives power loss.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+/// The prefix of temporary files; the loader ignores and sweeps them.
+pub const TEMP_PREFIX: &str = ".tmp-";
+
+/// Writes `bytes` to `path` atomically and durably, creating parent
+/// directories as needed.
+pub fn write(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let dir = path
+        .parent()
+        .ok_or_else(|| io::Error::other("the target has no parent directory"))?;
+    create_dir_all_durably(dir)?;
+    let temp = temp_path(path);
+    let result = write_temp_then_rename(&temp, path, bytes);
+    if result.is_err() {
+        // Best effort: the temp file is garbage either way, and the loader
+        // sweeps any that a crash leaves behind.
+        let _ = fs::remove_file(&temp);
+    }
+    result?;
+    sync_dir(dir)
+}
+
+/// Removes `path` durably. A file that is already gone is not an error.
+pub fn remove(path: &Path) -> io::Result<()> {
+    match fs::remove_file(path) {
+        Ok(()) => {}
+        Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(err) => return Err(err),
+    }
+    match path.parent() {
+        Some(dir) => sync_dir(dir),
+        None => Ok(()),
+    }
+}
+
+fn write_temp_then_rename(temp: &Path, path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let mut file = OpenOptions::new().write(true).create_new(true).open(temp)?;
+    file.write_all(bytes)?;
+    file.sync_all()?;
+    drop(file);
+    fs::rename(temp, path)
+}
+
+fn temp_path(path: &Path) -> PathBuf {
+    let name = path
+        .file_name()
+        .map(|name| name.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    path.with_file_name(format!(
+        "{TEMP_PREFIX}{}-{name}",
+        uuid::Uuid::new_v4().simple()
+    ))
+}
+
+/// Creates `dir` and any missing parents, fsyncing each parent whose
+/// listing changed, so a new namespace directory survives a crash.
+fn create_dir_all_durably(dir: &Path) -> io::Result<()> {
+    if dir.is_dir() {
+        return Ok(());
+    }
+    if let Some(parent) = dir.parent() {
+        create_dir_all_durably(parent)?;
+    }
+    match fs::create_dir(dir) {
+        Ok(()) => {}
+        Err(err) if err.kind() == io::ErrorKind::AlreadyExists => return Ok(()),
+        Err(err) => return Err(err),
+    }
+    match dir.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => sync_dir(parent),
+        _ => Ok(()),
+    }
+}
+
+fn sync_dir(dir: &Path) -> io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replaces_contents_and_leaves_no_temp_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a/b/file.md");
+        write(&path, b"one").unwrap();
+        write(&path, b"two").unwrap();
+        assert_eq!(fs::read_to_string(&path).unwrap(), "two");
+        let names: Vec<_> = fs::read_dir(path.parent().unwrap())
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name())
+            .collect();
+        assert_eq!(names, ["file.md"]);
+    }
+
+    #[test]
+    fn removing_a_missing_file_is_fine() {
+        let dir = tempfile::tempdir().unwrap();
+        remove(&dir.path().join("nothing.md")).unwrap();
+    }
+}

@@ -1,0 +1,302 @@
+//! The memory file codec: `Memory` ⇄ `---\n<yaml front-matter>---\n<content>\n`.
+//!
+//! The owner (repo or user) is not in the front-matter: it is the directory
+//! the file lives in, so the caller supplies the namespace when parsing.
+//! Reading is lenient about what people add by hand (unknown keys, a BOM,
+//! CRLF line ends, extra blank lines); writing always produces one canonical form.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::memory::{
+    Category, Memory, MemoryId, Namespace, RelatedEdge, Scope, SessionId, Trigger, parse_content,
+    parse_importance,
+};
+
+/// Why a memory file could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("the file does not start with a `---` front-matter line")]
+    MissingFrontMatter,
+    #[error("the front-matter has no closing `---` line")]
+    UnclosedFrontMatter,
+    #[error("front-matter: {0}")]
+    Yaml(#[from] serde_yaml::Error),
+    #[error("front-matter `{field}`: {reason}")]
+    Invalid { field: &'static str, reason: String },
+}
+
+/// The front-matter fields, in the order they are written.
+#[derive(Serialize, Deserialize)]
+struct FrontMatter {
+    id: MemoryId,
+    version: u32,
+    scope: Scope,
+    category: Category,
+    created_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    supersedes: Option<MemoryId>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    related: Vec<RelatedEdge>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    importance: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    session_id: Option<SessionId>,
+    trigger: Trigger,
+}
+
+/// Renders a memory as the text of its file.
+pub fn render(memory: &Memory) -> String {
+    let front = FrontMatter {
+        id: memory.id,
+        version: memory.version,
+        scope: memory.namespace.scope(),
+        category: memory.category,
+        created_at: memory.created_at,
+        updated_at: memory.updated_at,
+        supersedes: memory.supersedes,
+        related: memory.related.clone(),
+        importance: memory.importance,
+        session_id: memory.session_id.clone(),
+        trigger: memory.trigger,
+    };
+    let yaml = serde_yaml::to_string(&front).expect("front-matter always serializes to YAML");
+    format!("---\n{yaml}---\n{}\n", memory.content)
+}
+
+/// Parses the text of a memory file owned by `namespace`.
+pub fn parse(text: &str, namespace: Namespace) -> Result<Memory, Error> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let rest = strip_delimiter_line(text).ok_or(Error::MissingFrontMatter)?;
+    let (yaml, body) = split_at_closing_delimiter(rest).ok_or(Error::UnclosedFrontMatter)?;
+    let front: FrontMatter = serde_yaml::from_str(yaml)?;
+
+    if front.scope != namespace.scope() {
+        return Err(invalid(
+            "scope",
+            format!("is `{}` but the file is under {namespace}", front.scope),
+        ));
+    }
+    if front.version == 0 {
+        return Err(invalid("version", "must be 1 or more".to_owned()));
+    }
+    if let Some(importance) = front.importance {
+        parse_importance(importance).map_err(|err| invalid("importance", err.to_string()))?;
+    }
+    let content = parse_content(body).map_err(|err| invalid("content", err.to_string()))?;
+
+    Ok(Memory {
+        id: front.id,
+        version: front.version,
+        namespace,
+        category: front.category,
+        created_at: front.created_at,
+        updated_at: front.updated_at,
+        supersedes: front.supersedes,
+        related: front.related,
+        importance: front.importance,
+        session_id: front.session_id,
+        trigger: front.trigger,
+        content: content.to_owned(),
+    })
+}
+
+fn invalid(field: &'static str, reason: String) -> Error {
+    Error::Invalid { field, reason }
+}
+
+/// Strips a leading `---` line (with `\n` or `\r\n`), if there is one.
+fn strip_delimiter_line(text: &str) -> Option<&str> {
+    let rest = text.strip_prefix("---")?;
+    rest.strip_prefix('\n')
+        .or_else(|| rest.strip_prefix("\r\n"))
+}
+
+/// Splits at the first line that is exactly `---`: (front-matter, body).
+fn split_at_closing_delimiter(text: &str) -> Option<(&str, &str)> {
+    let mut line_start = 0;
+    for line in text.split_inclusive('\n') {
+        if line.trim_end_matches(['\r', '\n']) == "---" {
+            return Some((&text[..line_start], &text[line_start + line.len()..]));
+        }
+        line_start += line.len();
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use std::str::FromStr;
+
+    use chrono::TimeZone;
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::memory::{Relationship, RepoId, UserId};
+
+    fn sample() -> Memory {
+        let at = Utc.with_ymd_and_hms(2026, 11, 22, 10, 0, 0).unwrap();
+        Memory {
+            id: MemoryId::from_str("0193f0c2-6a55-7b1e-9c2d-5f1e2a3b4c5d").unwrap(),
+            version: 2,
+            namespace: Namespace::User(UserId::from_str("ana").unwrap()),
+            category: Category::CodingPreferences,
+            created_at: at,
+            updated_at: at,
+            supersedes: Some(MemoryId::from_str("0193f0c1-0000-7000-8000-000000000001").unwrap()),
+            related: vec![RelatedEdge {
+                id: MemoryId::from_str("0193f0c1-0000-7000-8000-000000000002").unwrap(),
+                relationship: Relationship::Refines,
+            }],
+            importance: Some(0.7),
+            session_id: Some(SessionId::from_str("s-42").unwrap()),
+            trigger: Trigger::Turn,
+            content: "User prefers `errors.As` over type assertions for error handling in Go."
+                .to_owned(),
+        }
+    }
+
+    #[test]
+    fn renders_the_contract_layout() {
+        let text = render(&sample());
+        let expected = "---
+id: 0193f0c2-6a55-7b1e-9c2d-5f1e2a3b4c5d
+version: 2
+scope: user
+category: coding-preferences
+created_at: 2026-11-22T10:00:00Z
+updated_at: 2026-11-22T10:00:00Z
+supersedes: 0193f0c1-0000-7000-8000-000000000001
+related:
+- id: 0193f0c1-0000-7000-8000-000000000002
+  relationship: refines
+importance: 0.7
+session_id: s-42
+trigger: turn
+---
+User prefers `errors.As` over type assertions for error handling in Go.
+";
+        assert_eq!(text, expected);
+    }
+
+    #[test]
+    fn reads_hand_written_files() {
+        let text = "\u{feff}---\r\nid: 0193f0c2-6a55-7b1e-9c2d-5f1e2a3b4c5d\r\nversion: 1\r\n\
+            scope: repo\r\ncategory: patterns\r\ncreated_at: 2026-01-02T03:04:05+01:00\r\n\
+            updated_at: 2026-01-02T03:04:05Z\r\ntrigger: manual\r\ntags: [mine]\r\n---\r\n\r\n\
+            Body with\n---\na rule inside.\n\n";
+        let memory = parse(text, Namespace::Repo(RepoId::from_str("forge").unwrap())).unwrap();
+        assert_eq!(memory.content, "Body with\n---\na rule inside.");
+        assert_eq!(memory.created_at.to_rfc3339(), "2026-01-02T02:04:05+00:00");
+        assert!(memory.related.is_empty());
+    }
+
+    #[test]
+    fn refuses_files_that_do_not_hold_a_memory() {
+        let user = || Namespace::User(UserId::from_str("ana").unwrap());
+        let good = render(&sample());
+        let cases = [
+            ("no front matter", "just text".to_owned()),
+            ("unclosed", good.replacen("---\nUser", "User", 1)),
+            ("bad yaml", good.replace("version: 2", "version: [")),
+            ("bad category", good.replace("coding-preferences", "vibes")),
+            ("zero version", good.replace("version: 2", "version: 0")),
+            (
+                "importance",
+                good.replace("importance: 0.7", "importance: 7"),
+            ),
+            (
+                "empty body",
+                format!("{}---\n \n", good.rsplit_once("---\n").unwrap().0),
+            ),
+        ];
+        for (what, text) in cases {
+            assert!(parse(&text, user()).is_err(), "{what} should not parse");
+        }
+        let repo = Namespace::Repo(RepoId::from_str("forge").unwrap());
+        assert!(matches!(
+            parse(&good, repo),
+            Err(Error::Invalid { field: "scope", .. })
+        ));
+    }
+
+    fn arb_memory() -> impl Strategy<Value = Memory> {
+        (
+            any::<u128>(),
+            1u32..1000,
+            prop::sample::select(Category::ALL),
+            0i64..4_000_000_000,
+            prop::option::of(any::<u128>()),
+            prop::collection::vec(
+                (any::<u128>(), prop::sample::select(Relationship::ALL)),
+                0..4,
+            ),
+            prop::option::of(0.0f64..=1.0),
+            prop::option::of("[A-Za-z0-9][A-Za-z0-9._-]{0,20}"),
+            prop::sample::select(vec![Trigger::Turn, Trigger::Compaction, Trigger::Manual]),
+            "\\PC[\\PC\n]{0,200}\\PC",
+            any::<bool>(),
+        )
+            .prop_map(
+                |(
+                    id,
+                    version,
+                    category,
+                    secs,
+                    supersedes,
+                    related,
+                    importance,
+                    session,
+                    trigger,
+                    content,
+                    repo,
+                )| {
+                    let at = Utc.timestamp_opt(secs, 0).unwrap();
+                    Memory {
+                        id: MemoryId::from_str(&uuid::Uuid::from_u128(id).to_string()).unwrap(),
+                        version,
+                        namespace: if repo {
+                            Namespace::Repo(RepoId::from_str("r").unwrap())
+                        } else {
+                            Namespace::User(UserId::from_str("u").unwrap())
+                        },
+                        category,
+                        created_at: at,
+                        updated_at: at,
+                        supersedes: supersedes.map(|s| {
+                            MemoryId::from_str(&uuid::Uuid::from_u128(s).to_string()).unwrap()
+                        }),
+                        related: related
+                            .into_iter()
+                            .map(|(id, relationship)| RelatedEdge {
+                                id: MemoryId::from_str(&uuid::Uuid::from_u128(id).to_string())
+                                    .unwrap(),
+                                relationship,
+                            })
+                            .collect(),
+                        importance,
+                        session_id: session.map(|s| SessionId::from_str(&s).unwrap()),
+                        trigger,
+                        content: content.trim().to_owned(),
+                    }
+                },
+            )
+            .prop_filter("content must be non-empty once trimmed", |m| {
+                !m.content.is_empty()
+            })
+    }
+
+    proptest! {
+        #[test]
+        fn front_matter_round_trips(memory in arb_memory()) {
+            let parsed = parse(&render(&memory), memory.namespace.clone()).unwrap();
+            prop_assert_eq!(parsed, memory);
+        }
+
+        #[test]
+        fn parsing_never_panics(text in "(---\n)?[\\PC\n]{0,300}") {
+            let _ = parse(&text, Namespace::Repo(RepoId::from_str("r").unwrap()));
+        }
+    }
+}

@@ -1,0 +1,198 @@
+//! `spawn_app()`: a real application over a temporary data directory,
+//! driven in process through its router or over a real port.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{Method, Request, StatusCode, header};
+use engram::app::App;
+use engram::config::Config;
+use http_body_util::BodyExt;
+use serde_json::{Value, json};
+use tempfile::TempDir;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+use tower::ServiceExt;
+
+pub struct TestApp {
+    pub router: Router,
+    pub data_dir: PathBuf,
+    /// Keeps the temporary directory alive as long as the app.
+    _temp: Option<TempDir>,
+}
+
+pub struct TestResponse {
+    pub status: StatusCode,
+    pub content_type: String,
+    pub json: Value,
+    pub text: String,
+}
+
+/// An app on a fresh temporary data directory.
+pub async fn spawn_app() -> TestApp {
+    let temp = tempfile::tempdir().unwrap();
+    let mut app = spawn_app_on(temp.path(), |_| {}).await;
+    app._temp = Some(temp);
+    app
+}
+
+/// An app on an existing data directory, with the configuration adjusted.
+pub async fn spawn_app_on(data_dir: &Path, adjust: impl FnOnce(&mut Config)) -> TestApp {
+    let app = App::build(test_config(data_dir, adjust)).await.unwrap();
+    TestApp {
+        router: app.router(),
+        data_dir: data_dir.to_owned(),
+        _temp: None,
+    }
+}
+
+pub fn test_config(data_dir: &Path, adjust: impl FnOnce(&mut Config)) -> Config {
+    let mut config = Config {
+        listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+        data_dir: data_dir.to_owned(),
+        ..Config::default()
+    };
+    adjust(&mut config);
+    config
+}
+
+/// An app serving on a real port until `stop` is called.
+pub struct RunningApp {
+    pub base_url: String,
+    stop: oneshot::Sender<()>,
+    server: JoinHandle<()>,
+}
+
+impl RunningApp {
+    pub async fn start(config: Config) -> Self {
+        let app = App::build(config).await.unwrap();
+        let base_url = format!("http://{}", app.local_addr().unwrap());
+        let (stop, stopped) = oneshot::channel::<()>();
+        let server = tokio::spawn(async move {
+            app.run_until_stopped(async {
+                let _ = stopped.await;
+            })
+            .await
+            .unwrap();
+        });
+        Self {
+            base_url,
+            stop,
+            server,
+        }
+    }
+
+    /// Signals shutdown; the returned handle completes once the server has stopped.
+    pub fn begin_stop(self) -> JoinHandle<()> {
+        self.stop.send(()).unwrap();
+        self.server
+    }
+
+    pub async fn stop(self) {
+        self.begin_stop().await.unwrap();
+    }
+}
+
+impl TestApp {
+    pub async fn send(&self, request: Request<Body>) -> TestResponse {
+        let response = self.router.clone().oneshot(request).await.unwrap();
+        let status = response.status();
+        let content_type = response
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .map(|value| value.to_str().unwrap().to_owned())
+            .unwrap_or_default();
+        let bytes = response.into_body().collect().await.unwrap().to_bytes();
+        let text = String::from_utf8_lossy(&bytes).into_owned();
+        let json = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+        TestResponse {
+            status,
+            content_type,
+            json,
+            text,
+        }
+    }
+
+    pub async fn request(&self, method: Method, uri: &str, body: Option<&Value>) -> TestResponse {
+        let builder = Request::builder().method(method).uri(uri);
+        let request = match body {
+            Some(body) => builder
+                .header(header::CONTENT_TYPE, "application/json")
+                .body(Body::from(body.to_string())),
+            None => builder.body(Body::empty()),
+        };
+        self.send(request.unwrap()).await
+    }
+
+    pub async fn get(&self, uri: &str) -> TestResponse {
+        self.request(Method::GET, uri, None).await
+    }
+
+    pub async fn post(&self, uri: &str, body: &Value) -> TestResponse {
+        self.request(Method::POST, uri, Some(body)).await
+    }
+
+    pub async fn delete(&self, uri: &str) -> TestResponse {
+        self.request(Method::DELETE, uri, None).await
+    }
+
+    /// Writes a memory and returns it, failing the test unless it is created.
+    pub async fn create(&self, body: Value) -> Value {
+        let response = self.post("/memories", &body).await;
+        assert_eq!(response.status, StatusCode::CREATED, "{}", response.text);
+        response.json
+    }
+
+    /// Every file under the data directory, relative, sorted.
+    pub fn files(&self) -> Vec<String> {
+        let mut files = Vec::new();
+        collect_files(&self.data_dir, &self.data_dir, &mut files);
+        files.sort();
+        files
+    }
+}
+
+fn collect_files(root: &Path, dir: &Path, files: &mut Vec<String>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            collect_files(root, &path, files);
+        } else {
+            files.push(path.strip_prefix(root).unwrap().display().to_string());
+        }
+    }
+}
+
+/// A valid memory request body, to be adjusted per test.
+pub fn memory(scope: &str, owner: &str, category: &str, content: &str) -> Value {
+    let owner_field = if scope == "repo" { "repo" } else { "user" };
+    json!({ "scope": scope, owner_field: owner, "category": category, "content": content })
+}
+
+impl TestResponse {
+    /// Asserts a problem response with this status and field.
+    pub fn assert_problem(&self, status: StatusCode, field: Option<&str>) {
+        assert_eq!(self.status, status, "{}", self.text);
+        assert_eq!(
+            self.content_type, "application/problem+json",
+            "{}",
+            self.text
+        );
+        assert!(
+            self.json["type"]
+                .as_str()
+                .unwrap()
+                .starts_with("urn:engram:problem:"),
+            "{}",
+            self.text
+        );
+        assert_eq!(self.json["status"], status.as_u16());
+        assert!(!self.json["detail"].as_str().unwrap().is_empty());
+        assert_eq!(self.json["field"].as_str(), field, "{}", self.text);
+    }
+}

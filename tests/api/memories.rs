@@ -1,0 +1,304 @@
+//! `/memories`: writing, chains, edges, listing, paging and forgetting.
+
+use axum::http::StatusCode;
+use serde_json::{Value, json};
+
+use crate::helpers::{memory, spawn_app, spawn_app_on};
+
+#[tokio::test]
+async fn create_memory_writes_a_manual_version_one_file() {
+    let app = spawn_app().await;
+    let mut body = memory(
+        "user",
+        "ana",
+        "coding-preferences",
+        "  Prefers `errors.As` in Go.\n",
+    );
+    body["importance"] = json!(0.7);
+    body["session_id"] = json!("s-42");
+
+    let created = app.create(body).await;
+
+    assert_eq!(created["version"], 1);
+    assert_eq!(created["trigger"], "manual");
+    assert_eq!(created["user"], "ana");
+    assert_eq!(created["content"], "Prefers `errors.As` in Go.");
+    assert_eq!(created["importance"], 0.7);
+    let id = created["id"].as_str().unwrap();
+    assert_eq!(uuid::Uuid::parse_str(id).unwrap().get_version_num(), 7);
+    let text = std::fs::read_to_string(app.data_dir.join(format!("users/ana/{id}.md"))).unwrap();
+    assert!(
+        text.starts_with(&format!("---\nid: {id}\nversion: 1\nscope: user\n")),
+        "{text}"
+    );
+    assert!(
+        text.contains("session_id: s-42\ntrigger: manual\n---\nPrefers `errors.As` in Go.\n"),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn omitted_owners_use_the_configured_defaults() {
+    let temp = tempfile::tempdir().unwrap();
+    let app = spawn_app_on(temp.path(), |config| {
+        config.defaults.repo = "forge".parse().unwrap();
+    })
+    .await;
+    let created = app
+        .create(json!({"scope": "repo", "category": "patterns", "content": "Use the builder."}))
+        .await;
+    assert_eq!(created["repo"], "forge");
+    let created = app
+        .create(json!({"scope": "user", "category": "user-facts", "content": "Lives in Lisbon."}))
+        .await;
+    assert_eq!(created["user"], "default");
+}
+
+#[tokio::test]
+async fn superseding_builds_a_chain_visible_from_every_version() {
+    let app = spawn_app().await;
+    let v1 = app
+        .create(memory("repo", "forge", "project-conventions", "Tabs."))
+        .await;
+    let mut body = memory("repo", "forge", "project-conventions", "Four spaces.");
+    body["supersedes"] = v1["id"].clone();
+    let v2 = app.create(body).await;
+    let mut body = memory("repo", "forge", "project-conventions", "Two spaces.");
+    body["supersedes"] = v2["id"].clone();
+    let v3 = app.create(body).await;
+
+    assert_eq!(v2["version"], 2);
+    assert_eq!(v3["version"], 3);
+    assert_eq!(v3["supersedes"], v2["id"]);
+    let expected: Vec<&Value> = vec![&v1["id"], &v2["id"], &v3["id"]];
+    for version in [&v1, &v2, &v3] {
+        let detail = app
+            .get(&format!("/memories/{}", version["id"].as_str().unwrap()))
+            .await;
+        assert_eq!(detail.status, StatusCode::OK);
+        let chain: Vec<&Value> = detail.json["chain"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| &m["id"])
+            .collect();
+        assert_eq!(chain, expected);
+    }
+}
+
+#[tokio::test]
+async fn edges_are_listed_in_both_directions() {
+    let app = spawn_app().await;
+    let target = app
+        .create(memory(
+            "repo",
+            "forge",
+            "architectural-decisions",
+            "We use SQLite.",
+        ))
+        .await;
+    let mut body = memory("user", "ana", "coding-preferences", "Ana writes raw SQL.");
+    body["repo"] = json!("forge");
+    body["related"] = json!([{"id": target["id"], "relationship": "depends-on"}]);
+    let source = app.create(body).await;
+
+    let from_source = app
+        .get(&format!("/memories/{}", source["id"].as_str().unwrap()))
+        .await;
+    assert_eq!(
+        from_source.json["edges"],
+        json!({"outgoing": [{"id": target["id"], "relationship": "depends-on"}], "incoming": []})
+    );
+    let from_target = app
+        .get(&format!("/memories/{}", target["id"].as_str().unwrap()))
+        .await;
+    assert_eq!(
+        from_target.json["edges"],
+        json!({"outgoing": [], "incoming": [{"id": source["id"], "relationship": "depends-on"}]})
+    );
+}
+
+#[tokio::test]
+async fn deleting_removes_the_file_and_edges_to_it_are_ignored() {
+    let app = spawn_app().await;
+    let target = app
+        .create(memory("repo", "forge", "patterns", "Retry with backoff."))
+        .await;
+    let mut body = memory("repo", "forge", "patterns", "Retries are capped at five.");
+    body["related"] = json!([{"id": target["id"], "relationship": "refines"}]);
+    let source = app.create(body).await;
+    let target_id = target["id"].as_str().unwrap();
+
+    let deleted = app.delete(&format!("/memories/{target_id}")).await;
+
+    assert_eq!(deleted.status, StatusCode::NO_CONTENT);
+    assert!(
+        !app.data_dir
+            .join(format!("repos/forge/{target_id}.md"))
+            .exists()
+    );
+    app.get(&format!("/memories/{target_id}"))
+        .await
+        .assert_problem(StatusCode::NOT_FOUND, None);
+    app.delete(&format!("/memories/{target_id}"))
+        .await
+        .assert_problem(StatusCode::NOT_FOUND, None);
+    let detail = app
+        .get(&format!("/memories/{}", source["id"].as_str().unwrap()))
+        .await;
+    assert_eq!(detail.json["edges"]["outgoing"], json!([]));
+    assert_eq!(
+        detail.json["related"].as_array().unwrap().len(),
+        1,
+        "the file itself is unchanged"
+    );
+}
+
+#[tokio::test]
+async fn listing_filters_and_orders_newest_first() {
+    let app = spawn_app().await;
+    let a = app
+        .create(memory(
+            "repo",
+            "forge",
+            "patterns",
+            "Forge uses the builder pattern.",
+        ))
+        .await;
+    let b = app
+        .create(memory(
+            "repo",
+            "anvil",
+            "patterns",
+            "Anvil uses BUILDERS too.",
+        ))
+        .await;
+    let c = app
+        .create(memory(
+            "user",
+            "ana",
+            "coding-preferences",
+            "Ana likes builders.",
+        ))
+        .await;
+    let d = app
+        .create(memory(
+            "user",
+            "bo",
+            "user-facts",
+            "Bo is on call on Fridays.",
+        ))
+        .await;
+
+    let ids = |response: &crate::helpers::TestResponse| -> Vec<Value> {
+        response.json["memories"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["id"].clone())
+            .collect()
+    };
+    let all = app.get("/memories").await;
+    assert_eq!(
+        ids(&all),
+        vec![
+            d["id"].clone(),
+            c["id"].clone(),
+            b["id"].clone(),
+            a["id"].clone()
+        ]
+    );
+    assert_eq!(all.json["next_cursor"], Value::Null);
+
+    let cases = [
+        ("/memories?repo=forge", vec![&a]),
+        ("/memories?user=ana", vec![&c]),
+        ("/memories?repo=forge&user=ana", vec![&c, &a]),
+        ("/memories?scope=user", vec![&d, &c]),
+        ("/memories?category=patterns", vec![&b, &a]),
+        ("/memories?text=builder", vec![&c, &b, &a]),
+        ("/memories?text=builder&scope=repo&repo=anvil", vec![&b]),
+        ("/memories?text=nothing%20like%20this", vec![]),
+    ];
+    for (uri, expected) in cases {
+        let expected: Vec<Value> = expected.iter().map(|m| m["id"].clone()).collect();
+        assert_eq!(ids(&app.get(uri).await), expected, "{uri}");
+    }
+}
+
+#[tokio::test]
+async fn pages_cover_every_memory_exactly_once() {
+    let app = spawn_app().await;
+    let mut written = Vec::new();
+    for n in 0..7 {
+        written.push(
+            app.create(memory("repo", "forge", "patterns", &format!("Fact {n}.")))
+                .await["id"]
+                .clone(),
+        );
+    }
+    // A memory written between pages must not shift the pages after it.
+    let mut seen = Vec::new();
+    let mut uri = "/memories?limit=3".to_owned();
+    loop {
+        let page = app.get(&uri).await;
+        assert_eq!(page.status, StatusCode::OK, "{}", page.text);
+        let memories = page.json["memories"].as_array().unwrap();
+        assert!(memories.len() <= 3);
+        seen.extend(memories.iter().map(|m| m["id"].clone()));
+        if seen.len() == 3 {
+            app.create(memory("repo", "forge", "patterns", "Written mid-listing."))
+                .await;
+        }
+        match page.json["next_cursor"].as_str() {
+            Some(cursor) => uri = format!("/memories?limit=3&cursor={cursor}"),
+            None => break,
+        }
+    }
+    written.reverse();
+    assert_eq!(seen, written);
+}
+
+#[tokio::test]
+async fn stats_count_memories_per_namespace_and_category() {
+    let app = spawn_app().await;
+    app.create(memory("repo", "forge", "patterns", "One."))
+        .await;
+    app.create(memory("repo", "forge", "patterns", "Two."))
+        .await;
+    app.create(memory("repo", "forge", "corrections", "Three."))
+        .await;
+    app.create(memory("user", "ana", "user-facts", "Four."))
+        .await;
+
+    let stats = app.get("/stats").await;
+
+    assert_eq!(stats.status, StatusCode::OK);
+    assert_eq!(
+        stats.json["store"],
+        json!({
+            "memories": 4,
+            "namespaces": {
+                "repo/forge": {"memories": 3, "categories": {"corrections": 1, "patterns": 2}},
+                "user/ana": {"memories": 1, "categories": {"user-facts": 1}},
+            },
+            "skipped_files": 0,
+            "skipped": [],
+        })
+    );
+}
+
+#[tokio::test]
+async fn health_and_readiness_answer() {
+    let app = spawn_app().await;
+    let health = app.get("/healthz").await;
+    assert_eq!(
+        (health.status, health.json["status"].clone()),
+        (StatusCode::OK, json!("ok"))
+    );
+    let ready = app.get("/readyz").await;
+    assert_eq!(
+        (ready.status, ready.json["status"].clone()),
+        (StatusCode::OK, json!("ready"))
+    );
+}

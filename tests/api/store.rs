@@ -1,0 +1,110 @@
+//! The data directory as the source of truth: hand-written files are
+//! loaded, broken ones skipped and counted but never touched.
+
+use std::fs;
+
+use axum::http::StatusCode;
+use serde_json::json;
+
+use crate::helpers::spawn_app_on;
+
+const HAND_WRITTEN_ID: &str = "0193f0c2-6a55-7b1e-9c2d-5f1e2a3b4c5d";
+
+fn hand_written(id: &str, scope: &str) -> String {
+    format!(
+        "---\nid: {id}\nversion: 1\nscope: {scope}\ncategory: corrections\n\
+         created_at: 2026-11-22T10:00:00Z\nupdated_at: 2026-11-22T10:00:00Z\n\
+         trigger: manual\n---\nThe staging database is read-only.\n"
+    )
+}
+
+#[tokio::test]
+async fn hand_added_files_are_loaded_and_broken_ones_skipped_untouched() {
+    let temp = tempfile::tempdir().unwrap();
+    let forge = temp.path().join("repos/forge");
+    fs::create_dir_all(&forge).unwrap();
+    fs::create_dir_all(temp.path().join("repos/bad name")).unwrap();
+    fs::write(
+        forge.join(format!("{HAND_WRITTEN_ID}.md")),
+        hand_written(HAND_WRITTEN_ID, "repo"),
+    )
+    .unwrap();
+    let broken = [
+        ("not-an-id.md", hand_written(HAND_WRITTEN_ID, "repo")),
+        (
+            "0193f0c2-0000-7000-8000-000000000001.md",
+            "no front matter at all".to_owned(),
+        ),
+        (
+            "0193f0c2-0000-7000-8000-000000000002.md",
+            hand_written(HAND_WRITTEN_ID, "repo"),
+        ),
+        (
+            "0193f0c2-0000-7000-8000-000000000003.md",
+            hand_written("0193f0c2-0000-7000-8000-000000000003", "user"),
+        ),
+    ];
+    for (name, text) in &broken {
+        fs::write(forge.join(name), text).unwrap();
+    }
+    fs::write(forge.join("notes.txt"), "not a memory, not counted").unwrap();
+    fs::write(forge.join(".tmp-abc-x.md"), "an interrupted write").unwrap();
+
+    let app = spawn_app_on(temp.path(), |_| {}).await;
+
+    let loaded = app.get(&format!("/memories/{HAND_WRITTEN_ID}")).await;
+    assert_eq!(loaded.status, StatusCode::OK, "{}", loaded.text);
+    assert_eq!(loaded.json["repo"], "forge");
+    assert_eq!(loaded.json["content"], "The staging database is read-only.");
+    let stats = app.get("/stats").await.json;
+    assert_eq!(stats["store"]["memories"], 1);
+    assert_eq!(stats["store"]["skipped_files"], 5, "{stats}");
+    let skipped: Vec<&str> = stats["store"]["skipped"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["path"].as_str().unwrap())
+        .collect();
+    assert!(skipped.contains(&"repos/bad name/"), "{skipped:?}");
+    assert!(skipped.contains(&"repos/forge/not-an-id.md"), "{skipped:?}");
+    for (name, text) in &broken {
+        assert_eq!(
+            &fs::read_to_string(forge.join(name)).unwrap(),
+            text,
+            "{name} was modified"
+        );
+    }
+    assert!(
+        !forge.join(".tmp-abc-x.md").exists(),
+        "interrupted writes are swept"
+    );
+    assert!(forge.join("notes.txt").exists());
+
+    // The store keeps working beside the broken files.
+    let mut body = json!({"scope": "repo", "repo": "forge", "category": "corrections", "content": "Staging is writable again."});
+    body["supersedes"] = json!(HAND_WRITTEN_ID);
+    let created = app.post("/memories", &body).await;
+    assert_eq!(created.status, StatusCode::CREATED, "{}", created.text);
+    assert_eq!(created.json["version"], 2);
+}
+
+#[tokio::test]
+async fn hand_edited_files_are_picked_up_at_start() {
+    let temp = tempfile::tempdir().unwrap();
+    let app = spawn_app_on(temp.path(), |_| {}).await;
+    let created = app
+        .post("/memories", &json!({"scope": "user", "user": "ana", "category": "user-facts", "content": "Ana uses vim."}))
+        .await
+        .json;
+    let id = created["id"].as_str().unwrap();
+    let path = temp.path().join(format!("users/ana/{id}.md"));
+    let edited = fs::read_to_string(&path)
+        .unwrap()
+        .replace("Ana uses vim.", "Ana uses helix.");
+    fs::write(&path, edited).unwrap();
+
+    let restarted = spawn_app_on(temp.path(), |_| {}).await;
+
+    let memory = restarted.get(&format!("/memories/{id}")).await.json;
+    assert_eq!(memory["content"], "Ana uses helix.");
+}
