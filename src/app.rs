@@ -9,7 +9,8 @@ use std::sync::Arc;
 use axum::Router;
 use tokio::net::TcpListener;
 
-use crate::config::Config;
+use crate::auth::ApiKeys;
+use crate::config::{ApiKey, Config};
 use crate::routes;
 use crate::state::{AppState, Readiness};
 use crate::store::{self, Store};
@@ -45,7 +46,9 @@ impl App {
                 source,
             })?;
         let readiness = Readiness::default();
+        let api_keys = ApiKeys::new(config.api_key.iter().map(ApiKey::expose));
         let state = AppState {
+            api_keys,
             store,
             config: Arc::new(config),
             readiness: readiness.clone(),

@@ -49,6 +49,30 @@ pub struct Config {
     pub defaults: Defaults,
     pub limits: Limits,
     pub log: Log,
+    /// `ENGRAM_API_KEY`: one key with access to everything. Only ever from
+    /// the environment, and never printed.
+    #[serde(skip)]
+    pub api_key: Option<ApiKey>,
+}
+
+/// A secret key; its `Debug` form is redacted.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ApiKey(String);
+
+impl ApiKey {
+    pub fn new(key: impl Into<String>) -> Self {
+        Self(key.into())
+    }
+
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ApiKey(<redacted>)")
+    }
 }
 
 impl Default for Config {
@@ -59,6 +83,7 @@ impl Default for Config {
             defaults: Defaults::default(),
             limits: Limits::default(),
             log: Log::default(),
+            api_key: None,
         }
     }
 }
@@ -146,18 +171,24 @@ impl Config {
                 merge(&mut tree, file);
             }
         }
+        let env: Vec<(String, String)> = env.into_iter().collect();
         let mut overrides: Vec<_> = env
-            .into_iter()
+            .iter()
             .filter(|(var, _)| var.starts_with(ENV_PREFIX) && !NOT_KEYS.contains(&var.as_str()))
             .collect();
         overrides.sort();
         for (var, value) in overrides {
-            apply_env(&mut tree, &var, &value)?;
+            apply_env(&mut tree, var, value)?;
         }
-        let config: Config = serde_path_to_error::deserialize(tree).map_err(|err| Error::Key {
-            key: err.path().to_string(),
-            reason: err.inner().to_string(),
-        })?;
+        let mut config: Config =
+            serde_path_to_error::deserialize(tree).map_err(|err| Error::Key {
+                key: err.path().to_string(),
+                reason: err.inner().to_string(),
+            })?;
+        config.api_key = env
+            .iter()
+            .find(|(var, value)| var == "ENGRAM_API_KEY" && !value.is_empty())
+            .map(|(_, value)| ApiKey::new(value.as_str()));
         config.validate()?;
         Ok(config)
     }
@@ -287,6 +318,8 @@ mod tests {
         assert_eq!(config.limits.max_body_bytes, 4096);
         assert_eq!(config.limits.request_timeout_ms, 10_000);
         assert_eq!(config.defaults.repo.as_str(), "forge");
+        assert_eq!(config.api_key, Some(ApiKey::new("not-a-key")));
+        assert_eq!(format!("{:?}", config.api_key), "Some(ApiKey(<redacted>))");
     }
 
     #[test]

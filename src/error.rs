@@ -46,6 +46,8 @@ pub enum ApiError {
     #[error("the request body is larger than the limit of {limit} bytes")]
     PayloadTooLarge { limit: usize },
     #[error("{detail}")]
+    Unauthorized { detail: String },
+    #[error("{detail}")]
     NotFound { detail: String },
     #[error("{detail}")]
     MethodNotAllowed { detail: String },
@@ -101,6 +103,11 @@ impl ApiError {
                 StatusCode::PAYLOAD_TOO_LARGE,
                 "payload-too-large",
                 "The body is too large",
+            ),
+            Self::Unauthorized { .. } => (
+                StatusCode::UNAUTHORIZED,
+                "unauthorized",
+                "Authentication required",
             ),
             Self::NotFound { .. } => (StatusCode::NOT_FOUND, "not-found", "Not found"),
             Self::MethodNotAllowed { .. } => (
@@ -160,6 +167,11 @@ impl IntoResponse for ApiError {
         response
             .headers_mut()
             .insert(header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON));
+        if status == StatusCode::UNAUTHORIZED {
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
         if status == StatusCode::SERVICE_UNAVAILABLE {
             response
                 .headers_mut()

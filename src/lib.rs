@@ -3,12 +3,16 @@
 
 /// Lifecycle: load, bind, serve, stop gracefully.
 pub mod app;
+/// API keys and the middleware that checks them.
+pub mod auth;
 /// Configuration: defaults, YAML file, environment; validated at start.
 pub mod config;
 /// API errors as `application/problem+json`.
 pub mod error;
 /// The domain types: ids, namespaces, categories, memories.
 pub mod memory;
+/// `engram healthcheck`: a dependency-free probe of `/healthz`.
+pub mod probe;
 /// Routes, OpenAPI, Swagger UI and middleware.
 pub mod routes;
 /// Handler state: clonable handles to each component.

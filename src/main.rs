@@ -30,6 +30,8 @@ enum Command {
     Config,
     /// Print the OpenAPI document as YAML and exit.
     Openapi,
+    /// Exit 0 if the configured server answers /healthz (for container health checks).
+    Healthcheck,
 }
 
 fn main() -> ExitCode {
@@ -38,6 +40,16 @@ fn main() -> ExitCode {
         Command::Openapi => print_yaml(&engram::routes::openapi()),
         Command::Config => match load_config(args.config.as_deref()) {
             Ok(config) => print_yaml(&config),
+            Err(code) => code,
+        },
+        Command::Healthcheck => match load_config(args.config.as_deref()) {
+            Ok(config) => match engram::probe::healthz(config.listen) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(err) => {
+                    eprintln!("engram: unhealthy: {err}");
+                    ExitCode::FAILURE
+                }
+            },
             Err(code) => code,
         },
         Command::Serve => match load_config(args.config.as_deref()) {

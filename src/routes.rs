@@ -21,11 +21,13 @@ use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::trace::{DefaultOnResponse, TraceLayer};
 use tracing::Level;
-use utoipa::OpenApi;
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::{Modify, OpenApi};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use utoipa_swagger_ui::SwaggerUi;
 
+use crate::auth::{self, ApiKeys};
 use crate::error::{ApiError, Problem};
 use crate::state::AppState;
 
@@ -41,30 +43,51 @@ use crate::state::AppState;
         (name = "memories", description = "Write, list, read and forget memories"),
         (name = "operations", description = "Health, readiness and statistics"),
     ),
-    components(schemas(Problem))
+    components(schemas(Problem)),
+    modifiers(&BearerScheme),
+    security(("bearer" = []))
 )]
 struct ApiDoc;
 
-/// Every documented route, with its OpenAPI description.
-fn api_router() -> OpenApiRouter<AppState> {
-    OpenApiRouter::with_openapi(ApiDoc::openapi())
+/// Declares the `bearer` scheme that data routes need when the service has
+/// an API key (`ENGRAM_API_KEY`).
+struct BearerScheme;
+
+impl Modify for BearerScheme {
+    fn modify(&self, api: &mut utoipa::openapi::OpenApi) {
+        api.components
+            .get_or_insert_with(Default::default)
+            .add_security_scheme(
+                "bearer",
+                SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
+            );
+    }
+}
+
+/// Every documented route, with its OpenAPI description. Routes that hold
+/// data sit behind `auth::require_key`; health and readiness do not.
+fn api_router(keys: ApiKeys) -> OpenApiRouter<AppState> {
+    let guarded = OpenApiRouter::new()
         .routes(routes!(memories::list_memories, memories::create_memory))
         .routes(routes!(memories::get_memory, memories::delete_memory))
         .routes(routes!(stats::get_stats))
+        .route_layer(middleware::from_fn_with_state(keys, auth::require_key));
+    OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .merge(guarded)
         .routes(routes!(health::get_healthz))
         .routes(routes!(health::get_readyz))
 }
 
 /// The OpenAPI document the service serves at `/openapi.json`.
 pub fn openapi() -> utoipa::openapi::OpenApi {
-    let (_, api) = api_router().split_for_parts();
+    let (_, api) = api_router(ApiKeys::default()).split_for_parts();
     api
 }
 
 /// The complete application: API, docs, fallbacks and layers.
 pub fn router(state: AppState) -> Router {
     let request_timeout = Duration::from_millis(state.config.limits.request_timeout_ms);
-    let (api, document) = api_router().split_for_parts();
+    let (api, document) = api_router(state.api_keys.clone()).split_for_parts();
     let layers = ServiceBuilder::new()
         .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
         .layer(

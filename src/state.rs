@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use axum::extract::FromRef;
 
+use crate::auth::ApiKeys;
 use crate::config::{Config, Defaults};
 use crate::routes::extract::BodyLimit;
 use crate::store::Store;
@@ -15,6 +16,7 @@ pub struct AppState {
     pub store: Store,
     pub config: Arc<Config>,
     pub readiness: Readiness,
+    pub api_keys: ApiKeys,
 }
 
 impl FromRef<AppState> for Store {

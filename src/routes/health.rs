@@ -15,7 +15,13 @@ pub struct HealthResponse {
 }
 
 /// Liveness: 200 as soon as the process serves.
-#[utoipa::path(get, path = "/healthz", tag = "operations", responses((status = 200, body = HealthResponse)))]
+#[utoipa::path(
+    get,
+    path = "/healthz",
+    tag = "operations",
+    security(()),
+    responses((status = 200, body = HealthResponse))
+)]
 pub async fn get_healthz() -> Json<HealthResponse> {
     Json(HealthResponse { status: "ok" })
 }
@@ -25,6 +31,7 @@ pub async fn get_healthz() -> Json<HealthResponse> {
     get,
     path = "/readyz",
     tag = "operations",
+    security(()),
     responses(
         (status = 200, body = HealthResponse),
         (status = 503, description = "Still starting", body = Problem, content_type = "application/problem+json"),

@@ -105,6 +105,7 @@ pub struct CreateMemoryRequest {
     tag = "memories",
     request_body = CreateMemoryRequest,
     responses(
+        (status = 401, description = "An API key is configured and the request lacks it", body = Problem, content_type = "application/problem+json"),
         (status = 201, description = "The memory, as written", body = MemoryView),
         (status = 400, description = "The body is not JSON", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "`supersedes` names a memory that is already superseded", body = Problem, content_type = "application/problem+json"),
@@ -203,6 +204,7 @@ pub struct ListMemoriesResponse {
     tag = "memories",
     params(ListMemoriesQuery),
     responses(
+        (status = 401, description = "An API key is configured and the request lacks it", body = Problem, content_type = "application/problem+json"),
         (status = 200, body = ListMemoriesResponse),
         (status = 422, description = "A query parameter is invalid", body = Problem, content_type = "application/problem+json"),
     )
@@ -283,6 +285,7 @@ pub struct MemoryDetail {
     tag = "memories",
     params(("id" = String, Path, description = "The memory id (a UUID)")),
     responses(
+        (status = 401, description = "An API key is configured and the request lacks it", body = Problem, content_type = "application/problem+json"),
         (status = 200, body = MemoryDetail),
         (status = 404, description = "No such memory", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "The id is not a UUID", body = Problem, content_type = "application/problem+json"),
@@ -315,6 +318,7 @@ pub async fn get_memory(
     tag = "memories",
     params(("id" = String, Path, description = "The memory id (a UUID)")),
     responses(
+        (status = 401, description = "An API key is configured and the request lacks it", body = Problem, content_type = "application/problem+json"),
         (status = 204, description = "The memory is gone"),
         (status = 404, description = "No such memory", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "The id is not a UUID", body = Problem, content_type = "application/problem+json"),

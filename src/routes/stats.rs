@@ -7,6 +7,7 @@ use axum::extract::State;
 use serde::Serialize;
 use utoipa::ToSchema;
 
+use crate::error::Problem;
 use crate::store::Store;
 
 /// The most skipped files listed by name; the count is always complete.
@@ -44,7 +45,15 @@ pub struct SkippedFileView {
 }
 
 /// Statistics of the store.
-#[utoipa::path(get, path = "/stats", tag = "operations", responses((status = 200, body = StatsResponse)))]
+#[utoipa::path(
+    get,
+    path = "/stats",
+    tag = "operations",
+    responses(
+        (status = 200, body = StatsResponse),
+        (status = 401, description = "An API key is configured and the request lacks it", body = Problem, content_type = "application/problem+json"),
+    )
+)]
 pub async fn get_stats(State(store): State<Store>) -> Json<StatsResponse> {
     let stats = store.stats();
     Json(StatsResponse {

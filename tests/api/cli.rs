@@ -50,3 +50,23 @@ fn config_prints_the_effective_configuration() {
     assert!(yaml.contains("listen: 127.0.0.1:8080"), "{yaml}");
     assert!(yaml.contains("repo: forge"), "{yaml}");
 }
+
+#[tokio::test]
+async fn healthcheck_succeeds_only_against_a_live_server() {
+    let temp = tempfile::tempdir().unwrap();
+    let app =
+        crate::helpers::RunningApp::start(crate::helpers::test_config(temp.path(), |_| {})).await;
+    let listen = app.base_url.trim_start_matches("http://").to_owned();
+    let probe = |listen: String| {
+        tokio::task::spawn_blocking(move || {
+            engram()
+                .env("ENGRAM_LISTEN", listen)
+                .arg("healthcheck")
+                .status()
+                .unwrap()
+        })
+    };
+    assert!(probe(listen.clone()).await.unwrap().success());
+    app.stop().await;
+    assert!(!probe(listen).await.unwrap().success());
+}

@@ -2,7 +2,9 @@
 
 mod helpers;
 
+mod auth;
 mod cli;
+mod container;
 mod docs;
 mod lifecycle;
 mod memories;

@@ -1,0 +1,25 @@
+# Engram in a container: built from source, run as a non-root user, with its
+# memories on the /data volume.
+#
+#   docker build -t engram .
+#   docker run -p 127.0.0.1:8080:8080 -e ENGRAM_API_KEY=change-me -v engram-data:/data engram
+
+FROM rust:1.95-slim-bookworm AS build
+WORKDIR /src
+COPY Cargo.toml Cargo.lock ./
+COPY src ./src
+RUN cargo build --release --locked --bin engram
+
+FROM debian:bookworm-slim
+RUN useradd --system --uid 10001 --user-group --home-dir /data --no-create-home engram \
+    && mkdir /data && chown engram:engram /data
+COPY --from=build /src/target/release/engram /usr/local/bin/engram
+USER engram
+ENV ENGRAM_LISTEN=0.0.0.0:8080 \
+    ENGRAM_DATA_DIR=/data
+VOLUME ["/data"]
+EXPOSE 8080
+HEALTHCHECK --interval=10s --timeout=5s --start-period=30s --retries=3 \
+    CMD ["engram", "healthcheck"]
+ENTRYPOINT ["engram"]
+CMD ["serve"]
