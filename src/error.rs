@@ -204,7 +204,7 @@ impl From<store::WriteError> for ApiError {
 }
 
 /// `error: cause: cause`, for logs.
-fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
+pub fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
     let mut text = err.to_string();
     let mut source = err.source();
     while let Some(cause) = source {

@@ -89,19 +89,8 @@ async fn serve(config: Config) -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
-            tracing::error!(error = %error_chain(&err), "engram failed");
+            tracing::error!(error = %engram::error::error_chain(&err), "engram failed");
             ExitCode::FAILURE
         }
     }
-}
-
-fn error_chain(err: &dyn std::error::Error) -> String {
-    let mut text = err.to_string();
-    let mut source = err.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
