@@ -1,16 +1,25 @@
-//! The application's lifecycle: load the store, bind, serve until told to
-//! stop, then let in-flight requests finish.
+//! The application's lifecycle: load the store and the embedder, bind,
+//! build the vector index in the background, serve until told to stop, then
+//! let in-flight requests finish and stop the indexer.
 
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Router;
 use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
 
 use crate::auth::ApiKeys;
 use crate::config::{ApiKey, Config};
+use crate::embed::cache::EmbeddingCache;
+use crate::embed::{self, Embedder};
+use crate::index::Index;
+use crate::index::indexer::{Indexer, IndexerStats};
+use crate::retrieval::{Retriever, inject};
 use crate::routes;
 use crate::state::{AppState, Readiness};
 use crate::store::{self, Store};
@@ -19,6 +28,8 @@ use crate::store::{self, Store};
 pub enum Error {
     #[error("loading the memory store")]
     Store(#[from] store::Error),
+    #[error("loading the embedder")]
+    Embedder(#[from] embed::Error),
     #[error("the start-up task failed")]
     Task(#[from] tokio::task::JoinError),
     #[error("binding {addr}")]
@@ -32,34 +43,77 @@ pub struct App {
     listener: TcpListener,
     router: Router,
     state: AppState,
+    indexer: JoinHandle<()>,
+    stop_indexer: CancellationToken,
 }
 
 impl App {
-    /// Loads the store and binds the listener (`127.0.0.1:0` picks a free port).
+    /// Loads the store and the embedder, binds the listener (`127.0.0.1:0`
+    /// picks a free port) and starts building the index; the service is
+    /// ready once that build is done.
     pub async fn build(config: Config) -> Result<Self, Error> {
-        let data_dir = config.data_dir.clone();
-        let store = tokio::task::spawn_blocking(move || Store::open(&data_dir)).await??;
+        let (store, embedder, cache) = {
+            let data_dir = config.data_dir.clone();
+            let embedding = config.embedding.clone();
+            tokio::task::spawn_blocking(move || -> Result<_, Error> {
+                let store = Store::open(&data_dir)?;
+                let embedder = Embedder::from_config(&embedding)?;
+                let cache = EmbeddingCache::open(
+                    &data_dir.join(".cache"),
+                    &embedder.model_key(),
+                    embedder.dimensions(),
+                );
+                Ok((store, embedder, cache))
+            })
+            .await??
+        };
         let listener = TcpListener::bind(config.listen)
             .await
             .map_err(|source| Error::Bind {
                 addr: config.listen,
                 source,
             })?;
+        // Loaded off the request path, so the first retrieval does not wait.
+        tokio::task::spawn_blocking(inject::warm_up);
+
         let readiness = Readiness::default();
+        let index = Arc::new(Index::new(embedder.dimensions()));
+        let indexer_stats = Arc::new(IndexerStats::default());
+        let stop_indexer = CancellationToken::new();
+        let indexer = tokio::spawn(
+            Indexer::new(
+                store.clone(),
+                index.clone(),
+                embedder.clone(),
+                cache,
+                readiness.clone(),
+                indexer_stats.clone(),
+            )
+            .run(stop_indexer.clone()),
+        );
+        let retriever = Retriever::new(
+            store.clone(),
+            index,
+            embedder,
+            readiness.clone(),
+            Duration::from_millis(config.retrieval.budget_ms),
+        );
         let api_keys = ApiKeys::new(config.api_key.iter().map(ApiKey::expose));
         let state = AppState {
             api_keys,
             store,
+            retriever,
+            indexer_stats,
             config: Arc::new(config),
-            readiness: readiness.clone(),
+            readiness,
         };
         let router = routes::router(state.clone());
-        // Everything start-up needs is loaded above.
-        readiness.set_ready();
         Ok(Self {
             listener,
             router,
             state,
+            indexer,
+            stop_indexer,
         })
     }
 
@@ -86,6 +140,10 @@ impl App {
             .with_graceful_shutdown(shutdown)
             .await
             .map_err(Error::Serve)?;
+        self.stop_indexer.cancel();
+        if let Err(err) = self.indexer.await {
+            tracing::error!(error = %err, "the indexer task failed");
+        }
         tracing::info!("engram stopped");
         Ok(())
     }

@@ -5,7 +5,9 @@
 //! `deny_unknown_fields`, so an unknown key or a bad value anywhere is a
 //! startup error that names the key. `validate` then checks ranges.
 //! `ENGRAM_CONFIG`, `ENGRAM_API_KEY` and `ENGRAM_MODEL_DIR` are not keys and
-//! never enter the tree.
+//! never enter the tree; the last sets `embedding.model_dir`. Secrets (the
+//! embeddings key) are read from the variable the configuration names, kept
+//! out of the tree and never printed.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -48,6 +50,8 @@ pub struct Config {
     pub data_dir: PathBuf,
     /// The owners used when a request names no repo or user.
     pub defaults: Defaults,
+    pub embedding: Embedding,
+    pub retrieval: Retrieval,
     pub limits: Limits,
     pub log: Log,
     /// `ENGRAM_API_KEY`: one key with access to everything. Only ever from
@@ -82,6 +86,8 @@ impl Default for Config {
             listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
             data_dir: PathBuf::from("./data"),
             defaults: Defaults::default(),
+            embedding: Embedding::default(),
+            retrieval: Retrieval::default(),
             limits: Limits::default(),
             log: Log::default(),
             api_key: None,
@@ -103,6 +109,135 @@ impl Default for Defaults {
             user: "default".parse().expect("`default` is a valid user id"),
         }
     }
+}
+
+/// Which embedder turns text into vectors.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Embedding {
+    pub provider: EmbeddingProvider,
+    /// `local`: a directory holding `config.json`, `tokenizer.json` and
+    /// `model.safetensors` instead of the copy bundled at build time.
+    /// `ENGRAM_MODEL_DIR` wins over it.
+    pub model_dir: Option<PathBuf>,
+    /// `openai`: the API root; `/embeddings` is appended.
+    pub base_url: String,
+    /// `openai`: the environment variable holding the bearer key (none sent
+    /// when it is unset, for local servers that need none).
+    pub api_key_env: String,
+    /// `openai`: the model name sent with each request.
+    pub model: String,
+    /// `openai`: the length of the vectors the model returns.
+    pub dimensions: usize,
+    /// `openai`: how long one embeddings request may take, in ms.
+    pub timeout_ms: u64,
+    /// The key read from `api_key_env` at start-up.
+    #[serde(skip)]
+    pub api_key: Option<ApiKey>,
+}
+
+impl Default for Embedding {
+    fn default() -> Self {
+        Self {
+            provider: EmbeddingProvider::Local,
+            model_dir: None,
+            base_url: "https://api.openai.com/v1".to_owned(),
+            api_key_env: "OPENAI_API_KEY".to_owned(),
+            model: "text-embedding-3-small".to_owned(),
+            dimensions: 1536,
+            timeout_ms: 2000,
+            api_key: None,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EmbeddingProvider {
+    /// all-MiniLM-L6-v2 in process: no network, no key.
+    Local,
+    /// An OpenAI-compatible `/embeddings` endpoint.
+    Openai,
+}
+
+/// Defaults for `POST /retrieve`; a request may override each.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Retrieval {
+    /// How many memories a retrieval returns at most.
+    pub top_k: usize,
+    /// The most tokens the injection text may take.
+    pub token_budget: usize,
+    /// The least relevance (0..1) a returned memory has.
+    pub min_relevance: f64,
+    /// The whole retrieval's time budget, in ms; past it the answer is
+    /// `degraded`.
+    pub budget_ms: u64,
+    pub weights: Weights,
+}
+
+impl Default for Retrieval {
+    fn default() -> Self {
+        Self {
+            top_k: 5,
+            token_budget: 1000,
+            min_relevance: 0.0,
+            budget_ms: 2000,
+            weights: Weights::default(),
+        }
+    }
+}
+
+/// How much each factor counts in a memory's relevance; each 0..1, not all
+/// zero. They are normalised by their sum.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct Weights {
+    pub similarity: f64,
+    pub recency: f64,
+    pub importance: f64,
+    pub access: f64,
+}
+
+impl Default for Weights {
+    fn default() -> Self {
+        Self {
+            similarity: 0.6,
+            recency: 0.2,
+            importance: 0.15,
+            access: 0.05,
+        }
+    }
+}
+
+impl Weights {
+    /// The first weight outside 0..1, or a note that all are zero.
+    pub fn check(&self) -> Result<(), (&'static str, &'static str)> {
+        let named = [
+            ("similarity", self.similarity),
+            ("recency", self.recency),
+            ("importance", self.importance),
+            ("access", self.access),
+        ];
+        if let Some((name, _)) = named.iter().find(|(_, w)| !(0.0..=1.0).contains(w)) {
+            return Err((name, "must be between 0 and 1"));
+        }
+        if named.iter().all(|(_, w)| *w == 0.0) {
+            return Err(("similarity", "the weights must not all be zero"));
+        }
+        Ok(())
+    }
+}
+
+/// Bounds of retrieval parameters, shared by the configuration and requests.
+pub mod bounds {
+    use std::ops::RangeInclusive;
+
+    pub const TOP_K: RangeInclusive<usize> = 1..=1000;
+    pub const TOKEN_BUDGET: RangeInclusive<usize> = 1..=128_000;
+    pub const BUDGET_MS: RangeInclusive<u64> = 50..=60_000;
+    pub const EMBEDDING_DIMENSIONS: RangeInclusive<usize> = 1..=8192;
+    pub const UPSTREAM_TIMEOUT_MS: RangeInclusive<u64> = 50..=600_000;
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -186,10 +321,16 @@ impl Config {
                 key: err.path().to_string(),
                 reason: err.inner().to_string(),
             })?;
-        config.api_key = env
-            .iter()
-            .find(|(var, value)| var == "ENGRAM_API_KEY" && !value.is_empty())
-            .map(|(_, value)| ApiKey::new(value.as_str()));
+        let lookup = |name: &str| {
+            env.iter()
+                .find(|(var, value)| var == name && !value.is_empty())
+                .map(|(_, value)| value.as_str())
+        };
+        config.api_key = lookup("ENGRAM_API_KEY").map(ApiKey::new);
+        if let Some(dir) = lookup("ENGRAM_MODEL_DIR") {
+            config.embedding.model_dir = Some(PathBuf::from(dir));
+        }
+        config.embedding.api_key = lookup(&config.embedding.api_key_env).map(ApiKey::new);
         config.validate()?;
         Ok(config)
     }
@@ -210,6 +351,42 @@ impl Config {
                 "limits.request_timeout_ms",
                 "must be between 100 and 600000",
             );
+        }
+        let embedding = &self.embedding;
+        if !bounds::EMBEDDING_DIMENSIONS.contains(&embedding.dimensions) {
+            return key_error("embedding.dimensions", "must be between 1 and 8192");
+        }
+        if !bounds::UPSTREAM_TIMEOUT_MS.contains(&embedding.timeout_ms) {
+            return key_error("embedding.timeout_ms", "must be between 50 and 600000");
+        }
+        if embedding.provider == EmbeddingProvider::Openai {
+            if !(embedding.base_url.starts_with("http://")
+                || embedding.base_url.starts_with("https://"))
+            {
+                return key_error("embedding.base_url", "must be an http:// or https:// URL");
+            }
+            if embedding.model.trim().is_empty() {
+                return key_error("embedding.model", "must not be empty");
+            }
+        }
+        let retrieval = &self.retrieval;
+        if !bounds::TOP_K.contains(&retrieval.top_k) {
+            return key_error("retrieval.top_k", "must be between 1 and 1000");
+        }
+        if !bounds::TOKEN_BUDGET.contains(&retrieval.token_budget) {
+            return key_error("retrieval.token_budget", "must be between 1 and 128000");
+        }
+        if !(0.0..=1.0).contains(&retrieval.min_relevance) {
+            return key_error("retrieval.min_relevance", "must be between 0 and 1");
+        }
+        if !bounds::BUDGET_MS.contains(&retrieval.budget_ms) {
+            return key_error("retrieval.budget_ms", "must be between 50 and 60000");
+        }
+        if let Err((weight, reason)) = retrieval.weights.check() {
+            return Err(Error::Key {
+                key: format!("retrieval.weights.{weight}"),
+                reason: reason.to_owned(),
+            });
         }
         if self.data_dir.as_os_str().is_empty() {
             return key_error("data_dir", "must not be empty");
@@ -321,7 +498,23 @@ mod tests {
         assert_eq!(config.limits.request_timeout_ms, 10_000);
         assert_eq!(config.defaults.repo.as_str(), "forge");
         assert_eq!(config.api_key, Some(ApiKey::new("not-a-key")));
+        assert_eq!(
+            config.embedding.model_dir,
+            Some(PathBuf::from("/opt/model"))
+        );
         assert_eq!(format!("{:?}", config.api_key), "Some(ApiKey(<redacted>))");
+    }
+
+    #[test]
+    fn the_embeddings_key_comes_from_the_named_variable_and_stays_hidden() {
+        let config = load_yaml(
+            "embedding: { provider: openai, api_key_env: MY_EMBED_KEY }\n",
+            &[("MY_EMBED_KEY", "sk-test"), ("OPENAI_API_KEY", "other")],
+        )
+        .unwrap();
+        assert_eq!(config.embedding.api_key, Some(ApiKey::new("sk-test")));
+        let printed = serde_yaml::to_string(&config).unwrap();
+        assert!(!printed.contains("sk-test"), "{printed}");
     }
 
     #[test]
@@ -343,6 +536,21 @@ mod tests {
             ("limits: { max_body_bytes: -1 }\n", "limits.max_body_bytes"),
             ("log: { format: xml }\n", "log.format"),
             ("[1, 2]\n", "."),
+            ("embedding: { provider: onnx }\n", "embedding.provider"),
+            ("embedding: { dimensions: 0 }\n", "embedding.dimensions"),
+            (
+                "embedding: { provider: openai, base_url: ftp://x }\n",
+                "embedding.base_url",
+            ),
+            ("retrieval: { top_k: 0 }\n", "retrieval.top_k"),
+            (
+                "retrieval: { weights: { recency: 1.5 } }\n",
+                "retrieval.weights.recency",
+            ),
+            (
+                "retrieval: { weights: { similarity: 0, recency: 0, importance: 0, access: 0 } }\n",
+                "retrieval.weights.similarity",
+            ),
         ];
         for (yaml, key) in cases {
             let err = load_yaml(yaml, &[]).unwrap_err().to_string();

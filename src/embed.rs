@@ -2,16 +2,24 @@
 //! process (the default: nothing to configure, no network); `OpenAi` calls an
 //! OpenAI-compatible `/embeddings` endpoint.
 //!
-//! Both return one unit-length vector per text, in order; the local model is
-//! CPU-bound and runs on a blocking thread so it never stalls the runtime.
+//! Both return one vector per text, in order, of [`Embedder::dimensions`]
+//! floats; the local model is CPU-bound and runs on a blocking thread so it
+//! never stalls the runtime. A model directory is loaded once per process
+//! and shared, however many embedders are built from it.
 
+pub mod cache;
 pub mod local;
 pub mod openai;
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 pub use local::LocalEmbedder;
 pub use openai::OpenAiEmbedder;
+
+use crate::config::{self, EmbeddingProvider};
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -30,12 +38,45 @@ pub enum Embedder {
 }
 
 impl Embedder {
+    /// The embedder the configuration asks for. Loading the local model
+    /// reads and verifies about 90 MB: call it from a blocking thread.
+    pub fn from_config(config: &config::Embedding) -> Result<Self, Error> {
+        match config.provider {
+            EmbeddingProvider::Local => {
+                let dir = match &config.model_dir {
+                    Some(dir) => dir.clone(),
+                    None => {
+                        PathBuf::from(local::BUNDLED_MODEL_DIR.ok_or(local::Error::NotBundled)?)
+                    }
+                };
+                Ok(Self::Local(load_shared(&dir)?))
+            }
+            EmbeddingProvider::Openai => Ok(Self::OpenAi(OpenAiEmbedder::new(openai::Settings {
+                base_url: config.base_url.clone(),
+                model: config.model.clone(),
+                api_key: config.api_key.as_ref().map(|key| key.expose().to_owned()),
+                timeout: Duration::from_millis(config.timeout_ms),
+                dimensions: config.dimensions,
+            }))),
+        }
+    }
+
     /// Names the vector space: vectors from embedders with different model
     /// keys are never compared or cached together.
     pub fn model_key(&self) -> String {
         match self {
             Self::Local(_) => format!("local/all-MiniLM-L6-v2/{}", local::DIMENSIONS),
-            Self::OpenAi(embedder) => format!("openai/{}", embedder.model()),
+            Self::OpenAi(embedder) => {
+                format!("openai/{}/{}", embedder.model(), embedder.dimensions())
+            }
+        }
+    }
+
+    /// The length of every vector this embedder returns.
+    pub fn dimensions(&self) -> usize {
+        match self {
+            Self::Local(_) => local::DIMENSIONS,
+            Self::OpenAi(embedder) => embedder.dimensions(),
         }
     }
 
@@ -54,4 +95,19 @@ impl Embedder {
             Self::OpenAi(embedder) => Ok(embedder.embed(&texts).await?),
         }
     }
+}
+
+/// The model loaded from `dir`, loading it on first use. Tests and
+/// restarts in one process share one copy of the weights.
+fn load_shared(dir: &Path) -> Result<Arc<LocalEmbedder>, local::Error> {
+    static LOADED: Mutex<Option<HashMap<PathBuf, Arc<LocalEmbedder>>>> = Mutex::new(None);
+    // Held while loading, so two callers never load the same model twice.
+    let mut loaded = LOADED.lock().unwrap_or_else(PoisonError::into_inner);
+    let loaded = loaded.get_or_insert_with(HashMap::new);
+    if let Some(embedder) = loaded.get(dir) {
+        return Ok(embedder.clone());
+    }
+    let embedder = Arc::new(LocalEmbedder::load(dir)?);
+    loaded.insert(dir.to_owned(), embedder.clone());
+    Ok(embedder)
 }

@@ -11,10 +11,14 @@ pub mod config;
 pub mod embed;
 /// API errors as `application/problem+json`.
 pub mod error;
+/// The vector index and the indexer task that keeps it current.
+pub mod index;
 /// The domain types: ids, namespaces, categories, memories.
 pub mod memory;
 /// `engram healthcheck`: a dependency-free probe of `/healthz`.
 pub mod probe;
+/// Retrieval: search, ranking, injection text, degradation.
+pub mod retrieval;
 /// Routes, OpenAPI, Swagger UI and middleware.
 pub mod routes;
 /// Handler state: clonable handles to each component.
@@ -23,3 +27,5 @@ pub mod state;
 pub mod store;
 /// Logging setup.
 pub mod telemetry;
+/// Conversation windows: chat messages reduced to user and assistant text.
+pub mod window;

@@ -7,6 +7,7 @@
 pub mod extract;
 pub mod health;
 pub mod memories;
+pub mod retrieve;
 pub mod stats;
 
 use std::time::Duration;
@@ -41,6 +42,7 @@ use crate::state::AppState;
     ),
     tags(
         (name = "memories", description = "Write, list, read and forget memories"),
+        (name = "retrieval", description = "The memories that matter now"),
         (name = "operations", description = "Health, readiness and statistics"),
     ),
     components(schemas(Problem)),
@@ -70,6 +72,8 @@ fn api_router(keys: ApiKeys) -> OpenApiRouter<AppState> {
     let guarded = OpenApiRouter::new()
         .routes(routes!(memories::list_memories, memories::create_memory))
         .routes(routes!(memories::get_memory, memories::delete_memory))
+        .routes(routes!(memories::find_similar_memories))
+        .routes(routes!(retrieve::retrieve_memories))
         .routes(routes!(stats::get_stats))
         .route_layer(middleware::from_fn_with_state(keys, auth::require_key));
     OpenApiRouter::with_openapi(ApiDoc::openapi())

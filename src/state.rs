@@ -8,15 +8,37 @@ use axum::extract::FromRef;
 
 use crate::auth::ApiKeys;
 use crate::config::{Config, Defaults};
+use crate::index::indexer::IndexerStats;
+use crate::retrieval::Retriever;
 use crate::routes::extract::BodyLimit;
 use crate::store::Store;
 
 #[derive(Clone)]
 pub struct AppState {
     pub store: Store,
+    pub retriever: Retriever,
+    pub indexer_stats: Arc<IndexerStats>,
     pub config: Arc<Config>,
     pub readiness: Readiness,
     pub api_keys: ApiKeys,
+}
+
+impl FromRef<AppState> for Retriever {
+    fn from_ref(state: &AppState) -> Self {
+        state.retriever.clone()
+    }
+}
+
+impl FromRef<AppState> for Arc<IndexerStats> {
+    fn from_ref(state: &AppState) -> Self {
+        state.indexer_stats.clone()
+    }
+}
+
+impl FromRef<AppState> for Arc<Config> {
+    fn from_ref(state: &AppState) -> Self {
+        state.config.clone()
+    }
 }
 
 impl FromRef<AppState> for Store {
@@ -43,8 +65,9 @@ impl FromRef<AppState> for Defaults {
     }
 }
 
-/// Whether the start-up work is done and the service can answer requests
-/// with complete data. `/readyz` reports it.
+/// Whether the start-up work (loading the store, building the vector
+/// index) is done and the service answers with complete data. `/readyz`
+/// reports it.
 #[derive(Clone, Default)]
 pub struct Readiness(Arc<AtomicBool>);
 

@@ -177,6 +177,45 @@ struct Inner {
     /// happen as one step.
     writer: Mutex<()>,
     skipped: Vec<SkippedFile>,
+    changes: ChangeLog,
+}
+
+/// Memories written or deleted that the index has not yet taken in.
+///
+/// Each change carries a sequence number, so acknowledging a change the
+/// indexer processed never drops a newer change to the same memory.
+#[derive(Default)]
+struct ChangeLog {
+    pending: Mutex<PendingChanges>,
+    /// Wakes the indexer; a notification sent while nobody waits is kept.
+    notify: tokio::sync::Notify,
+}
+
+#[derive(Default)]
+struct PendingChanges {
+    by_id: HashMap<MemoryId, u64>,
+    next_sequence: u64,
+}
+
+/// A change to one memory: look the id up to see whether it was written
+/// (present) or deleted (absent).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct PendingChange {
+    pub id: MemoryId,
+    sequence: u64,
+}
+
+impl ChangeLog {
+    fn record(&self, ids: impl IntoIterator<Item = MemoryId>) {
+        let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
+        for id in ids {
+            let sequence = pending.next_sequence;
+            pending.next_sequence += 1;
+            pending.by_id.insert(id, sequence);
+        }
+        drop(pending);
+        self.notify.notify_one();
+    }
 }
 
 /// The in-memory view of every loaded memory, with reverse indexes.
@@ -265,14 +304,51 @@ impl Store {
             data_dir = %root.display(),
             "memory store loaded"
         );
+        let changes = ChangeLog::default();
+        // Everything loaded is new to the index.
+        changes.record(view.by_id.keys().copied());
         Ok(Self {
             inner: Arc::new(Inner {
                 root: root.to_owned(),
                 view: RwLock::new(view),
                 writer: Mutex::new(()),
                 skipped,
+                changes,
             }),
         })
+    }
+
+    /// The changes not yet acknowledged, oldest first.
+    pub fn pending_changes(&self) -> Vec<PendingChange> {
+        let pending = self.lock_changes();
+        let mut changes: Vec<PendingChange> = pending
+            .by_id
+            .iter()
+            .map(|(&id, &sequence)| PendingChange { id, sequence })
+            .collect();
+        changes.sort_by_key(|change| change.sequence);
+        changes
+    }
+
+    /// How many changes wait for the index.
+    pub fn pending_change_count(&self) -> usize {
+        self.lock_changes().by_id.len()
+    }
+
+    /// Marks `done` as taken in; a memory changed again since stays pending.
+    pub fn acknowledge(&self, done: &[PendingChange]) {
+        let mut pending = self.lock_changes();
+        for change in done {
+            if pending.by_id.get(&change.id) == Some(&change.sequence) {
+                pending.by_id.remove(&change.id);
+            }
+        }
+    }
+
+    /// Completes when a change has been recorded since the last call
+    /// completed (at once if one was recorded meanwhile).
+    pub async fn changed(&self) {
+        self.inner.changes.notify.notified().await;
     }
 
     pub fn get(&self, id: MemoryId) -> Option<Arc<Memory>> {
@@ -419,6 +495,7 @@ impl Store {
         atomic::write(&path, markdown::render(&memory).as_bytes())
             .map_err(|source| Error::Write { path, source })?;
         self.write_view().insert(memory.clone());
+        self.inner.changes.record([memory.id]);
         Ok(memory)
     }
 
@@ -479,7 +556,9 @@ impl Store {
         };
         let path = self.path_of(&memory.namespace, id);
         atomic::remove(&path).map_err(|source| Error::Remove { path, source })?;
-        Ok(self.write_view().remove(id))
+        let removed = self.write_view().remove(id);
+        self.inner.changes.record([id]);
+        Ok(removed)
     }
 
     fn path_of(&self, namespace: &Namespace, id: MemoryId) -> PathBuf {
@@ -504,6 +583,14 @@ impl Store {
         self.inner
             .view
             .write()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn lock_changes(&self) -> std::sync::MutexGuard<'_, PendingChanges> {
+        self.inner
+            .changes
+            .pending
+            .lock()
             .unwrap_or_else(PoisonError::into_inner)
     }
 

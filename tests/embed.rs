@@ -3,7 +3,7 @@
 
 use std::sync::LazyLock;
 
-use engram::embed::local::{DIMENSIONS, LocalEmbedder};
+use engram::embed::local::{BUNDLED_MODEL_DIR, DIMENSIONS, LocalEmbedder};
 use serde::Deserialize;
 
 /// `shared/` sits beside the repository, in development and in CI.
@@ -13,8 +13,10 @@ const FIXTURE: &str = concat!(
 );
 
 /// Loading takes a while, so every test shares one embedder.
-static EMBEDDER: LazyLock<LocalEmbedder> =
-    LazyLock::new(|| LocalEmbedder::load_bundled().expect("the bundled model loads"));
+static EMBEDDER: LazyLock<LocalEmbedder> = LazyLock::new(|| {
+    let dir = BUNDLED_MODEL_DIR.expect("build.rs bundled the model");
+    LocalEmbedder::load(std::path::Path::new(dir)).expect("the bundled model loads")
+});
 
 static ITEMS: LazyLock<Vec<Item>> = LazyLock::new(|| {
     let json = std::fs::read(FIXTURE).expect("the fixture is readable");

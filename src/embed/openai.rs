@@ -73,6 +73,10 @@ impl OpenAiEmbedder {
         &self.settings.model
     }
 
+    pub fn dimensions(&self) -> usize {
+        self.settings.dimensions
+    }
+
     /// One vector per text, in order, in one request.
     pub async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, Error> {
         if texts.is_empty() {

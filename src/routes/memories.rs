@@ -15,6 +15,7 @@ use crate::memory::{
     Category, Memory, MemoryId, Namespace, RelatedEdge, RepoId, Scope, SessionId, Trigger, UserId,
     parse_content, parse_importance,
 };
+use crate::retrieval::{Degraded, Retriever};
 use crate::routes::extract::{ApiJson, ApiPath, ApiQuery};
 use crate::store::{Cursor, ListFilter, MAX_RELATED, NamespacePair, NewMemory, Store};
 
@@ -25,7 +26,7 @@ const MAX_LIMIT: usize = 1000;
 const MAX_TEXT_FILTER_CHARS: usize = 1000;
 
 /// A memory: its front-matter plus its content and owner.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Clone, Debug, Serialize, ToSchema)]
 pub struct MemoryView {
     pub id: MemoryId,
     pub version: u32,
@@ -332,6 +333,87 @@ pub async fn delete_memory(
         Some(_) => Ok(StatusCode::NO_CONTENT),
         None => Err(no_such_memory(id)),
     }
+}
+
+/// How many similar memories to return.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct SimilarMemoriesQuery {
+    /// 1–100 (default 10).
+    pub limit: Option<usize>,
+}
+
+/// A memory and how close it is.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SimilarMemory {
+    #[serde(flatten)]
+    pub memory: MemoryView,
+    /// Cosine similarity of the two memories' embeddings.
+    pub similarity: f32,
+}
+
+/// The memories nearest to one memory.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SimilarMemoriesResponse {
+    pub id: MemoryId,
+    /// Set when the neighbours cannot be known yet: the index is still
+    /// being built, or this memory is not in it yet.
+    pub degraded: Option<Degraded>,
+    /// Nearest first; current versions only, never this memory's own chain.
+    pub memories: Vec<SimilarMemory>,
+}
+
+const DEFAULT_SIMILAR: usize = 10;
+const MAX_SIMILAR: usize = 100;
+
+/// Find the memories nearest to this one, in its own namespace.
+#[utoipa::path(
+    get,
+    path = "/memories/{id}/similar",
+    tag = "memories",
+    params(("id" = String, Path, description = "The memory id (a UUID)"), SimilarMemoriesQuery),
+    responses(
+        (status = 401, description = "An API key is configured and the request lacks it", body = Problem, content_type = "application/problem+json"),
+        (status = 200, body = SimilarMemoriesResponse),
+        (status = 404, description = "No such memory", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "The id or `limit` is invalid", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+pub async fn find_similar_memories(
+    State(retriever): State<Retriever>,
+    ApiPath(id): ApiPath<MemoryId>,
+    ApiQuery(query): ApiQuery<SimilarMemoriesQuery>,
+) -> Result<Json<SimilarMemoriesResponse>, ApiError> {
+    let limit = query.limit.unwrap_or(DEFAULT_SIMILAR);
+    if !(1..=MAX_SIMILAR).contains(&limit) {
+        return Err(ApiError::invalid(
+            "limit",
+            format!("`limit` must be between 1 and {MAX_SIMILAR}, got {limit}"),
+        ));
+    }
+    let memory = retriever
+        .store()
+        .get(id)
+        .ok_or_else(|| no_such_memory(id))?;
+    let (degraded, memories) = match retriever.similar(&memory, limit).await {
+        Ok(similar) => (
+            None,
+            similar
+                .iter()
+                .map(|(memory, similarity)| SimilarMemory {
+                    memory: MemoryView::from(memory.as_ref()),
+                    similarity: *similarity,
+                })
+                .collect(),
+        ),
+        Err(degraded) => (Some(degraded), Vec::new()),
+    };
+    Ok(Json(SimilarMemoriesResponse {
+        id,
+        degraded,
+        memories,
+    }))
 }
 
 fn no_such_memory(id: MemoryId) -> ApiError {

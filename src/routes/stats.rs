@@ -1,6 +1,9 @@
-//! `GET /stats`: what the service holds and what it skipped, for people.
+//! `GET /stats`: what the service holds, what it skipped and how far the
+//! index is, for people.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use axum::Json;
 use axum::extract::State;
@@ -8,6 +11,9 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use crate::error::Problem;
+use crate::index::indexer::IndexerStats;
+use crate::retrieval::Retriever;
+use crate::state::Readiness;
 use crate::store::Store;
 
 /// The most skipped files listed by name; the count is always complete.
@@ -16,6 +22,30 @@ const MAX_SKIPPED_LISTED: usize = 100;
 #[derive(Debug, Serialize, ToSchema)]
 pub struct StatsResponse {
     pub store: StoreStatsView,
+    pub index: IndexStatsView,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct IndexStatsView {
+    /// Whether the start-up build is done.
+    pub ready: bool,
+    /// The embedding model's key: its vectors are never mixed with another's.
+    pub model: String,
+    pub dimensions: usize,
+    /// Memories in the index.
+    pub memories: usize,
+    /// Per namespace.
+    pub namespaces: BTreeMap<String, usize>,
+    /// Writes and deletes not yet in the index (e.g. while the embedder is down).
+    pub pending: usize,
+    /// Texts embedded since start.
+    pub embedded: u64,
+    /// Vectors taken from the on-disk embedding cache instead.
+    pub cache_hits: u64,
+    /// Embedding batches that failed and were retried.
+    pub failed_batches: u64,
+    /// How long the start-up build took, in ms; null until it is done.
+    pub startup_ms: Option<u64>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -54,9 +84,32 @@ pub struct SkippedFileView {
         (status = 401, description = "An API key is configured and the request lacks it", body = Problem, content_type = "application/problem+json"),
     )
 )]
-pub async fn get_stats(State(store): State<Store>) -> Json<StatsResponse> {
+pub async fn get_stats(
+    State(store): State<Store>,
+    State(retriever): State<Retriever>,
+    State(indexer): State<Arc<IndexerStats>>,
+    State(readiness): State<Readiness>,
+) -> Json<StatsResponse> {
     let stats = store.stats();
+    let snapshot = retriever.index().snapshot();
+    let startup_ms = indexer.startup_ms.load(Ordering::Relaxed);
+    let index = IndexStatsView {
+        ready: readiness.is_ready(),
+        model: retriever.model_key(),
+        dimensions: retriever.index().dimensions(),
+        memories: snapshot.len(),
+        namespaces: snapshot
+            .namespace_sizes()
+            .map(|(namespace, n)| (namespace.to_string(), n))
+            .collect(),
+        pending: store.pending_change_count(),
+        embedded: indexer.embedded.load(Ordering::Relaxed),
+        cache_hits: indexer.cache_hits.load(Ordering::Relaxed),
+        failed_batches: indexer.failed_batches.load(Ordering::Relaxed),
+        startup_ms: (startup_ms > 0).then_some(startup_ms),
+    };
     Json(StatsResponse {
+        index,
         store: StoreStatsView {
             memories: stats.memories,
             namespaces: stats

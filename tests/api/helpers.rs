@@ -8,13 +8,15 @@ use axum::Router;
 use axum::body::Body;
 use axum::http::{Method, Request, StatusCode, header};
 use engram::app::App;
-use engram::config::Config;
+use engram::config::{Config, EmbeddingProvider};
 use http_body_util::BodyExt;
 use serde_json::{Value, json};
 use tempfile::TempDir;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tower::ServiceExt;
+
+use crate::upstream::{self, Upstream};
 
 pub struct TestApp {
     pub router: Router,
@@ -38,14 +40,37 @@ pub async fn spawn_app() -> TestApp {
     app
 }
 
-/// An app on an existing data directory, with the configuration adjusted.
+/// An app on an existing data directory, with the configuration adjusted,
+/// once its start-up index build is done.
 pub async fn spawn_app_on(data_dir: &Path, adjust: impl FnOnce(&mut Config)) -> TestApp {
+    let app = App::build(test_config(data_dir, adjust)).await.unwrap();
+    let readiness = app.state().readiness.clone();
+    wait_until("the start-up index build", || readiness.is_ready()).await;
+    TestApp {
+        router: app.router(),
+        data_dir: data_dir.to_owned(),
+        _temp: None,
+    }
+}
+
+/// An app on an existing data directory, as soon as it is built: its
+/// start-up index build may still be running.
+pub async fn spawn_unready_app_on(data_dir: &Path, adjust: impl FnOnce(&mut Config)) -> TestApp {
     let app = App::build(test_config(data_dir, adjust)).await.unwrap();
     TestApp {
         router: app.router(),
         data_dir: data_dir.to_owned(),
         _temp: None,
     }
+}
+
+/// Points the embedder at the fake upstream.
+pub fn embed_with(upstream: &Upstream, config: &mut Config) {
+    config.embedding.provider = EmbeddingProvider::Openai;
+    config.embedding.base_url = upstream.base_url.clone();
+    config.embedding.model = "fake-embedding".to_owned();
+    config.embedding.dimensions = upstream::DIMENSIONS;
+    config.embedding.timeout_ms = 300;
 }
 
 pub fn test_config(data_dir: &Path, adjust: impl FnOnce(&mut Config)) -> Config {
@@ -145,12 +170,50 @@ impl TestApp {
         response.json
     }
 
-    /// Every file under the data directory, relative, sorted.
+    /// Waits until every write and delete so far is in the vector index.
+    pub async fn wait_indexed(&self) -> Value {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        loop {
+            let stats = self.get("/stats").await.json;
+            if stats["index"]["ready"] == true && stats["index"]["pending"] == 0 {
+                return stats;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the index never caught up: {stats}"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+    }
+
+    /// `POST /retrieve` with this body, expecting 200.
+    pub async fn retrieve(&self, body: Value) -> Value {
+        let response = self.post("/retrieve", &body).await;
+        assert_eq!(response.status, StatusCode::OK, "{}", response.text);
+        response.json
+    }
+
+    /// Every file under the data directory but the derived ones in
+    /// `.cache/`, relative, sorted.
     pub fn files(&self) -> Vec<String> {
         let mut files = Vec::new();
         collect_files(&self.data_dir, &self.data_dir, &mut files);
+        files.retain(|file| !file.starts_with(".cache/"));
         files.sort();
         files
+    }
+}
+
+/// Polls `condition` until it holds, failing the test after 60 s: for
+/// work the service does in the background.
+pub async fn wait_until(what: &str, mut condition: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !condition() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "gave up waiting for {what}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
     }
 }
 

@@ -1,6 +1,7 @@
 //! The HTTP API, end to end: one test binary, one module per resource.
 
 mod helpers;
+mod upstream;
 
 mod auth;
 mod cli;
@@ -8,5 +9,7 @@ mod container;
 mod docs;
 mod lifecycle;
 mod memories;
+mod retrieve;
+mod similar;
 mod store;
 mod validation;

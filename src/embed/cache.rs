@@ -1,0 +1,236 @@
+//! The embedding cache: vectors already computed, on disk under
+//! `<data_dir>/.cache/embeddings/`, so a restart embeds only what changed.
+//!
+//! One append-only file per embedding model (its name is a digest of the
+//! model key, and its header repeats the key and the dimensions), holding
+//! records of `sha256(content)` and the vector as little-endian floats.
+//! Everything here is derived data: a missing, foreign or damaged file
+//! means "start empty", a torn last record from a crash is ignored, and
+//! deleting the directory is always safe.
+
+use std::collections::HashMap;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+
+use crate::store::atomic;
+
+const MAGIC: &[u8; 8] = b"ENGRMEB1";
+
+/// The digest of a memory's content: what the cache is keyed by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ContentKey([u8; 32]);
+
+impl ContentKey {
+    pub fn of(content: &str) -> Self {
+        Self(Sha256::digest(content.as_bytes()).into())
+    }
+}
+
+/// The vectors read from disk at start-up.
+pub type StoredVectors = HashMap<ContentKey, Vec<f32>>;
+
+/// Appends new vectors to the model's cache file.
+pub struct EmbeddingCache {
+    path: PathBuf,
+    header: Vec<u8>,
+    dimensions: usize,
+    /// `None` once a write failed: the cache is then off until restart,
+    /// which costs only re-embedding.
+    file: Option<BufWriter<File>>,
+}
+
+impl EmbeddingCache {
+    /// Opens the cache of `model_key` under `cache_dir`, returning it and
+    /// the vectors it already holds. Never fails: problems are logged and
+    /// the cache starts empty (or stays off).
+    pub fn open(cache_dir: &Path, model_key: &str, dimensions: usize) -> (Self, StoredVectors) {
+        let digest = Sha256::digest(model_key.as_bytes());
+        let name: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+        let path = cache_dir.join("embeddings").join(format!("{name}.bin"));
+        let header = header(model_key, dimensions);
+        let stored = match read_records(&path, &header, dimensions) {
+            Ok(stored) => stored,
+            Err(err) => {
+                if err.kind() != io::ErrorKind::NotFound {
+                    tracing::warn!(cache.path = %path.display(), error = %err, "ignoring an unreadable embedding cache");
+                }
+                None
+            }
+        };
+        let mut cache = Self {
+            path,
+            header,
+            dimensions,
+            file: None,
+        };
+        let stored = match stored {
+            Some(stored) => {
+                cache.file = cache.open_append().map_err(|err| cache.disable(&err)).ok();
+                stored
+            }
+            None => {
+                cache.rewrite(std::iter::empty());
+                StoredVectors::new()
+            }
+        };
+        (cache, stored)
+    }
+
+    /// Adds vectors for these contents; they are on disk when this returns
+    /// (not fsynced: losing them only means embedding again).
+    pub fn append<'a>(&mut self, entries: impl IntoIterator<Item = (ContentKey, &'a [f32])>) {
+        let Some(file) = self.file.as_mut() else {
+            return;
+        };
+        let write = || -> io::Result<()> {
+            for (key, vector) in entries {
+                debug_assert_eq!(vector.len(), self.dimensions);
+                file.write_all(&key.0)?;
+                for value in vector {
+                    file.write_all(&value.to_le_bytes())?;
+                }
+            }
+            file.flush()
+        };
+        if let Err(err) = write() {
+            self.disable(&err);
+        }
+    }
+
+    /// Replaces the file with only `live` entries, dropping vectors of
+    /// memories that are gone.
+    pub fn rewrite<'a>(&mut self, live: impl IntoIterator<Item = (ContentKey, &'a [f32])>) {
+        let mut bytes = self.header.clone();
+        for (key, vector) in live {
+            bytes.extend_from_slice(&key.0);
+            bytes.extend(vector.iter().flat_map(|value| value.to_le_bytes()));
+        }
+        let result = self
+            .path
+            .parent()
+            .map_or(Ok(()), fs::create_dir_all)
+            .and_then(|()| atomic::write(&self.path, &bytes))
+            .and_then(|()| self.open_append());
+        match result {
+            Ok(file) => self.file = Some(file),
+            Err(err) => self.disable(&err),
+        }
+    }
+
+    fn open_append(&self) -> io::Result<BufWriter<File>> {
+        OpenOptions::new()
+            .append(true)
+            .open(&self.path)
+            .map(BufWriter::new)
+    }
+
+    fn disable(&mut self, err: &io::Error) {
+        tracing::warn!(cache.path = %self.path.display(), error = %err, "the embedding cache is off until restart");
+        self.file = None;
+    }
+}
+
+fn header(model_key: &str, dimensions: usize) -> Vec<u8> {
+    let mut header = MAGIC.to_vec();
+    let key_len = u32::try_from(model_key.len()).unwrap_or(u32::MAX);
+    header.extend_from_slice(&key_len.to_le_bytes());
+    header.extend_from_slice(model_key.as_bytes());
+    header.extend_from_slice(&u32::try_from(dimensions).unwrap_or(u32::MAX).to_le_bytes());
+    header
+}
+
+/// The records of the file at `path`; `None` when it belongs to another
+/// model or format. A torn last record is dropped.
+fn read_records(
+    path: &Path,
+    header: &[u8],
+    dimensions: usize,
+) -> io::Result<Option<StoredVectors>> {
+    let mut bytes = Vec::new();
+    File::open(path)?.read_to_end(&mut bytes)?;
+    let Some(body) = bytes.strip_prefix(header) else {
+        return Ok(None);
+    };
+    let record_len = 32 + dimensions * 4;
+    let mut stored = StoredVectors::with_capacity(body.len() / record_len);
+    for record in body.chunks_exact(record_len) {
+        let (key, vector) = record.split_at(32);
+        let vector: Vec<f32> = vector
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            .collect();
+        if vector.iter().all(|value| value.is_finite()) {
+            let key = ContentKey(key.try_into().expect("split at 32"));
+            stored.insert(key, vector);
+        }
+    }
+    Ok(Some(stored))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn vectors_survive_a_reopen_for_the_same_model_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut cache, stored) = EmbeddingCache::open(dir.path(), "model-a", 2);
+        assert!(stored.is_empty());
+        cache.append([(ContentKey::of("hello"), &[1.0f32, 2.0][..])]);
+        cache.append([(ContentKey::of("world"), &[3.0f32, 4.0][..])]);
+        drop(cache);
+
+        let (_, stored) = EmbeddingCache::open(dir.path(), "model-a", 2);
+        assert_eq!(stored.len(), 2);
+        assert_eq!(stored[&ContentKey::of("world")], [3.0, 4.0]);
+
+        let (_, other) = EmbeddingCache::open(dir.path(), "model-b", 2);
+        assert!(other.is_empty(), "another model never sees these vectors");
+        let (_, resized) = EmbeddingCache::open(dir.path(), "model-a", 3);
+        assert!(
+            resized.is_empty(),
+            "nor does the same name with other dimensions"
+        );
+    }
+
+    #[test]
+    fn a_torn_tail_or_a_garbage_file_is_survivable() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut cache, _) = EmbeddingCache::open(dir.path(), "m", 2);
+        cache.append([(ContentKey::of("kept"), &[1.0f32, 0.0][..])]);
+        let path = cache.path.clone();
+        drop(cache);
+        let mut file = OpenOptions::new().append(true).open(&path).unwrap();
+        file.write_all(&[7; 20]).unwrap();
+        drop(file);
+        let (_, stored) = EmbeddingCache::open(dir.path(), "m", 2);
+        assert_eq!(stored.len(), 1);
+
+        fs::write(&path, b"not a cache").unwrap();
+        let (mut cache, stored) = EmbeddingCache::open(dir.path(), "m", 2);
+        assert!(stored.is_empty());
+        cache.append([(ContentKey::of("again"), &[0.0f32, 1.0][..])]);
+        drop(cache);
+        assert_eq!(EmbeddingCache::open(dir.path(), "m", 2).1.len(), 1);
+    }
+
+    #[test]
+    fn rewrite_keeps_only_the_live_entries() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut cache, _) = EmbeddingCache::open(dir.path(), "m", 1);
+        cache.append([
+            (ContentKey::of("gone"), &[1.0f32][..]),
+            (ContentKey::of("live"), &[2.0f32][..]),
+        ]);
+        cache.rewrite([(ContentKey::of("live"), &[2.0f32][..])]);
+        cache.append([(ContentKey::of("new"), &[3.0f32][..])]);
+        drop(cache);
+        let (_, stored) = EmbeddingCache::open(dir.path(), "m", 1);
+        let mut values: Vec<f32> = stored.values().map(|v| v[0]).collect();
+        values.sort_by(f32::total_cmp);
+        assert_eq!(values, [2.0, 3.0]);
+    }
+}

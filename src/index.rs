@@ -1,0 +1,610 @@
+//! The vector index: an immutable snapshot of every indexed memory's
+//! embedding, swapped whole behind an `ArcSwap`.
+//!
+//! Readers load the current snapshot without locking and never see half an
+//! update. [`Index::apply`] is the only writer; it is serialized, builds the
+//! next snapshot from the current one and swaps it in. Vectors are normalised
+//! at insert, so cosine similarity is a dot product.
+//!
+//! Snapshots share structure: each namespace holds its entries in chunks
+//! behind `Arc`s, and an update copies only the chunks it touches, so a
+//! write into a namespace of 100,000 memories does not copy them all.
+
+pub mod indexer;
+
+use std::cmp::Ordering;
+use std::collections::{BinaryHeap, HashMap, HashSet};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use arc_swap::ArcSwap;
+
+use crate::memory::{Category, MemoryId, Namespace};
+
+/// Entries per chunk: small enough that copying one on update is cheap,
+/// large enough that a scan is mostly straight-line arithmetic.
+const CHUNK_CAPACITY: usize = 1024;
+
+/// A memory's place in the index.
+#[derive(Clone, Debug)]
+pub struct Entry {
+    pub id: MemoryId,
+    pub namespace: Namespace,
+    pub category: Category,
+    /// Any length-`dimensions` vector; it is normalised on insert.
+    pub vector: Vec<f32>,
+}
+
+/// One change to the index.
+#[derive(Clone, Debug)]
+pub enum Change {
+    /// Add the entry, replacing any entry with the same id.
+    Upsert(Entry),
+    Remove(MemoryId),
+}
+
+/// A scored search result: the best similarity any query gave the memory.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Hit {
+    pub id: MemoryId,
+    /// Cosine similarity, -1..1.
+    pub similarity: f32,
+    /// Which of the queries gave the best similarity.
+    pub query: usize,
+}
+
+/// The vector index. Cheap to share behind an `Arc`.
+pub struct Index {
+    dimensions: usize,
+    snapshot: ArcSwap<Snapshot>,
+    /// Where each indexed id lives; only the (serialized) writer reads it.
+    writer: Mutex<HashMap<MemoryId, Namespace>>,
+}
+
+impl Index {
+    pub fn new(dimensions: usize) -> Self {
+        Self {
+            dimensions,
+            snapshot: ArcSwap::from_pointee(Snapshot::default()),
+            writer: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub fn dimensions(&self) -> usize {
+        self.dimensions
+    }
+
+    /// The current snapshot; it stays valid (and unchanged) while held.
+    pub fn snapshot(&self) -> Arc<Snapshot> {
+        self.snapshot.load_full()
+    }
+
+    /// Applies `changes` in order and swaps the result in as one snapshot.
+    ///
+    /// # Panics
+    /// If an upserted vector does not have the index's dimensions: the
+    /// indexer checks every vector before it gets here.
+    pub fn apply(&self, changes: Vec<Change>) {
+        if changes.is_empty() {
+            return;
+        }
+        // Poisoned only if a writer panicked; the location map is updated
+        // together with the snapshot swap, so it is still consistent.
+        let mut locations = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut removals: HashMap<Namespace, HashSet<MemoryId>> = HashMap::new();
+        let mut additions: HashMap<Namespace, Vec<Entry>> = HashMap::new();
+        for change in changes {
+            let id = match &change {
+                Change::Upsert(entry) => entry.id,
+                Change::Remove(id) => *id,
+            };
+            if let Some(namespace) = locations.remove(&id) {
+                match additions.get_mut(&namespace) {
+                    // Added earlier in this same batch: drop it there.
+                    Some(pending) if pending.iter().any(|entry| entry.id == id) => {
+                        pending.retain(|entry| entry.id != id);
+                    }
+                    _ => {
+                        removals.entry(namespace).or_default().insert(id);
+                    }
+                }
+            }
+            if let Change::Upsert(mut entry) = change {
+                assert_eq!(
+                    entry.vector.len(),
+                    self.dimensions,
+                    "the indexer checks dimensions before applying"
+                );
+                normalise(&mut entry.vector);
+                locations.insert(entry.id, entry.namespace.clone());
+                additions
+                    .entry(entry.namespace.clone())
+                    .or_default()
+                    .push(entry);
+            }
+        }
+
+        let current = self.snapshot.load();
+        let mut namespaces = current.namespaces.clone();
+        let touched: HashSet<Namespace> =
+            removals.keys().chain(additions.keys()).cloned().collect();
+        for namespace in touched {
+            let existing = namespaces.remove(&namespace);
+            let next = NamespaceIndex::updated(
+                existing.as_deref(),
+                self.dimensions,
+                removals.get(&namespace),
+                additions.remove(&namespace).unwrap_or_default(),
+            );
+            if next.len() > 0 {
+                namespaces.insert(namespace, Arc::new(next));
+            }
+        }
+        self.snapshot.store(Arc::new(Snapshot {
+            namespaces,
+            dimensions: self.dimensions,
+        }));
+    }
+}
+
+/// One immutable state of the index.
+#[derive(Default)]
+pub struct Snapshot {
+    namespaces: HashMap<Namespace, Arc<NamespaceIndex>>,
+    dimensions: usize,
+}
+
+impl Snapshot {
+    /// Entries across every namespace.
+    pub fn len(&self) -> usize {
+        self.namespaces.values().map(|index| index.len()).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Entries per namespace.
+    pub fn namespace_sizes(&self) -> impl Iterator<Item = (&Namespace, usize)> {
+        self.namespaces
+            .iter()
+            .map(|(namespace, index)| (namespace, index.len()))
+    }
+
+    /// Every entry's id and (normalised) vector.
+    pub fn entries(&self) -> impl Iterator<Item = (MemoryId, &[f32])> {
+        self.namespaces
+            .values()
+            .flat_map(|index| index.chunks.iter())
+            .flat_map(|chunk| {
+                (0..chunk.ids.len())
+                    .map(|slot| (chunk.ids[slot], chunk.vector(slot, self.dimensions)))
+            })
+    }
+
+    /// The stored (normalised) vector of `id` in `namespace`.
+    pub fn vector(&self, namespace: &Namespace, id: MemoryId) -> Option<&[f32]> {
+        let index = self.namespaces.get(namespace)?;
+        index.chunks.iter().find_map(|chunk| {
+            let slot = chunk.ids.iter().position(|&candidate| candidate == id)?;
+            Some(chunk.vector(slot, self.dimensions))
+        })
+    }
+
+    /// The `limit` entries of `namespaces` most similar to any of `queries`,
+    /// best first, among those `accept` lets through. Each memory appears
+    /// once, with its best similarity and the query that gave it.
+    ///
+    /// Queries are normalised here; a query of the wrong length matches
+    /// nothing.
+    pub fn search(
+        &self,
+        namespaces: &[Namespace],
+        queries: &[Vec<f32>],
+        limit: usize,
+        accept: impl Fn(MemoryId, Category) -> bool,
+    ) -> Vec<Hit> {
+        let queries: Vec<Vec<f32>> = queries
+            .iter()
+            .filter(|query| query.len() == self.dimensions)
+            .map(|query| {
+                let mut query = query.clone();
+                normalise(&mut query);
+                query
+            })
+            .collect();
+        if queries.is_empty() || limit == 0 {
+            return Vec::new();
+        }
+        let mut best = TopK::new(limit);
+        let chunks = namespaces
+            .iter()
+            .filter_map(|namespace| self.namespaces.get(namespace))
+            .flat_map(|index| index.chunks.iter());
+        for chunk in chunks {
+            for slot in 0..chunk.ids.len() {
+                let vector = chunk.vector(slot, self.dimensions);
+                let (query, similarity) = queries
+                    .iter()
+                    .map(|query| dot(query, vector))
+                    .enumerate()
+                    .max_by(|a, b| a.1.total_cmp(&b.1))
+                    .expect("queries is not empty");
+                if best.admits(similarity) && accept(chunk.ids[slot], chunk.categories[slot]) {
+                    best.push(Hit {
+                        id: chunk.ids[slot],
+                        similarity,
+                        query,
+                    });
+                }
+            }
+        }
+        best.into_sorted()
+    }
+}
+
+/// The entries of one namespace, in chunks shared between snapshots.
+#[derive(Default)]
+struct NamespaceIndex {
+    chunks: Vec<Arc<Chunk>>,
+}
+
+impl NamespaceIndex {
+    fn len(&self) -> usize {
+        self.chunks.iter().map(|chunk| chunk.ids.len()).sum()
+    }
+
+    /// `existing` without `removed`, plus `added`. Chunks that lose nothing
+    /// are shared, not copied; new entries fill the last chunk, then new ones.
+    fn updated(
+        existing: Option<&Self>,
+        dimensions: usize,
+        removed: Option<&HashSet<MemoryId>>,
+        added: Vec<Entry>,
+    ) -> Self {
+        let mut chunks: Vec<Arc<Chunk>> = Vec::new();
+        for chunk in existing
+            .map(|index| index.chunks.as_slice())
+            .unwrap_or_default()
+        {
+            match removed {
+                Some(removed) if chunk.ids.iter().any(|id| removed.contains(id)) => {
+                    let kept = chunk.without(removed, dimensions);
+                    if !kept.ids.is_empty() {
+                        chunks.push(Arc::new(kept));
+                    }
+                }
+                _ => chunks.push(chunk.clone()),
+            }
+        }
+        let mut added = added.into_iter().peekable();
+        while added.peek().is_some() {
+            let mut last = match chunks.last() {
+                Some(last) if last.ids.len() < CHUNK_CAPACITY => {
+                    let last = chunks.pop().expect("just seen");
+                    Arc::unwrap_or_clone(last)
+                }
+                _ => Chunk::default(),
+            };
+            while last.ids.len() < CHUNK_CAPACITY {
+                let Some(entry) = added.next() else { break };
+                last.push(entry);
+            }
+            chunks.push(Arc::new(last));
+        }
+        Self { chunks }
+    }
+}
+
+/// Up to [`CHUNK_CAPACITY`] entries, stored column-wise: vectors are one
+/// contiguous run of `dimensions`-float rows.
+#[derive(Clone, Default)]
+struct Chunk {
+    ids: Vec<MemoryId>,
+    categories: Vec<Category>,
+    vectors: Vec<f32>,
+}
+
+impl Chunk {
+    fn vector(&self, slot: usize, dimensions: usize) -> &[f32] {
+        &self.vectors[slot * dimensions..(slot + 1) * dimensions]
+    }
+
+    fn push(&mut self, entry: Entry) {
+        self.ids.push(entry.id);
+        self.categories.push(entry.category);
+        self.vectors.extend_from_slice(&entry.vector);
+    }
+
+    fn without(&self, removed: &HashSet<MemoryId>, dimensions: usize) -> Self {
+        let mut kept = Self::default();
+        for (slot, id) in self.ids.iter().enumerate() {
+            if !removed.contains(id) {
+                kept.ids.push(*id);
+                kept.categories.push(self.categories[slot]);
+                kept.vectors
+                    .extend_from_slice(self.vector(slot, dimensions));
+            }
+        }
+        kept
+    }
+}
+
+/// Scales `vector` to unit length in place; a zero vector stays zero (and
+/// so matches nothing).
+pub fn normalise(vector: &mut [f32]) {
+    let norm = dot(vector, vector).sqrt();
+    if norm > 0.0 && norm.is_finite() {
+        for value in vector.iter_mut() {
+            *value /= norm;
+        }
+    }
+}
+
+/// The dot product, written as eight independent lanes so the compiler
+/// vectorises it without `unsafe` or target-specific code.
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    const LANES: usize = 8;
+    let mut sums = [0.0f32; LANES];
+    let (a_head, a_tail) = a.split_at(a.len() / LANES * LANES);
+    let (b_head, b_tail) = b.split_at(a_head.len());
+    for (a, b) in a_head.chunks_exact(LANES).zip(b_head.chunks_exact(LANES)) {
+        for lane in 0..LANES {
+            sums[lane] += a[lane] * b[lane];
+        }
+    }
+    let tail: f32 = a_tail.iter().zip(b_tail).map(|(a, b)| a * b).sum();
+    sums.iter().sum::<f32>() + tail
+}
+
+/// A bounded min-heap keeping the `limit` best hits seen.
+struct TopK {
+    limit: usize,
+    heap: BinaryHeap<WorstFirst>,
+}
+
+/// Orders hits so the heap's top is the one to evict: the lowest
+/// similarity, and among equals the highest id (so results are
+/// deterministic).
+struct WorstFirst(Hit);
+
+impl Ord for WorstFirst {
+    fn cmp(&self, other: &Self) -> Ordering {
+        other
+            .0
+            .similarity
+            .total_cmp(&self.0.similarity)
+            .then_with(|| self.0.id.cmp(&other.0.id))
+    }
+}
+
+impl PartialOrd for WorstFirst {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl PartialEq for WorstFirst {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+
+impl Eq for WorstFirst {}
+
+impl TopK {
+    fn new(limit: usize) -> Self {
+        Self {
+            limit,
+            heap: BinaryHeap::with_capacity(limit + 1),
+        }
+    }
+
+    /// Whether a hit with this similarity could enter; a cheap pre-check
+    /// before the caller's filter runs.
+    fn admits(&self, similarity: f32) -> bool {
+        self.heap.len() < self.limit
+            || self
+                .heap
+                .peek()
+                .is_some_and(|worst| similarity >= worst.0.similarity)
+    }
+
+    fn push(&mut self, hit: Hit) {
+        self.heap.push(WorstFirst(hit));
+        if self.heap.len() > self.limit {
+            self.heap.pop();
+        }
+    }
+
+    /// Best first.
+    fn into_sorted(self) -> Vec<Hit> {
+        // Ascending by "worst first" order is best first.
+        self.heap
+            .into_sorted_vec()
+            .into_iter()
+            .map(|WorstFirst(hit)| hit)
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn repo(name: &str) -> Namespace {
+        Namespace::Repo(name.parse().unwrap())
+    }
+
+    fn entry(namespace: &Namespace, vector: Vec<f32>) -> Entry {
+        Entry {
+            id: MemoryId::new(),
+            namespace: namespace.clone(),
+            category: Category::Patterns,
+            vector,
+        }
+    }
+
+    fn all(_: MemoryId, _: Category) -> bool {
+        true
+    }
+
+    #[test]
+    fn search_ranks_by_cosine_and_normalises_both_sides() {
+        let ns = repo("a");
+        let index = Index::new(3);
+        let near = entry(&ns, vec![10.0, 1.0, 0.0]);
+        let far = entry(&ns, vec![0.0, 0.0, 5.0]);
+        let middle = entry(&ns, vec![1.0, 1.0, 0.0]);
+        index.apply(
+            [&near, &far, &middle]
+                .map(|e| Change::Upsert(e.clone()))
+                .into(),
+        );
+        let hits = index
+            .snapshot()
+            .search(&[ns], &[vec![3.0, 0.0, 0.0]], 2, all);
+        assert_eq!(
+            hits.iter().map(|h| h.id).collect::<Vec<_>>(),
+            [near.id, middle.id]
+        );
+        assert!((hits[0].similarity - 10.0 / 101f32.sqrt()).abs() < 1e-6);
+    }
+
+    #[test]
+    fn search_never_leaves_the_requested_namespaces() {
+        let (mine, theirs) = (repo("mine"), repo("theirs"));
+        let index = Index::new(2);
+        let own = entry(&mine, vec![0.0, 1.0]);
+        let foreign = entry(&theirs, vec![1.0, 0.0]);
+        index.apply(vec![Change::Upsert(own.clone()), Change::Upsert(foreign)]);
+        let hits = index.snapshot().search(&[mine], &[vec![1.0, 0.0]], 10, all);
+        assert_eq!(hits.iter().map(|h| h.id).collect::<Vec<_>>(), [own.id]);
+    }
+
+    #[test]
+    fn each_memory_keeps_its_best_query() {
+        let ns = repo("a");
+        let index = Index::new(2);
+        let x = entry(&ns, vec![1.0, 0.0]);
+        let y = entry(&ns, vec![0.0, 1.0]);
+        index.apply(vec![Change::Upsert(x.clone()), Change::Upsert(y.clone())]);
+        let hits = index.snapshot().search(
+            std::slice::from_ref(&ns),
+            &[vec![0.0, 1.0], vec![1.0, 0.1]],
+            10,
+            all,
+        );
+        let by_id: HashMap<_, _> = hits.iter().map(|h| (h.id, h.query)).collect();
+        assert_eq!(by_id[&y.id], 0);
+        assert_eq!(by_id[&x.id], 1);
+        assert_eq!(hits.len(), 2, "one hit per memory, not per query");
+    }
+
+    #[test]
+    fn the_filter_is_applied_before_the_limit() {
+        let ns = repo("a");
+        let index = Index::new(2);
+        let best = entry(&ns, vec![1.0, 0.0]);
+        let second = entry(&ns, vec![1.0, 0.5]);
+        index.apply(vec![
+            Change::Upsert(best.clone()),
+            Change::Upsert(second.clone()),
+        ]);
+        let hits = index
+            .snapshot()
+            .search(&[ns], &[vec![1.0, 0.0]], 1, |id, _| id != best.id);
+        assert_eq!(hits.iter().map(|h| h.id).collect::<Vec<_>>(), [second.id]);
+    }
+
+    #[test]
+    fn a_held_snapshot_does_not_change_under_later_updates() {
+        let ns = repo("a");
+        let index = Index::new(2);
+        let first = entry(&ns, vec![1.0, 0.0]);
+        index.apply(vec![Change::Upsert(first.clone())]);
+        let before = index.snapshot();
+        index.apply(vec![
+            Change::Remove(first.id),
+            Change::Upsert(entry(&ns, vec![0.0, 1.0])),
+        ]);
+        assert_eq!(before.len(), 1);
+        assert!(before.vector(&ns, first.id).is_some());
+        assert!(index.snapshot().vector(&ns, first.id).is_none());
+        assert_eq!(index.snapshot().len(), 1);
+    }
+
+    #[test]
+    fn an_upsert_replaces_and_an_emptied_namespace_disappears() {
+        let ns = repo("a");
+        let index = Index::new(2);
+        let mut memory = entry(&ns, vec![1.0, 0.0]);
+        index.apply(vec![Change::Upsert(memory.clone())]);
+        memory.vector = vec![0.0, 2.0];
+        index.apply(vec![Change::Upsert(memory.clone())]);
+        assert_eq!(
+            index.snapshot().vector(&ns, memory.id),
+            Some(&[0.0, 1.0][..])
+        );
+        assert_eq!(index.snapshot().len(), 1);
+        index.apply(vec![Change::Remove(memory.id)]);
+        assert_eq!(index.snapshot().namespace_sizes().count(), 0);
+    }
+
+    #[test]
+    fn a_zero_or_misshapen_query_matches_nothing_useful() {
+        let ns = repo("a");
+        let index = Index::new(2);
+        index.apply(vec![Change::Upsert(entry(&ns, vec![1.0, 0.0]))]);
+        let snapshot = index.snapshot();
+        assert!(
+            snapshot
+                .search(std::slice::from_ref(&ns), &[vec![1.0, 0.0, 0.0]], 5, all)
+                .is_empty()
+        );
+        let zero = snapshot.search(&[ns], &[vec![0.0, 0.0]], 5, all);
+        assert!(zero.iter().all(|hit| hit.similarity == 0.0));
+    }
+
+    proptest! {
+        /// Against a brute-force sort, over random contents spanning
+        /// several chunks and random removals.
+        #[test]
+        fn search_matches_brute_force(
+            vectors in prop::collection::vec(prop::collection::vec(-1.0f32..1.0, 4), 1..2500),
+            query in prop::collection::vec(-1.0f32..1.0, 4),
+            remove_every in 2usize..7,
+            limit in 1usize..40,
+        ) {
+            let ns = repo("a");
+            let index = Index::new(4);
+            let entries: Vec<Entry> = vectors.into_iter().map(|v| entry(&ns, v)).collect();
+            index.apply(entries.iter().cloned().map(Change::Upsert).collect());
+            let removed: HashSet<MemoryId> =
+                entries.iter().step_by(remove_every).map(|e| e.id).collect();
+            index.apply(removed.iter().copied().map(Change::Remove).collect());
+
+            let mut q = query.clone();
+            normalise(&mut q);
+            let mut expected: Vec<(f32, MemoryId)> = entries
+                .iter()
+                .filter(|e| !removed.contains(&e.id))
+                .map(|e| {
+                    let mut v = e.vector.clone();
+                    normalise(&mut v);
+                    (dot(&q, &v), e.id)
+                })
+                .collect();
+            expected.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+            expected.truncate(limit);
+
+            let hits = index.snapshot().search(&[ns], &[query], limit, all);
+            prop_assert_eq!(index.snapshot().len(), entries.len() - removed.len());
+            prop_assert_eq!(hits.len(), expected.len());
+            for (hit, (similarity, _)) in hits.iter().zip(&expected) {
+                prop_assert!((hit.similarity - similarity).abs() < 1e-5);
+            }
+        }
+    }
+}

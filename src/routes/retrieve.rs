@@ -1,0 +1,222 @@
+//! `POST /retrieve`: parse and check the request, then hand it to
+//! [`Retriever::run`].
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::State;
+use serde::Deserialize;
+use utoipa::ToSchema;
+
+use crate::config::{Config, Weights, bounds};
+use crate::error::{ApiError, Problem};
+use crate::memory::{Category, MemoryId, RepoId, Scope, UserId};
+use crate::retrieval::{Filters, Outcome, Request, Retriever};
+use crate::routes::extract::ApiJson;
+use crate::store::NamespacePair;
+use crate::window::{self, Message};
+
+/// The longest `query` and `turn_id`, in characters.
+const MAX_QUERY_CHARS: usize = 10_000;
+const MAX_TURN_ID_CHARS: usize = 256;
+/// The most ids `exclude_ids` may list.
+const MAX_EXCLUDED: usize = 1000;
+
+/// What to retrieve for. Give `query`, or `messages` (the conversation
+/// window) whose latest user message becomes the query; with both, `query`
+/// wins. Every other field defaults to the configuration.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RetrieveRequest {
+    /// Stable across the sub-turns of one user message (1–256 characters).
+    #[schema(example = "t-17")]
+    pub turn_id: String,
+    pub repo: Option<RepoId>,
+    pub user: Option<UserId>,
+    /// The conversation window; tool calls and tool results are ignored.
+    pub messages: Option<Vec<Message>>,
+    /// Text to search for directly (at most 10,000 characters).
+    pub query: Option<String>,
+    /// How many memories to return, 1–1000.
+    pub top_k: Option<usize>,
+    /// The most o200k_base tokens `injection` may take, 1–128000.
+    pub token_budget: Option<usize>,
+    /// Leave out memories less relevant than this, 0..1.
+    pub min_relevance: Option<f64>,
+    /// Any of the weights; the others keep their configured values.
+    pub weights: Option<WeightsRequest>,
+    pub filters: Option<FiltersRequest>,
+    /// Memories never to return (at most 1000).
+    #[serde(default)]
+    pub exclude_ids: Vec<MemoryId>,
+}
+
+/// Weights of the relevance factors, each 0..1, not all zero.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WeightsRequest {
+    pub similarity: Option<f64>,
+    pub recency: Option<f64>,
+    pub importance: Option<f64>,
+    pub access: Option<f64>,
+}
+
+/// Which memories may be returned.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FiltersRequest {
+    /// Only memories of this scope.
+    pub scope: Option<Scope>,
+    /// Only memories of these categories (a non-empty list).
+    pub categories: Option<Vec<Category>>,
+}
+
+/// Retrieve the memories relevant now, ranked, with the text to inject.
+///
+/// The answer is always `200` once the request is valid: when the embedder
+/// is slow or down, or the index is still being built, `degraded` says so
+/// and `memories` is empty.
+#[utoipa::path(
+    post,
+    path = "/retrieve",
+    tag = "retrieval",
+    request_body = RetrieveRequest,
+    responses(
+        (status = 200, body = Outcome),
+        (status = 400, description = "The body is not JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "An API key is configured and the request lacks it", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "The body is too large", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "The body is not JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "A field is invalid", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+pub async fn retrieve_memories(
+    State(retriever): State<Retriever>,
+    State(config): State<Arc<Config>>,
+    ApiJson(request): ApiJson<RetrieveRequest>,
+) -> Result<Json<Outcome>, ApiError> {
+    let request = parse(request, &config)?;
+    Ok(Json(retriever.run(request).await))
+}
+
+/// Checks every field and fills in the configured defaults.
+fn parse(request: RetrieveRequest, config: &Config) -> Result<Request, ApiError> {
+    let defaults = &config.retrieval;
+    let turn_id = request.turn_id.trim();
+    if turn_id.is_empty() || turn_id.chars().count() > MAX_TURN_ID_CHARS {
+        return Err(ApiError::invalid(
+            "turn_id",
+            format!("`turn_id` must be 1 to {MAX_TURN_ID_CHARS} characters"),
+        ));
+    }
+    let query = match (&request.query, &request.messages) {
+        (Some(query), _) => {
+            if query.trim().is_empty() || query.chars().count() > MAX_QUERY_CHARS {
+                return Err(ApiError::invalid(
+                    "query",
+                    format!("`query` must be 1 to {MAX_QUERY_CHARS} characters, not all blank"),
+                ));
+            }
+            query.trim().to_owned()
+        }
+        (None, Some(messages)) => {
+            let lines = window::window(messages);
+            let latest = window::latest_user_text(&lines).ok_or_else(|| {
+                ApiError::invalid(
+                    "messages",
+                    "`messages` holds no user message with text to search for",
+                )
+            })?;
+            latest.chars().take(MAX_QUERY_CHARS).collect()
+        }
+        (None, None) => {
+            return Err(ApiError::invalid(
+                "query",
+                "one of `query` or `messages` is required",
+            ));
+        }
+    };
+    let top_k = in_range("top_k", request.top_k, defaults.top_k, bounds::TOP_K)?;
+    let token_budget = in_range(
+        "token_budget",
+        request.token_budget,
+        defaults.token_budget,
+        bounds::TOKEN_BUDGET,
+    )?;
+    let min_relevance = request.min_relevance.unwrap_or(defaults.min_relevance);
+    if !(0.0..=1.0).contains(&min_relevance) {
+        return Err(ApiError::invalid(
+            "min_relevance",
+            "`min_relevance` must be between 0 and 1",
+        ));
+    }
+    let weights = merge_weights(request.weights.unwrap_or_default(), defaults.weights);
+    if let Err((weight, reason)) = weights.check() {
+        let field = format!("weights.{weight}");
+        return Err(ApiError::invalid(
+            field.clone(),
+            format!("`{field}`: {reason}"),
+        ));
+    }
+    let filters = request.filters.unwrap_or_default();
+    if filters.categories.as_ref().is_some_and(Vec::is_empty) {
+        return Err(ApiError::invalid(
+            "filters.categories",
+            "`filters.categories` must not be empty; leave it out for every category",
+        ));
+    }
+    if request.exclude_ids.len() > MAX_EXCLUDED {
+        return Err(ApiError::invalid(
+            "exclude_ids",
+            format!("`exclude_ids` lists more than {MAX_EXCLUDED} ids"),
+        ));
+    }
+    Ok(Request {
+        turn_id: turn_id.to_owned(),
+        pair: NamespacePair {
+            repo: request.repo.unwrap_or_else(|| config.defaults.repo.clone()),
+            user: request.user.unwrap_or_else(|| config.defaults.user.clone()),
+        },
+        query,
+        top_k,
+        token_budget,
+        min_relevance,
+        weights,
+        filters: Filters {
+            scope: filters.scope,
+            categories: filters.categories,
+        },
+        exclude_ids: request.exclude_ids.into_iter().collect::<HashSet<_>>(),
+    })
+}
+
+fn in_range(
+    field: &str,
+    value: Option<usize>,
+    default: usize,
+    range: std::ops::RangeInclusive<usize>,
+) -> Result<usize, ApiError> {
+    let value = value.unwrap_or(default);
+    if range.contains(&value) {
+        Ok(value)
+    } else {
+        Err(ApiError::invalid(
+            field,
+            format!(
+                "`{field}` must be between {} and {}, got {value}",
+                range.start(),
+                range.end()
+            ),
+        ))
+    }
+}
+
+fn merge_weights(request: WeightsRequest, defaults: Weights) -> Weights {
+    Weights {
+        similarity: request.similarity.unwrap_or(defaults.similarity),
+        recency: request.recency.unwrap_or(defaults.recency),
+        importance: request.importance.unwrap_or(defaults.importance),
+        access: request.access.unwrap_or(defaults.access),
+    }
+}

@@ -1,0 +1,126 @@
+//! A scripted OpenAI-compatible upstream on 127.0.0.1 (port 0): the only
+//! fake in the tests. Each test sets how it answers and reads what it was
+//! asked.
+//!
+//! `/embeddings` answers with a bag-of-words vector per text (each word
+//! hashed into one of [`DIMENSIONS`] buckets), so texts sharing words are
+//! similar and the results are deterministic.
+
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Json;
+use axum::Router;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use serde_json::{Value, json};
+
+/// The length of the vectors the fake returns.
+pub const DIMENSIONS: usize = 64;
+
+/// How the fake answers the next requests.
+#[derive(Clone, Copy, Debug)]
+pub enum Behaviour {
+    Answer,
+    /// Answer with this status and an error body.
+    Fail(u16),
+    /// Answer, but only after this long.
+    Delay(Duration),
+}
+
+#[derive(Default)]
+struct Script {
+    behaviour: Option<Behaviour>,
+    /// The `input` of every embeddings request, in order.
+    embedding_requests: Vec<Vec<String>>,
+}
+
+#[derive(Clone)]
+pub struct Upstream {
+    pub base_url: String,
+    script: Arc<Mutex<Script>>,
+}
+
+impl Upstream {
+    pub async fn start() -> Self {
+        let script = Arc::new(Mutex::new(Script::default()));
+        let router = Router::new()
+            .route("/v1/embeddings", post(embeddings))
+            .with_state(script.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base_url = format!("http://{}/v1", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+        Self { base_url, script }
+    }
+
+    pub fn set(&self, behaviour: Behaviour) {
+        self.script.lock().unwrap().behaviour = Some(behaviour);
+    }
+
+    /// How many embeddings requests arrived.
+    pub fn embedding_calls(&self) -> usize {
+        self.script.lock().unwrap().embedding_requests.len()
+    }
+
+    /// Every text sent for embedding, in order.
+    pub fn embedded_texts(&self) -> Vec<String> {
+        let script = self.script.lock().unwrap();
+        script
+            .embedding_requests
+            .iter()
+            .flatten()
+            .cloned()
+            .collect()
+    }
+}
+
+/// The vector the fake gives `text`.
+pub fn bag_of_words(text: &str) -> Vec<f32> {
+    let mut vector = vec![0.0; DIMENSIONS];
+    for word in text
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|word| !word.is_empty())
+    {
+        let mut hasher = DefaultHasher::new();
+        word.to_lowercase().hash(&mut hasher);
+        vector[(hasher.finish() % DIMENSIONS as u64) as usize] += 1.0;
+    }
+    vector
+}
+
+async fn embeddings(State(script): State<Arc<Mutex<Script>>>, Json(body): Json<Value>) -> Response {
+    let input: Vec<String> = body["input"]
+        .as_array()
+        .map(|texts| {
+            texts
+                .iter()
+                .filter_map(|t| t.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default();
+    let behaviour = {
+        let mut script = script.lock().unwrap();
+        script.embedding_requests.push(input.clone());
+        script.behaviour.unwrap_or(Behaviour::Answer)
+    };
+    match behaviour {
+        Behaviour::Fail(status) => {
+            return (
+                StatusCode::from_u16(status).unwrap(),
+                Json(json!({"error": {"message": "scripted failure"}})),
+            )
+                .into_response();
+        }
+        Behaviour::Delay(delay) => tokio::time::sleep(delay).await,
+        Behaviour::Answer => {}
+    }
+    let data: Vec<Value> = input
+        .iter()
+        .enumerate()
+        .map(|(index, text)| json!({"object": "embedding", "index": index, "embedding": bag_of_words(text)}))
+        .collect();
+    Json(json!({"object": "list", "data": data, "model": body["model"]})).into_response()
+}
