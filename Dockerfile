@@ -13,15 +13,21 @@ RUN apt-get update \
 WORKDIR /src
 COPY Cargo.toml Cargo.lock build.rs ./
 COPY src ./src
-RUN cargo build --release --locked --bin engram
+RUN cargo build --release --locked --bin engram \
+    && mkdir /model \
+    && cp target/engram-model/*/config.json target/engram-model/*/tokenizer.json \
+          target/engram-model/*/model.safetensors /model/
 
 FROM debian:bookworm-slim
 RUN useradd --system --uid 10001 --user-group --home-dir /data --no-create-home engram \
     && mkdir /data && chown engram:engram /data
 COPY --from=build /src/target/release/engram /usr/local/bin/engram
+# The embedded embedder's weights (checked against pinned digests at load).
+COPY --from=build /model /opt/engram/model
 USER engram
 ENV ENGRAM_LISTEN=0.0.0.0:8080 \
-    ENGRAM_DATA_DIR=/data
+    ENGRAM_DATA_DIR=/data \
+    ENGRAM_MODEL_DIR=/opt/engram/model
 VOLUME ["/data"]
 EXPOSE 8080
 HEALTHCHECK --interval=10s --timeout=5s --start-period=30s --retries=3 \

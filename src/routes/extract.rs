@@ -103,6 +103,29 @@ where
     }
 }
 
+/// `value` (or `default` when absent) if it lies in `range`; otherwise an
+/// `invalid-field` problem naming `field`.
+pub fn in_range(
+    field: &str,
+    value: Option<usize>,
+    default: usize,
+    range: std::ops::RangeInclusive<usize>,
+) -> Result<usize, ApiError> {
+    let value = value.unwrap_or(default);
+    if range.contains(&value) {
+        Ok(value)
+    } else {
+        Err(ApiError::invalid(
+            field,
+            format!(
+                "`{field}` must be between {} and {}, got {value}",
+                range.start(),
+                range.end()
+            ),
+        ))
+    }
+}
+
 /// A deserialization error as `invalid-field`, naming the field. For an
 /// unknown or missing field serde's path stops at its parent, so the name
 /// comes from the message.

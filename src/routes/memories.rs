@@ -16,7 +16,7 @@ use crate::memory::{
     parse_content, parse_importance,
 };
 use crate::retrieval::{Degraded, Retriever};
-use crate::routes::extract::{ApiJson, ApiPath, ApiQuery};
+use crate::routes::extract::{ApiJson, ApiPath, ApiQuery, in_range};
 use crate::store::{Cursor, ListFilter, MAX_RELATED, NamespacePair, NewMemory, Store};
 
 /// The default and largest page sizes of a listing.
@@ -214,13 +214,7 @@ pub async fn list_memories(
     State(store): State<Store>,
     ApiQuery(query): ApiQuery<ListMemoriesQuery>,
 ) -> Result<Json<ListMemoriesResponse>, ApiError> {
-    let limit = query.limit.unwrap_or(DEFAULT_LIMIT);
-    if !(1..=MAX_LIMIT).contains(&limit) {
-        return Err(ApiError::invalid(
-            "limit",
-            format!("`limit` must be between 1 and {MAX_LIMIT}, got {limit}"),
-        ));
-    }
+    let limit = in_range("limit", query.limit, DEFAULT_LIMIT, 1..=MAX_LIMIT)?;
     if let Some(text) = &query.text
         && text.chars().count() > MAX_TEXT_FILTER_CHARS
     {
@@ -385,13 +379,7 @@ pub async fn find_similar_memories(
     ApiPath(id): ApiPath<MemoryId>,
     ApiQuery(query): ApiQuery<SimilarMemoriesQuery>,
 ) -> Result<Json<SimilarMemoriesResponse>, ApiError> {
-    let limit = query.limit.unwrap_or(DEFAULT_SIMILAR);
-    if !(1..=MAX_SIMILAR).contains(&limit) {
-        return Err(ApiError::invalid(
-            "limit",
-            format!("`limit` must be between 1 and {MAX_SIMILAR}, got {limit}"),
-        ));
-    }
+    let limit = in_range("limit", query.limit, DEFAULT_SIMILAR, 1..=MAX_SIMILAR)?;
     let memory = retriever
         .store()
         .get(id)

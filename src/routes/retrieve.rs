@@ -13,7 +13,7 @@ use crate::config::{Config, Weights, bounds};
 use crate::error::{ApiError, Problem};
 use crate::memory::{Category, MemoryId, RepoId, Scope, UserId};
 use crate::retrieval::{Filters, Outcome, Request, Retriever};
-use crate::routes::extract::ApiJson;
+use crate::routes::extract::{ApiJson, in_range};
 use crate::store::NamespacePair;
 use crate::window::{self, Message};
 
@@ -189,27 +189,6 @@ fn parse(request: RetrieveRequest, config: &Config) -> Result<Request, ApiError>
         },
         exclude_ids: request.exclude_ids.into_iter().collect::<HashSet<_>>(),
     })
-}
-
-fn in_range(
-    field: &str,
-    value: Option<usize>,
-    default: usize,
-    range: std::ops::RangeInclusive<usize>,
-) -> Result<usize, ApiError> {
-    let value = value.unwrap_or(default);
-    if range.contains(&value) {
-        Ok(value)
-    } else {
-        Err(ApiError::invalid(
-            field,
-            format!(
-                "`{field}` must be between {} and {}, got {value}",
-                range.start(),
-                range.end()
-            ),
-        ))
-    }
 }
 
 fn merge_weights(request: WeightsRequest, defaults: Weights) -> Weights {

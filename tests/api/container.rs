@@ -34,6 +34,8 @@ fn dockerfile_runs_as_a_user_with_a_volume_and_a_health_check() {
         "VOLUME [\"/data\"]",
         "ENGRAM_DATA_DIR=/data",
         "CMD [\"engram\", \"healthcheck\"]",
+        "COPY --from=build /model /opt/engram/model",
+        "ENGRAM_MODEL_DIR=/opt/engram/model",
     ] {
         assert!(dockerfile.contains(line), "Dockerfile lacks {line}");
     }

@@ -1,0 +1,317 @@
+//! `engram-bench`: how fast Engram is, measured from the repository.
+//!
+//! Every workload runs the real service in process on a real loopback port
+//! and drives it over HTTP. Upstreams are either a fake OpenAI-compatible
+//! server that answers at once (so the figures are Engram's own overhead)
+//! or the embedded local model. Corpora are synthetic and seeded, so runs
+//! are comparable. Prints a markdown table, or JSON with `--json`.
+
+mod corpus;
+mod measure;
+mod server;
+mod upstream;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use clap::{Parser, Subcommand, ValueEnum};
+use engram::embed::Embedder;
+use engram::memory::Namespace;
+use engram::store::markdown;
+use serde_json::{Value, json};
+
+use measure::{Report, Row};
+use server::Server;
+
+#[derive(Parser)]
+#[command(about = "Measure Engram: latency, throughput, start-up and memory use")]
+struct Args {
+    /// Print JSON instead of a markdown table.
+    #[arg(long, global = true)]
+    json: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// The local embedder's throughput, one sentence at a time and batched.
+    Embed {
+        #[arg(long, default_value_t = 256)]
+        sentences: usize,
+    },
+    /// `POST /retrieve` in query mode over stores of each size.
+    Retrieve {
+        #[arg(long, value_delimiter = ',', default_value = "1000,10000,100000")]
+        memories: Vec<usize>,
+        #[arg(long, default_value_t = 500)]
+        requests: usize,
+        #[arg(long, value_enum, default_value_t = EmbedderChoice::Fake)]
+        embedder: EmbedderChoice,
+    },
+    /// Start-up to ready over a store, with a cold and then a warm
+    /// embedding cache.
+    Startup {
+        #[arg(long, default_value_t = 10_000)]
+        memories: usize,
+        #[arg(long, value_enum, default_value_t = EmbedderChoice::Local)]
+        embedder: EmbedderChoice,
+    },
+    /// `POST /memories`, one client.
+    Write {
+        #[arg(long, default_value_t = 1000)]
+        requests: usize,
+    },
+    /// Every workload at the sizes the README reports.
+    All,
+}
+
+/// Which embedder the service under test uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum EmbedderChoice {
+    /// The fake upstream that answers at once.
+    Fake,
+    /// The embedded all-MiniLM-L6-v2.
+    Local,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            eprintln!("engram-bench: cannot start the runtime: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let mut report = Report::default();
+    let result = runtime.block_on(async {
+        match args.command {
+            Command::Embed { sentences } => embed(&mut report, sentences).await,
+            Command::Retrieve {
+                memories,
+                requests,
+                embedder,
+            } => {
+                for size in memories {
+                    retrieve(&mut report, size, requests, embedder).await?;
+                }
+                Ok(())
+            }
+            Command::Startup { memories, embedder } => {
+                startup(&mut report, memories, embedder).await
+            }
+            Command::Write { requests } => write(&mut report, requests).await,
+            Command::All => all(&mut report).await,
+        }
+    });
+    match result {
+        Ok(()) => {
+            report.print(args.json);
+            ExitCode::SUCCESS
+        }
+        Err(err) => {
+            eprintln!("engram-bench: {err}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+type Result<T = ()> = std::result::Result<T, Box<dyn std::error::Error>>;
+
+async fn all(report: &mut Report) -> Result {
+    embed(report, 256).await?;
+    for size in [1000, 10_000, 100_000] {
+        retrieve(report, size, 500, EmbedderChoice::Fake).await?;
+    }
+    retrieve(report, 10_000, 300, EmbedderChoice::Local).await?;
+    write(report, 1000).await?;
+    startup(report, 10_000, EmbedderChoice::Local).await
+}
+
+async fn embed(report: &mut Report, sentences: usize) -> Result {
+    let embedder =
+        tokio::task::spawn_blocking(|| Embedder::from_config(&Default::default())).await??;
+    let mut rng = corpus::Rng::new(7);
+    let texts: Vec<String> = (0..sentences)
+        .map(|i| corpus::sentence(&mut rng, i))
+        .collect();
+    embedder.embed(texts[..8].to_vec()).await?; // warm up
+
+    let mut samples = Vec::with_capacity(texts.len());
+    let started = Instant::now();
+    for text in &texts {
+        let one = Instant::now();
+        embedder.embed(vec![text.clone()]).await?;
+        samples.push(one.elapsed());
+    }
+    report.rows.push(Row::from_samples(
+        "embed (local)",
+        "one sentence per call",
+        &mut samples,
+        started.elapsed(),
+    ));
+
+    let mut samples = Vec::new();
+    let started = Instant::now();
+    for batch in texts.chunks(32) {
+        let one = Instant::now();
+        embedder.embed(batch.to_vec()).await?;
+        samples.push(one.elapsed());
+    }
+    let wall = started.elapsed();
+    report.rows.push(Row::from_samples(
+        "embed (local)",
+        "batches of 32 (per batch)",
+        &mut samples,
+        wall,
+    ));
+    #[expect(clippy::cast_precision_loss, reason = "a small count")]
+    let rate = texts.len() as f64 / wall.as_secs_f64();
+    report.figure("local embedder, batched", rate, "sentences/s");
+    Ok(())
+}
+
+async fn retrieve(
+    report: &mut Report,
+    size: usize,
+    requests: usize,
+    embedder: EmbedderChoice,
+) -> Result {
+    let dir = ScratchDir::new()?;
+    let namespace = Namespace::Repo("bench".parse()?);
+    write_corpus(dir.path(), &namespace, size, 1)?;
+    let (server, ready_in) = Server::start(dir.path(), embedder).await?;
+    report.rows.push(Row::single(
+        "startup, cold cache",
+        format!("{size} memories, {embedder:?} embedder"),
+        ready_in,
+    ));
+
+    let mut rng = corpus::Rng::new(99);
+    let mut client_samples = Vec::with_capacity(requests);
+    let mut search_samples = Vec::with_capacity(requests);
+    for turn in 0..20 {
+        server.retrieve(&json!({"turn_id": format!("warm-{turn}"), "repo": "bench", "query": corpus::query(&mut rng)})).await?;
+    }
+    let started = Instant::now();
+    for turn in 0..requests {
+        let body = json!({"turn_id": format!("t-{turn}"), "repo": "bench", "query": corpus::query(&mut rng)});
+        let one = Instant::now();
+        let answer = server.retrieve(&body).await?;
+        client_samples.push(one.elapsed());
+        if answer["degraded"] != Value::Null
+            || answer["memories"].as_array().is_none_or(Vec::is_empty)
+        {
+            return Err(format!("a retrieval came back degraded or empty: {answer}").into());
+        }
+        let search_ms = answer["timings_ms"]["search"].as_f64().unwrap_or_default();
+        search_samples.push(Duration::from_secs_f64(search_ms / 1000.0));
+    }
+    let wall = started.elapsed();
+    let detail = format!("{size} memories, {embedder:?} embedder");
+    report.rows.push(Row::from_samples(
+        "retrieve (query), end to end",
+        detail.clone(),
+        &mut client_samples,
+        wall,
+    ));
+    report.rows.push(Row::from_samples(
+        "retrieve (query), search only",
+        detail,
+        &mut search_samples,
+        wall,
+    ));
+    report.figure(
+        format!("resident memory after retrieve at {size} ({embedder:?})"),
+        measure::resident_mib(),
+        "MiB",
+    );
+    server.stop().await;
+    Ok(())
+}
+
+async fn startup(report: &mut Report, size: usize, embedder: EmbedderChoice) -> Result {
+    let dir = ScratchDir::new()?;
+    write_corpus(dir.path(), &Namespace::Repo("bench".parse()?), size, 3)?;
+    for label in ["cold cache", "warm cache"] {
+        let (server, ready_in) = Server::start(dir.path(), embedder).await?;
+        report.rows.push(Row::single(
+            &format!("startup, {label}"),
+            format!("{size} memories, {embedder:?} embedder"),
+            ready_in,
+        ));
+        server.stop().await;
+    }
+    Ok(())
+}
+
+async fn write(report: &mut Report, requests: usize) -> Result {
+    let dir = ScratchDir::new()?;
+    write_corpus(dir.path(), &Namespace::Repo("bench".parse()?), 1000, 5)?;
+    let (server, _) = Server::start(dir.path(), EmbedderChoice::Fake).await?;
+    let mut rng = corpus::Rng::new(11);
+    let mut samples = Vec::with_capacity(requests);
+    let started = Instant::now();
+    for serial in 0..requests {
+        let body = json!({"repo": "bench", "scope": "repo", "category": "patterns",
+            "content": corpus::sentence(&mut rng, serial)});
+        let one = Instant::now();
+        server.create(&body).await?;
+        samples.push(one.elapsed());
+    }
+    report.rows.push(Row::from_samples(
+        "POST /memories",
+        "1,000 memories stored, one client",
+        &mut samples,
+        started.elapsed(),
+    ));
+    server.stop().await;
+    Ok(())
+}
+
+/// A data directory for one workload, removed when dropped.
+struct ScratchDir(PathBuf);
+
+impl ScratchDir {
+    fn new() -> std::io::Result<Self> {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let name = format!(
+            "engram-bench-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        );
+        let path = std::env::temp_dir().join(name);
+        std::fs::create_dir_all(&path)?;
+        Ok(Self(path))
+    }
+
+    fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for ScratchDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Writes `count` memory files straight into the data directory, as a
+/// person or an earlier run would have left them.
+fn write_corpus(dir: &Path, namespace: &Namespace, count: usize, seed: u64) -> Result {
+    let Namespace::Repo(repo) = namespace else {
+        return Err("the bench corpus lives in a repo namespace".into());
+    };
+    let folder = dir.join("repos").join(repo.as_str());
+    std::fs::create_dir_all(&folder)?;
+    for memory in corpus::memories(namespace, count, seed) {
+        std::fs::write(
+            folder.join(format!("{}.md", memory.id)),
+            markdown::render(&memory),
+        )?;
+    }
+    Ok(())
+}

@@ -1,0 +1,133 @@
+//! Latency samples, their percentiles, and the report: a table for people
+//! and JSON for machines.
+
+use std::time::Duration;
+
+use serde::Serialize;
+
+/// One measured operation.
+#[derive(Debug, Serialize)]
+pub struct Row {
+    pub workload: String,
+    pub detail: String,
+    pub count: usize,
+    pub p50_ms: f64,
+    pub p95_ms: f64,
+    pub p99_ms: f64,
+    /// Operations per second over the whole run.
+    pub per_second: f64,
+}
+
+impl Row {
+    /// Percentiles of `samples`; `wall` is the run's duration, for throughput.
+    pub fn from_samples(
+        workload: &str,
+        detail: impl Into<String>,
+        samples: &mut [Duration],
+        wall: Duration,
+    ) -> Self {
+        samples.sort();
+        #[expect(clippy::cast_precision_loss, reason = "sample counts are small")]
+        let per_second = samples.len() as f64 / wall.as_secs_f64().max(f64::MIN_POSITIVE);
+        Self {
+            workload: workload.to_owned(),
+            detail: detail.into(),
+            count: samples.len(),
+            p50_ms: percentile(samples, 0.50),
+            p95_ms: percentile(samples, 0.95),
+            p99_ms: percentile(samples, 0.99),
+            per_second,
+        }
+    }
+
+    /// A single timing (start-up, say): every percentile is that one value.
+    pub fn single(workload: &str, detail: impl Into<String>, took: Duration) -> Self {
+        Self::from_samples(workload, detail, &mut [took], took)
+    }
+}
+
+/// The nearest-rank percentile of sorted samples, in ms.
+fn percentile(sorted: &[Duration], quantile: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    #[expect(
+        clippy::cast_precision_loss,
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        reason = "an index into a small sample"
+    )]
+    let rank = ((quantile * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    sorted[rank - 1].as_secs_f64() * 1000.0
+}
+
+/// A value that is not a latency (memory use, a count).
+#[derive(Debug, Serialize)]
+pub struct Figure {
+    pub name: String,
+    pub value: f64,
+    pub unit: String,
+}
+
+#[derive(Debug, Default, Serialize)]
+pub struct Report {
+    pub rows: Vec<Row>,
+    pub figures: Vec<Figure>,
+}
+
+impl Report {
+    pub fn figure(&mut self, name: impl Into<String>, value: f64, unit: &str) {
+        self.figures.push(Figure {
+            name: name.into(),
+            value,
+            unit: unit.to_owned(),
+        });
+    }
+
+    pub fn print(&self, json: bool) {
+        if json {
+            match serde_json::to_string_pretty(self) {
+                Ok(text) => println!("{text}"),
+                Err(err) => eprintln!("engram-bench: {err}"),
+            }
+            return;
+        }
+        println!(
+            "| workload | detail | n | p50 ms | p95 ms | p99 ms | per s |\n| --- | --- | ---: | ---: | ---: | ---: | ---: |"
+        );
+        for row in &self.rows {
+            println!(
+                "| {} | {} | {} | {:.2} | {:.2} | {:.2} | {:.0} |",
+                row.workload,
+                row.detail,
+                row.count,
+                row.p50_ms,
+                row.p95_ms,
+                row.p99_ms,
+                row.per_second
+            );
+        }
+        if !self.figures.is_empty() {
+            println!("\n| figure | value |\n| --- | ---: |");
+            for figure in &self.figures {
+                println!("| {} | {:.1} {} |", figure.name, figure.value, figure.unit);
+            }
+        }
+    }
+}
+
+/// This process's resident memory, in MiB (Linux; 0 elsewhere).
+pub fn resident_mib() -> f64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|rest| {
+            rest.trim()
+                .trim_end_matches("kB")
+                .trim()
+                .parse::<f64>()
+                .ok()
+        })
+        .map_or(0.0, |kib| kib / 1024.0)
+}

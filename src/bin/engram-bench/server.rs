@@ -1,0 +1,119 @@
+//! The service under test: built in process on a loopback port, driven
+//! over HTTP, stopped gracefully.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use engram::app::App;
+use engram::config::{Config, EmbeddingProvider};
+use serde_json::Value;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+use crate::{EmbedderChoice, Result, upstream};
+
+pub struct Server {
+    base: String,
+    client: reqwest::Client,
+    stop: oneshot::Sender<()>,
+    serving: JoinHandle<()>,
+}
+
+impl Server {
+    /// Starts a service over `data_dir` and returns it with the time from
+    /// build to ready (store loaded and index built).
+    pub async fn start(data_dir: &Path, embedder: EmbedderChoice) -> Result<(Self, Duration)> {
+        let mut config = Config {
+            listen: ([127, 0, 0, 1], 0).into(),
+            data_dir: data_dir.to_owned(),
+            ..Config::default()
+        };
+        if embedder == EmbedderChoice::Fake {
+            config.embedding.provider = EmbeddingProvider::Openai;
+            config.embedding.base_url = upstream::start().await;
+            config.embedding.model = "bench-fake".to_owned();
+            config.embedding.dimensions = upstream::DIMENSIONS;
+        }
+        let started = Instant::now();
+        let app = App::build(config).await?;
+        let base = format!("http://{}", app.local_addr()?);
+        let (stop, stopped) = oneshot::channel::<()>();
+        let serving = tokio::spawn(async move {
+            let shutdown = async {
+                let _ = stopped.await;
+            };
+            if let Err(err) = app.run_until_stopped(shutdown).await {
+                eprintln!("engram-bench: the service failed: {err}");
+            }
+        });
+        let server = Self {
+            base,
+            client: reqwest::Client::new(),
+            stop,
+            serving,
+        };
+        server.wait_ready().await?;
+        let ready_in = started.elapsed();
+        server.wait_indexed().await?;
+        Ok((server, ready_in))
+    }
+
+    async fn wait_ready(&self) -> Result {
+        loop {
+            let response = self
+                .client
+                .get(format!("{}/readyz", self.base))
+                .send()
+                .await?;
+            if response.status().is_success() {
+                return Ok(());
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    }
+
+    /// Waits until the index holds every write made so far.
+    pub async fn wait_indexed(&self) -> Result {
+        loop {
+            let stats: Value = self
+                .client
+                .get(format!("{}/stats", self.base))
+                .send()
+                .await?
+                .json()
+                .await?;
+            if stats["index"]["pending"] == 0 {
+                return Ok(());
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    pub async fn retrieve(&self, body: &Value) -> Result<Value> {
+        self.post("/retrieve", body, 200).await
+    }
+
+    pub async fn create(&self, body: &Value) -> Result<Value> {
+        self.post("/memories", body, 201).await
+    }
+
+    async fn post(&self, path: &str, body: &Value, expected: u16) -> Result<Value> {
+        let response = self
+            .client
+            .post(format!("{}{path}", self.base))
+            .json(body)
+            .send()
+            .await?;
+        let status = response.status().as_u16();
+        let answer: Value = response.json().await?;
+        if status != expected {
+            return Err(format!("{path} answered {status}: {answer}").into());
+        }
+        Ok(answer)
+    }
+
+    pub async fn stop(self) {
+        let _ = self.stop.send(());
+        let _ = self.serving.await;
+    }
+}

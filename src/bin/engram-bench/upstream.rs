@@ -1,0 +1,60 @@
+//! An OpenAI-compatible upstream that answers at once, so the bench
+//! measures Engram and not a network or a model.
+//!
+//! `/embeddings` gives each text a hashed bag-of-words vector: cheap, and
+//! texts that share words are near each other, like real embeddings.
+
+use std::hash::{DefaultHasher, Hash, Hasher};
+
+use axum::Json;
+use axum::Router;
+use axum::routing::post;
+use serde_json::{Value, json};
+
+/// The length of the vectors the fake returns: MiniLM's.
+pub const DIMENSIONS: usize = 384;
+
+/// Serves on a free loopback port; returns the API root.
+pub async fn start() -> String {
+    let router = Router::new().route("/v1/embeddings", post(embeddings));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind the fake upstream");
+    let url = format!(
+        "http://{}/v1",
+        listener.local_addr().expect("local address")
+    );
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    url
+}
+
+async fn embeddings(Json(body): Json<Value>) -> Json<Value> {
+    let data: Vec<Value> = body["input"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+        .iter()
+        .enumerate()
+        .map(|(index, text)| {
+            let vector = hashed_words(text.as_str().unwrap_or_default());
+            json!({"object": "embedding", "index": index, "embedding": vector})
+        })
+        .collect();
+    Json(json!({"object": "list", "data": data, "model": body["model"]}))
+}
+
+fn hashed_words(text: &str) -> Vec<f32> {
+    let mut vector = vec![0.0f32; DIMENSIONS];
+    for word in text
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+    {
+        let mut hasher = DefaultHasher::new();
+        word.to_lowercase().hash(&mut hasher);
+        let bucket = usize::try_from(hasher.finish() % DIMENSIONS as u64).expect("below 384");
+        vector[bucket] += 1.0;
+    }
+    // A constant component keeps a text of unknown words off the zero vector.
+    vector[0] += 0.1;
+    vector
+}
