@@ -1,6 +1,7 @@
 //! The application's lifecycle: load the store and the embedder, bind,
 //! build the vector index in the background, serve until told to stop, then
-//! let in-flight requests finish and stop the indexer.
+//! let in-flight requests finish and stop the background tasks (the
+//! indexer, the access-count saver).
 
 use std::future::Future;
 use std::io;
@@ -19,7 +20,9 @@ use crate::embed::cache::EmbeddingCache;
 use crate::embed::{self, Embedder};
 use crate::index::Index;
 use crate::index::indexer::{Indexer, IndexerStats};
-use crate::retrieval::{Retriever, inject};
+use crate::llm::Llm;
+use crate::retrieval::access::AccessCounts;
+use crate::retrieval::{Parts, Retriever, inject};
 use crate::routes;
 use crate::state::{AppState, Readiness};
 use crate::store::{self, Store};
@@ -43,8 +46,9 @@ pub struct App {
     listener: TcpListener,
     router: Router,
     state: AppState,
-    indexer: JoinHandle<()>,
-    stop_indexer: CancellationToken,
+    /// The indexer and the access-count saver, stopped after serving ends.
+    background: Vec<JoinHandle<()>>,
+    stop: CancellationToken,
 }
 
 impl App {
@@ -52,18 +56,16 @@ impl App {
     /// picks a free port) and starts building the index; the service is
     /// ready once that build is done.
     pub async fn build(config: Config) -> Result<Self, Error> {
-        let (store, embedder, cache) = {
+        let (store, embedder, cache, access) = {
             let data_dir = config.data_dir.clone();
             let embedding = config.embedding.clone();
             tokio::task::spawn_blocking(move || -> Result<_, Error> {
                 let store = Store::open(&data_dir)?;
                 let embedder = Embedder::from_config(&embedding)?;
-                let cache = EmbeddingCache::open(
-                    &data_dir.join(".cache"),
-                    &embedder.model_key(),
-                    embedder.dimensions(),
-                );
-                Ok((store, embedder, cache))
+                let cache_dir = data_dir.join(".cache");
+                let cache =
+                    EmbeddingCache::open(&cache_dir, &embedder.model_key(), embedder.dimensions());
+                Ok((store, embedder, cache, AccessCounts::load(&cache_dir)))
             })
             .await??
         };
@@ -79,7 +81,7 @@ impl App {
         let readiness = Readiness::default();
         let index = Arc::new(Index::new(embedder.dimensions()));
         let indexer_stats = Arc::new(IndexerStats::default());
-        let stop_indexer = CancellationToken::new();
+        let stop = CancellationToken::new();
         let indexer = tokio::spawn(
             Indexer::new(
                 store.clone(),
@@ -89,15 +91,20 @@ impl App {
                 readiness.clone(),
                 indexer_stats.clone(),
             )
-            .run(stop_indexer.clone()),
+            .run(stop.clone()),
         );
-        let retriever = Retriever::new(
-            store.clone(),
+        let retriever = Retriever::new(Parts {
+            store: store.clone(),
             index,
             embedder,
-            readiness.clone(),
-            Duration::from_millis(config.retrieval.budget_ms),
-        );
+            llm: config.llm.clone().map(Llm::new),
+            index_ready: readiness.clone(),
+            access,
+            budget: Duration::from_millis(config.retrieval.budget_ms),
+            cache_ttl: Duration::from_secs(config.retrieval.cache_ttl_s),
+            cache_capacity: config.retrieval.cache_capacity,
+        });
+        let access_saver = tokio::spawn(save_access_counts(retriever.clone(), stop.clone()));
         let api_keys = ApiKeys::new(config.api_key.iter().map(ApiKey::expose));
         let state = AppState {
             api_keys,
@@ -112,8 +119,8 @@ impl App {
             listener,
             router,
             state,
-            indexer,
-            stop_indexer,
+            background: vec![indexer, access_saver],
+            stop,
         })
     }
 
@@ -140,12 +147,44 @@ impl App {
             .with_graceful_shutdown(shutdown)
             .await
             .map_err(Error::Serve)?;
-        self.stop_indexer.cancel();
-        if let Err(err) = self.indexer.await {
-            tracing::error!(error = %err, "the indexer task failed");
+        self.stop.cancel();
+        for task in self.background {
+            if let Err(err) = task.await {
+                tracing::error!(error = %err, "a background task failed");
+            }
         }
         tracing::info!("engram stopped");
         Ok(())
+    }
+}
+
+/// How often access counts are saved (they are saved at shutdown too).
+const ACCESS_SAVE_INTERVAL: Duration = Duration::from_secs(30);
+
+/// Saves the retriever's access counts now and then, and once more when
+/// `stop` is cancelled.
+async fn save_access_counts(retriever: Retriever, stop: CancellationToken) {
+    let mut interval = tokio::time::interval(ACCESS_SAVE_INTERVAL);
+    interval.tick().await;
+    loop {
+        let stopping = tokio::select! {
+            _ = interval.tick() => false,
+            () = stop.cancelled() => true,
+        };
+        let retriever = retriever.clone();
+        let saved = tokio::task::spawn_blocking(move || {
+            let store = retriever.store();
+            retriever
+                .access_counts()
+                .flush(|id| store.get(id).is_some());
+        })
+        .await;
+        if let Err(err) = saved {
+            tracing::error!(error = %err, "saving access counts failed");
+        }
+        if stopping {
+            return;
+        }
     }
 }
 

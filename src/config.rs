@@ -51,6 +51,9 @@ pub struct Config {
     /// The owners used when a request names no repo or user.
     pub defaults: Defaults,
     pub embedding: Embedding,
+    /// The chat model for HyDE (and, later, capture); absent: no LLM, and
+    /// retrieval searches for the latest user message.
+    pub llm: Option<Llm>,
     pub retrieval: Retrieval,
     pub limits: Limits,
     pub log: Log,
@@ -87,6 +90,7 @@ impl Default for Config {
             data_dir: PathBuf::from("./data"),
             defaults: Defaults::default(),
             embedding: Embedding::default(),
+            llm: None,
             retrieval: Retrieval::default(),
             limits: Limits::default(),
             log: Log::default(),
@@ -160,12 +164,49 @@ pub enum EmbeddingProvider {
     Openai,
 }
 
+/// An OpenAI-compatible chat-completions endpoint and its models.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Llm {
+    /// The API root; `/chat/completions` is appended.
+    pub base_url: String,
+    /// The environment variable holding the bearer key (none sent when unset).
+    pub api_key_env: String,
+    /// A fast model for HyDE hypotheses, suggestions and query expansion.
+    pub retrieval_model: String,
+    pub classifier_model: String,
+    /// How long one retrieval-model call may take, in ms.
+    pub retrieval_timeout_ms: u64,
+    pub classifier_timeout_ms: u64,
+    /// The key read from `api_key_env` at start-up.
+    #[serde(skip)]
+    pub api_key: Option<ApiKey>,
+}
+
+impl Default for Llm {
+    fn default() -> Self {
+        Self {
+            base_url: "https://api.openai.com/v1".to_owned(),
+            api_key_env: "OPENAI_API_KEY".to_owned(),
+            retrieval_model: "gpt-4o-mini".to_owned(),
+            classifier_model: "gpt-4o-mini".to_owned(),
+            retrieval_timeout_ms: 2000,
+            classifier_timeout_ms: 30_000,
+            api_key: None,
+        }
+    }
+}
+
 /// Defaults for `POST /retrieve`; a request may override each.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Retrieval {
-    /// How many memories a retrieval returns at most.
+    /// How many memories a retrieval returns at most (before hops).
     pub top_k: usize,
+    /// How many `related` edges to follow from each result, 0–3.
+    pub hop_depth: usize,
+    /// How many hypothetical memories HyDE asks for, 1–10.
+    pub hypothesis_count: usize,
     /// The most tokens the injection text may take.
     pub token_budget: usize,
     /// The least relevance (0..1) a returned memory has.
@@ -173,6 +214,10 @@ pub struct Retrieval {
     /// The whole retrieval's time budget, in ms; past it the answer is
     /// `degraded`.
     pub budget_ms: u64,
+    /// How long a turn's result stays cached, in seconds.
+    pub cache_ttl_s: u64,
+    /// The most turns cached at once.
+    pub cache_capacity: usize,
     pub weights: Weights,
 }
 
@@ -180,6 +225,10 @@ impl Default for Retrieval {
     fn default() -> Self {
         Self {
             top_k: 5,
+            hop_depth: 1,
+            hypothesis_count: 3,
+            cache_ttl_s: 300,
+            cache_capacity: 10_000,
             token_budget: 1000,
             min_relevance: 0.0,
             budget_ms: 2000,
@@ -234,6 +283,8 @@ pub mod bounds {
     use std::ops::RangeInclusive;
 
     pub const TOP_K: RangeInclusive<usize> = 1..=1000;
+    pub const HOP_DEPTH: RangeInclusive<usize> = 0..=3;
+    pub const HYPOTHESIS_COUNT: RangeInclusive<usize> = 1..=10;
     pub const TOKEN_BUDGET: RangeInclusive<usize> = 1..=128_000;
     pub const BUDGET_MS: RangeInclusive<u64> = 50..=60_000;
     pub const EMBEDDING_DIMENSIONS: RangeInclusive<usize> = 1..=8192;
@@ -331,6 +382,9 @@ impl Config {
             config.embedding.model_dir = Some(PathBuf::from(dir));
         }
         config.embedding.api_key = lookup(&config.embedding.api_key_env).map(ApiKey::new);
+        if let Some(llm) = &mut config.llm {
+            llm.api_key = lookup(&llm.api_key_env).map(ApiKey::new);
+        }
         config.validate()?;
         Ok(config)
     }
@@ -369,9 +423,38 @@ impl Config {
                 return key_error("embedding.model", "must not be empty");
             }
         }
+        if let Some(llm) = &self.llm {
+            if !(llm.base_url.starts_with("http://") || llm.base_url.starts_with("https://")) {
+                return key_error("llm.base_url", "must be an http:// or https:// URL");
+            }
+            if llm.retrieval_model.trim().is_empty() {
+                return key_error("llm.retrieval_model", "must not be empty");
+            }
+            if llm.classifier_model.trim().is_empty() {
+                return key_error("llm.classifier_model", "must not be empty");
+            }
+            if !bounds::UPSTREAM_TIMEOUT_MS.contains(&llm.retrieval_timeout_ms) {
+                return key_error("llm.retrieval_timeout_ms", "must be between 50 and 600000");
+            }
+            if !bounds::UPSTREAM_TIMEOUT_MS.contains(&llm.classifier_timeout_ms) {
+                return key_error("llm.classifier_timeout_ms", "must be between 50 and 600000");
+            }
+        }
         let retrieval = &self.retrieval;
         if !bounds::TOP_K.contains(&retrieval.top_k) {
             return key_error("retrieval.top_k", "must be between 1 and 1000");
+        }
+        if !bounds::HOP_DEPTH.contains(&retrieval.hop_depth) {
+            return key_error("retrieval.hop_depth", "must be between 0 and 3");
+        }
+        if !bounds::HYPOTHESIS_COUNT.contains(&retrieval.hypothesis_count) {
+            return key_error("retrieval.hypothesis_count", "must be between 1 and 10");
+        }
+        if !(1..=86_400).contains(&retrieval.cache_ttl_s) {
+            return key_error("retrieval.cache_ttl_s", "must be between 1 and 86400");
+        }
+        if !(1..=1_000_000).contains(&retrieval.cache_capacity) {
+            return key_error("retrieval.cache_capacity", "must be between 1 and 1000000");
         }
         if !bounds::TOKEN_BUDGET.contains(&retrieval.token_budget) {
             return key_error("retrieval.token_budget", "must be between 1 and 128000");
@@ -518,6 +601,29 @@ mod tests {
     }
 
     #[test]
+    fn the_llm_section_is_absent_by_default_and_set_key_by_key() {
+        assert_eq!(Config::default().llm, None);
+        let config = Config::load(
+            None,
+            env(&[
+                ("ENGRAM_LLM__BASE_URL", "http://127.0.0.1:9/v1"),
+                ("OPENAI_API_KEY", "sk-llm"),
+            ]),
+        )
+        .unwrap();
+        let llm = config.llm.unwrap();
+        assert_eq!(llm.base_url, "http://127.0.0.1:9/v1");
+        assert_eq!(llm.retrieval_model, "gpt-4o-mini");
+        assert_eq!(llm.api_key, Some(ApiKey::new("sk-llm")));
+        let err =
+            Config::load(None, env(&[("ENGRAM_LLM__RETRIEVAL_TIMEOUT_MS", "1")])).unwrap_err();
+        assert!(
+            err.to_string().contains("llm.retrieval_timeout_ms"),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn unknown_keys_are_named() {
         let err = load_yaml("limits: { max_body_byte: 10 }\n", &[]).unwrap_err();
         assert!(err.to_string().contains("limits"), "{err}");
@@ -543,6 +649,12 @@ mod tests {
                 "embedding.base_url",
             ),
             ("retrieval: { top_k: 0 }\n", "retrieval.top_k"),
+            ("retrieval: { hop_depth: 4 }\n", "retrieval.hop_depth"),
+            (
+                "retrieval: { hypothesis_count: 0 }\n",
+                "retrieval.hypothesis_count",
+            ),
+            ("llm: { base_url: nowhere }\n", "llm.base_url"),
             (
                 "retrieval: { weights: { recency: 1.5 } }\n",
                 "retrieval.weights.recency",

@@ -181,6 +181,31 @@ impl Snapshot {
             })
     }
 
+    /// The stored vectors of those of `ids` that live in `namespaces`, in
+    /// one pass over the ids (not the vectors).
+    pub fn vectors_of(
+        &self,
+        namespaces: &[Namespace],
+        ids: &HashSet<MemoryId>,
+    ) -> HashMap<MemoryId, Vec<f32>> {
+        let mut found = HashMap::with_capacity(ids.len());
+        if ids.is_empty() {
+            return found;
+        }
+        let chunks = namespaces
+            .iter()
+            .filter_map(|namespace| self.namespaces.get(namespace))
+            .flat_map(|index| index.chunks.iter());
+        for chunk in chunks {
+            for (slot, id) in chunk.ids.iter().enumerate() {
+                if ids.contains(id) {
+                    found.insert(*id, chunk.vector(slot, self.dimensions).to_vec());
+                }
+            }
+        }
+        found
+    }
+
     /// The stored (normalised) vector of `id` in `namespace`.
     pub fn vector(&self, namespace: &Namespace, id: MemoryId) -> Option<&[f32]> {
         let index = self.namespaces.get(namespace)?;
@@ -326,6 +351,16 @@ impl Chunk {
             }
         }
         kept
+    }
+}
+
+/// Cosine similarity of two vectors of the same length, normalised or not.
+pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
+    let norms = (dot(a, a) * dot(b, b)).sqrt();
+    if norms > 0.0 && norms.is_finite() {
+        dot(a, b) / norms
+    } else {
+        0.0
     }
 }
 

@@ -13,6 +13,8 @@ pub mod embed;
 pub mod error;
 /// The vector index and the indexer task that keeps it current.
 pub mod index;
+/// The chat model (OpenAI-compatible chat completions).
+pub mod llm;
 /// The domain types: ids, namespaces, categories, memories.
 pub mod memory;
 /// `engram healthcheck`: a dependency-free probe of `/healthz`.
@@ -27,5 +29,7 @@ pub mod state;
 pub mod store;
 /// Logging setup.
 pub mod telemetry;
+/// Calls to OpenAI-compatible endpoints, and their errors.
+pub mod upstream;
 /// Conversation windows: chat messages reduced to user and assistant text.
 pub mod window;

@@ -1,14 +1,26 @@
 //! Retrieval: the memories that matter now, ranked, explained, and as text
 //! to inject, within a time budget.
 //!
-//! A retrieval never fails for an upstream's fault: when the embedder is
-//! slow or down, or the index is still being built, the answer is complete
-//! and honest about it (`degraded`, no memories) rather than an error.
-//! Superseded memories are never returned as current: a match on an old
-//! version brings back the head of its chain.
+//! The pipeline: the per-turn cache; then the texts to search for (the
+//! query, HyDE hypotheses from the window, or the latest user message),
+//! optionally expanded; one embedding call for all of them; one scan of the
+//! index; heads of chains standing in for matched old versions; weighted
+//! ranking; hops along `related` edges; the injection text.
+//!
+//! A retrieval never fails for an upstream's fault: when the retrieval
+//! model or the embedder is slow or down, or the index is still being
+//! built, the answer says so in `degraded` and serves what it still can
+//! honestly (with HyDE down, the latest user message is searched for).
 
+pub mod access;
+pub mod cache;
+pub mod expand;
+pub mod hops;
+pub mod hyde;
+pub mod hyde_reply;
 pub mod inject;
 pub mod rank;
+pub mod stats;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -16,37 +28,75 @@ use std::time::{Duration, Instant};
 
 use chrono::Utc;
 use serde::Serialize;
+use tokio::time::Instant as Deadline;
 use utoipa::ToSchema;
 
 use crate::config::Weights;
-use crate::embed::{self, Embedder, openai};
+use crate::embed::{self, Embedder};
 use crate::error::error_chain;
-use crate::index::{Hit, Index};
-use crate::memory::{Category, Memory, MemoryId, Scope};
+use crate::index::{Index, cosine};
+use crate::llm::Llm;
+use crate::memory::{Category, Memory, MemoryId, Namespace, Relationship, Scope};
 use crate::routes::memories::MemoryView;
 use crate::state::Readiness;
-use crate::store::{NamespacePair, Store};
+use crate::store::{ListFilter, NamespacePair, Store};
+use crate::upstream;
+use crate::window::{self, Line};
+use access::AccessCounts;
+use cache::{TurnCache, TurnKey};
+use hops::Direction;
 use rank::Scores;
+use stats::RetrievalStats;
 
 /// How many more candidates than `top_k` the vector search hands to
 /// ranking: recency, importance and access can lift a memory that is not
 /// among the closest few.
 const CANDIDATE_FACTOR: usize = 4;
 const MIN_CANDIDATES: usize = 32;
+/// The most a `context_boost` lifts a memory's relevance (at similarity 1).
+const CONTEXT_LIFT: f64 = 0.1;
+/// How long a retrieval waits for writes to its namespaces to reach the
+/// index, alongside its own embedding call.
+const INDEX_CATCH_UP: Duration = Duration::from_millis(250);
+/// The share of the budget HyDE may not use, so that when it times out
+/// the fallback search still fits.
+const FALLBACK_RESERVE_DIVISOR: u32 = 4;
+/// Slack past the budget before the whole retrieval is cut off: each stage
+/// keeps to the deadline itself, and this only catches the unexpected.
+const CUTOFF_GRACE: Duration = Duration::from_millis(50);
+/// The most memories a filter-only retrieval ranks.
+const MAX_FILTERED: usize = 100_000;
 
 /// A parsed, validated retrieval.
 #[derive(Clone, Debug)]
 pub struct Request {
     pub turn_id: String,
     pub pair: NamespacePair,
-    /// The text embedded and searched for.
-    pub query: String,
+    pub input: Input,
     pub top_k: usize,
+    pub hop_depth: usize,
+    pub hypothesis_count: usize,
     pub token_budget: usize,
     pub min_relevance: f64,
     pub weights: Weights,
     pub filters: Filters,
     pub exclude_ids: HashSet<MemoryId>,
+    pub use_cache: bool,
+    pub expand_query: bool,
+    /// Text whose similarity lifts related memories.
+    pub context_boost: Option<String>,
+}
+
+/// What to search for.
+#[derive(Clone, Debug)]
+pub enum Input {
+    /// Search for this text directly.
+    Query(String),
+    /// A conversation window: HyDE when a retrieval model is configured,
+    /// else its latest user message. It holds at least one user line.
+    Window(Vec<Line>),
+    /// No text: rank what the filters admit by recency, importance and use.
+    Filters,
 }
 
 /// Which memories may be returned at all.
@@ -61,46 +111,105 @@ impl Filters {
     fn admit(&self, memory: &Memory) -> bool {
         self.scope
             .is_none_or(|scope| memory.namespace.scope() == scope)
-            && self
-                .categories
-                .as_ref()
-                .is_none_or(|categories| categories.contains(&memory.category))
+            && self.admit_category(memory.category)
+    }
+
+    fn admit_category(&self, category: Category) -> bool {
+        self.categories
+            .as_ref()
+            .is_none_or(|categories| categories.contains(&category))
     }
 }
 
-/// How the query was made.
+/// How the texts searched for were made.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Mode {
-    /// The request's `query`, or the latest user message, embedded directly.
+    /// The request's `query`, or the window's latest user message.
     Query,
+    /// Hypothetical memories written by the retrieval model from the window.
+    Hyde,
+    /// No text: the filters' memories ranked by recency, importance and use.
+    Filter,
 }
 
-/// Why a retrieval returned less than it would have.
+/// Why a result is less than it would have been.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Degraded {
     /// The start-up index build is still running.
     IndexNotReady,
+    /// The retrieval model did not answer in time; the latest user message
+    /// was searched for instead.
+    HydeTimeout,
+    /// The retrieval model answered with an error; the latest user message
+    /// was searched for instead.
+    HydeFailed,
+    /// The retrieval model's reply held no hypothesis; the latest user
+    /// message was searched for instead.
+    HydeUnusable,
     /// The embedder did not answer within its timeout or the budget.
     EmbeddingTimeout,
     /// The embedder answered with an error.
     EmbeddingFailed,
+    /// The whole retrieval ran out of its time budget.
+    BudgetExhausted,
     /// The memory asked about is not in the index yet: it was just
     /// written, or the embedder is down.
     MemoryNotIndexed,
+    /// No retrieval model is configured.
+    LlmNotConfigured,
+}
+
+impl Degraded {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::IndexNotReady => "index_not_ready",
+            Self::HydeTimeout => "hyde_timeout",
+            Self::HydeFailed => "hyde_failed",
+            Self::HydeUnusable => "hyde_unusable",
+            Self::EmbeddingTimeout => "embedding_timeout",
+            Self::EmbeddingFailed => "embedding_failed",
+            Self::BudgetExhausted => "budget_exhausted",
+            Self::MemoryNotIndexed => "memory_not_indexed",
+            Self::LlmNotConfigured => "llm_not_configured",
+        }
+    }
+
+    fn of_hyde(failure: &hyde::Failure) -> Self {
+        match failure {
+            hyde::Failure::Upstream(upstream::Error::Timeout { .. }) => Self::HydeTimeout,
+            hyde::Failure::Upstream(_) => Self::HydeFailed,
+            hyde::Failure::Unusable => Self::HydeUnusable,
+        }
+    }
 }
 
 /// Why a memory is in the result.
 #[derive(Clone, Debug, PartialEq, Serialize, ToSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Reason {
-    /// It matched the query. When `matched_version` is set, an older
-    /// version of it matched, and this, the current version, stands in.
+    /// It matched the query (or the latest user message). When
+    /// `matched_version` is set, an older version of it matched and this,
+    /// the current version, stands in.
     Query {
         #[serde(skip_serializing_if = "Option::is_none")]
         matched_version: Option<MemoryId>,
     },
+    /// It matched HyDE hypothesis number `hypothesis` (0-based).
+    Hypothesis {
+        hypothesis: usize,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        matched_version: Option<MemoryId>,
+    },
+    /// A `related` edge links it with `from`, a memory in the result.
+    Hop {
+        from: MemoryId,
+        relationship: Relationship,
+        direction: Direction,
+    },
+    /// It passed the filters of a retrieval without a query.
+    Filter,
 }
 
 /// A retrieved memory with why it is there and how it scored.
@@ -108,7 +217,8 @@ pub enum Reason {
 pub struct RetrievedMemory {
     #[serde(flatten)]
     pub memory: MemoryView,
-    /// The weighted relevance, 0..1; results are sorted by it.
+    /// The weighted relevance, 0..1; results are sorted by it. A hop's is
+    /// 0.8 × the relevance of the memory it came from.
     pub relevance: f64,
     pub scores: Scores,
     pub reason: Reason,
@@ -119,8 +229,10 @@ pub struct RetrievedMemory {
 /// Where the time went, in milliseconds.
 #[derive(Clone, Copy, Debug, Default, Serialize, ToSchema)]
 pub struct Timings {
+    pub hyde: f64,
     pub embed: f64,
     pub search: f64,
+    pub hops: f64,
     pub total: f64,
 }
 
@@ -128,13 +240,26 @@ pub struct Timings {
 #[derive(Clone, Debug, Serialize, ToSchema)]
 pub struct Outcome {
     pub turn_id: String,
-    /// Whether this is a stored answer for the same turn.
+    /// Whether this is the stored answer for the same turn (no model or
+    /// embedding call was made).
     pub cached: bool,
     pub mode: Mode,
-    /// Set when an upstream or the index could not serve this retrieval.
+    /// Set when an upstream, the budget or the index limited this answer.
     pub degraded: Option<Degraded>,
-    /// The text that was embedded and searched for.
-    pub query: String,
+    /// The text searched for in `query` mode (the request's, or the latest
+    /// user message when HyDE was unavailable).
+    pub query: Option<String>,
+    /// The HyDE hypotheses searched for, in order.
+    pub hypotheses: Vec<String>,
+    /// With `expand_query`: the query with its added terms.
+    pub expanded_query: Option<String>,
+    pub added_terms: Vec<String>,
+    /// How many memories qualified (filters, `min_relevance`) among those
+    /// ranked, before `top_k` cut them; hops not included.
+    pub total_matches: usize,
+    /// Whether writes to these namespaces were still on their way into the
+    /// index (so the newest memories may be missing).
+    pub index_catching_up: bool,
     /// Most relevant first.
     pub memories: Vec<RetrievedMemory>,
     /// The memories as markdown to put in the agent's context, within
@@ -143,108 +268,559 @@ pub struct Outcome {
     pub timings_ms: Timings,
 }
 
+impl Outcome {
+    fn empty(request: &Request, mode: Mode) -> Self {
+        Self {
+            turn_id: request.turn_id.clone(),
+            cached: false,
+            mode,
+            degraded: None,
+            query: None,
+            hypotheses: Vec::new(),
+            expanded_query: None,
+            added_terms: Vec::new(),
+            total_matches: 0,
+            index_catching_up: false,
+            memories: Vec::new(),
+            injection: String::new(),
+            timings_ms: Timings::default(),
+        }
+    }
+}
+
+/// What the retriever needs; built once at start.
+pub struct Parts {
+    pub store: Store,
+    pub index: Arc<Index>,
+    pub embedder: Embedder,
+    pub llm: Option<Llm>,
+    pub index_ready: Readiness,
+    pub access: AccessCounts,
+    pub budget: Duration,
+    pub cache_ttl: Duration,
+    pub cache_capacity: usize,
+}
+
 /// Runs retrievals; cheap to clone.
 #[derive(Clone)]
 pub struct Retriever {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
     store: Store,
     index: Arc<Index>,
     embedder: Embedder,
+    llm: Option<Llm>,
     index_ready: Readiness,
+    access: AccessCounts,
     budget: Duration,
+    cache: TurnCache<Outcome>,
+    stats: RetrievalStats,
+}
+
+/// A candidate on its way to the result.
+struct Ranked {
+    memory: Arc<Memory>,
+    scores: Scores,
+    relevance: f64,
+    reason: Reason,
 }
 
 impl Retriever {
-    pub fn new(
-        store: Store,
-        index: Arc<Index>,
-        embedder: Embedder,
-        index_ready: Readiness,
-        budget: Duration,
-    ) -> Self {
+    pub fn new(parts: Parts) -> Self {
         Self {
-            store,
-            index,
-            embedder,
-            index_ready,
-            budget,
+            inner: Arc::new(Inner {
+                cache: TurnCache::new(parts.cache_ttl, parts.cache_capacity),
+                store: parts.store,
+                index: parts.index,
+                embedder: parts.embedder,
+                llm: parts.llm,
+                index_ready: parts.index_ready,
+                access: parts.access,
+                budget: parts.budget,
+                stats: RetrievalStats::default(),
+            }),
         }
     }
 
     pub fn store(&self) -> &Store {
-        &self.store
+        &self.inner.store
     }
 
     pub fn index(&self) -> &Index {
-        &self.index
+        &self.inner.index
+    }
+
+    pub fn llm(&self) -> Option<&Llm> {
+        self.inner.llm.as_ref()
+    }
+
+    pub fn stats(&self) -> &RetrievalStats {
+        &self.inner.stats
+    }
+
+    pub fn access_counts(&self) -> &AccessCounts {
+        &self.inner.access
     }
 
     /// The key of the embedding model behind the index.
     pub fn model_key(&self) -> String {
-        self.embedder.model_key()
+        self.inner.embedder.model_key()
     }
 
-    /// Retrieves for `request`, within the configured budget.
+    /// Retrieves for `request` within the configured budget.
     pub async fn run(&self, request: Request) -> Outcome {
         let started = Instant::now();
-        let mut outcome = Outcome {
+        let outcome = self.run_uncounted(request, started).await;
+        self.inner.stats.record(
+            started.elapsed(),
+            outcome.cached,
+            outcome.degraded.map(Degraded::as_str),
+        );
+        outcome
+    }
+
+    async fn run_uncounted(&self, request: Request, started: Instant) -> Outcome {
+        let inner = &self.inner;
+        let namespaces = namespaces_of(&request.pair);
+        let key = TurnKey {
+            repo: request.pair.repo.clone(),
+            user: request.pair.user.clone(),
             turn_id: request.turn_id.clone(),
-            cached: false,
-            mode: Mode::Query,
-            degraded: None,
-            query: request.query.clone(),
-            memories: Vec::new(),
-            injection: String::new(),
-            timings_ms: Timings::default(),
         };
-        if !self.index_ready.is_ready() {
+        let generations = (
+            inner.store.generation(&namespaces[0]),
+            inner.store.generation(&namespaces[1]),
+        );
+        if request.use_cache
+            && let Some(mut hit) = inner.cache.get(&key, generations)
+        {
+            hit.cached = true;
+            hit.timings_ms = Timings {
+                total: millis(started.elapsed()),
+                ..Timings::default()
+            };
+            return hit;
+        }
+        if !inner.index_ready.is_ready() && !matches!(request.input, Input::Filters) {
+            let mut outcome = Outcome::empty(&request, Mode::Query);
             outcome.degraded = Some(Degraded::IndexNotReady);
             outcome.timings_ms.total = millis(started.elapsed());
             return outcome;
         }
 
-        // The query embedding is the one upstream call; it may take what is
-        // left of the budget, and no more.
-        let embedding = tokio::time::timeout(
-            self.budget.saturating_sub(started.elapsed()),
-            self.embedder.embed(vec![request.query.clone()]),
-        )
-        .await;
-        outcome.timings_ms.embed = millis(started.elapsed());
-        let query_vector = match embedding {
-            Ok(Ok(mut vectors)) if vectors.len() == 1 => vectors.remove(0),
-            Ok(Err(embed::Error::OpenAi(openai::Error::Timeout(_)))) | Err(_) => {
-                return degrade(outcome, Degraded::EmbeddingTimeout, started);
+        let deadline = Deadline::from_std(started + inner.budget);
+        let cutoff = deadline + CUTOFF_GRACE;
+        let mut outcome =
+            match tokio::time::timeout_at(cutoff, self.pipeline(&request, deadline)).await {
+                Ok(outcome) => outcome,
+                Err(_) => {
+                    let mut outcome = Outcome::empty(&request, Mode::Query);
+                    outcome.degraded = Some(Degraded::BudgetExhausted);
+                    outcome
+                }
+            };
+        outcome.timings_ms.total = millis(started.elapsed());
+        if let Some(reason) = outcome.degraded {
+            tracing::info!(degraded = reason.as_str(), "retrieval degraded");
+        } else {
+            // Only complete answers are reused: a degraded one would hide
+            // the upstream's recovery from the rest of the turn.
+            inner.cache.put(key, outcome.clone(), generations);
+        }
+        inner
+            .access
+            .record(outcome.memories.iter().map(|m| m.memory.id));
+        outcome
+    }
+
+    /// The stages after the cache, each taking what is left of the budget.
+    async fn pipeline(&self, request: &Request, deadline: Deadline) -> Outcome {
+        let inner = &self.inner;
+        let window = match &request.input {
+            Input::Filters => return self.filter_only(request),
+            Input::Query(query) => {
+                let mut outcome = Outcome::empty(request, Mode::Query);
+                outcome.query = Some(query.clone());
+                return self
+                    .search(request, outcome, vec![query.clone()], deadline)
+                    .await;
+            }
+            Input::Window(window) => window,
+        };
+        let latest = window::latest_user_text(window)
+            .unwrap_or_default()
+            .to_owned();
+        let Some(llm) = &inner.llm else {
+            let mut outcome = Outcome::empty(request, Mode::Query);
+            outcome.query = Some(latest.clone());
+            return self.search(request, outcome, vec![latest], deadline).await;
+        };
+        let mut outcome = Outcome::empty(request, Mode::Hyde);
+        let hyde_started = Instant::now();
+        let reserve = inner.budget / FALLBACK_RESERVE_DIVISOR;
+        let timeout = deadline
+            .saturating_duration_since(Deadline::now())
+            .saturating_sub(reserve);
+        let hypotheses = hyde::hypotheses(llm, window, request.hypothesis_count, timeout).await;
+        outcome.timings_ms.hyde = millis(hyde_started.elapsed());
+        match hypotheses {
+            Ok(hypotheses) => {
+                outcome.hypotheses = hypotheses.clone();
+                self.search(request, outcome, hypotheses, deadline).await
+            }
+            Err(failure) => {
+                tracing::warn!(error = %error_chain(&failure), "HyDE failed; searching for the latest user message");
+                outcome.degraded = Some(Degraded::of_hyde(&failure));
+                outcome.query = Some(latest.clone());
+                self.search(request, outcome, vec![latest], deadline).await
+            }
+        }
+    }
+
+    /// Embeds `texts` (with the expansion and context boost) in one call,
+    /// searches, ranks, hops and renders the injection.
+    async fn search(
+        &self,
+        request: &Request,
+        mut outcome: Outcome,
+        mut texts: Vec<String>,
+        deadline: Deadline,
+    ) -> Outcome {
+        let inner = &self.inner;
+        let namespaces = namespaces_of(&request.pair);
+        if request.expand_query
+            && let Some(llm) = &inner.llm
+            && outcome.mode == Mode::Query
+        {
+            let started = Instant::now();
+            let timeout = deadline.saturating_duration_since(Deadline::now());
+            if let Some(expansion) = expand::with_model(llm, &texts[0], timeout).await {
+                outcome.expanded_query = Some(expansion.expanded.clone());
+                outcome.added_terms = expansion.added_terms;
+                texts.push(expansion.expanded);
+            }
+            outcome.timings_ms.hyde += millis(started.elapsed());
+        }
+        let query_count = texts.len();
+        let mut all_texts = texts.clone();
+        all_texts.extend(request.context_boost.iter().cloned());
+
+        let embed_started = Instant::now();
+        let embedded = self.embed(all_texts, deadline, &namespaces);
+        let (vectors, caught_up) = embedded.await;
+        outcome.timings_ms.embed = millis(embed_started.elapsed());
+        outcome.index_catching_up = !caught_up;
+        let mut vectors = match vectors {
+            Ok(vectors) => vectors,
+            Err(reason) => {
+                outcome.degraded = Some(reason);
+                return outcome;
+            }
+        };
+        let context = (request.context_boost.is_some())
+            .then(|| vectors.pop())
+            .flatten();
+        debug_assert_eq!(vectors.len(), query_count);
+
+        let search_started = Instant::now();
+        let hypotheses = outcome.hypotheses.len();
+        let mut candidates = self.candidates(request, vectors.clone(), hypotheses).await;
+        if request.expand_query && inner.llm.is_none() && outcome.mode == Mode::Query {
+            let top: Vec<&str> = candidates
+                .iter()
+                .take(3)
+                .map(|(memory, ..)| memory.content.as_str())
+                .collect();
+            let expansion = expand::from_vocabulary(&texts[0], &top);
+            if !expansion.added_terms.is_empty() {
+                let (more, _) = self
+                    .embed(vec![expansion.expanded.clone()], deadline, &[])
+                    .await;
+                if let Ok(more) = more {
+                    vectors.extend(more);
+                    candidates = self.candidates(request, vectors.clone(), hypotheses).await;
+                    outcome.expanded_query = Some(expansion.expanded);
+                    outcome.added_terms = expansion.added_terms;
+                }
+            }
+        }
+        let ranked = self.rank(request, candidates, context.as_deref());
+        outcome.total_matches = ranked.len();
+        let mut ranked = ranked;
+        ranked.truncate(request.top_k);
+        outcome.timings_ms.search = millis(search_started.elapsed());
+
+        let hops_started = Instant::now();
+        let hopped = self.hops(request, &ranked, &vectors, context.as_deref());
+        ranked.extend(hopped);
+        ranked.sort_by(|a, b| {
+            b.relevance
+                .total_cmp(&a.relevance)
+                .then_with(|| a.memory.id.cmp(&b.memory.id))
+        });
+        outcome.timings_ms.hops = millis(hops_started.elapsed());
+        finish(&mut outcome, ranked, request.token_budget);
+        outcome
+    }
+
+    /// One embedding call for `texts`, within the budget, while waiting
+    /// (briefly) for recent writes to `namespaces` to reach the index.
+    async fn embed(
+        &self,
+        texts: Vec<String>,
+        deadline: Deadline,
+        namespaces: &[Namespace],
+    ) -> (Result<Vec<Vec<f32>>, Degraded>, bool) {
+        let inner = &self.inner;
+        let expected = texts.len();
+        let embedding = tokio::time::timeout_at(deadline, inner.embedder.embed(texts));
+        let catch_up = inner.store.wait_until_indexed(namespaces, INDEX_CATCH_UP);
+        let (embedding, caught_up) = tokio::join!(embedding, catch_up);
+        let vectors = match embedding {
+            Ok(Ok(vectors)) if vectors.len() == expected => Ok(vectors),
+            Ok(Err(embed::Error::OpenAi(upstream::Error::Timeout { .. }))) | Err(_) => {
+                Err(Degraded::EmbeddingTimeout)
             }
             Ok(result) => {
                 if let Err(err) = result {
-                    tracing::warn!(error = %error_chain(&err), "embedding the query failed");
+                    tracing::warn!(error = %error_chain(&err), "embedding for a retrieval failed");
                 }
-                return degrade(outcome, Degraded::EmbeddingFailed, started);
+                Err(Degraded::EmbeddingFailed)
             }
         };
+        (vectors, caught_up)
+    }
 
-        let search_started = Instant::now();
-        let ranked = self.search_and_rank(&request, query_vector).await;
-        outcome.timings_ms.search = millis(search_started.elapsed());
+    /// The vector search over the request's namespaces, with heads standing
+    /// in for matched old versions: (head, best similarity, reason). The
+    /// first `hypotheses` vectors are HyDE hypotheses, the rest queries.
+    async fn candidates(
+        &self,
+        request: &Request,
+        vectors: Vec<Vec<f32>>,
+        hypotheses: usize,
+    ) -> Vec<(Arc<Memory>, f32, Reason)> {
+        let inner = &self.inner;
+        let snapshot = inner.index.snapshot();
+        let namespaces = namespaces_of(&request.pair);
+        let limit = (request.top_k * CANDIDATE_FACTOR).max(MIN_CANDIDATES);
+        let filters = request.filters.clone();
+        let hits = tokio::task::spawn_blocking(move || {
+            snapshot.search(&namespaces, &vectors, limit, |_, category| {
+                filters.admit_category(category)
+            })
+        })
+        .await
+        .unwrap_or_default();
 
-        let heads: Vec<&Memory> = ranked.iter().map(|(memory, ..)| memory.as_ref()).collect();
-        let (injection, injected) = inject::render(&heads, request.token_budget);
-        outcome.injection = injection;
-        outcome.memories = ranked
-            .iter()
-            .zip(injected)
-            .map(
-                |((memory, scores, relevance, reason), injected)| RetrievedMemory {
-                    memory: MemoryView::from(memory.as_ref()),
-                    relevance: *relevance,
-                    scores: *scores,
-                    reason: reason.clone(),
-                    injected,
-                },
-            )
+        let mut by_head: HashMap<MemoryId, (Arc<Memory>, f32, Reason)> = HashMap::new();
+        for hit in hits {
+            let Some(head) = inner.store.head_of(hit.id) else {
+                continue; // deleted since the snapshot was taken
+            };
+            if request.exclude_ids.contains(&head.id) || !request.filters.admit(&head) {
+                continue;
+            }
+            let matched_version = (head.id != hit.id).then_some(hit.id);
+            let reason = if hit.query < hypotheses {
+                Reason::Hypothesis {
+                    hypothesis: hit.query,
+                    matched_version,
+                }
+            } else {
+                Reason::Query { matched_version }
+            };
+            match by_head.get_mut(&head.id) {
+                Some(slot) if hit.similarity <= slot.1 => {}
+                Some(slot) => *slot = (head, hit.similarity, reason),
+                None => {
+                    by_head.insert(head.id, (head, hit.similarity, reason));
+                }
+            }
+        }
+        let mut candidates: Vec<_> = by_head.into_values().collect();
+        candidates.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.id.cmp(&b.0.id)));
+        candidates
+    }
+
+    /// Weighted relevance (plus the context lift), `min_relevance`, best
+    /// first.
+    fn rank(
+        &self,
+        request: &Request,
+        candidates: Vec<(Arc<Memory>, f32, Reason)>,
+        context: Option<&[f32]>,
+    ) -> Vec<Ranked> {
+        let inner = &self.inner;
+        let context_vectors = match context {
+            Some(_) => {
+                let ids = candidates.iter().map(|(memory, ..)| memory.id).collect();
+                inner
+                    .index
+                    .snapshot()
+                    .vectors_of(&namespaces_of(&request.pair), &ids)
+            }
+            None => HashMap::new(),
+        };
+        let now = Utc::now();
+        let mut ranked: Vec<Ranked> = candidates
+            .into_iter()
+            .map(|(memory, similarity, reason)| {
+                let mut scores = Scores::of(&memory, similarity, inner.access.get(memory.id), now);
+                let mut relevance = scores.relevance(&request.weights);
+                if let (Some(context), Some(vector)) = (context, context_vectors.get(&memory.id)) {
+                    let boost = f64::from(cosine(context, vector)).clamp(0.0, 1.0);
+                    scores.context_boost = Some(boost);
+                    relevance = (relevance + CONTEXT_LIFT * boost).min(1.0);
+                }
+                Ranked {
+                    memory,
+                    scores,
+                    relevance,
+                    reason,
+                }
+            })
+            .filter(|ranked| ranked.relevance >= request.min_relevance)
             .collect();
-        outcome.timings_ms.total = millis(started.elapsed());
+        ranked.sort_by(|a, b| {
+            b.relevance
+                .total_cmp(&a.relevance)
+                .then_with(|| a.memory.id.cmp(&b.memory.id))
+        });
+        ranked
+    }
+
+    /// The memories `hop_depth` edges away from `seeds`, scored.
+    fn hops(
+        &self,
+        request: &Request,
+        seeds: &[Ranked],
+        vectors: &[Vec<f32>],
+        context: Option<&[f32]>,
+    ) -> Vec<Ranked> {
+        if request.hop_depth == 0 || seeds.is_empty() {
+            return Vec::new();
+        }
+        let inner = &self.inner;
+        let seed_ids: Vec<(MemoryId, f64)> = seeds
+            .iter()
+            .map(|ranked| (ranked.memory.id, ranked.relevance))
+            .collect();
+        let hopped = hops::follow(&inner.store, &seed_ids, request.hop_depth, |memory| {
+            request.pair.contains(&memory.namespace)
+                && request.filters.admit(memory)
+                && !request.exclude_ids.contains(&memory.id)
+        });
+        let ids = hopped.iter().map(|hop| hop.memory.id).collect();
+        let stored = inner
+            .index
+            .snapshot()
+            .vectors_of(&namespaces_of(&request.pair), &ids);
+        let now = Utc::now();
+        hopped
+            .into_iter()
+            .map(|hop| {
+                let vector = stored.get(&hop.memory.id);
+                let similarity = vector
+                    .map(|vector| {
+                        vectors
+                            .iter()
+                            .map(|query| cosine(query, vector))
+                            .fold(0.0f32, f32::max)
+                    })
+                    .unwrap_or_default();
+                let mut scores = Scores::of(
+                    &hop.memory,
+                    similarity,
+                    inner.access.get(hop.memory.id),
+                    now,
+                );
+                if let (Some(context), Some(vector)) = (context, vector) {
+                    scores.context_boost = Some(f64::from(cosine(context, vector)).clamp(0.0, 1.0));
+                }
+                Ranked {
+                    memory: hop.memory,
+                    scores,
+                    relevance: hop.relevance,
+                    reason: Reason::Hop {
+                        from: hop.from,
+                        relationship: hop.relationship,
+                        direction: hop.direction,
+                    },
+                }
+            })
+            .filter(|ranked| ranked.relevance >= request.min_relevance)
+            .collect()
+    }
+
+    /// Ranks the current memories the filters admit without a query.
+    fn filter_only(&self, request: &Request) -> Outcome {
+        let inner = &self.inner;
+        let mut outcome = Outcome::empty(request, Mode::Filter);
+        let started = Instant::now();
+        let listing = ListFilter {
+            namespaces: namespaces_of(&request.pair).to_vec(),
+            scope: request.filters.scope,
+            category: None,
+            text: None,
+        };
+        let weights = Weights {
+            similarity: 0.0,
+            ..request.weights
+        };
+        let now = Utc::now();
+        let page = inner.store.list(&listing, MAX_FILTERED, None);
+        let mut ranked: Vec<Ranked> = page
+            .memories
+            .into_iter()
+            .filter(|memory| {
+                request.filters.admit(memory)
+                    && !request.exclude_ids.contains(&memory.id)
+                    && inner.store.is_current(memory.id)
+            })
+            .map(|memory| {
+                let mut scores = Scores::of(&memory, 0.0, inner.access.get(memory.id), now);
+                scores.similarity = 0.0;
+                let relevance = scores.relevance_without_similarity(&weights);
+                Ranked {
+                    memory,
+                    scores,
+                    relevance,
+                    reason: Reason::Filter,
+                }
+            })
+            .filter(|ranked| ranked.relevance >= request.min_relevance)
+            .collect();
+        ranked.sort_by(|a, b| {
+            b.relevance
+                .total_cmp(&a.relevance)
+                .then_with(|| b.memory.created_at.cmp(&a.memory.created_at))
+        });
+        outcome.total_matches = ranked.len();
+        ranked.truncate(request.top_k);
+        outcome.timings_ms.search = millis(started.elapsed());
+        finish(&mut outcome, ranked, request.token_budget);
         outcome
+    }
+
+    /// Up to `count` suggested queries for `window` (the HyDE hypotheses,
+    /// without the search).
+    pub async fn suggestions(
+        &self,
+        window: &[Line],
+        count: usize,
+    ) -> Result<Vec<String>, Degraded> {
+        let Some(llm) = &self.inner.llm else {
+            return Err(Degraded::LlmNotConfigured);
+        };
+        hyde::hypotheses(llm, window, count, self.inner.budget)
+            .await
+            .map_err(|failure| {
+                tracing::warn!(error = %error_chain(&failure), "suggestions failed");
+                Degraded::of_hyde(&failure)
+            })
     }
 
     /// The memories nearest to `memory` in its own namespace, current
@@ -254,15 +830,16 @@ impl Retriever {
         memory: &Memory,
         limit: usize,
     ) -> Result<Vec<(Arc<Memory>, f32)>, Degraded> {
-        if !self.index_ready.is_ready() {
+        let inner = &self.inner;
+        if !inner.index_ready.is_ready() {
             return Err(Degraded::IndexNotReady);
         }
-        let snapshot = self.index.snapshot();
+        let snapshot = inner.index.snapshot();
         let vector = snapshot
             .vector(&memory.namespace, memory.id)
             .ok_or(Degraded::MemoryNotIndexed)?
             .to_vec();
-        let chain: HashSet<MemoryId> = self.store.chain(memory.id).iter().map(|m| m.id).collect();
+        let chain: HashSet<MemoryId> = inner.store.chain(memory.id).iter().map(|m| m.id).collect();
         let namespace = memory.namespace.clone();
         // Versions of one chain collapse into its head, so ask for spares.
         let candidates = limit * CANDIDATE_FACTOR + chain.len();
@@ -279,7 +856,7 @@ impl Retriever {
         let mut seen = HashSet::new();
         let mut similar = Vec::new();
         for hit in hits {
-            let Some(head) = self.store.head_of(hit.id) else {
+            let Some(head) = inner.store.head_of(hit.id) else {
                 continue;
             };
             if !chain.contains(&head.id) && seen.insert(head.id) {
@@ -289,75 +866,29 @@ impl Retriever {
         similar.truncate(limit);
         Ok(similar)
     }
-
-    /// The vector search, then heads for superseded matches, filters,
-    /// weighted ranking, `min_relevance` and `top_k`.
-    async fn search_and_rank(
-        &self,
-        request: &Request,
-        query_vector: Vec<f32>,
-    ) -> Vec<(Arc<Memory>, Scores, f64, Reason)> {
-        let snapshot = self.index.snapshot();
-        let namespaces = [
-            request.pair.owner(Scope::Repo),
-            request.pair.owner(Scope::User),
-        ];
-        let limit = (request.top_k * CANDIDATE_FACTOR).max(MIN_CANDIDATES);
-        let hits: Vec<Hit> = {
-            let filters = request.filters.clone();
-            tokio::task::spawn_blocking(move || {
-                snapshot.search(&namespaces, &[query_vector], limit, |_, category| {
-                    filters
-                        .categories
-                        .as_ref()
-                        .is_none_or(|categories| categories.contains(&category))
-                })
-            })
-            .await
-            .unwrap_or_default()
-        };
-
-        // Several versions of one chain may match: the head stands in for
-        // them with the best similarity among them.
-        let mut by_head: HashMap<MemoryId, (Arc<Memory>, f32, Option<MemoryId>)> = HashMap::new();
-        for hit in hits {
-            let Some(head) = self.store.head_of(hit.id) else {
-                continue; // deleted since the snapshot was taken
-            };
-            if request.exclude_ids.contains(&head.id) || !request.filters.admit(&head) {
-                continue;
-            }
-            let matched_version = (head.id != hit.id).then_some(hit.id);
-            let slot = by_head
-                .entry(head.id)
-                .or_insert((head, hit.similarity, matched_version));
-            if hit.similarity > slot.1 {
-                slot.1 = hit.similarity;
-                slot.2 = matched_version;
-            }
-        }
-
-        let now = Utc::now();
-        let mut ranked: Vec<_> = by_head
-            .into_values()
-            .map(|(memory, similarity, matched_version)| {
-                let scores = Scores::of(&memory, similarity, 0, now);
-                let relevance = scores.relevance(&request.weights);
-                (memory, scores, relevance, Reason::Query { matched_version })
-            })
-            .filter(|(_, _, relevance, _)| *relevance >= request.min_relevance)
-            .collect();
-        ranked.sort_by(|a, b| b.2.total_cmp(&a.2).then_with(|| a.0.id.cmp(&b.0.id)));
-        ranked.truncate(request.top_k);
-        ranked
-    }
 }
 
-fn degrade(mut outcome: Outcome, reason: Degraded, started: Instant) -> Outcome {
-    tracing::info!(degraded = ?reason, "retrieval degraded");
-    outcome.degraded = Some(reason);
-    outcome.timings_ms.total = millis(started.elapsed());
-    outcome
+/// Renders the injection and the per-memory view.
+fn finish(outcome: &mut Outcome, ranked: Vec<Ranked>, token_budget: usize) {
+    let memories: Vec<&Memory> = ranked.iter().map(|r| r.memory.as_ref()).collect();
+    let (injection, injected) = inject::render(&memories, token_budget);
+    outcome.injection = injection;
+    outcome.memories = ranked
+        .into_iter()
+        .zip(injected)
+        .map(|(ranked, injected)| RetrievedMemory {
+            memory: MemoryView::from(ranked.memory.as_ref()),
+            relevance: ranked.relevance,
+            scores: ranked.scores,
+            reason: ranked.reason,
+            injected,
+        })
+        .collect();
+}
+
+/// `repo/<repo>` and `user/<user>`: all a request may see.
+fn namespaces_of(pair: &NamespacePair) -> [Namespace; 2] {
+    [pair.owner(Scope::Repo), pair.owner(Scope::User)]
 }
 
 fn millis(duration: Duration) -> f64 {

@@ -74,6 +74,7 @@ fn api_router(keys: ApiKeys) -> OpenApiRouter<AppState> {
         .routes(routes!(memories::get_memory, memories::delete_memory))
         .routes(routes!(memories::find_similar_memories))
         .routes(routes!(retrieve::retrieve_memories))
+        .routes(routes!(retrieve::suggest_queries))
         .routes(routes!(stats::get_stats))
         .route_layer(middleware::from_fn_with_state(keys, auth::require_key));
     OpenApiRouter::with_openapi(ApiDoc::openapi())

@@ -15,6 +15,7 @@ use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::time::Duration;
 
 use chrono::{DateTime, SubsecRound, Utc};
 
@@ -189,6 +190,8 @@ struct ChangeLog {
     pending: Mutex<PendingChanges>,
     /// Wakes the indexer; a notification sent while nobody waits is kept.
     notify: tokio::sync::Notify,
+    /// Counts acknowledgements, for those waiting for the index to catch up.
+    acknowledged: tokio::sync::watch::Sender<u64>,
 }
 
 #[derive(Default)]
@@ -227,6 +230,9 @@ struct View {
     successors: HashMap<MemoryId, Vec<MemoryId>>,
     /// target → edges pointing at it (`id` = source).
     incoming: HashMap<MemoryId, Vec<RelatedEdge>>,
+    /// Bumped by every write and delete in a namespace, so derived data
+    /// (cached retrievals) can tell it is stale.
+    generations: HashMap<Namespace, u64>,
 }
 
 impl View {
@@ -245,6 +251,10 @@ impl View {
         }
         self.newest_first
             .insert(std::cmp::Reverse(Cursor::of(&memory)));
+        *self
+            .generations
+            .entry(memory.namespace.clone())
+            .or_default() += 1;
         self.by_id.insert(memory.id, memory);
     }
 
@@ -258,6 +268,10 @@ impl View {
         for edge in &memory.related {
             remove_from_index(&mut self.incoming, edge.id, |e| e.id == id);
         }
+        *self
+            .generations
+            .entry(memory.namespace.clone())
+            .or_default() += 1;
         Some(memory)
     }
 
@@ -330,6 +344,24 @@ impl Store {
         changes
     }
 
+    /// A number that changes whenever a memory of `namespace` is written
+    /// or deleted.
+    pub fn generation(&self, namespace: &Namespace) -> u64 {
+        self.read().generations.get(namespace).copied().unwrap_or(0)
+    }
+
+    /// Whether a change the index has not taken in may touch one of
+    /// `namespaces` (a deleted memory's namespace is unknown: it counts).
+    pub fn has_pending_in(&self, namespaces: &[Namespace]) -> bool {
+        let pending: Vec<MemoryId> = self.lock_changes().by_id.keys().copied().collect();
+        let view = self.read();
+        pending.iter().any(|id| {
+            view.by_id
+                .get(id)
+                .is_none_or(|memory| namespaces.contains(&memory.namespace))
+        })
+    }
+
     /// How many changes wait for the index.
     pub fn pending_change_count(&self) -> usize {
         self.lock_changes().by_id.len()
@@ -341,6 +373,27 @@ impl Store {
         for change in done {
             if pending.by_id.get(&change.id) == Some(&change.sequence) {
                 pending.by_id.remove(&change.id);
+            }
+        }
+        drop(pending);
+        self.inner
+            .changes
+            .acknowledged
+            .send_modify(|count| *count += 1);
+    }
+
+    /// Waits until the index has taken in every change that may touch
+    /// `namespaces`, for at most `limit`; false if it has not by then.
+    pub async fn wait_until_indexed(&self, namespaces: &[Namespace], limit: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + limit;
+        let mut acknowledgements = self.inner.changes.acknowledged.subscribe();
+        loop {
+            if !self.has_pending_in(namespaces) {
+                return true;
+            }
+            match tokio::time::timeout_at(deadline, acknowledgements.changed()).await {
+                Ok(Ok(())) => {}
+                _ => return false,
             }
         }
     }
@@ -413,6 +466,12 @@ impl Store {
             current = next.id;
         }
         older
+    }
+
+    /// Whether `id` exists and nothing supersedes it.
+    pub fn is_current(&self, id: MemoryId) -> bool {
+        let view = self.read();
+        view.by_id.contains_key(&id) && view.successor(id).is_none()
     }
 
     /// The newest version of the chain `id` belongs to (itself if current).

@@ -8,17 +8,9 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    #[error("the embeddings endpoint did not answer within {0:?}")]
-    Timeout(Duration),
-    #[error("calling the embeddings endpoint")]
-    Transport(#[source] reqwest::Error),
-    #[error("the embeddings endpoint answered {status}: {body}")]
-    Status { status: u16, body: String },
-    #[error("the embeddings endpoint's reply is unusable: {0}")]
-    Malformed(String),
-}
+use crate::upstream::Endpoint;
+
+pub use crate::upstream::Error;
 
 /// How to reach an OpenAI-compatible embeddings endpoint.
 #[derive(Clone, Debug)]
@@ -35,8 +27,7 @@ pub struct Settings {
 
 #[derive(Clone, Debug)]
 pub struct OpenAiEmbedder {
-    client: reqwest::Client,
-    url: String,
+    endpoint: Endpoint,
     settings: Settings,
 }
 
@@ -57,14 +48,15 @@ struct EmbeddingItem {
     embedding: Vec<f32>,
 }
 
-/// The most of an error body kept for the message.
-const MAX_ERROR_BODY: usize = 512;
-
 impl OpenAiEmbedder {
     pub fn new(settings: Settings) -> Self {
         Self {
-            client: reqwest::Client::new(),
-            url: format!("{}/embeddings", settings.base_url.trim_end_matches('/')),
+            endpoint: Endpoint::new(
+                &settings.base_url,
+                "embeddings",
+                settings.api_key.clone(),
+                "the embeddings endpoint",
+            ),
             settings,
         }
     }
@@ -82,35 +74,11 @@ impl OpenAiEmbedder {
         if texts.is_empty() {
             return Ok(Vec::new());
         }
-        let timeout = self.settings.timeout;
-        tokio::time::timeout(timeout, self.call(texts))
-            .await
-            .map_err(|_| Error::Timeout(timeout))?
-    }
-
-    async fn call(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, Error> {
-        let mut request = self.client.post(&self.url).json(&EmbeddingsRequest {
+        let request = EmbeddingsRequest {
             model: &self.settings.model,
             input: texts,
-        });
-        if let Some(key) = &self.settings.api_key {
-            request = request.bearer_auth(key);
-        }
-        let response = request.send().await.map_err(Error::Transport)?;
-        let status = response.status();
-        if !status.is_success() {
-            let mut body = response.text().await.unwrap_or_default();
-            if let Some((cut, _)) = body.char_indices().nth(MAX_ERROR_BODY) {
-                body.truncate(cut);
-            }
-            return Err(Error::Status {
-                status: status.as_u16(),
-                body,
-            });
-        }
-        let bytes = response.bytes().await.map_err(Error::Transport)?;
-        let reply: EmbeddingsResponse = serde_json::from_slice(&bytes)
-            .map_err(|err| Error::Malformed(format!("not an embeddings response: {err}")))?;
+        };
+        let reply = self.endpoint.post(&request, self.settings.timeout).await?;
         self.order_and_check(reply, texts.len())
     }
 
@@ -122,29 +90,33 @@ impl OpenAiEmbedder {
         let mut vectors: Vec<Option<Vec<f32>>> = vec![None; expected];
         for item in reply.data {
             let slot = vectors.get_mut(item.index).ok_or_else(|| {
-                Error::Malformed(format!("index {} for {expected} texts", item.index))
+                self.endpoint
+                    .malformed(format!("index {} for {expected} texts", item.index))
             })?;
             if item.embedding.len() != self.settings.dimensions {
-                return Err(Error::Malformed(format!(
+                return Err(self.endpoint.malformed(format!(
                     "a vector of {} dimensions; the index holds {}",
                     item.embedding.len(),
                     self.settings.dimensions
                 )));
             }
             if !item.embedding.iter().all(|x| x.is_finite()) {
-                return Err(Error::Malformed(
-                    "a vector with a non-finite value".to_owned(),
-                ));
+                return Err(self.endpoint.malformed("a vector with a non-finite value"));
             }
             if slot.replace(item.embedding).is_some() {
-                return Err(Error::Malformed(format!("index {} twice", item.index)));
+                return Err(self
+                    .endpoint
+                    .malformed(format!("index {} twice", item.index)));
             }
         }
         vectors
             .into_iter()
             .enumerate()
             .map(|(index, vector)| {
-                vector.ok_or_else(|| Error::Malformed(format!("no vector for text {index}")))
+                vector.ok_or_else(|| {
+                    self.endpoint
+                        .malformed(format!("no vector for text {index}"))
+                })
             })
             .collect()
     }
@@ -235,7 +207,7 @@ mod tests {
         for reply in cases {
             let (url, _) = upstream((StatusCode::OK, reply.clone()), Duration::ZERO).await;
             let err = embedder(url, 2).embed(&texts(&["a"])).await.unwrap_err();
-            assert!(matches!(err, Error::Malformed(_)), "{reply} gave {err}");
+            assert!(matches!(err, Error::Malformed { .. }), "{reply} gave {err}");
         }
     }
 
@@ -248,7 +220,7 @@ mod tests {
         .await;
         let err = embedder(url, 2).embed(&texts(&["a"])).await.unwrap_err();
         assert!(
-            matches!(err, Error::Status { status: 429, ref body } if body.contains("slow down")),
+            matches!(err, Error::Status { status: 429, ref body, .. } if body.contains("slow down")),
             "{err}"
         );
 
@@ -258,6 +230,6 @@ mod tests {
         )
         .await;
         let err = embedder(url, 2).embed(&texts(&["a"])).await.unwrap_err();
-        assert!(matches!(err, Error::Timeout(_)), "{err}");
+        assert!(matches!(err, Error::Timeout { .. }), "{err}");
     }
 }

@@ -28,6 +28,10 @@ pub struct Scores {
     pub importance: f64,
     /// How often the memory was retrieved before: log10(n + 1) / 3, at most 1.
     pub access: f64,
+    /// With a `context_boost`: cosine similarity to it, 0..1; it adds up to
+    /// 0.1 to the relevance.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub context_boost: Option<f64>,
 }
 
 impl Scores {
@@ -45,6 +49,7 @@ impl Scores {
             recency: (1.0 - age_days / RECENCY_HORIZON_DAYS).clamp(0.0, 1.0),
             importance: memory.importance.unwrap_or(DEFAULT_IMPORTANCE),
             access: ((accesses + 1.0).log10() / ACCESS_LOG_SCALE).min(1.0),
+            context_boost: None,
         }
     }
 
@@ -54,6 +59,19 @@ impl Scores {
         let total = weights.similarity + weights.recency + weights.importance + weights.access;
         let sum = weights.similarity * self.similarity
             + weights.recency * self.recency
+            + weights.importance * self.importance
+            + weights.access * self.access;
+        (sum / total).clamp(0.0, 1.0)
+    }
+
+    /// The weighted mean without similarity, for retrievals with no query;
+    /// recency alone when only similarity had weight.
+    pub fn relevance_without_similarity(&self, weights: &Weights) -> f64 {
+        let total = weights.recency + weights.importance + weights.access;
+        if total == 0.0 {
+            return self.recency;
+        }
+        let sum = weights.recency * self.recency
             + weights.importance * self.importance
             + weights.access * self.access;
         (sum / total).clamp(0.0, 1.0)
@@ -109,6 +127,7 @@ mod tests {
             recency: 0.5,
             importance: 0.0,
             access: 0.0,
+            context_boost: None,
         };
         let weights = Weights {
             similarity: 0.5,

@@ -1,21 +1,21 @@
-//! `POST /retrieve`: parse and check the request, then hand it to
-//! [`Retriever::run`].
+//! `POST /retrieve` and `POST /suggestions`: parse and check the request,
+//! then hand it to the [`Retriever`].
 
 use std::collections::HashSet;
 use std::sync::Arc;
 
 use axum::Json;
 use axum::extract::State;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::config::{Config, Weights, bounds};
 use crate::error::{ApiError, Problem};
 use crate::memory::{Category, MemoryId, RepoId, Scope, UserId};
-use crate::retrieval::{Filters, Outcome, Request, Retriever};
+use crate::retrieval::{Degraded, Filters, Input, Outcome, Request, Retriever};
 use crate::routes::extract::{ApiJson, in_range};
 use crate::store::NamespacePair;
-use crate::window::{self, Message};
+use crate::window::{self, Line, Message};
 
 /// The longest `query` and `turn_id`, in characters.
 const MAX_QUERY_CHARS: usize = 10_000;
@@ -23,9 +23,12 @@ const MAX_TURN_ID_CHARS: usize = 256;
 /// The most ids `exclude_ids` may list.
 const MAX_EXCLUDED: usize = 1000;
 
-/// What to retrieve for. Give `query`, or `messages` (the conversation
-/// window) whose latest user message becomes the query; with both, `query`
-/// wins. Every other field defaults to the configuration.
+/// What to retrieve for. With `query`, it is searched for directly. With
+/// `messages` (the conversation window), the retrieval model writes HyDE
+/// hypotheses to search for, or, with no model configured, the latest user
+/// message is the query. With both, `query` wins. With neither, the
+/// memories the filters admit are ranked by recency, importance and use.
+/// Every other field defaults to the configuration.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RetrieveRequest {
@@ -38,8 +41,12 @@ pub struct RetrieveRequest {
     pub messages: Option<Vec<Message>>,
     /// Text to search for directly (at most 10,000 characters).
     pub query: Option<String>,
-    /// How many memories to return, 1–1000.
+    /// How many memories to return, 1–1000 (hops come on top).
     pub top_k: Option<usize>,
+    /// How many `related` edges to follow from the results, 0–3.
+    pub hop_depth: Option<usize>,
+    /// How many HyDE hypotheses to ask for, 1–10.
+    pub hypothesis_count: Option<usize>,
     /// The most o200k_base tokens `injection` may take, 1–128000.
     pub token_budget: Option<usize>,
     /// Leave out memories less relevant than this, 0..1.
@@ -50,6 +57,14 @@ pub struct RetrieveRequest {
     /// Memories never to return (at most 1000).
     #[serde(default)]
     pub exclude_ids: Vec<MemoryId>,
+    /// `false` skips the per-turn cache (the fresh answer is still stored).
+    pub use_cache: Option<bool>,
+    /// Add related terms to `query` (from the retrieval model, or from the
+    /// best matches' own words when there is none) and search for both.
+    pub expand_query: Option<bool>,
+    /// Text (e.g. the current task) whose similarity lifts memories by up
+    /// to 0.1 relevance; at most 10,000 characters.
+    pub context_boost: Option<String>,
 }
 
 /// Weights of the relevance factors, each 0..1, not all zero.
@@ -74,9 +89,12 @@ pub struct FiltersRequest {
 
 /// Retrieve the memories relevant now, ranked, with the text to inject.
 ///
-/// The answer is always `200` once the request is valid: when the embedder
-/// is slow or down, or the index is still being built, `degraded` says so
-/// and `memories` is empty.
+/// The answer is always `200` once the request is valid: when the
+/// retrieval model or the embedder is slow or down, the budget runs out,
+/// or the index is still being built, `degraded` says so and the answer
+/// holds what could still be served honestly. The same (repo, user,
+/// turn_id) again returns the cached answer (`cached: true`) until a write
+/// to either namespace or the TTL ends it.
 #[utoipa::path(
     post,
     path = "/retrieve",
@@ -110,34 +128,29 @@ fn parse(request: RetrieveRequest, config: &Config) -> Result<Request, ApiError>
             format!("`turn_id` must be 1 to {MAX_TURN_ID_CHARS} characters"),
         ));
     }
-    let query = match (&request.query, &request.messages) {
-        (Some(query), _) => {
-            if query.trim().is_empty() || query.chars().count() > MAX_QUERY_CHARS {
-                return Err(ApiError::invalid(
-                    "query",
-                    format!("`query` must be 1 to {MAX_QUERY_CHARS} characters, not all blank"),
-                ));
-            }
-            query.trim().to_owned()
-        }
-        (None, Some(messages)) => {
-            let lines = window::window(messages);
-            let latest = window::latest_user_text(&lines).ok_or_else(|| {
-                ApiError::invalid(
-                    "messages",
-                    "`messages` holds no user message with text to search for",
-                )
-            })?;
-            latest.chars().take(MAX_QUERY_CHARS).collect()
-        }
-        (None, None) => {
-            return Err(ApiError::invalid(
-                "query",
-                "one of `query` or `messages` is required",
-            ));
-        }
+    let input = match (&request.query, &request.messages) {
+        (Some(query), _) => Input::Query(check_text("query", query)?),
+        (None, Some(messages)) => Input::Window(user_window(messages)?),
+        (None, None) => Input::Filters,
     };
+    let context_boost = request
+        .context_boost
+        .as_deref()
+        .map(|text| check_text("context_boost", text))
+        .transpose()?;
     let top_k = in_range("top_k", request.top_k, defaults.top_k, bounds::TOP_K)?;
+    let hop_depth = in_range(
+        "hop_depth",
+        request.hop_depth,
+        defaults.hop_depth,
+        bounds::HOP_DEPTH,
+    )?;
+    let hypothesis_count = in_range(
+        "hypothesis_count",
+        request.hypothesis_count,
+        defaults.hypothesis_count,
+        bounds::HYPOTHESIS_COUNT,
+    )?;
     let token_budget = in_range(
         "token_budget",
         request.token_budget,
@@ -178,8 +191,10 @@ fn parse(request: RetrieveRequest, config: &Config) -> Result<Request, ApiError>
             repo: request.repo.unwrap_or_else(|| config.defaults.repo.clone()),
             user: request.user.unwrap_or_else(|| config.defaults.user.clone()),
         },
-        query,
+        input,
         top_k,
+        hop_depth,
+        hypothesis_count,
         token_budget,
         min_relevance,
         weights,
@@ -188,7 +203,97 @@ fn parse(request: RetrieveRequest, config: &Config) -> Result<Request, ApiError>
             categories: filters.categories,
         },
         exclude_ids: request.exclude_ids.into_iter().collect::<HashSet<_>>(),
+        use_cache: request.use_cache.unwrap_or(true),
+        expand_query: request.expand_query.unwrap_or(false),
+        context_boost,
     })
+}
+
+/// `text` trimmed, if it is 1 to 10,000 characters and not all blank.
+fn check_text(field: &str, text: &str) -> Result<String, ApiError> {
+    let trimmed = text.trim();
+    if trimmed.is_empty() || trimmed.chars().count() > MAX_QUERY_CHARS {
+        return Err(ApiError::invalid(
+            field,
+            format!("`{field}` must be 1 to {MAX_QUERY_CHARS} characters, not all blank"),
+        ));
+    }
+    Ok(trimmed.to_owned())
+}
+
+/// The window of `messages`, which must hold a user message with text.
+fn user_window(messages: &[Message]) -> Result<Vec<Line>, ApiError> {
+    let lines = window::window(messages);
+    if window::latest_user_text(&lines).is_none() {
+        return Err(ApiError::invalid(
+            "messages",
+            "`messages` holds no user message with text",
+        ));
+    }
+    Ok(lines)
+}
+
+/// A conversation window to suggest queries for.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SuggestionsRequest {
+    pub messages: Vec<Message>,
+    /// How many suggestions, 1–10 (default: `retrieval.hypothesis_count`).
+    pub count: Option<usize>,
+}
+
+/// Suggested queries, or why there are none.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SuggestionsResponse {
+    /// Short statements a relevant memory might make; search for them with
+    /// `POST /retrieve` (`query`).
+    pub suggestions: Vec<String>,
+    /// Set when the retrieval model is not configured, slow or failing;
+    /// `suggestions` then holds the latest user message alone.
+    pub degraded: Option<Degraded>,
+}
+
+/// Suggest queries for a conversation window: the HyDE hypotheses,
+/// without the search.
+#[utoipa::path(
+    post,
+    path = "/suggestions",
+    tag = "retrieval",
+    request_body = SuggestionsRequest,
+    responses(
+        (status = 200, body = SuggestionsResponse),
+        (status = 400, description = "The body is not JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "An API key is configured and the request lacks it", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "The body is too large", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "The body is not JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "A field is invalid", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+pub async fn suggest_queries(
+    State(retriever): State<Retriever>,
+    State(config): State<Arc<Config>>,
+    ApiJson(request): ApiJson<SuggestionsRequest>,
+) -> Result<Json<SuggestionsResponse>, ApiError> {
+    let window = user_window(&request.messages)?;
+    let count = in_range(
+        "count",
+        request.count,
+        config.retrieval.hypothesis_count,
+        bounds::HYPOTHESIS_COUNT,
+    )?;
+    Ok(Json(match retriever.suggestions(&window, count).await {
+        Ok(suggestions) => SuggestionsResponse {
+            suggestions,
+            degraded: None,
+        },
+        Err(degraded) => SuggestionsResponse {
+            suggestions: window::latest_user_text(&window)
+                .map(str::to_owned)
+                .into_iter()
+                .collect(),
+            degraded: Some(degraded),
+        },
+    }))
 }
 
 fn merge_weights(request: WeightsRequest, defaults: Weights) -> Weights {

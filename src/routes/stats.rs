@@ -13,6 +13,7 @@ use utoipa::ToSchema;
 use crate::error::Problem;
 use crate::index::indexer::IndexerStats;
 use crate::retrieval::Retriever;
+use crate::retrieval::stats::RetrievalStatsView;
 use crate::state::Readiness;
 use crate::store::Store;
 
@@ -23,6 +24,7 @@ const MAX_SKIPPED_LISTED: usize = 100;
 pub struct StatsResponse {
     pub store: StoreStatsView,
     pub index: IndexStatsView,
+    pub retrieval: RetrievalStatsView,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -110,6 +112,7 @@ pub async fn get_stats(
     };
     Json(StatsResponse {
         index,
+        retrieval: retriever.stats().view(),
         store: StoreStatsView {
             memories: stats.memories,
             namespaces: stats

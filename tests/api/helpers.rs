@@ -64,6 +64,15 @@ pub async fn spawn_unready_app_on(data_dir: &Path, adjust: impl FnOnce(&mut Conf
     }
 }
 
+/// Points the chat model (HyDE) at the fake upstream.
+pub fn llm_with(upstream: &Upstream, config: &mut Config) {
+    config.llm = Some(engram::config::Llm {
+        base_url: upstream.base_url.clone(),
+        retrieval_timeout_ms: 300,
+        ..engram::config::Llm::default()
+    });
+}
+
 /// Points the embedder at the fake upstream.
 pub fn embed_with(upstream: &Upstream, config: &mut Config) {
     config.embedding.provider = EmbeddingProvider::Openai;

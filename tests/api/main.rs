@@ -9,6 +9,7 @@ mod container;
 mod docs;
 mod lifecycle;
 mod memories;
+mod pipeline;
 mod retrieve;
 mod similar;
 mod store;

@@ -4,7 +4,8 @@
 //!
 //! `/embeddings` answers with a bag-of-words vector per text (each word
 //! hashed into one of [`DIMENSIONS`] buckets), so texts sharing words are
-//! similar and the results are deterministic.
+//! similar and the results are deterministic. `/chat/completions` answers
+//! with the reply the test scripted.
 
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::{Arc, Mutex};
@@ -36,6 +37,10 @@ struct Script {
     behaviour: Option<Behaviour>,
     /// The `input` of every embeddings request, in order.
     embedding_requests: Vec<Vec<String>>,
+    chat_behaviour: Option<Behaviour>,
+    chat_reply: String,
+    /// The messages of every chat request, in order.
+    chat_requests: Vec<Value>,
 }
 
 #[derive(Clone)]
@@ -49,6 +54,7 @@ impl Upstream {
         let script = Arc::new(Mutex::new(Script::default()));
         let router = Router::new()
             .route("/v1/embeddings", post(embeddings))
+            .route("/v1/chat/completions", post(chat))
             .with_state(script.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base_url = format!("http://{}/v1", listener.local_addr().unwrap());
@@ -58,6 +64,18 @@ impl Upstream {
 
     pub fn set(&self, behaviour: Behaviour) {
         self.script.lock().unwrap().behaviour = Some(behaviour);
+    }
+
+    /// How `/chat/completions` answers, and with what text.
+    pub fn set_chat(&self, behaviour: Behaviour, reply: &str) {
+        let mut script = self.script.lock().unwrap();
+        script.chat_behaviour = Some(behaviour);
+        script.chat_reply = reply.to_owned();
+    }
+
+    /// The `messages` of every chat request so far.
+    pub fn chat_requests(&self) -> Vec<Value> {
+        self.script.lock().unwrap().chat_requests.clone()
     }
 
     /// How many embeddings requests arrived.
@@ -91,6 +109,42 @@ pub fn bag_of_words(text: &str) -> Vec<f32> {
     vector
 }
 
+async fn chat(State(script): State<Arc<Mutex<Script>>>, Json(body): Json<Value>) -> Response {
+    let (behaviour, reply) = {
+        let mut script = script.lock().unwrap();
+        script.chat_requests.push(body["messages"].clone());
+        (
+            script.chat_behaviour.unwrap_or(Behaviour::Answer),
+            script.chat_reply.clone(),
+        )
+    };
+    if let Some(failure) = misbehave(behaviour).await {
+        return failure;
+    }
+    Json(json!({"object": "chat.completion", "model": body["model"], "choices": [
+        {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": reply}}
+    ]}))
+    .into_response()
+}
+
+/// Sleeps or fails as scripted; `Some` is the failure to answer with.
+async fn misbehave(behaviour: Behaviour) -> Option<Response> {
+    match behaviour {
+        Behaviour::Fail(status) => Some(
+            (
+                StatusCode::from_u16(status).unwrap(),
+                Json(json!({"error": {"message": "scripted failure"}})),
+            )
+                .into_response(),
+        ),
+        Behaviour::Delay(delay) => {
+            tokio::time::sleep(delay).await;
+            None
+        }
+        Behaviour::Answer => None,
+    }
+}
+
 async fn embeddings(State(script): State<Arc<Mutex<Script>>>, Json(body): Json<Value>) -> Response {
     let input: Vec<String> = body["input"]
         .as_array()
@@ -106,16 +160,8 @@ async fn embeddings(State(script): State<Arc<Mutex<Script>>>, Json(body): Json<V
         script.embedding_requests.push(input.clone());
         script.behaviour.unwrap_or(Behaviour::Answer)
     };
-    match behaviour {
-        Behaviour::Fail(status) => {
-            return (
-                StatusCode::from_u16(status).unwrap(),
-                Json(json!({"error": {"message": "scripted failure"}})),
-            )
-                .into_response();
-        }
-        Behaviour::Delay(delay) => tokio::time::sleep(delay).await,
-        Behaviour::Answer => {}
+    if let Some(failure) = misbehave(behaviour).await {
+        return failure;
     }
     let data: Vec<Value> = input
         .iter()

@@ -1,0 +1,112 @@
+//! The chat model: one OpenAI-compatible `POST {base}/chat/completions`
+//! call with a system and a user message, returning the reply's text.
+//! Errors say whether trying again may help ([`upstream::Error::is_transient`]).
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::config;
+use crate::upstream::{self, Endpoint};
+
+/// A configured chat-completions endpoint.
+#[derive(Clone, Debug)]
+pub struct Llm {
+    endpoint: Endpoint,
+    settings: config::Llm,
+}
+
+/// Which of the configured models a call is for.
+#[derive(Clone, Copy, Debug)]
+pub enum Purpose {
+    /// HyDE, suggestions, query expansion: fast, on the request path.
+    Retrieval,
+    /// Capture: slower, off the request path.
+    Classifier,
+}
+
+#[derive(Serialize)]
+struct ChatRequest<'a> {
+    model: &'a str,
+    messages: [ChatMessage<'a>; 2],
+    temperature: f32,
+}
+
+#[derive(Serialize)]
+struct ChatMessage<'a> {
+    role: &'a str,
+    content: &'a str,
+}
+
+#[derive(Deserialize)]
+struct ChatResponse {
+    choices: Vec<Choice>,
+}
+
+#[derive(Deserialize)]
+struct Choice {
+    message: ReplyMessage,
+}
+
+#[derive(Deserialize)]
+struct ReplyMessage {
+    content: Option<String>,
+}
+
+impl Llm {
+    pub fn new(settings: config::Llm) -> Self {
+        let endpoint = Endpoint::new(
+            &settings.base_url,
+            "chat/completions",
+            settings.api_key.as_ref().map(|key| key.expose().to_owned()),
+            "the chat-completions endpoint",
+        );
+        Self { endpoint, settings }
+    }
+
+    /// The configured timeout of one call for `purpose`.
+    pub fn timeout(&self, purpose: Purpose) -> Duration {
+        Duration::from_millis(match purpose {
+            Purpose::Retrieval => self.settings.retrieval_timeout_ms,
+            Purpose::Classifier => self.settings.classifier_timeout_ms,
+        })
+    }
+
+    /// The reply's text, within `timeout` (at most the configured one).
+    pub async fn complete(
+        &self,
+        purpose: Purpose,
+        system: &str,
+        user: &str,
+        timeout: Duration,
+    ) -> Result<String, upstream::Error> {
+        let model = match purpose {
+            Purpose::Retrieval => &self.settings.retrieval_model,
+            Purpose::Classifier => &self.settings.classifier_model,
+        };
+        let request = ChatRequest {
+            model,
+            messages: [
+                ChatMessage {
+                    role: "system",
+                    content: system,
+                },
+                ChatMessage {
+                    role: "user",
+                    content: user,
+                },
+            ],
+            temperature: 0.0,
+        };
+        let reply: ChatResponse = self
+            .endpoint
+            .post(&request, timeout.min(self.timeout(purpose)))
+            .await?;
+        reply
+            .choices
+            .into_iter()
+            .next()
+            .and_then(|choice| choice.message.content)
+            .ok_or_else(|| self.endpoint.malformed("no choice with text content"))
+    }
+}

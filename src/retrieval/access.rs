@@ -1,0 +1,102 @@
+//! How often each memory was retrieved: the `access` factor of relevance.
+//!
+//! Counts live in memory and are written now and then to
+//! `<data_dir>/.cache/access-counts.json`, never into memory files. Losing
+//! them costs only that factor's history, so writes are atomic but not
+//! urgent, and an unreadable file means starting from zero.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, PoisonError};
+
+use crate::memory::MemoryId;
+use crate::store::atomic;
+
+pub struct AccessCounts {
+    path: PathBuf,
+    counts: Mutex<HashMap<MemoryId, u64>>,
+    /// Whether counts changed since the last flush.
+    dirty: AtomicBool,
+}
+
+impl AccessCounts {
+    /// Loads the counts kept under `cache_dir`. Blocking.
+    pub fn load(cache_dir: &Path) -> Self {
+        let path = cache_dir.join("access-counts.json");
+        let counts = match std::fs::read(&path) {
+            Ok(bytes) => serde_json::from_slice(&bytes).unwrap_or_else(|err| {
+                tracing::warn!(file.path = %path.display(), error = %err, "ignoring unreadable access counts");
+                HashMap::new()
+            }),
+            Err(_) => HashMap::new(),
+        };
+        Self {
+            path,
+            counts: Mutex::new(counts),
+            dirty: AtomicBool::new(false),
+        }
+    }
+
+    pub fn get(&self, id: MemoryId) -> u64 {
+        self.lock().get(&id).copied().unwrap_or(0)
+    }
+
+    /// Counts one retrieval of each of `ids`.
+    pub fn record(&self, ids: impl IntoIterator<Item = MemoryId>) {
+        let mut counts = self.lock();
+        for id in ids {
+            *counts.entry(id).or_default() += 1;
+        }
+        self.dirty.store(true, Ordering::Release);
+    }
+
+    /// Writes the counts of memories that still `exist`, if anything
+    /// changed. Blocking; failures are logged (the counts stay in memory).
+    pub fn flush(&self, exists: impl Fn(MemoryId) -> bool) {
+        if !self.dirty.swap(false, Ordering::AcqRel) {
+            return;
+        }
+        let bytes = {
+            let mut counts = self.lock();
+            counts.retain(|id, _| exists(*id));
+            serde_json::to_vec(&*counts).expect("a map of ids to numbers serializes")
+        };
+        let written = self
+            .path
+            .parent()
+            .map_or(Ok(()), std::fs::create_dir_all)
+            .and_then(|()| atomic::write(&self.path, &bytes));
+        if let Err(err) = written {
+            self.dirty.store(true, Ordering::Release);
+            tracing::warn!(file.path = %self.path.display(), error = %err, "could not save access counts");
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<MemoryId, u64>> {
+        self.counts.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_survive_a_flush_and_reload_and_forget_the_deleted() {
+        let dir = tempfile::tempdir().unwrap();
+        let (kept, gone) = (MemoryId::new(), MemoryId::new());
+        let counts = AccessCounts::load(dir.path());
+        counts.record([kept, kept, gone]);
+        counts.flush(|id| id == kept);
+        let reloaded = AccessCounts::load(dir.path());
+        assert_eq!((reloaded.get(kept), reloaded.get(gone)), (2, 0));
+    }
+
+    #[test]
+    fn a_damaged_file_means_zero() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("access-counts.json"), "{not json").unwrap();
+        assert_eq!(AccessCounts::load(dir.path()).get(MemoryId::new()), 0);
+    }
+}

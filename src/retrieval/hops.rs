@@ -1,0 +1,91 @@
+//! Graph hops: from the ranked results, follow `related` edges in both
+//! directions, up to `hop_depth` steps, to memories the request may see.
+//!
+//! Never into another namespace, never twice to one memory (so never in a
+//! loop), and always to the current version of a chain. A memory reached
+//! this way ranks below the one it was reached from.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use crate::memory::{Memory, MemoryId, Relationship};
+use crate::store::Store;
+
+/// Each hop keeps this share of the relevance of the memory it starts from.
+pub const HOP_DECAY: f64 = 0.8;
+
+/// Which way the followed edge points.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Direction {
+    /// The memory it came from links to it.
+    Outgoing,
+    /// It links to the memory it came from.
+    Incoming,
+}
+
+/// A memory reached by a hop.
+#[derive(Clone, Debug)]
+pub struct Hop {
+    pub memory: Arc<Memory>,
+    pub from: MemoryId,
+    pub relationship: Relationship,
+    pub direction: Direction,
+    pub relevance: f64,
+}
+
+/// The memories `depth` hops or fewer from `seeds` (id and relevance), in
+/// the order found, each once. `visible` says which memories the request
+/// may get (its namespaces, filters and exclusions); `seeds` themselves are
+/// never returned again.
+pub fn follow(
+    store: &Store,
+    seeds: &[(MemoryId, f64)],
+    depth: usize,
+    visible: impl Fn(&Memory) -> bool,
+) -> Vec<Hop> {
+    let mut seen: HashSet<MemoryId> = seeds.iter().map(|(id, _)| *id).collect();
+    let mut frontier: Vec<(MemoryId, f64)> = seeds.to_vec();
+    let mut found = Vec::new();
+    for _ in 0..depth {
+        let mut next = Vec::new();
+        for (from, relevance) in frontier {
+            let edges = store.edges(from);
+            let neighbours = edges
+                .outgoing
+                .iter()
+                .map(|edge| (edge, Direction::Outgoing))
+                .chain(
+                    edges
+                        .incoming
+                        .iter()
+                        .map(|edge| (edge, Direction::Incoming)),
+                );
+            for (edge, direction) in neighbours {
+                let Some(head) = store.head_of(edge.id) else {
+                    continue;
+                };
+                if !visible(&head) || !seen.insert(head.id) {
+                    continue;
+                }
+                let relevance = relevance * HOP_DECAY;
+                next.push((head.id, relevance));
+                found.push(Hop {
+                    memory: head,
+                    from,
+                    relationship: edge.relationship,
+                    direction,
+                    relevance,
+                });
+            }
+        }
+        if next.is_empty() {
+            break;
+        }
+        frontier = next;
+    }
+    found
+}

@@ -1,0 +1,527 @@
+//! The full retrieval pipeline against a scripted upstream: HyDE, hops,
+//! the per-turn cache, the degradation table, access counts, expansion,
+//! context boost, filter-only retrieval and suggestions.
+
+use std::time::Duration;
+
+use axum::http::StatusCode;
+use engram::retrieval::inject::count_tokens;
+use serde_json::{Value, json};
+
+use crate::helpers::{
+    RunningApp, TestApp, embed_with, llm_with, memory, spawn_app_on, test_config,
+};
+use crate::upstream::{Behaviour, Upstream};
+
+async fn app_with_llm(upstream: &Upstream) -> (TestApp, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let app = spawn_app_on(dir.path(), |config| {
+        embed_with(upstream, config);
+        llm_with(upstream, config);
+    })
+    .await;
+    (app, dir)
+}
+
+fn ids(result: &Value) -> Vec<String> {
+    result["memories"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+fn window() -> Value {
+    json!([
+        {"role": "user", "content": "Ship the release today."},
+        {"role": "assistant", "content": null, "tool_calls": [{"id": "1", "type": "function"}]},
+        {"role": "tool", "tool_call_id": "1", "content": "TOOL OUTPUT: kubectl rollout status"},
+        {"role": "user", "content": "How do we deploy this service?"},
+    ])
+}
+
+/// The scenario of the retrieval design (seed 000), end to end.
+#[tokio::test]
+async fn hyde_search_hops_cache_and_budget() {
+    let upstream = Upstream::start().await;
+    let (app, _dir) = app_with_llm(&upstream).await;
+    let rollback = app
+        .create(memory(
+            "repo",
+            "forge",
+            "patterns",
+            "Rollbacks restore the previous container image.",
+        ))
+        .await;
+    let mut deploys = memory(
+        "repo",
+        "forge",
+        "project-conventions",
+        "Deploys go through the blue green pipeline.",
+    );
+    deploys["related"] = json!([{"id": rollback["id"], "relationship": "depends-on"}]);
+    let deploys = app.create(deploys).await;
+    let migrations = app
+        .create(memory(
+            "repo",
+            "forge",
+            "project-conventions",
+            "Database migrations run before every release.",
+        ))
+        .await;
+    app.create(memory(
+        "repo",
+        "forge",
+        "user-facts",
+        "Team lunch is on Fridays at noon.",
+    ))
+    .await;
+    upstream.set_chat(
+        Behaviour::Answer,
+        "Here are two:\n1. Deploys go through the blue green pipeline.\n2. Database migrations run before every release.",
+    );
+
+    let request = json!({"turn_id": "turn-1", "repo": "forge", "user": "ana", "messages": window(),
+        "top_k": 2, "hop_depth": 1, "hypothesis_count": 2});
+    let first = app.retrieve(request.clone()).await;
+    assert_eq!(first["mode"], "hyde");
+    assert_eq!(first["degraded"], Value::Null, "{first:#}");
+    assert_eq!(
+        first["hypotheses"],
+        json!([
+            "Deploys go through the blue green pipeline.",
+            "Database migrations run before every release."
+        ])
+    );
+    let found = ids(&first);
+    assert_eq!(found.len(), 3, "two from the search, one hop: {first:#}");
+    for expected in [&deploys, &migrations, &rollback] {
+        assert!(found.contains(&expected["id"].as_str().unwrap().to_owned()));
+    }
+    let by_id = |id: &Value| {
+        first["memories"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["id"] == *id)
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(
+        by_id(&deploys["id"])["reason"],
+        json!({"kind": "hypothesis", "hypothesis": 0})
+    );
+    assert_eq!(
+        by_id(&migrations["id"])["reason"],
+        json!({"kind": "hypothesis", "hypothesis": 1})
+    );
+    let hop = by_id(&rollback["id"]);
+    assert_eq!(
+        hop["reason"],
+        json!({"kind": "hop", "from": deploys["id"], "relationship": "depends-on", "direction": "outgoing"})
+    );
+    assert!(
+        hop["relevance"].as_f64().unwrap() < by_id(&deploys["id"])["relevance"].as_f64().unwrap()
+    );
+    for stage in ["hyde", "embed", "search", "hops", "total"] {
+        assert!(first["timings_ms"][stage].is_number(), "{stage}");
+    }
+
+    let prompt = upstream.chat_requests()[0][1]["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        prompt.contains("How do we deploy this service?"),
+        "{prompt}"
+    );
+    assert!(
+        !prompt.contains("TOOL OUTPUT"),
+        "tool results never reach the model: {prompt}"
+    );
+
+    let (chats, embeddings) = (upstream.chat_requests().len(), upstream.embedding_calls());
+    let again = app.retrieve(request.clone()).await;
+    assert_eq!(again["cached"], true);
+    assert_eq!(again["memories"], first["memories"]);
+    assert_eq!(again["injection"], first["injection"]);
+    assert_eq!(
+        (upstream.chat_requests().len(), upstream.embedding_calls()),
+        (chats, embeddings),
+        "a cache hit calls no upstream"
+    );
+
+    let mut next_turn = request.clone();
+    next_turn["turn_id"] = json!("turn-2");
+    let next = app.retrieve(next_turn.clone()).await;
+    assert_eq!(next["cached"], false);
+    assert_eq!(upstream.chat_requests().len(), chats + 1);
+    assert!(upstream.embedding_calls() > embeddings);
+
+    next_turn["turn_id"] = json!("turn-3");
+    next_turn["token_budget"] = json!(90);
+    let tight = app.retrieve(next_turn).await;
+    let injection = tight["injection"].as_str().unwrap();
+    assert!(count_tokens(injection) <= 90, "{injection}");
+    let injected = tight["memories"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["injected"] == true)
+        .count();
+    assert!(injected < 3, "a tight budget leaves memories out");
+
+    let stats = app.get("/stats").await.json;
+    assert_eq!(stats["retrieval"]["requests"], 4);
+    assert_eq!(stats["retrieval"]["cache_hits"], 1);
+}
+
+#[tokio::test]
+async fn a_write_ends_the_cached_turn_and_is_found_at_once() {
+    let upstream = Upstream::start().await;
+    let (app, _dir) = app_with_llm(&upstream).await;
+    upstream.set_chat(Behaviour::Answer, "The service deploys with helm charts.");
+    app.create(memory(
+        "repo",
+        "forge",
+        "patterns",
+        "The service deploys with helm charts.",
+    ))
+    .await;
+    let request = json!({"turn_id": "t", "repo": "forge", "messages": window(), "top_k": 10});
+    let before = app.retrieve(request.clone()).await;
+    assert_eq!(ids(&before).len(), 1);
+
+    let newer = app
+        .create(memory(
+            "repo",
+            "forge",
+            "patterns",
+            "The service deploys with helm charts from the ops repo.",
+        ))
+        .await;
+    let after = app.retrieve(request.clone()).await;
+    assert_eq!(
+        after["cached"], false,
+        "a write in the namespace ends the cached answer"
+    );
+    assert!(
+        ids(&after).contains(&newer["id"].as_str().unwrap().to_owned()),
+        "{after:#}"
+    );
+
+    let mut bypass = request;
+    bypass["use_cache"] = json!(false);
+    assert_eq!(app.retrieve(bypass).await["cached"], false);
+}
+
+#[tokio::test]
+async fn every_row_of_the_degradation_table() {
+    let upstream = Upstream::start().await;
+    let (app, _dir) = app_with_llm(&upstream).await;
+    let wanted = app
+        .create(memory(
+            "repo",
+            "forge",
+            "patterns",
+            "How do we deploy this service? With the deploy script.",
+        ))
+        .await;
+    let mut turn = 0;
+    let mut retrieve = async |app: &TestApp| {
+        turn += 1;
+        app.retrieve(json!({"turn_id": format!("t{turn}"), "repo": "forge", "messages": window()}))
+            .await
+    };
+
+    // HyDE slow, failing or useless: the latest user message is searched for.
+    for (behaviour, reply, reason) in [
+        (
+            Behaviour::Delay(Duration::from_secs(3)),
+            "late",
+            "hyde_timeout",
+        ),
+        (Behaviour::Fail(500), "", "hyde_failed"),
+        (Behaviour::Answer, "```\n```", "hyde_unusable"),
+    ] {
+        upstream.set_chat(behaviour, reply);
+        let result = retrieve(&app).await;
+        assert_eq!(result["degraded"], reason, "{result:#}");
+        assert_eq!(result["mode"], "hyde");
+        assert_eq!(result["query"], "How do we deploy this service?");
+        assert_eq!(
+            result["memories"][0]["id"], wanted["id"],
+            "{reason}: {result:#}"
+        );
+        assert_eq!(result["memories"][0]["reason"]["kind"], "query");
+    }
+
+    // The embedder down or slow: nothing can be searched.
+    upstream.set_chat(Behaviour::Answer, "Deploys use the deploy script.");
+    for (behaviour, reason) in [
+        (Behaviour::Fail(502), "embedding_failed"),
+        (
+            Behaviour::Delay(Duration::from_secs(3)),
+            "embedding_timeout",
+        ),
+    ] {
+        upstream.set(behaviour);
+        let result = retrieve(&app).await;
+        assert_eq!(result["degraded"], reason, "{result:#}");
+        assert_eq!(result["memories"], json!([]));
+        assert_eq!(result["injection"], "");
+    }
+    upstream.set(Behaviour::Answer);
+
+    let stats = app.get("/stats").await.json;
+    for reason in [
+        "hyde_timeout",
+        "hyde_failed",
+        "hyde_unusable",
+        "embedding_failed",
+        "embedding_timeout",
+    ] {
+        assert_eq!(
+            stats["retrieval"]["degraded"][reason], 1,
+            "{reason}: {stats:#}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_budget_cuts_a_slow_model_short_and_still_answers() {
+    let upstream = Upstream::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let app = spawn_app_on(dir.path(), |config| {
+        embed_with(&upstream, config);
+        llm_with(&upstream, config);
+        let llm = config.llm.as_mut().unwrap();
+        llm.retrieval_timeout_ms = 30_000;
+        config.retrieval.budget_ms = 400;
+    })
+    .await;
+    app.create(memory(
+        "repo",
+        "forge",
+        "patterns",
+        "How do we deploy this service? With the deploy script.",
+    ))
+    .await;
+    upstream.set_chat(Behaviour::Delay(Duration::from_secs(20)), "too late");
+    let result = app
+        .retrieve(json!({"turn_id": "t", "repo": "forge", "messages": window()}))
+        .await;
+    assert_eq!(
+        result["degraded"], "hyde_timeout",
+        "the 400 ms budget, not the 30 s timeout, ended HyDE"
+    );
+    assert_eq!(result["memories"].as_array().unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn hops_never_leave_the_request_namespaces() {
+    let upstream = Upstream::start().await;
+    let (app, _dir) = app_with_llm(&upstream).await;
+    let shared = app
+        .create(memory(
+            "repo",
+            "forge",
+            "patterns",
+            "The API uses cursor pagination.",
+        ))
+        .await;
+    let mut private = memory(
+        "user",
+        "ana",
+        "coding-preferences",
+        "Ana finds offset pagination clearer.",
+    );
+    private["repo"] = json!("forge");
+    private["related"] = json!([{"id": shared["id"], "relationship": "contradicts"}]);
+    let private = app.create(private).await;
+
+    let as_bob = app
+        .retrieve(json!({"turn_id": "bob", "repo": "forge", "user": "bob", "query": "cursor pagination", "hop_depth": 3}))
+        .await;
+    assert_eq!(ids(&as_bob), [shared["id"].as_str().unwrap()]);
+    let as_ana = app
+        .retrieve(json!({"turn_id": "ana", "repo": "forge", "user": "ana", "query": "The API uses cursor pagination.", "top_k": 1}))
+        .await;
+    assert_eq!(
+        ids(&as_ana),
+        [
+            shared["id"].as_str().unwrap(),
+            private["id"].as_str().unwrap()
+        ]
+    );
+    assert_eq!(as_ana["memories"][1]["reason"]["direction"], "incoming");
+}
+
+#[tokio::test]
+async fn access_counts_rise_with_use_and_survive_a_restart() {
+    let upstream = Upstream::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = test_config(dir.path(), |config| embed_with(&upstream, config));
+    let app = RunningApp::start(config.clone()).await;
+    let client = reqwest::Client::new();
+    let created: Value = client
+        .post(format!("{}/memories", app.base_url))
+        .json(&memory("repo", "forge", "patterns", "Logs are JSON lines."))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let mut access = Vec::new();
+    for turn in 0..3 {
+        let result: Value = client
+            .post(format!("{}/retrieve", app.base_url))
+            .json(&json!({"turn_id": format!("t{turn}"), "repo": "forge", "query": "JSON logs"}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(result["memories"][0]["id"], created["id"], "{result:#}");
+        access.push(result["memories"][0]["scores"]["access"].as_f64().unwrap());
+    }
+    assert_eq!(access[0], 0.0);
+    assert!(access[1] > 0.0 && access[2] > access[1], "{access:?}");
+    app.stop().await;
+
+    let app = spawn_app_on(dir.path(), |config| embed_with(&upstream, config)).await;
+    let result = app
+        .retrieve(json!({"turn_id": "after", "repo": "forge", "query": "JSON logs"}))
+        .await;
+    let remembered = result["memories"][0]["scores"]["access"].as_f64().unwrap();
+    assert!(
+        remembered > access[2],
+        "three retrievals were remembered: {result:#}"
+    );
+}
+
+#[tokio::test]
+async fn expansion_boost_filters_and_suggestions() {
+    let upstream = Upstream::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let plain = spawn_app_on(dir.path(), |config| embed_with(&upstream, config)).await;
+    let old = plain
+        .create(memory(
+            "repo",
+            "forge",
+            "corrections",
+            "Never log tokens; redact them in middleware.",
+        ))
+        .await;
+    let mut important = memory(
+        "repo",
+        "forge",
+        "architectural-decisions",
+        "The gateway terminates TLS.",
+    );
+    important["importance"] = json!(0.95);
+    let important = plain.create(important).await;
+
+    // Expansion without a model: words of the best matches.
+    let expanded = plain
+        .retrieve(
+            json!({"turn_id": "e", "repo": "forge", "query": "log tokens", "expand_query": true}),
+        )
+        .await;
+    assert!(
+        expanded["expanded_query"]
+            .as_str()
+            .unwrap()
+            .starts_with("log tokens "),
+        "{expanded:#}"
+    );
+    assert!(
+        expanded["added_terms"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("redact"))
+    );
+
+    // A context boost lifts what resembles it.
+    let boosted = plain
+        .retrieve(json!({"turn_id": "b", "repo": "forge", "query": "security", "context_boost": "TLS gateway", "top_k": 2}))
+        .await;
+    let gateway = boosted["memories"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["id"] == important["id"])
+        .unwrap();
+    assert!(
+        gateway["scores"]["context_boost"].as_f64().unwrap() > 0.3,
+        "{boosted:#}"
+    );
+
+    // No query: the filters' memories by recency, importance and use.
+    let filtered = plain
+        .retrieve(json!({"turn_id": "f", "repo": "forge", "weights": {"importance": 1.0, "recency": 0.0, "access": 0.0}}))
+        .await;
+    assert_eq!(filtered["mode"], "filter");
+    assert_eq!(filtered["total_matches"], 2);
+    assert_eq!(
+        ids(&filtered),
+        [
+            important["id"].as_str().unwrap(),
+            old["id"].as_str().unwrap()
+        ]
+    );
+    assert_eq!(filtered["memories"][0]["reason"], json!({"kind": "filter"}));
+    let corrections = plain
+        .retrieve(
+            json!({"turn_id": "c", "repo": "forge", "filters": {"categories": ["corrections"]}}),
+        )
+        .await;
+    assert_eq!(ids(&corrections), [old["id"].as_str().unwrap()]);
+
+    // Suggestions need a model; without one, the latest user message.
+    let suggestions = plain
+        .post("/suggestions", &json!({"messages": window()}))
+        .await;
+    assert_eq!(suggestions.status, StatusCode::OK);
+    assert_eq!(suggestions.json["degraded"], "llm_not_configured");
+    assert_eq!(
+        suggestions.json["suggestions"],
+        json!(["How do we deploy this service?"])
+    );
+    drop(plain);
+
+    let with_model = spawn_app_on(dir.path(), |config| {
+        embed_with(&upstream, config);
+        llm_with(&upstream, config);
+    })
+    .await;
+    upstream.set_chat(
+        Behaviour::Answer,
+        "- Deploys use helm.\n- Releases are tagged.\n- Rollbacks are manual.",
+    );
+    let suggestions = with_model
+        .post("/suggestions", &json!({"messages": window(), "count": 2}))
+        .await;
+    assert_eq!(
+        suggestions.json,
+        json!({"suggestions": ["Deploys use helm.", "Releases are tagged."], "degraded": null})
+    );
+    with_model
+        .post("/suggestions", &json!({"messages": [], "count": 2}))
+        .await
+        .assert_problem(StatusCode::UNPROCESSABLE_ENTITY, Some("messages"));
+    with_model
+        .post("/suggestions", &json!({"messages": window(), "count": 11}))
+        .await
+        .assert_problem(StatusCode::UNPROCESSABLE_ENTITY, Some("count"));
+
+    upstream.set_chat(Behaviour::Answer, "TLS\ncertificates");
+    let expanded = with_model
+        .retrieve(json!({"turn_id": "m", "repo": "forge", "query": "who terminates https", "expand_query": true}))
+        .await;
+    assert_eq!(expanded["added_terms"], json!(["TLS", "certificates"]));
+    assert_eq!(expanded["memories"][0]["id"], important["id"]);
+}
