@@ -20,16 +20,18 @@ pub fn parse_hypotheses(reply: &str, max: usize) -> Vec<String> {
         .collect()
 }
 
-/// The strings of a JSON array in the reply, fenced or bare.
+/// The strings of a JSON array in the reply, fenced or bare (an empty
+/// array means the model found nothing).
 fn json_strings(reply: &str) -> Option<Vec<String>> {
     let start = reply.find('[')?;
     let end = reply.rfind(']')?;
     let items: Vec<serde_json::Value> = serde_json::from_str(reply.get(start..=end)?).ok()?;
-    let strings: Vec<String> = items
-        .into_iter()
-        .filter_map(|item| item.as_str().map(str::to_owned))
-        .collect();
-    (!strings.is_empty()).then_some(strings)
+    Some(
+        items
+            .into_iter()
+            .filter_map(|item| item.as_str().map(str::to_owned))
+            .collect(),
+    )
 }
 
 /// The reply's lines, without fences and without a preamble or closing
