@@ -184,44 +184,69 @@ async fn retrieve(
     let namespace = Namespace::Repo("bench".parse()?);
     write_corpus(dir.path(), &namespace, size, 1)?;
     let (server, ready_in) = Server::start(dir.path(), embedder).await?;
-    report.rows.push(Row::single(
-        "startup, cold cache",
-        format!("{size} memories, {embedder:?} embedder"),
-        ready_in,
-    ));
-
-    let mut rng = corpus::Rng::new(99);
-    let mut client_samples = Vec::with_capacity(requests);
-    let mut search_samples = Vec::with_capacity(requests);
-    for turn in 0..20 {
-        server.retrieve(&json!({"turn_id": format!("warm-{turn}"), "repo": "bench", "query": corpus::query(&mut rng)})).await?;
-    }
-    let started = Instant::now();
-    for turn in 0..requests {
-        let body = json!({"turn_id": format!("t-{turn}"), "repo": "bench", "query": corpus::query(&mut rng)});
-        let one = Instant::now();
-        let answer = server.retrieve(&body).await?;
-        client_samples.push(one.elapsed());
-        if answer["degraded"] != Value::Null
-            || answer["memories"].as_array().is_none_or(Vec::is_empty)
-        {
-            return Err(format!("a retrieval came back degraded or empty: {answer}").into());
-        }
-        let search_ms = answer["timings_ms"]["search"].as_f64().unwrap_or_default();
-        search_samples.push(Duration::from_secs_f64(search_ms / 1000.0));
-    }
-    let wall = started.elapsed();
     let detail = format!("{size} memories, {embedder:?} embedder");
+    report
+        .rows
+        .push(Row::single("startup, cold cache", detail.clone(), ready_in));
+    let client = server.client();
+    let mut rng = corpus::Rng::new(99);
+    for turn in 0..20 {
+        let query = corpus::query(&mut rng);
+        client
+            .retrieve(&json!({"turn_id": format!("warm-{turn}"), "repo": "bench", "query": query}))
+            .await?;
+    }
+
+    let bodies: Vec<Value> = (0..requests)
+        .map(|turn| json!({"turn_id": format!("q-{turn}"), "repo": "bench", "query": corpus::query(&mut rng)}))
+        .collect();
+    let (mut total, mut search, wall) = sequential(&client, &bodies).await?;
     report.rows.push(Row::from_samples(
         "retrieve (query), end to end",
         detail.clone(),
-        &mut client_samples,
+        &mut total,
         wall,
     ));
     report.rows.push(Row::from_samples(
         "retrieve (query), search only",
-        detail,
-        &mut search_samples,
+        detail.clone(),
+        &mut search,
+        wall,
+    ));
+
+    let bodies: Vec<Value> = (0..requests)
+        .map(|turn| {
+            let message = corpus::query(&mut rng);
+            json!({"turn_id": format!("h-{turn}"), "repo": "bench",
+                "messages": [{"role": "user", "content": message}]})
+        })
+        .collect();
+    let (mut total, _, wall) = sequential(&client, &bodies).await?;
+    report.rows.push(Row::from_samples(
+        "retrieve (hyde, instant model), end to end",
+        detail.clone(),
+        &mut total,
+        wall,
+    ));
+
+    let same_turn = json!({"turn_id": "cached", "repo": "bench", "query": corpus::query(&mut rng)});
+    client.retrieve(&same_turn).await?;
+    let (mut total, _, wall) = sequential(&client, &vec![same_turn; requests]).await?;
+    report.rows.push(Row::from_samples(
+        "retrieve, cache hit",
+        detail.clone(),
+        &mut total,
+        wall,
+    ));
+
+    let bodies: Vec<Value> = (0..requests * 4)
+        .map(|turn| json!({"turn_id": format!("c-{turn}"), "repo": "bench", "query": corpus::query(&mut rng)}))
+        .collect();
+    let (mut total, wall) = concurrent(&client, bodies, CONCURRENT_CLIENTS).await?;
+    report.rows.push(Row::from_samples(
+        "retrieve (query), 32 concurrent clients",
+        detail.clone(),
+        &mut total,
         wall,
     ));
     report.figure(
@@ -230,6 +255,73 @@ async fn retrieve(
         "MiB",
     );
     server.stop().await;
+    Ok(())
+}
+
+/// Clients of the concurrency workloads.
+const CONCURRENT_CLIENTS: usize = 32;
+
+/// Sends `bodies` one after another; returns end-to-end latencies, the
+/// server's own search times, and the wall time.
+async fn sequential(
+    client: &server::Client,
+    bodies: &[Value],
+) -> Result<(Vec<Duration>, Vec<Duration>, Duration)> {
+    let mut total = Vec::with_capacity(bodies.len());
+    let mut search = Vec::with_capacity(bodies.len());
+    let started = Instant::now();
+    for body in bodies {
+        let one = Instant::now();
+        let answer = client.retrieve(body).await?;
+        total.push(one.elapsed());
+        check_answer(&answer)?;
+        let search_ms = answer["timings_ms"]["search"].as_f64().unwrap_or_default();
+        search.push(Duration::from_secs_f64(search_ms / 1000.0));
+    }
+    Ok((total, search, started.elapsed()))
+}
+
+/// Sends `bodies` from `clients` tasks at once; returns latencies and wall time.
+async fn concurrent(
+    client: &server::Client,
+    bodies: Vec<Value>,
+    clients: usize,
+) -> Result<(Vec<Duration>, Duration)> {
+    let queue = std::sync::Arc::new(std::sync::Mutex::new(bodies));
+    let started = Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..clients {
+        let (client, queue) = (client.clone(), queue.clone());
+        tasks.spawn(async move {
+            let mut samples = Vec::new();
+            loop {
+                let next = queue.lock().map_err(|_| "a client panicked")?.pop();
+                let Some(body) = next else {
+                    return Ok::<_, String>(samples);
+                };
+                let one = Instant::now();
+                let answer = client
+                    .retrieve(&body)
+                    .await
+                    .map_err(|err| err.to_string())?;
+                samples.push(one.elapsed());
+                check_answer(&answer).map_err(|err| err.to_string())?;
+            }
+        });
+    }
+    let mut samples = Vec::new();
+    while let Some(done) = tasks.join_next().await {
+        samples.extend(done??);
+    }
+    Ok((samples, started.elapsed()))
+}
+
+/// A retrieval the bench can count: complete and not empty.
+fn check_answer(answer: &Value) -> Result {
+    if answer["degraded"] != Value::Null || answer["memories"].as_array().is_none_or(Vec::is_empty)
+    {
+        return Err(format!("a retrieval came back degraded or empty: {answer}").into());
+    }
     Ok(())
 }
 
@@ -252,6 +344,7 @@ async fn write(report: &mut Report, requests: usize) -> Result {
     let dir = ScratchDir::new()?;
     write_corpus(dir.path(), &Namespace::Repo("bench".parse()?), 1000, 5)?;
     let (server, _) = Server::start(dir.path(), EmbedderChoice::Fake).await?;
+    let client = server.client();
     let mut rng = corpus::Rng::new(11);
     let mut samples = Vec::with_capacity(requests);
     let started = Instant::now();
@@ -259,7 +352,7 @@ async fn write(report: &mut Report, requests: usize) -> Result {
         let body = json!({"repo": "bench", "scope": "repo", "category": "patterns",
             "content": corpus::sentence(&mut rng, serial)});
         let one = Instant::now();
-        server.create(&body).await?;
+        client.create(&body).await?;
         samples.push(one.elapsed());
     }
     report.rows.push(Row::from_samples(

@@ -5,16 +5,21 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use engram::app::App;
-use engram::config::{Config, EmbeddingProvider};
+use engram::config::{Config, EmbeddingProvider, Llm};
 use serde_json::Value;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 use crate::{EmbedderChoice, Result, upstream};
 
-pub struct Server {
+#[derive(Clone)]
+pub struct Client {
     base: String,
     client: reqwest::Client,
+}
+
+pub struct Server {
+    client: Client,
     stop: oneshot::Sender<()>,
     serving: JoinHandle<()>,
 }
@@ -28,9 +33,16 @@ impl Server {
             data_dir: data_dir.to_owned(),
             ..Config::default()
         };
+        // The fake upstream always stands in for the chat model (HyDE), and
+        // for the embedder unless the local model is measured.
+        let upstream_url = upstream::start().await;
+        config.llm = Some(Llm {
+            base_url: upstream_url.clone(),
+            ..Llm::default()
+        });
         if embedder == EmbedderChoice::Fake {
             config.embedding.provider = EmbeddingProvider::Openai;
-            config.embedding.base_url = upstream::start().await;
+            config.embedding.base_url = upstream_url;
             config.embedding.model = "bench-fake".to_owned();
             config.embedding.dimensions = upstream::DIMENSIONS;
         }
@@ -47,8 +59,10 @@ impl Server {
             }
         });
         let server = Self {
-            base,
-            client: reqwest::Client::new(),
+            client: Client {
+                base,
+                client: reqwest::Client::new(),
+            },
             stop,
             serving,
         };
@@ -58,11 +72,17 @@ impl Server {
         Ok((server, ready_in))
     }
 
+    /// A client of this server, to share between tasks.
+    pub fn client(&self) -> Client {
+        self.client.clone()
+    }
+
     async fn wait_ready(&self) -> Result {
         loop {
             let response = self
                 .client
-                .get(format!("{}/readyz", self.base))
+                .client
+                .get(format!("{}/readyz", self.client.base))
                 .send()
                 .await?;
             if response.status().is_success() {
@@ -77,7 +97,8 @@ impl Server {
         loop {
             let stats: Value = self
                 .client
-                .get(format!("{}/stats", self.base))
+                .client
+                .get(format!("{}/stats", self.client.base))
                 .send()
                 .await?
                 .json()
@@ -89,6 +110,13 @@ impl Server {
         }
     }
 
+    pub async fn stop(self) {
+        let _ = self.stop.send(());
+        let _ = self.serving.await;
+    }
+}
+
+impl Client {
     pub async fn retrieve(&self, body: &Value) -> Result<Value> {
         self.post("/retrieve", body, 200).await
     }
@@ -110,10 +138,5 @@ impl Server {
             return Err(format!("{path} answered {status}: {answer}").into());
         }
         Ok(answer)
-    }
-
-    pub async fn stop(self) {
-        let _ = self.stop.send(());
-        let _ = self.serving.await;
     }
 }

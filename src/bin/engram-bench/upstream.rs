@@ -3,6 +3,8 @@
 //!
 //! `/embeddings` gives each text a hashed bag-of-words vector: cheap, and
 //! texts that share words are near each other, like real embeddings.
+//! `/chat/completions` answers HyDE prompts with three hypotheses made of
+//! the conversation's last line.
 
 use std::hash::{DefaultHasher, Hash, Hasher};
 
@@ -16,7 +18,9 @@ pub const DIMENSIONS: usize = 384;
 
 /// Serves on a free loopback port; returns the API root.
 pub async fn start() -> String {
-    let router = Router::new().route("/v1/embeddings", post(embeddings));
+    let router = Router::new()
+        .route("/v1/embeddings", post(embeddings))
+        .route("/v1/chat/completions", post(chat));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind the fake upstream");
@@ -41,6 +45,21 @@ async fn embeddings(Json(body): Json<Value>) -> Json<Value> {
         })
         .collect();
     Json(json!({"object": "list", "data": data, "model": body["model"]}))
+}
+
+async fn chat(Json(body): Json<Value>) -> Json<Value> {
+    let prompt = body["messages"][1]["content"].as_str().unwrap_or_default();
+    let last_line = prompt
+        .lines()
+        .rev()
+        .find(|line| line.starts_with("user: "))
+        .unwrap_or("user: nothing")
+        .trim_start_matches("user: ");
+    let reply = format!(
+        "1. {last_line}\n2. The team decided: {last_line}\n3. The user prefers {last_line}"
+    );
+    Json(json!({"object": "chat.completion", "model": body["model"],
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": reply}}]}))
 }
 
 fn hashed_words(text: &str) -> Vec<f32> {
