@@ -1,7 +1,7 @@
 //! The application's lifecycle: load the store and the embedder, bind,
 //! build the vector index in the background, serve until told to stop, then
 //! let in-flight requests finish and stop the background tasks (the
-//! indexer, the access-count saver).
+//! indexer, the capture worker, the access-count saver).
 
 use std::future::Future;
 use std::io;
@@ -11,10 +11,14 @@ use std::time::Duration;
 
 use axum::Router;
 use tokio::net::TcpListener;
+use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::auth::ApiKeys;
+use crate::capture::queue::{self, Queue};
+use crate::capture::worker::Worker;
+use crate::capture::{self, Capture, CaptureStats};
 use crate::config::{ApiKey, Config};
 use crate::embed::cache::EmbeddingCache;
 use crate::embed::{self, Embedder};
@@ -33,6 +37,8 @@ pub enum Error {
     Store(#[from] store::Error),
     #[error("loading the embedder")]
     Embedder(#[from] embed::Error),
+    #[error("opening the capture queue")]
+    Queue(#[from] queue::Error),
     #[error("the start-up task failed")]
     Task(#[from] tokio::task::JoinError),
     #[error("binding {addr}")]
@@ -46,7 +52,8 @@ pub struct App {
     listener: TcpListener,
     router: Router,
     state: AppState,
-    /// The indexer and the access-count saver, stopped after serving ends.
+    /// The indexer, the capture worker and the access-count saver,
+    /// stopped after serving ends.
     background: Vec<JoinHandle<()>>,
     stop: CancellationToken,
 }
@@ -56,16 +63,24 @@ impl App {
     /// picks a free port) and starts building the index; the service is
     /// ready once that build is done.
     pub async fn build(config: Config) -> Result<Self, Error> {
-        let (store, embedder, cache, access) = {
+        let (store, embedder, cache, access, queue) = {
             let data_dir = config.data_dir.clone();
             let embedding = config.embedding.clone();
+            let queue_capacity = config.capture.queue_capacity;
             tokio::task::spawn_blocking(move || -> Result<_, Error> {
                 let store = Store::open(&data_dir)?;
+                let queue = Arc::new(Queue::open(&data_dir.join("queue"), queue_capacity)?);
                 let embedder = Embedder::from_config(&embedding)?;
                 let cache_dir = data_dir.join(".cache");
                 let cache =
                     EmbeddingCache::open(&cache_dir, &embedder.model_key(), embedder.dimensions());
-                Ok((store, embedder, cache, AccessCounts::load(&cache_dir)))
+                Ok((
+                    store,
+                    embedder,
+                    cache,
+                    AccessCounts::load(&cache_dir),
+                    queue,
+                ))
             })
             .await??
         };
@@ -93,22 +108,54 @@ impl App {
             )
             .run(stop.clone()),
         );
+        let llm = config.llm.clone().map(Llm::new);
+        let capture_stats = Arc::new(CaptureStats::default());
+        let wake = Arc::new(Notify::new());
+        let capture = Capture::new(
+            queue.clone(),
+            capture_stats.clone(),
+            wake.clone(),
+            llm.is_some(),
+        );
+        let mut background = vec![indexer];
+        if let Some(llm) = &llm {
+            let worker = Arc::new(Worker {
+                queue,
+                store: store.clone(),
+                index: index.clone(),
+                embedder: embedder.clone(),
+                llm: llm.clone(),
+                settings: capture::Settings {
+                    max_concurrent: config.capture.max_concurrent,
+                    duplicate_threshold: config.capture.duplicate_threshold,
+                    max_attempts: config.capture.max_attempts,
+                    retry_base: Duration::from_millis(config.capture.retry_base_ms),
+                },
+                stats: capture_stats,
+                wake,
+            });
+            background.push(tokio::spawn(worker.run(stop.clone())));
+        }
         let retriever = Retriever::new(Parts {
             store: store.clone(),
             index,
             embedder,
-            llm: config.llm.clone().map(Llm::new),
+            llm,
             index_ready: readiness.clone(),
             access,
             budget: Duration::from_millis(config.retrieval.budget_ms),
             cache_ttl: Duration::from_secs(config.retrieval.cache_ttl_s),
             cache_capacity: config.retrieval.cache_capacity,
         });
-        let access_saver = tokio::spawn(save_access_counts(retriever.clone(), stop.clone()));
+        background.push(tokio::spawn(save_access_counts(
+            retriever.clone(),
+            stop.clone(),
+        )));
         let api_keys = ApiKeys::new(config.api_key.iter().map(ApiKey::expose));
         let state = AppState {
             api_keys,
             store,
+            capture,
             retriever,
             indexer_stats,
             config: Arc::new(config),
@@ -119,7 +166,7 @@ impl App {
             listener,
             router,
             state,
-            background: vec![indexer, access_saver],
+            background,
             stop,
         })
     }

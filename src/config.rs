@@ -55,6 +55,7 @@ pub struct Config {
     /// retrieval searches for the latest user message.
     pub llm: Option<Llm>,
     pub retrieval: Retrieval,
+    pub capture: CaptureConfig,
     pub limits: Limits,
     pub log: Log,
     /// `ENGRAM_API_KEY`: one key with access to everything. Only ever from
@@ -92,6 +93,7 @@ impl Default for Config {
             embedding: Embedding::default(),
             llm: None,
             retrieval: Retrieval::default(),
+            capture: CaptureConfig::default(),
             limits: Limits::default(),
             log: Log::default(),
             api_key: None,
@@ -275,6 +277,36 @@ impl Weights {
             return Err(("similarity", "the weights must not all be zero"));
         }
         Ok(())
+    }
+}
+
+/// How capture runs.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CaptureConfig {
+    /// Turn triggers waiting beyond this many are dropped (compactions
+    /// never are).
+    pub queue_capacity: usize,
+    /// Classifier calls in flight at once, across all namespace pairs.
+    pub max_concurrent: usize,
+    /// Cosine similarity at or above which a new memory is a duplicate of
+    /// an existing one in its namespace, 0..1.
+    pub duplicate_threshold: f64,
+    /// Tries of one trigger before it moves to `queue/failed/`.
+    pub max_attempts: u32,
+    /// The first retry's delay, in ms; it doubles with each attempt.
+    pub retry_base_ms: u64,
+}
+
+impl Default for CaptureConfig {
+    fn default() -> Self {
+        Self {
+            queue_capacity: 8,
+            max_concurrent: 2,
+            duplicate_threshold: 0.92,
+            max_attempts: 4,
+            retry_base_ms: 1000,
+        }
     }
 }
 
@@ -471,6 +503,22 @@ impl Config {
                 reason: reason.to_owned(),
             });
         }
+        let capture = &self.capture;
+        if !(1..=100_000).contains(&capture.queue_capacity) {
+            return key_error("capture.queue_capacity", "must be between 1 and 100000");
+        }
+        if !(1..=64).contains(&capture.max_concurrent) {
+            return key_error("capture.max_concurrent", "must be between 1 and 64");
+        }
+        if !(0.5..=1.0).contains(&capture.duplicate_threshold) {
+            return key_error("capture.duplicate_threshold", "must be between 0.5 and 1");
+        }
+        if !(1..=20).contains(&capture.max_attempts) {
+            return key_error("capture.max_attempts", "must be between 1 and 20");
+        }
+        if !(10..=600_000).contains(&capture.retry_base_ms) {
+            return key_error("capture.retry_base_ms", "must be between 10 and 600000");
+        }
         if self.data_dir.as_os_str().is_empty() {
             return key_error("data_dir", "must not be empty");
         }
@@ -655,6 +703,11 @@ mod tests {
                 "retrieval.hypothesis_count",
             ),
             ("llm: { base_url: nowhere }\n", "llm.base_url"),
+            ("capture: { max_concurrent: 0 }\n", "capture.max_concurrent"),
+            (
+                "capture: { duplicate_threshold: 1.5 }\n",
+                "capture.duplicate_threshold",
+            ),
             (
                 "retrieval: { weights: { recency: 1.5 } }\n",
                 "retrieval.weights.recency",

@@ -56,6 +56,9 @@ pub enum ApiError {
     Conflict { field: String, detail: String },
     #[error("the service is still starting")]
     NotReady,
+    /// Capture needs a classifier model and none is configured.
+    #[error("capture is off: configure `llm` (a chat-completions endpoint) to turn it on")]
+    CaptureDisabled,
     #[error("the request took longer than {limit_ms} ms")]
     Timeout { limit_ms: u64 },
     /// Our fault, never the client's; the cause is logged, not sent.
@@ -119,6 +122,11 @@ impl ApiError {
                 StatusCode::CONFLICT,
                 "conflict",
                 "The request conflicts with the current state",
+            ),
+            Self::CaptureDisabled => (
+                StatusCode::CONFLICT,
+                "capture-disabled",
+                "Capture is not configured",
             ),
             Self::NotReady => (
                 StatusCode::SERVICE_UNAVAILABLE,

@@ -5,6 +5,8 @@
 pub mod app;
 /// API keys and the middleware that checks them.
 pub mod auth;
+/// Capture: triggers queued durably, classified, guarded and written.
+pub mod capture;
 /// Configuration: defaults, YAML file, environment; validated at start.
 pub mod config;
 /// Embedders: the in-process MiniLM model and OpenAI-compatible endpoints.

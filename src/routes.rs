@@ -9,6 +9,7 @@ pub mod health;
 pub mod memories;
 pub mod retrieve;
 pub mod stats;
+pub mod turns;
 
 use std::time::Duration;
 
@@ -43,6 +44,7 @@ use crate::state::AppState;
     tags(
         (name = "memories", description = "Write, list, read and forget memories"),
         (name = "retrieval", description = "The memories that matter now"),
+        (name = "capture", description = "Conversation windows in, memories out, in the background"),
         (name = "operations", description = "Health, readiness and statistics"),
     ),
     components(schemas(Problem)),
@@ -75,6 +77,8 @@ fn api_router(keys: ApiKeys) -> OpenApiRouter<AppState> {
         .routes(routes!(memories::find_similar_memories))
         .routes(routes!(retrieve::retrieve_memories))
         .routes(routes!(retrieve::suggest_queries))
+        .routes(routes!(turns::capture_turn))
+        .routes(routes!(turns::capture_compaction))
         .routes(routes!(stats::get_stats))
         .route_layer(middleware::from_fn_with_state(keys, auth::require_key));
     OpenApiRouter::with_openapi(ApiDoc::openapi())

@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use axum::extract::FromRef;
 
 use crate::auth::ApiKeys;
+use crate::capture::Capture;
 use crate::config::{Config, Defaults};
 use crate::index::indexer::IndexerStats;
 use crate::retrieval::Retriever;
@@ -16,11 +17,18 @@ use crate::store::Store;
 #[derive(Clone)]
 pub struct AppState {
     pub store: Store,
+    pub capture: Capture,
     pub retriever: Retriever,
     pub indexer_stats: Arc<IndexerStats>,
     pub config: Arc<Config>,
     pub readiness: Readiness,
     pub api_keys: ApiKeys,
+}
+
+impl FromRef<AppState> for Capture {
+    fn from_ref(state: &AppState) -> Self {
+        state.capture.clone()
+    }
 }
 
 impl FromRef<AppState> for Retriever {

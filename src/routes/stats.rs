@@ -10,6 +10,7 @@ use axum::extract::State;
 use serde::Serialize;
 use utoipa::ToSchema;
 
+use crate::capture::{Capture, CaptureStatsView};
 use crate::error::Problem;
 use crate::index::indexer::IndexerStats;
 use crate::retrieval::Retriever;
@@ -25,6 +26,7 @@ pub struct StatsResponse {
     pub store: StoreStatsView,
     pub index: IndexStatsView,
     pub retrieval: RetrievalStatsView,
+    pub capture: CaptureStatsView,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -91,6 +93,7 @@ pub async fn get_stats(
     State(retriever): State<Retriever>,
     State(indexer): State<Arc<IndexerStats>>,
     State(readiness): State<Readiness>,
+    State(capture): State<Capture>,
 ) -> Json<StatsResponse> {
     let stats = store.stats();
     let snapshot = retriever.index().snapshot();
@@ -113,6 +116,7 @@ pub async fn get_stats(
     Json(StatsResponse {
         index,
         retrieval: retriever.stats().view(),
+        capture: capture.stats(),
         store: StoreStatsView {
             memories: stats.memories,
             namespaces: stats

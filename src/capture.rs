@@ -1,0 +1,150 @@
+//! Capture: conversation windows in, memories out, off the request path.
+//!
+//! `POST /turns` and `POST /compactions` hand a window to [`Capture::enqueue`],
+//! which stores it durably in `queue/` and answers at once; the
+//! [`worker::Worker`] classifies it later with the classifier model, guards
+//! what comes back (secrets, near-duplicates, limits) and writes the
+//! memories. Nothing accepted is lost: a trigger leaves `queue/` only after
+//! its memories are written.
+
+pub mod classifier_reply;
+pub mod classify;
+pub mod guard;
+pub mod queue;
+pub mod secrets;
+pub mod worker;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use serde::Serialize;
+use tokio::sync::Notify;
+use utoipa::ToSchema;
+
+use queue::{EnqueueStatus, Queue, Trigger};
+
+/// How the worker runs, from the configuration.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    pub max_concurrent: usize,
+    pub duplicate_threshold: f64,
+    pub max_attempts: u32,
+    pub retry_base: Duration,
+}
+
+/// Counters for `/stats`.
+#[derive(Default)]
+pub struct CaptureStats {
+    pub accepted: AtomicU64,
+    pub coalesced: AtomicU64,
+    pub dropped: AtomicU64,
+    pub processed: AtomicU64,
+    pub written: AtomicU64,
+    pub superseded: AtomicU64,
+    pub refused_secret: AtomicU64,
+    pub refused_invalid: AtomicU64,
+    pub skipped_duplicate: AtomicU64,
+    pub parse_failures: AtomicU64,
+    pub retried: AtomicU64,
+    pub failed: AtomicU64,
+}
+
+/// The counters as JSON.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CaptureStatsView {
+    /// Whether capture runs (an `llm` is configured).
+    pub enabled: bool,
+    /// Triggers waiting or in flight.
+    pub queue_depth: usize,
+    /// Triggers stored (queued or coalesced) since start.
+    pub accepted: u64,
+    pub coalesced: u64,
+    pub dropped: u64,
+    pub processed: u64,
+    pub written: u64,
+    pub superseded: u64,
+    pub refused_secret: u64,
+    /// Proposals refused for an unknown scope or category, bad content,
+    /// or a conflicting write.
+    pub refused_invalid: u64,
+    pub skipped_duplicate: u64,
+    /// Classifier replies with no JSON array in them.
+    pub parse_failures: u64,
+    pub retried: u64,
+    /// Triggers moved to `queue/failed/`.
+    pub failed: u64,
+}
+
+/// The capture handle: cheap to clone.
+#[derive(Clone)]
+pub struct Capture {
+    queue: Arc<Queue>,
+    stats: Arc<CaptureStats>,
+    wake: Arc<Notify>,
+    enabled: bool,
+}
+
+impl Capture {
+    pub fn new(
+        queue: Arc<Queue>,
+        stats: Arc<CaptureStats>,
+        wake: Arc<Notify>,
+        enabled: bool,
+    ) -> Self {
+        Self {
+            queue,
+            stats,
+            wake,
+            enabled,
+        }
+    }
+
+    /// Whether triggers are processed (an `llm` is configured).
+    pub fn is_enabled(&self) -> bool {
+        self.enabled
+    }
+
+    /// Stores `trigger` durably (or drops it, by the queue's rules) and
+    /// wakes the worker.
+    pub async fn enqueue(&self, trigger: Trigger) -> Result<EnqueueStatus, queue::Error> {
+        let queue = self.queue.clone();
+        let status = tokio::task::spawn_blocking(move || queue.enqueue(trigger))
+            .await
+            .unwrap_or_else(|err| std::panic::resume_unwind(err.into_panic()))?;
+        let counter = match status {
+            EnqueueStatus::Queued => &self.stats.accepted,
+            EnqueueStatus::Coalesced => {
+                self.stats.accepted.fetch_add(1, Ordering::Relaxed);
+                &self.stats.coalesced
+            }
+            EnqueueStatus::Dropped => &self.stats.dropped,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        if status != EnqueueStatus::Dropped {
+            self.wake.notify_one();
+        }
+        Ok(status)
+    }
+
+    pub fn stats(&self) -> CaptureStatsView {
+        let stats = &self.stats;
+        let read = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+        CaptureStatsView {
+            enabled: self.enabled,
+            queue_depth: self.queue.depth(),
+            accepted: read(&stats.accepted),
+            coalesced: read(&stats.coalesced),
+            dropped: read(&stats.dropped),
+            processed: read(&stats.processed),
+            written: read(&stats.written),
+            superseded: read(&stats.superseded),
+            refused_secret: read(&stats.refused_secret),
+            refused_invalid: read(&stats.refused_invalid),
+            skipped_duplicate: read(&stats.skipped_duplicate),
+            parse_failures: read(&stats.parse_failures),
+            retried: read(&stats.retried),
+            failed: read(&stats.failed),
+        }
+    }
+}

@@ -1,0 +1,265 @@
+//! Reading the classifier's reply: a JSON array of memory objects, however
+//! a model wraps it (prose around it, code fences, an object holding the
+//! array, trailing commas). One malformed item is rejected alone; a reply
+//! with no JSON at all means "nothing to remember".
+
+use serde_json::Value;
+
+/// The largest reply read; anything longer is not a classifier's answer.
+const MAX_REPLY_BYTES: usize = 1024 * 1024;
+/// Brackets tried as the start of the array: each try scans to the end, so
+/// a reply full of brackets must not make this quadratic.
+const MAX_CANDIDATES: usize = 32;
+
+/// A memory the model proposed, still unchecked against the store.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Proposed {
+    pub content: String,
+    pub scope: String,
+    pub category: String,
+    pub supersedes: Option<String>,
+    /// (id, relationship) pairs, as written.
+    pub related: Vec<(String, String)>,
+    pub importance: Option<f64>,
+}
+
+/// The reply, read.
+#[derive(Debug, Default, PartialEq)]
+pub struct Reply {
+    pub proposed: Vec<Proposed>,
+    /// Items that were not memory objects: (index, why).
+    pub rejected: Vec<(usize, String)>,
+    /// No JSON array could be found: nothing is remembered, and it counts
+    /// as a parse failure (an empty array does not).
+    pub unparseable: bool,
+}
+
+pub fn parse(reply: &str) -> Reply {
+    if reply.len() > MAX_REPLY_BYTES {
+        return Reply {
+            unparseable: true,
+            ..Reply::default()
+        };
+    }
+    let Some(items) = find_array(reply) else {
+        return Reply {
+            unparseable: true,
+            ..Reply::default()
+        };
+    };
+    let mut read = Reply::default();
+    for (index, item) in items.iter().enumerate() {
+        match proposed(item) {
+            Ok(proposed) => read.proposed.push(proposed),
+            Err(reason) => read.rejected.push((index, reason)),
+        }
+    }
+    read
+}
+
+/// The first JSON array in `reply` (bare, or the single array-valued field
+/// of an object), trying each `[` or `{` in turn.
+fn find_array(reply: &str) -> Option<Vec<Value>> {
+    let starts = reply
+        .char_indices()
+        .filter(|(_, c)| matches!(c, '[' | '{'))
+        .map(|(at, _)| at)
+        .take(MAX_CANDIDATES);
+    for start in starts {
+        let Some(end) = balanced_end(&reply[start..]) else {
+            continue;
+        };
+        let candidate = without_trailing_commas(&reply[start..start + end]);
+        match serde_json::from_str::<Value>(&candidate) {
+            Ok(Value::Array(items)) => return Some(items),
+            Ok(Value::Object(object)) => {
+                let mut arrays = object.into_iter().filter_map(|(_, value)| match value {
+                    Value::Array(items) => Some(items),
+                    _ => None,
+                });
+                if let (Some(items), None) = (arrays.next(), arrays.next()) {
+                    return Some(items);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// The length of the bracketed run `text` starts with, minding strings and
+/// escapes; `None` if it never closes.
+fn balanced_end(text: &str) -> Option<usize> {
+    let mut depth = 0usize;
+    let mut in_string = false;
+    let mut escaped = false;
+    for (at, c) in text.char_indices() {
+        if in_string {
+            match c {
+                _ if escaped => escaped = false,
+                '\\' => escaped = true,
+                '"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match c {
+            '"' => in_string = true,
+            '[' | '{' => depth += 1,
+            ']' | '}' => {
+                depth = depth.checked_sub(1)?;
+                if depth == 0 {
+                    return Some(at + 1);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// `json` without commas that directly precede `]` or `}` (outside strings).
+fn without_trailing_commas(json: &str) -> String {
+    let mut out = String::with_capacity(json.len());
+    let mut in_string = false;
+    let mut escaped = false;
+    let chars: Vec<char> = json.chars().collect();
+    for (at, &c) in chars.iter().enumerate() {
+        if in_string {
+            match c {
+                _ if escaped => escaped = false,
+                '\\' => escaped = true,
+                '"' => in_string = false,
+                _ => {}
+            }
+        } else if c == '"' {
+            in_string = true;
+        } else if c == ',' {
+            let next = chars[at + 1..].iter().find(|c| !c.is_whitespace());
+            if matches!(next, Some(']' | '}')) {
+                continue;
+            }
+        }
+        out.push(c);
+    }
+    out
+}
+
+fn proposed(item: &Value) -> Result<Proposed, String> {
+    let object = item.as_object().ok_or("not an object")?;
+    let text = |field: &str| -> Result<String, String> {
+        match object.get(field) {
+            Some(Value::String(text)) if !text.trim().is_empty() => Ok(text.trim().to_owned()),
+            Some(Value::String(_)) | None => Err(format!("`{field}` is missing or empty")),
+            Some(_) => Err(format!("`{field}` is not a string")),
+        }
+    };
+    let supersedes = match object.get("supersedes") {
+        Some(Value::String(id)) if !id.trim().is_empty() => Some(id.trim().to_owned()),
+        _ => None,
+    };
+    let related = object
+        .get("related")
+        .and_then(Value::as_array)
+        .map(|edges| {
+            edges
+                .iter()
+                .filter_map(|edge| {
+                    let id = edge.get("id")?.as_str()?.trim();
+                    let relationship = edge.get("relationship")?.as_str()?.trim();
+                    Some((id.to_owned(), relationship.to_owned()))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    Ok(Proposed {
+        content: text("content")?,
+        scope: text("scope")?,
+        category: text("category")?,
+        supersedes,
+        related,
+        importance: object.get("importance").and_then(Value::as_f64),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    const ONE: &str =
+        r#"[{"content": "Ana prefers tabs.", "scope": "user", "category": "coding-preferences"}]"#;
+
+    #[test]
+    fn a_bare_array_fenced_wrapped_or_in_prose_reads_the_same() {
+        let replies = [
+            ONE.to_owned(),
+            format!("```json\n{ONE}\n```"),
+            format!("Here is what I found:\n```\n{ONE}\n```\nLet me know!"),
+            format!(r#"{{"memories": {ONE}}}"#),
+            r#"[{"content": "Ana prefers tabs.", "scope": "user", "category": "coding-preferences",},]"#.to_owned(),
+            format!("I looked at [the conversation] carefully. {ONE}"),
+        ];
+        for reply in replies {
+            let read = parse(&reply);
+            assert!(!read.unparseable, "{reply}");
+            assert_eq!(read.proposed.len(), 1, "{reply}");
+            assert_eq!(read.proposed[0].content, "Ana prefers tabs.");
+        }
+    }
+
+    #[test]
+    fn one_bad_item_is_rejected_alone() {
+        let read = parse(
+            r#"[{"content": "Good one.", "scope": "repo", "category": "patterns",
+                 "supersedes": "", "related": [{"id": "x", "relationship": "refines"}, {"id": 3}]},
+                {"content": 42, "scope": "repo", "category": "patterns"},
+                "just a string",
+                {"scope": "repo", "category": "patterns"}]"#,
+        );
+        assert_eq!(read.proposed.len(), 1);
+        assert_eq!(read.proposed[0].supersedes, None);
+        assert_eq!(
+            read.proposed[0].related,
+            [("x".to_owned(), "refines".to_owned())]
+        );
+        assert_eq!(
+            read.rejected
+                .iter()
+                .map(|(index, _)| *index)
+                .collect::<Vec<_>>(),
+            [1, 2, 3]
+        );
+    }
+
+    #[test]
+    fn an_empty_array_is_nothing_and_garbage_is_unparseable() {
+        assert_eq!(parse("[]"), Reply::default());
+        assert_eq!(parse("```json\n[]\n```"), Reply::default());
+        for garbage in [
+            "",
+            "I have nothing to add.",
+            "[{",
+            "{\"a\": 1}",
+            "“smart” [quotes]",
+        ] {
+            assert!(parse(garbage).unparseable, "{garbage}");
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn never_panics_on_any_text(reply in "\\PC{0,300}") {
+            let _ = parse(&reply);
+        }
+
+        #[test]
+        fn never_panics_on_mutations_of_a_good_reply(cut in 0usize..120, insert in "[\\[\\]{},\":a-z ]{0,6}") {
+            let mut reply = ONE.to_owned();
+            let at = reply.char_indices().map(|(at, _)| at).nth(cut).unwrap_or(reply.len());
+            reply.insert_str(at, &insert);
+            let _ = parse(&reply);
+        }
+    }
+}

@@ -1,0 +1,210 @@
+//! The capture worker: takes triggers from the queue, at most one per
+//! (repo, user) pair at a time and at most `max_concurrent` in all, and
+//! runs each through [`Worker::step`]: classify, guard, write, then remove
+//! it from the queue. Transient classifier or embedder faults are retried
+//! with backoff; a trigger that keeps failing moves to `queue/failed/`.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use tokio::sync::{Notify, Semaphore};
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use crate::capture::classify::{self, Classified};
+use crate::capture::guard::{self, Verdict};
+use crate::capture::queue::{Queue, Trigger};
+use crate::capture::{CaptureStats, Settings};
+use crate::embed::Embedder;
+use crate::error::error_chain;
+use crate::index::Index;
+use crate::llm::{Llm, Purpose};
+use crate::store::{Store, WriteError};
+
+/// The longest wait between two attempts of one trigger.
+const MAX_BACKOFF: Duration = Duration::from_secs(60);
+/// How long a finished trigger waits for its memories to become
+/// searchable, so a retrieval right after capture finds them.
+const INDEX_WAIT: Duration = Duration::from_secs(5);
+
+/// What one step did.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Step {
+    /// The trigger is done: this many memories were written.
+    Processed { written: usize },
+    /// It failed for now and will be tried again.
+    Retrying,
+    /// It failed for good and was moved to `queue/failed/`.
+    Failed,
+}
+
+pub struct Worker {
+    pub queue: Arc<Queue>,
+    pub store: Store,
+    pub index: Arc<Index>,
+    pub embedder: Embedder,
+    pub llm: Llm,
+    pub settings: Settings,
+    pub stats: Arc<CaptureStats>,
+    /// Rung when a trigger arrives or a slot frees up.
+    pub wake: Arc<Notify>,
+}
+
+impl Worker {
+    /// Dispatches triggers until `stop` is cancelled; steps in flight are
+    /// then abandoned, and their triggers, still in `queue/`, run again at
+    /// the next start.
+    pub async fn run(self: Arc<Self>, stop: CancellationToken) {
+        let slots = Arc::new(Semaphore::new(self.settings.max_concurrent));
+        let mut steps = JoinSet::new();
+        loop {
+            while steps.try_join_next().is_some() {}
+            let permit = tokio::select! {
+                permit = slots.clone().acquire_owned() => permit.expect("the semaphore is never closed"),
+                () = stop.cancelled() => break,
+            };
+            if let Some(trigger) = self.queue.take_next() {
+                let worker = self.clone();
+                steps.spawn(async move {
+                    worker.step(trigger).await;
+                    drop(permit);
+                    worker.wake.notify_one();
+                });
+                continue;
+            }
+            drop(permit);
+            let retry = self.queue.next_retry_at();
+            tokio::select! {
+                () = self.wake.notified() => {}
+                () = sleep_until(retry) => {}
+                () = stop.cancelled() => break,
+            }
+        }
+        steps.abort_all();
+    }
+
+    /// Processes one trigger taken from the queue, to the end.
+    pub async fn step(&self, trigger: Trigger) -> Step {
+        let started = Instant::now();
+        let classified = classify::classify(
+            &self.llm,
+            &self.store,
+            &trigger,
+            self.llm.timeout(Purpose::Classifier),
+        )
+        .await;
+        let outcome = match classified {
+            Ok(classified) => self.write(&trigger, classified).await,
+            Err(err) => Err(Fault {
+                transient: matches!(&err, classify::Error::Upstream(e) if e.is_transient()),
+                message: error_chain(&err),
+            }),
+        };
+        let stats = &self.stats;
+        match outcome {
+            Ok(written) => {
+                self.queue.finish(&trigger);
+                stats.processed.fetch_add(1, Ordering::Relaxed);
+                tracing::info!(trigger.id = %trigger.id, memories.written = written, duration_ms = started.elapsed().as_millis(), "capture pass finished");
+                Step::Processed { written }
+            }
+            Err(fault) if fault.transient && trigger.attempts + 1 < self.settings.max_attempts => {
+                let backoff = self.settings.retry_base * 2u32.saturating_pow(trigger.attempts);
+                let backoff = backoff.min(MAX_BACKOFF);
+                tracing::warn!(trigger.id = %trigger.id, error = %fault.message, retry_in_ms = backoff.as_millis(), "capture pass failed; retrying");
+                stats.retried.fetch_add(1, Ordering::Relaxed);
+                self.queue
+                    .retry_later(trigger, fault.message, Instant::now() + backoff);
+                Step::Retrying
+            }
+            Err(fault) => {
+                tracing::error!(trigger.id = %trigger.id, error = %fault.message, "capture pass failed for good; moved to queue/failed/");
+                stats.failed.fetch_add(1, Ordering::Relaxed);
+                self.queue.fail(trigger, fault.message);
+                Step::Failed
+            }
+        }
+    }
+
+    /// Guards and writes the classified memories; the number written.
+    async fn write(&self, trigger: &Trigger, classified: Classified) -> Result<usize, Fault> {
+        let stats = &self.stats;
+        if classified.unparseable {
+            stats.parse_failures.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(trigger.id = %trigger.id, "the classifier's reply held no JSON array; nothing to remember");
+        }
+        stats
+            .refused_secret
+            .fetch_add(classified.refused_secret as u64, Ordering::Relaxed);
+        stats
+            .refused_invalid
+            .fetch_add(classified.refused_invalid as u64, Ordering::Relaxed);
+        if classified.memories.is_empty() {
+            return Ok(0);
+        }
+        let verdicts = guard::near_duplicates(
+            &self.embedder,
+            &self.index,
+            &self.store,
+            &classified.memories,
+            self.settings.duplicate_threshold,
+        )
+        .await
+        .map_err(|err| Fault {
+            transient: true,
+            message: error_chain(&err),
+        })?;
+        let mut written = 0;
+        let pair = trigger.pair();
+        for (memory, verdict) in classified.memories.into_iter().zip(verdicts) {
+            if let Verdict::Duplicate(of) = verdict {
+                tracing::info!(trigger.id = %trigger.id, duplicate_of = %of, "skipped a near-duplicate memory");
+                stats.skipped_duplicate.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
+            let supersedes = memory.supersedes.is_some();
+            match self.store.create(memory).await {
+                Ok(_) => {
+                    written += 1;
+                    stats.written.fetch_add(1, Ordering::Relaxed);
+                    if supersedes {
+                        stats.superseded.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+                Err(WriteError::Store(err)) => {
+                    return Err(Fault {
+                        transient: true,
+                        message: error_chain(&err),
+                    });
+                }
+                // Another write got there first (say, the chain head moved).
+                Err(err) => {
+                    tracing::info!(trigger.id = %trigger.id, error = %err, "refused a classified memory");
+                    stats.refused_invalid.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+        if written > 0 {
+            let namespaces = [
+                pair.owner(crate::memory::Scope::Repo),
+                pair.owner(crate::memory::Scope::User),
+            ];
+            self.store.wait_until_indexed(&namespaces, INDEX_WAIT).await;
+        }
+        Ok(written)
+    }
+}
+
+/// Why a step failed, and whether trying again may help.
+struct Fault {
+    transient: bool,
+    message: String,
+}
+
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at.into()).await,
+        None => std::future::pending().await,
+    }
+}

@@ -1,0 +1,145 @@
+//! `POST /turns` and `POST /compactions`: check the window, strip tool
+//! traffic from it, and hand it to capture, answering `202` at once.
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use chrono::Utc;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use crate::capture::Capture;
+use crate::capture::queue::{EnqueueStatus, Kind, StoredLine, Trigger};
+use crate::config::Defaults;
+use crate::error::{ApiError, Problem};
+use crate::memory::{RepoId, SessionId, UserId};
+use crate::routes::extract::ApiJson;
+use crate::window::{self, Message};
+
+const MAX_TURN_ID_CHARS: usize = 256;
+
+/// A conversation window to capture memories from.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TriggerRequest {
+    /// The agent session; a newer turn of the same session replaces a
+    /// queued older one.
+    pub session_id: SessionId,
+    /// The user turn this window ends with (1–256 characters).
+    pub turn_id: Option<String>,
+    pub repo: Option<RepoId>,
+    pub user: Option<UserId>,
+    /// User and assistant messages since the last summarisation; tool
+    /// calls and tool results are stripped here and never stored.
+    pub messages: Vec<Message>,
+}
+
+/// What became of the trigger.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TriggerResponse {
+    pub trigger_id: Uuid,
+    pub status: EnqueueStatus,
+}
+
+/// A turn completed: queue a capture pass over its window.
+///
+/// Answers at once; the classifier runs later. A newer turn of the same
+/// session replaces a queued older one (`coalesced`); with the queue full,
+/// the turn is `dropped`.
+#[utoipa::path(
+    post,
+    path = "/turns",
+    tag = "capture",
+    request_body = TriggerRequest,
+    responses(
+        (status = 202, body = TriggerResponse),
+        (status = 400, description = "The body is not JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "An API key is configured and the request lacks it", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "Capture is off: no `llm` is configured", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "The body is too large", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "The body is not JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "A field is invalid", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+pub async fn capture_turn(
+    State(capture): State<Capture>,
+    State(defaults): State<Defaults>,
+    ApiJson(request): ApiJson<TriggerRequest>,
+) -> Result<(StatusCode, Json<TriggerResponse>), ApiError> {
+    accept(&capture, defaults, request, Kind::Turn).await
+}
+
+/// A goal arc was compacted: queue a capture pass over it; never dropped.
+#[utoipa::path(
+    post,
+    path = "/compactions",
+    tag = "capture",
+    request_body = TriggerRequest,
+    responses(
+        (status = 202, body = TriggerResponse),
+        (status = 400, description = "The body is not JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "An API key is configured and the request lacks it", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "Capture is off: no `llm` is configured", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "The body is too large", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "The body is not JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "A field is invalid", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+pub async fn capture_compaction(
+    State(capture): State<Capture>,
+    State(defaults): State<Defaults>,
+    ApiJson(request): ApiJson<TriggerRequest>,
+) -> Result<(StatusCode, Json<TriggerResponse>), ApiError> {
+    accept(&capture, defaults, request, Kind::Compaction).await
+}
+
+async fn accept(
+    capture: &Capture,
+    defaults: Defaults,
+    request: TriggerRequest,
+    kind: Kind,
+) -> Result<(StatusCode, Json<TriggerResponse>), ApiError> {
+    if !capture.is_enabled() {
+        return Err(ApiError::CaptureDisabled);
+    }
+    if let Some(turn_id) = &request.turn_id
+        && (turn_id.trim().is_empty() || turn_id.chars().count() > MAX_TURN_ID_CHARS)
+    {
+        return Err(ApiError::invalid(
+            "turn_id",
+            format!("`turn_id` must be 1 to {MAX_TURN_ID_CHARS} characters"),
+        ));
+    }
+    let lines = window::window(&request.messages);
+    if lines.is_empty() {
+        return Err(ApiError::invalid(
+            "messages",
+            "`messages` holds no user or assistant text",
+        ));
+    }
+    let trigger = Trigger {
+        id: Uuid::now_v7(),
+        kind,
+        session_id: request.session_id,
+        turn_id: request.turn_id,
+        repo: request.repo.unwrap_or(defaults.repo),
+        user: request.user.unwrap_or(defaults.user),
+        window: lines
+            .into_iter()
+            .map(|line| StoredLine {
+                role: line.speaker.as_str().to_owned(),
+                text: line.text,
+            })
+            .collect(),
+        accepted_at: Utc::now(),
+        attempts: 0,
+        last_error: None,
+    };
+    let trigger_id = trigger.id;
+    let status = capture.enqueue(trigger).await.map_err(ApiError::internal)?;
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(TriggerResponse { trigger_id, status }),
+    ))
+}
