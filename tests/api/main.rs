@@ -4,6 +4,7 @@ mod helpers;
 mod upstream;
 
 mod auth;
+mod capture;
 mod cli;
 mod container;
 mod docs;

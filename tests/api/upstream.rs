@@ -41,6 +41,8 @@ struct Script {
     chat_reply: String,
     /// The messages of every chat request, in order.
     chat_requests: Vec<Value>,
+    /// When each chat request arrived and was answered, with its prompt.
+    chat_spans: Vec<(std::time::Instant, std::time::Instant, String)>,
 }
 
 #[derive(Clone)]
@@ -78,6 +80,11 @@ impl Upstream {
         self.script.lock().unwrap().chat_requests.clone()
     }
 
+    /// (start, end, prompt) of every answered chat request.
+    pub fn chat_spans(&self) -> Vec<(std::time::Instant, std::time::Instant, String)> {
+        self.script.lock().unwrap().chat_spans.clone()
+    }
+
     /// How many embeddings requests arrived.
     pub fn embedding_calls(&self) -> usize {
         self.script.lock().unwrap().embedding_requests.len()
@@ -110,6 +117,7 @@ pub fn bag_of_words(text: &str) -> Vec<f32> {
 }
 
 async fn chat(State(script): State<Arc<Mutex<Script>>>, Json(body): Json<Value>) -> Response {
+    let started = std::time::Instant::now();
     let (behaviour, reply) = {
         let mut script = script.lock().unwrap();
         script.chat_requests.push(body["messages"].clone());
@@ -121,6 +129,15 @@ async fn chat(State(script): State<Arc<Mutex<Script>>>, Json(body): Json<Value>)
     if let Some(failure) = misbehave(behaviour).await {
         return failure;
     }
+    let prompt = body["messages"][1]["content"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    script
+        .lock()
+        .unwrap()
+        .chat_spans
+        .push((started, std::time::Instant::now(), prompt));
     Json(json!({"object": "chat.completion", "model": body["model"], "choices": [
         {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": reply}}
     ]}))

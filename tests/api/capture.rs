@@ -1,0 +1,502 @@
+//! Capture end to end against a scripted classifier: the seed's scenario,
+//! coalescing, dropping, crash safety, version chains, robust replies,
+//! secrets, per-pair ordering, retries and validation.
+
+use std::time::Duration;
+
+use axum::http::StatusCode;
+use serde_json::{Value, json};
+
+use crate::helpers::{TestApp, embed_with, llm_with, spawn_app, spawn_app_on, wait_until};
+use crate::upstream::{Behaviour, Upstream};
+
+async fn app_on(
+    upstream: &Upstream,
+    dir: &std::path::Path,
+    adjust: impl FnOnce(&mut engram::config::Config),
+) -> TestApp {
+    spawn_app_on(dir, |config| {
+        embed_with(upstream, config);
+        llm_with(upstream, config);
+        config.llm.as_mut().unwrap().classifier_timeout_ms = 5_000;
+        config.capture.retry_base_ms = 10;
+        adjust(config);
+    })
+    .await
+}
+
+fn turn(session: &str, repo: &str, text: &str) -> Value {
+    json!({"session_id": session, "repo": repo, "user": "ana", "messages": [
+        {"role": "user", "content": text},
+        {"role": "assistant", "content": null, "tool_calls": [{"id": "1", "type": "function"}]},
+        {"role": "tool", "tool_call_id": "1", "content": "TOOL OUTPUT"},
+        {"role": "assistant", "content": "Noted."},
+    ]})
+}
+
+async fn accept(app: &TestApp, path: &str, body: &Value) -> Value {
+    let response = app.post(path, body).await;
+    assert_eq!(response.status, StatusCode::ACCEPTED, "{}", response.text);
+    response.json
+}
+
+/// Waits until `done` triggers were processed or failed.
+async fn settled(app: &TestApp, done: u64) -> Value {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let stats = app.get("/stats").await.json;
+        let capture = &stats["capture"];
+        let finished = capture["processed"].as_u64().unwrap() + capture["failed"].as_u64().unwrap();
+        if finished >= done && capture["queue_depth"] == 0 {
+            return stats;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "capture never settled: {stats:#}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+fn memories(app: &TestApp) -> Vec<String> {
+    app.files()
+        .into_iter()
+        .filter(|file| file.ends_with(".md"))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_turn_becomes_memories_that_retrieval_finds() {
+    let upstream = Upstream::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let app = app_on(&upstream, dir.path(), |_| {}).await;
+    upstream.set_chat(
+        Behaviour::Answer,
+        "Sure, here they are:\n```json\n[\n  {\"content\": \"Ana prefers tabs over spaces in Go files.\", \"scope\": \"user\", \"category\": \"coding-preferences\"},\n  {\"content\": \"The forge repo formats Go with gofumpt.\", \"scope\": \"repo\", \"category\": \"project-conventions\", \"importance\": 0.8},\n]\n```",
+    );
+    let answer = accept(
+        &app,
+        "/turns",
+        &turn("s1", "forge", "Always use tabs; and we run gofumpt here."),
+    )
+    .await;
+    assert_eq!(answer["status"], "queued");
+    let stats = settled(&app, 1).await;
+    assert_eq!(stats["capture"]["written"], 2, "{stats:#}");
+    assert_eq!(memories(&app).len(), 2);
+
+    let prompt = upstream.chat_requests()[0][1]["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(prompt.contains("Always use tabs"), "{prompt}");
+    assert!(
+        !prompt.contains("TOOL OUTPUT"),
+        "tool results never reach the classifier"
+    );
+
+    let listed = app.get("/memories?repo=forge&user=ana").await.json;
+    let first = &listed["memories"].as_array().unwrap()[0];
+    assert_eq!(first["session_id"], "s1");
+    assert_eq!(first["trigger"], "turn");
+
+    let result = app
+        .retrieve(
+            json!({"turn_id": "r", "repo": "forge", "user": "ana", "query": "gofumpt formats Go"}),
+        )
+        .await;
+    assert_eq!(
+        result["memories"][0]["content"], "The forge repo formats Go with gofumpt.",
+        "retrieval sees capture's memories at once: {result:#}"
+    );
+}
+
+#[tokio::test]
+async fn newer_turns_of_a_session_coalesce_and_a_full_queue_drops_turns_not_compactions() {
+    let upstream = Upstream::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let app = app_on(&upstream, dir.path(), |config| {
+        config.capture.queue_capacity = 2
+    })
+    .await;
+    upstream.set_chat(Behaviour::Delay(Duration::from_millis(800)), "[]");
+
+    // The first trigger of the pair goes in flight; the rest wait behind it.
+    accept(&app, "/turns", &turn("busy", "forge", "first")).await;
+    wait_until("the first trigger to reach the classifier", || {
+        !upstream.chat_requests().is_empty()
+    })
+    .await;
+    assert_eq!(
+        accept(&app, "/turns", &turn("s1", "forge", "one")).await["status"],
+        "queued"
+    );
+    assert_eq!(
+        accept(&app, "/turns", &turn("s1", "forge", "one two")).await["status"],
+        "coalesced"
+    );
+    assert_eq!(
+        accept(&app, "/turns", &turn("s2", "forge", "other")).await["status"],
+        "queued"
+    );
+    assert_eq!(
+        accept(&app, "/turns", &turn("s3", "forge", "full")).await["status"],
+        "dropped"
+    );
+    assert_eq!(
+        accept(&app, "/compactions", &turn("s3", "forge", "arc")).await["status"],
+        "queued"
+    );
+
+    let stats = settled(&app, 4).await;
+    let capture = &stats["capture"];
+    assert_eq!(
+        (
+            capture["accepted"].as_u64(),
+            capture["coalesced"].as_u64(),
+            capture["dropped"].as_u64()
+        ),
+        (Some(5), Some(1), Some(1))
+    );
+    assert_eq!(capture["processed"], 4);
+    let prompts: Vec<String> = upstream
+        .chat_spans()
+        .into_iter()
+        .map(|(_, _, prompt)| prompt)
+        .collect();
+    assert!(
+        prompts.iter().any(|p| p.contains("one two")),
+        "the newer window was classified: {prompts:#?}"
+    );
+    assert!(
+        !prompts.iter().any(|p| p.contains("user: one\n")),
+        "the replaced one was not"
+    );
+    assert!(prompts.iter().any(|p| p.contains("compaction trigger")));
+}
+
+#[tokio::test]
+async fn a_kill_between_accept_and_processing_loses_nothing_and_repeats_nothing() {
+    let upstream = Upstream::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let engram = |upstream: &Upstream| {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = std::process::Command::new(env!("CARGO_BIN_EXE_engram"))
+            .env_remove("ENGRAM_CONFIG")
+            .env("ENGRAM_LISTEN", format!("127.0.0.1:{port}"))
+            .env("ENGRAM_DATA_DIR", dir.path())
+            .env("ENGRAM_EMBEDDING__PROVIDER", "openai")
+            .env("ENGRAM_EMBEDDING__BASE_URL", &upstream.base_url)
+            .env(
+                "ENGRAM_EMBEDDING__DIMENSIONS",
+                crate::upstream::DIMENSIONS.to_string(),
+            )
+            .env("ENGRAM_LLM__BASE_URL", &upstream.base_url)
+            .env("ENGRAM_LOG__FILTER", "warn")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        (child, format!("http://127.0.0.1:{port}"))
+    };
+    let client = reqwest::Client::new();
+    let ready = async |base: &str| {
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while client
+            .get(format!("{base}/readyz"))
+            .send()
+            .await
+            .map(|r| r.status() != 200)
+            .unwrap_or(true)
+        {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "engram never got ready"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+
+    upstream.set_chat(Behaviour::Delay(Duration::from_secs(60)), "[]");
+    let (mut first, base) = engram(&upstream);
+    ready(&base).await;
+    let response = client
+        .post(format!("{base}/turns"))
+        .json(&turn("s1", "forge", "We deploy with Helm."))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 202);
+    wait_until("the classifier call to start", || {
+        !upstream.chat_requests().is_empty()
+    })
+    .await;
+    first.kill().unwrap(); // SIGKILL: no shutdown of any kind
+    first.wait().unwrap();
+    assert_eq!(
+        std::fs::read_dir(dir.path().join("queue"))
+            .unwrap()
+            .filter(|e| e.as_ref().unwrap().path().is_file())
+            .count(),
+        1
+    );
+
+    upstream.set_chat(
+        Behaviour::Answer,
+        r#"[{"content": "The team deploys with Helm.", "scope": "repo", "category": "project-conventions"}]"#,
+    );
+    for _ in 0..2 {
+        let (mut again, base) = engram(&upstream);
+        ready(&base).await;
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let stats: Value = client
+                .get(format!("{base}/stats"))
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            if stats["capture"]["queue_depth"] == 0 {
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "{stats:#}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        again.kill().unwrap();
+        again.wait().unwrap();
+    }
+    let files: Vec<_> = std::fs::read_dir(dir.path().join("repos/forge"))
+        .unwrap()
+        .collect();
+    assert_eq!(files.len(), 1, "written exactly once");
+}
+
+#[tokio::test]
+async fn a_chain_of_three_versions_and_hallucinations_cleared() {
+    let upstream = Upstream::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let app = app_on(&upstream, dir.path(), |_| {}).await;
+    let mut previous: Option<String> = None;
+    for (round, content) in [
+        "Releases happen on Mondays.",
+        "Releases happen on Tuesdays.",
+        "Releases happen on Tuesdays after the stand-up.",
+    ]
+    .iter()
+    .enumerate()
+    {
+        let supersedes = previous
+            .as_ref()
+            .map_or(String::new(), |id| format!(r#", "supersedes": "{id}""#));
+        upstream.set_chat(
+            Behaviour::Answer,
+            &format!(r#"[{{"content": "{content}", "scope": "repo", "category": "project-conventions"{supersedes}}}]"#),
+        );
+        accept(
+            &app,
+            "/turns",
+            &turn(&format!("s{round}"), "forge", content),
+        )
+        .await;
+        settled(&app, round as u64 + 1).await;
+        let listed = app.get("/memories?repo=forge").await.json;
+        previous = Some(listed["memories"][0]["id"].as_str().unwrap().to_owned());
+    }
+    let head = app
+        .get(&format!("/memories/{}", previous.unwrap()))
+        .await
+        .json;
+    assert_eq!(head["version"], 3);
+    assert_eq!(head["chain"].as_array().unwrap().len(), 3);
+    let stats = app.get("/stats").await.json;
+    assert_eq!(stats["capture"]["superseded"], 2);
+
+    upstream.set_chat(
+        Behaviour::Answer,
+        r#"[{"content": "Hotfixes skip the release train.", "scope": "repo", "category": "project-conventions",
+             "supersedes": "0193f0c2-6a55-7b1e-9c2d-5f1e2a3b4c5d", "related": [{"id": "not-an-id", "relationship": "refines"}]},
+            {"content": "Something odd.", "scope": "galaxy", "category": "patterns"},
+            {"content": "Also odd.", "scope": "repo", "category": "vibes"}]"#,
+    );
+    accept(
+        &app,
+        "/turns",
+        &turn("s9", "forge", "Hotfixes skip the train."),
+    )
+    .await;
+    let stats = settled(&app, 4).await;
+    assert_eq!(stats["capture"]["refused_invalid"], 2);
+    let listed = app.get("/memories?repo=forge&text=Hotfixes").await.json;
+    let hotfix = &listed["memories"][0];
+    assert_eq!(hotfix["version"], 1, "a hallucinated supersedes is cleared");
+    assert_eq!(hotfix["related"], json!([]));
+}
+
+#[tokio::test]
+async fn fenced_garbage_and_secret_replies() {
+    let upstream = Upstream::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let app = app_on(&upstream, dir.path(), |_| {}).await;
+
+    upstream.set_chat(Behaviour::Answer, "I could not find anything, sorry! {{{");
+    accept(&app, "/turns", &turn("s1", "forge", "Hello.")).await;
+    let stats = settled(&app, 1).await;
+    assert_eq!(stats["capture"]["parse_failures"], 1);
+    assert!(memories(&app).is_empty());
+
+    let key = "sk-proj-Zq3xR9vL2mK8nB5wT1yH7cJ4fD6gS0aP";
+    upstream.set_chat(
+        Behaviour::Answer,
+        &format!(r#"```
+[{{"content": "The OpenAI key is {key}.", "scope": "repo", "category": "project-conventions"}},
+ {{"content": "The staging database is Postgres 16.", "scope": "repo", "category": "project-conventions"}}]
+```"#),
+    );
+    accept(
+        &app,
+        "/turns",
+        &turn(
+            "s2",
+            "forge",
+            &format!("Use {key} for staging; the DB is Postgres 16."),
+        ),
+    )
+    .await;
+    let stats = settled(&app, 2).await;
+    assert_eq!(stats["capture"]["refused_secret"], 1);
+    assert_eq!(stats["capture"]["written"], 1);
+    for file in memories(&app) {
+        let text = std::fs::read_to_string(dir.path().join(&file)).unwrap();
+        assert!(!text.contains(key), "{file} holds the secret");
+    }
+}
+
+#[tokio::test]
+async fn pairs_run_in_parallel_and_each_pair_in_order() {
+    let upstream = Upstream::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let app = app_on(&upstream, dir.path(), |config| {
+        config.capture.max_concurrent = 2
+    })
+    .await;
+    upstream.set_chat(Behaviour::Delay(Duration::from_millis(300)), "[]");
+    accept(&app, "/compactions", &turn("a1", "alpha", "alpha one")).await;
+    accept(&app, "/compactions", &turn("a2", "alpha", "alpha two")).await;
+    accept(&app, "/compactions", &turn("b1", "beta", "beta one")).await;
+    settled(&app, 3).await;
+    let spans = upstream.chat_spans();
+    let span = |needle: &str| {
+        spans
+            .iter()
+            .find(|(_, _, prompt)| prompt.contains(needle))
+            .unwrap()
+    };
+    let (a1, a2, b1) = (span("alpha one"), span("alpha two"), span("beta one"));
+    assert!(
+        a1.1 <= a2.0 || a2.1 <= a1.0,
+        "one pair never has two classifications at once"
+    );
+    assert!(
+        b1.0 < a1.1.max(a2.1) && a1.0.min(a2.0) < b1.1,
+        "another pair runs alongside"
+    );
+}
+
+#[tokio::test]
+async fn a_failing_classifier_is_retried_then_set_aside_without_blocking_others() {
+    let upstream = Upstream::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let app = app_on(&upstream, dir.path(), |config| {
+        config.capture.max_attempts = 2
+    })
+    .await;
+    upstream.set_chat(Behaviour::Fail(503), "");
+    accept(&app, "/turns", &turn("s1", "forge", "This one fails.")).await;
+    let stats = settled(&app, 1).await;
+    assert_eq!(
+        (
+            stats["capture"]["retried"].as_u64(),
+            stats["capture"]["failed"].as_u64()
+        ),
+        (Some(1), Some(1))
+    );
+    let failed: Vec<_> = std::fs::read_dir(dir.path().join("queue/failed"))
+        .unwrap()
+        .collect();
+    assert_eq!(failed.len(), 1);
+    let kept = std::fs::read_to_string(failed[0].as_ref().unwrap().path()).unwrap();
+    assert!(
+        kept.contains("503"),
+        "the error is kept with the trigger: {kept}"
+    );
+
+    upstream.set_chat(
+        Behaviour::Answer,
+        r#"[{"content": "Benchmarks run nightly.", "scope": "repo", "category": "patterns"}]"#,
+    );
+    accept(
+        &app,
+        "/turns",
+        &turn("s2", "other", "Benchmarks run nightly."),
+    )
+    .await;
+    let stats = settled(&app, 2).await;
+    assert_eq!(stats["capture"]["written"], 1);
+}
+
+#[tokio::test]
+async fn triggers_are_checked_and_need_a_classifier() {
+    let upstream = Upstream::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let app = app_on(&upstream, dir.path(), |_| {}).await;
+    let cases = [
+        (
+            json!({"messages": [{"role": "user", "content": "x"}]}),
+            "session_id",
+        ),
+        (
+            json!({"session_id": "../x", "messages": [{"role": "user", "content": "x"}]}),
+            "session_id",
+        ),
+        (json!({"session_id": "s", "messages": []}), "messages"),
+        (
+            json!({"session_id": "s", "messages": [{"role": "tool", "content": "x"}]}),
+            "messages",
+        ),
+        (
+            json!({"session_id": "s", "turn_id": "", "messages": [{"role": "user", "content": "x"}]}),
+            "turn_id",
+        ),
+        (
+            json!({"session_id": "s", "repo": "a/b", "messages": [{"role": "user", "content": "x"}]}),
+            "repo",
+        ),
+        (
+            json!({"session_id": "s", "extra": 1, "messages": [{"role": "user", "content": "x"}]}),
+            "extra",
+        ),
+    ];
+    for (body, field) in cases {
+        for path in ["/turns", "/compactions"] {
+            app.post(path, &body)
+                .await
+                .assert_problem(StatusCode::UNPROCESSABLE_ENTITY, Some(field));
+        }
+    }
+    assert!(
+        app.files().iter().all(|file| !file.starts_with("queue/0")),
+        "nothing was queued"
+    );
+
+    let without_llm = spawn_app().await;
+    without_llm
+        .post("/turns", &turn("s", "forge", "x"))
+        .await
+        .assert_problem(StatusCode::CONFLICT, None);
+}
