@@ -19,12 +19,13 @@ use crate::auth::ApiKeys;
 use crate::capture::queue::{self, Queue};
 use crate::capture::worker::Worker;
 use crate::capture::{self, Capture, CaptureStats};
-use crate::config::{ApiKey, Config};
+use crate::config::Config;
 use crate::embed::cache::EmbeddingCache;
 use crate::embed::{self, Embedder};
 use crate::index::Index;
 use crate::index::indexer::{Indexer, IndexerStats};
 use crate::llm::Llm;
+use crate::metrics::{Metrics, StateCollector};
 use crate::retrieval::access::AccessCounts;
 use crate::retrieval::{Parts, Retriever, inject};
 use crate::routes;
@@ -94,6 +95,7 @@ impl App {
         tokio::task::spawn_blocking(inject::warm_up);
 
         let readiness = Readiness::default();
+        let metrics = Metrics::default();
         let index = Arc::new(Index::new(embedder.dimensions()));
         let indexer_stats = Arc::new(IndexerStats::default());
         let stop = CancellationToken::new();
@@ -105,6 +107,7 @@ impl App {
                 cache,
                 readiness.clone(),
                 indexer_stats.clone(),
+                metrics.clone(),
             )
             .run(stop.clone()),
         );
@@ -133,6 +136,7 @@ impl App {
                 },
                 stats: capture_stats,
                 wake,
+                metrics: metrics.clone(),
             });
             background.push(tokio::spawn(worker.run(stop.clone())));
         }
@@ -146,17 +150,26 @@ impl App {
             budget: Duration::from_millis(config.retrieval.budget_ms),
             cache_ttl: Duration::from_secs(config.retrieval.cache_ttl_s),
             cache_capacity: config.retrieval.cache_capacity,
+            metrics: metrics.clone(),
         });
         background.push(tokio::spawn(save_access_counts(
             retriever.clone(),
             stop.clone(),
         )));
-        let api_keys = ApiKeys::new(config.api_key.iter().map(ApiKey::expose));
+        let api_keys = ApiKeys::from_config(&config.auth, config.api_key.as_ref());
+        let registry = Arc::new(metrics.registry(StateCollector {
+            store: store.clone(),
+            retriever: retriever.clone(),
+            capture: capture.clone(),
+            indexer: indexer_stats.clone(),
+        }));
         let state = AppState {
             api_keys,
             store,
             capture,
             retriever,
+            metrics,
+            registry,
             indexer_stats,
             config: Arc::new(config),
             readiness,
@@ -190,10 +203,8 @@ impl App {
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), Error> {
         tracing::info!(listen = %self.local_addr().map_err(Error::Serve)?, "engram is serving");
-        axum::serve(self.listener, self.router)
-            .with_graceful_shutdown(shutdown)
-            .await
-            .map_err(Error::Serve)?;
+        let header_timeout = Duration::from_millis(self.state.config.limits.body_timeout_ms);
+        crate::serve::serve(self.listener, self.router, header_timeout, shutdown).await;
         self.stop.cancel();
         for task in self.background {
             if let Err(err) = task.await {

@@ -1,44 +1,111 @@
-//! API keys: when `ENGRAM_API_KEY` is set, every route but `/healthz`,
-//! `/readyz`, `/docs` and `/openapi.json` needs `Authorization: Bearer <key>`.
+//! API keys and what each may see.
 //!
-//! Only the key's SHA-256 digest is kept, and presented keys are compared
-//! digest to digest in constant time, so neither timing nor a memory dump
-//! of the comparison reveals the key.
+//! Keys come from `auth.keys` (as SHA-256 digests, never keys) and from
+//! `ENGRAM_API_KEY` (one key with access to everything). Presented keys are
+//! hashed and compared digest to digest in constant time, against every
+//! configured key, so timing says nothing about which matched. A key may be
+//! limited to some repos and users: the [`Caller`] it becomes sees only
+//! those namespaces, everywhere. With no key configured, the API is open
+//! and every caller sees everything.
+//!
+//! Routes that need a key: everything but `/healthz`, `/readyz`, `/docs`
+//! and `/openapi.json`; `/metrics` needs a key with access to everything.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
-use axum::extract::{Request, State};
+use axum::extract::{FromRequestParts, Request, State};
 use axum::http::header;
+use axum::http::request::Parts;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
+use crate::config::{self, ApiKey};
 use crate::error::ApiError;
+use crate::memory::Namespace;
+use crate::store::NamespacePair;
 
-/// The accepted keys, as digests. Empty: the API is open.
+/// Which owners (repos or users) a key reaches.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Owners {
+    All,
+    Only(HashSet<String>),
+}
+
+impl Owners {
+    /// `["*"]` (or any list holding `*`) is everything.
+    pub fn from_list(list: &[String]) -> Self {
+        if list.iter().any(|entry| entry == "*") {
+            Self::All
+        } else {
+            Self::Only(list.iter().cloned().collect())
+        }
+    }
+
+    fn contains(&self, owner: &str) -> bool {
+        match self {
+            Self::All => true,
+            Self::Only(owners) => owners.contains(owner),
+        }
+    }
+}
+
+/// What a key may see: the namespaces of these repos and users.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Grant {
+    pub repos: Owners,
+    pub users: Owners,
+}
+
+impl Grant {
+    pub fn everything() -> Self {
+        Self {
+            repos: Owners::All,
+            users: Owners::All,
+        }
+    }
+}
+
+/// The accepted keys, as digests with their grants. Empty: the API is open.
 #[derive(Clone, Default)]
 pub struct ApiKeys {
-    digests: Arc<Vec<[u8; 32]>>,
+    keys: Arc<Vec<([u8; 32], Arc<Grant>)>>,
 }
 
 impl ApiKeys {
-    pub fn new<'a>(keys: impl IntoIterator<Item = &'a str>) -> Self {
+    /// The configured keys, plus `ENGRAM_API_KEY` with access to everything.
+    pub fn from_config(auth: &config::Auth, env_key: Option<&ApiKey>) -> Self {
+        let configured = auth.keys.iter().filter_map(|key| {
+            let digest = decode_hex(&key.sha256)?;
+            let grant = Grant {
+                repos: Owners::from_list(&key.repos),
+                users: Owners::from_list(&key.users),
+            };
+            Some((digest, Arc::new(grant)))
+        });
+        let from_env = env_key.map(|key| (digest(key.expose()), Arc::new(Grant::everything())));
         Self {
-            digests: Arc::new(keys.into_iter().map(digest).collect()),
+            keys: Arc::new(configured.chain(from_env).collect()),
         }
     }
 
     pub fn is_open(&self) -> bool {
-        self.digests.is_empty()
+        self.keys.is_empty()
     }
 
-    fn accepts(&self, presented: &str) -> bool {
+    /// The grant of the key `presented`, if it is one.
+    fn grant_of(&self, presented: &str) -> Option<Arc<Grant>> {
         let presented = digest(presented);
         // Every key is compared, so the time taken does not say which matched.
-        self.digests.iter().fold(false, |found, key| {
-            found | bool::from(key.ct_eq(&presented))
-        })
+        let mut found = None;
+        for (key, grant) in self.keys.iter() {
+            if bool::from(key.ct_eq(&presented)) {
+                found = Some(grant.clone());
+            }
+        }
+        found
     }
 }
 
@@ -46,9 +113,82 @@ fn digest(key: &str) -> [u8; 32] {
     Sha256::digest(key.as_bytes()).into()
 }
 
-/// Middleware: refuses requests without an accepted bearer key.
-pub async fn require_key(State(keys): State<ApiKeys>, request: Request, next: Next) -> Response {
+/// 64 hex digits as 32 bytes.
+pub fn decode_hex(hex: &str) -> Option<[u8; 32]> {
+    let hex = hex.as_bytes();
+    if hex.len() != 64 {
+        return None;
+    }
+    let mut bytes = [0u8; 32];
+    for (byte, pair) in bytes.iter_mut().zip(hex.chunks_exact(2)) {
+        let text = std::str::from_utf8(pair).ok()?;
+        *byte = u8::from_str_radix(text, 16).ok()?;
+    }
+    Some(bytes)
+}
+
+/// Who is asking: what their key grants (everything when the API is open).
+#[derive(Clone, Debug)]
+pub struct Caller(Arc<Grant>);
+
+impl Caller {
+    pub fn everything() -> Self {
+        Self(Arc::new(Grant::everything()))
+    }
+
+    pub fn sees_everything(&self) -> bool {
+        self.0.repos == Owners::All && self.0.users == Owners::All
+    }
+
+    pub fn can_see(&self, namespace: &Namespace) -> bool {
+        match namespace {
+            Namespace::Repo(repo) => self.0.repos.contains(repo.as_str()),
+            Namespace::User(user) => self.0.users.contains(user.as_str()),
+        }
+    }
+
+    /// Whether the caller may act for this (repo, user) pair: both of its
+    /// namespaces must be granted.
+    pub fn can_use(&self, pair: &NamespacePair) -> bool {
+        self.0.repos.contains(pair.repo.as_str()) && self.0.users.contains(pair.user.as_str())
+    }
+
+    /// A 403 unless the caller may act for `pair`.
+    pub fn check_pair(&self, pair: &NamespacePair) -> Result<(), ApiError> {
+        if self.can_use(pair) {
+            Ok(())
+        } else {
+            Err(ApiError::Forbidden {
+                detail: format!(
+                    "this API key may not use repo/{} and user/{}",
+                    pair.repo, pair.user
+                ),
+            })
+        }
+    }
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, ApiError> {
+        Ok(parts
+            .extensions
+            .get::<Self>()
+            .cloned()
+            .unwrap_or_else(Self::everything))
+    }
+}
+
+/// Middleware: refuses requests without an accepted bearer key, and tells
+/// the handlers who is calling.
+pub async fn require_key(
+    State(keys): State<ApiKeys>,
+    mut request: Request,
+    next: Next,
+) -> Response {
     if keys.is_open() {
+        request.extensions_mut().insert(Caller::everything());
         return next.run(request).await;
     }
     let bearer = request
@@ -56,9 +196,12 @@ pub async fn require_key(State(keys): State<ApiKeys>, request: Request, next: Ne
         .get(header::AUTHORIZATION)
         .and_then(|value| value.to_str().ok())
         .and_then(|value| value.strip_prefix("Bearer "));
-    match bearer {
-        Some(key) if keys.accepts(key.trim()) => next.run(request).await,
-        Some(_) => ApiError::Unauthorized {
+    match bearer.map(|key| keys.grant_of(key.trim())) {
+        Some(Some(grant)) => {
+            request.extensions_mut().insert(Caller(grant));
+            next.run(request).await
+        }
+        Some(None) => ApiError::Unauthorized {
             detail: "the API key is not valid".to_owned(),
         }
         .into_response(),
@@ -69,17 +212,67 @@ pub async fn require_key(State(keys): State<ApiKeys>, request: Request, next: Ne
     }
 }
 
+/// Middleware for `/metrics`: like [`require_key`], but only a key with
+/// access to everything may read it (its labels name every namespace).
+pub async fn require_full_key(
+    State(keys): State<ApiKeys>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let full = keys.is_open()
+        || request
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|value| value.to_str().ok())
+            .and_then(|value| value.strip_prefix("Bearer "))
+            .and_then(|key| keys.grant_of(key.trim()))
+            .is_some_and(|grant| Caller(grant).sees_everything());
+    if full {
+        next.run(request).await
+    } else {
+        ApiError::Unauthorized {
+            detail: "metrics need an API key with access to every namespace".to_owned(),
+        }
+        .into_response()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::{Auth, KeyGrant};
+
+    fn hex(key: &str) -> String {
+        digest(key).iter().map(|b| format!("{b:02x}")).collect()
+    }
 
     #[test]
-    fn only_configured_keys_are_accepted() {
-        let keys = ApiKeys::new(["s3cret", "other"]);
-        assert!(keys.accepts("s3cret"));
-        assert!(keys.accepts("other"));
-        assert!(!keys.accepts("s3cre"));
-        assert!(!keys.accepts(""));
+    fn keys_match_by_digest_with_their_grants() {
+        let auth = Auth {
+            keys: vec![KeyGrant {
+                sha256: hex("limited"),
+                repos: vec!["forge".into()],
+                users: vec!["ana".into(), "bob".into()],
+            }],
+            allow_unauthenticated: false,
+        };
+        let keys = ApiKeys::from_config(&auth, Some(&ApiKey::new("root")));
+        assert!(keys.grant_of("root").unwrap().repos == Owners::All);
+        let limited = Caller(keys.grant_of("limited").unwrap());
+        assert!(!limited.sees_everything());
+        assert!(limited.can_see(&Namespace::Repo("forge".parse().unwrap())));
+        assert!(!limited.can_see(&Namespace::Repo("other".parse().unwrap())));
+        assert!(limited.can_see(&Namespace::User("bob".parse().unwrap())));
+        assert!(keys.grant_of("limite").is_none());
+        assert!(keys.grant_of("").is_none());
         assert!(ApiKeys::default().is_open());
+    }
+
+    #[test]
+    fn hex_digests_are_decoded_strictly() {
+        assert!(decode_hex(&hex("x")).is_some());
+        assert!(decode_hex(&hex("x").to_uppercase()).is_some());
+        assert!(decode_hex("abc").is_none());
+        assert!(decode_hex(&"zz".repeat(32)).is_none());
     }
 }

@@ -56,6 +56,8 @@ pub struct Config {
     pub llm: Option<Llm>,
     pub retrieval: Retrieval,
     pub capture: CaptureConfig,
+    pub auth: Auth,
+    pub cors: Cors,
     pub limits: Limits,
     pub log: Log,
     /// `ENGRAM_API_KEY`: one key with access to everything. Only ever from
@@ -94,6 +96,8 @@ impl Default for Config {
             llm: None,
             retrieval: Retrieval::default(),
             capture: CaptureConfig::default(),
+            auth: Auth::default(),
+            cors: Cors::default(),
             limits: Limits::default(),
             log: Log::default(),
             api_key: None,
@@ -310,6 +314,39 @@ impl Default for CaptureConfig {
     }
 }
 
+/// API keys. The file holds SHA-256 digests of keys, never keys.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Auth {
+    pub keys: Vec<KeyGrant>,
+    /// Serve on a non-loopback address with no key at all (not advised).
+    pub allow_unauthenticated: bool,
+}
+
+/// One key: its digest and the repos and users it may see (`*`: all).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KeyGrant {
+    /// The hex SHA-256 of the key (`printf %s "$KEY" | sha256sum`).
+    pub sha256: String,
+    #[serde(default = "everything")]
+    pub repos: Vec<String>,
+    #[serde(default = "everything")]
+    pub users: Vec<String>,
+}
+
+fn everything() -> Vec<String> {
+    vec!["*".to_owned()]
+}
+
+/// Cross-origin requests: refused unless origins are listed.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Cors {
+    /// Origins (e.g. `https://app.example.com`) whose browsers may call the API.
+    pub allowed_origins: Vec<String>,
+}
+
 /// Bounds of retrieval parameters, shared by the configuration and requests.
 pub mod bounds {
     use std::ops::RangeInclusive;
@@ -330,6 +367,12 @@ pub struct Limits {
     pub max_body_bytes: usize,
     /// How long one request may take before it is answered 503, in ms.
     pub request_timeout_ms: u64,
+    /// Requests handled at once; more are refused at once with 503 and
+    /// `Retry-After` rather than queued.
+    pub max_concurrent_requests: usize,
+    /// How long a client may take to send its body, in ms (slow clients
+    /// are cut off with 408).
+    pub body_timeout_ms: u64,
 }
 
 impl Default for Limits {
@@ -337,6 +380,8 @@ impl Default for Limits {
         Self {
             max_body_bytes: 1024 * 1024,
             request_timeout_ms: 10_000,
+            max_concurrent_requests: 512,
+            body_timeout_ms: 10_000,
         }
     }
 }
@@ -519,6 +564,55 @@ impl Config {
         if !(10..=600_000).contains(&capture.retry_base_ms) {
             return key_error("capture.retry_base_ms", "must be between 10 and 600000");
         }
+        for (at, key) in self.auth.keys.iter().enumerate() {
+            if crate::auth::decode_hex(&key.sha256).is_none() {
+                return key_error(
+                    &format!("auth.keys[{at}].sha256"),
+                    "must be 64 hex digits (the SHA-256 of the key, never the key)",
+                );
+            }
+            for (field, owners) in [("repos", &key.repos), ("users", &key.users)] {
+                if owners.is_empty() {
+                    return key_error(&format!("auth.keys[{at}].{field}"), "must list ids or `*`");
+                }
+                if let Some(bad) = owners
+                    .iter()
+                    .position(|owner| owner != "*" && owner.parse::<RepoId>().is_err())
+                {
+                    return key_error(
+                        &format!("auth.keys[{at}].{field}[{bad}]"),
+                        "is neither `*` nor a valid id",
+                    );
+                }
+            }
+        }
+        for (at, origin) in self.cors.allowed_origins.iter().enumerate() {
+            if axum::http::HeaderValue::from_str(origin).is_err()
+                || !(origin.starts_with("http://") || origin.starts_with("https://"))
+            {
+                return key_error(
+                    &format!("cors.allowed_origins[{at}]"),
+                    "must be an origin such as https://app.example.com",
+                );
+            }
+        }
+        let keyless = self.auth.keys.is_empty() && self.api_key.is_none();
+        if keyless && !self.listen.ip().is_loopback() && !self.auth.allow_unauthenticated {
+            return key_error(
+                "listen",
+                "is not a loopback address and no API key is configured: set ENGRAM_API_KEY \
+                 or auth.keys, or (not advised) auth.allow_unauthenticated: true",
+            );
+        }
+        if !(1..=100_000).contains(&self.limits.max_concurrent_requests) {
+            return key_error(
+                "limits.max_concurrent_requests",
+                "must be between 1 and 100000",
+            );
+        }
+        if !(100..=600_000).contains(&self.limits.body_timeout_ms) {
+            return key_error("limits.body_timeout_ms", "must be between 100 and 600000");
+        }
         if self.data_dir.as_os_str().is_empty() {
             return key_error("data_dir", "must not be empty");
         }
@@ -672,6 +766,25 @@ mod tests {
     }
 
     #[test]
+    fn a_public_address_needs_a_key_unless_explicitly_allowed() {
+        let err = Config::load(None, env(&[("ENGRAM_LISTEN", "0.0.0.0:8080")])).unwrap_err();
+        assert!(err.to_string().contains("listen"), "{err}");
+        assert!(err.to_string().contains("ENGRAM_API_KEY"), "{err}");
+        for extra in [
+            ("ENGRAM_API_KEY", "k"),
+            ("ENGRAM_AUTH__ALLOW_UNAUTHENTICATED", "true"),
+        ] {
+            Config::load(None, env(&[("ENGRAM_LISTEN", "0.0.0.0:8080"), extra])).unwrap();
+        }
+        let digest = "0".repeat(64);
+        load_yaml(
+            &format!("listen: 0.0.0.0:8080\nauth: {{ keys: [{{ sha256: '{digest}', repos: [forge] }}] }}\n"),
+            &[],
+        )
+        .unwrap();
+    }
+
+    #[test]
     fn unknown_keys_are_named() {
         let err = load_yaml("limits: { max_body_byte: 10 }\n", &[]).unwrap_err();
         assert!(err.to_string().contains("limits"), "{err}");
@@ -704,6 +817,18 @@ mod tests {
             ),
             ("llm: { base_url: nowhere }\n", "llm.base_url"),
             ("capture: { max_concurrent: 0 }\n", "capture.max_concurrent"),
+            (
+                "auth: { keys: [{ sha256: plain-key }] }\n",
+                "auth.keys[0].sha256",
+            ),
+            (
+                "auth: { keys: [{ sha256: '0000000000000000000000000000000000000000000000000000000000000000', users: ['../x'] }] }\n",
+                "auth.keys[0].users[0]",
+            ),
+            (
+                "cors: { allowed_origins: ['*'] }\n",
+                "cors.allowed_origins[0]",
+            ),
             (
                 "capture: { duplicate_threshold: 1.5 }\n",
                 "capture.duplicate_threshold",

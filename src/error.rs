@@ -48,6 +48,8 @@ pub enum ApiError {
     #[error("{detail}")]
     Unauthorized { detail: String },
     #[error("{detail}")]
+    Forbidden { detail: String },
+    #[error("{detail}")]
     NotFound { detail: String },
     #[error("{detail}")]
     MethodNotAllowed { detail: String },
@@ -61,6 +63,12 @@ pub enum ApiError {
     CaptureDisabled,
     #[error("the request took longer than {limit_ms} ms")]
     Timeout { limit_ms: u64 },
+    #[error("the server is at its limit of concurrent requests; retry shortly")]
+    Overloaded,
+    #[error("the request body did not arrive in time")]
+    BodyTimeout,
+    #[error("the request body could not be read")]
+    BodyUnreadable,
     /// Our fault, never the client's; the cause is logged, not sent.
     #[error("internal error")]
     Internal(#[source] Box<dyn std::error::Error + Send + Sync>),
@@ -112,6 +120,11 @@ impl ApiError {
                 "unauthorized",
                 "Authentication required",
             ),
+            Self::Forbidden { .. } => (
+                StatusCode::FORBIDDEN,
+                "forbidden",
+                "The API key does not reach this namespace",
+            ),
             Self::NotFound { .. } => (StatusCode::NOT_FOUND, "not-found", "Not found"),
             Self::MethodNotAllowed { .. } => (
                 StatusCode::METHOD_NOT_ALLOWED,
@@ -137,6 +150,21 @@ impl ApiError {
                 StatusCode::SERVICE_UNAVAILABLE,
                 "timeout",
                 "The request timed out",
+            ),
+            Self::Overloaded => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "overloaded",
+                "The server is overloaded",
+            ),
+            Self::BodyTimeout => (
+                StatusCode::REQUEST_TIMEOUT,
+                "body-timeout",
+                "The request body was too slow",
+            ),
+            Self::BodyUnreadable => (
+                StatusCode::BAD_REQUEST,
+                "body-unreadable",
+                "The request body could not be read",
             ),
             Self::Internal(_) => (
                 StatusCode::INTERNAL_SERVER_ERROR,

@@ -19,12 +19,16 @@ pub mod index;
 pub mod llm;
 /// The domain types: ids, namespaces, categories, memories.
 pub mod memory;
+/// Prometheus metrics for `/metrics`.
+pub mod metrics;
 /// `engram healthcheck`: a dependency-free probe of `/healthz`.
 pub mod probe;
 /// Retrieval: search, ranking, injection text, degradation.
 pub mod retrieval;
 /// Routes, OpenAPI, Swagger UI and middleware.
 pub mod routes;
+/// The accept loop: connections, header timeouts, graceful stop.
+pub mod serve;
 /// Handler state: clonable handles to each component.
 pub mod state;
 /// The markdown file store and its in-memory view.

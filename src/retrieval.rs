@@ -37,6 +37,7 @@ use crate::error::error_chain;
 use crate::index::{Index, cosine};
 use crate::llm::Llm;
 use crate::memory::{Category, Memory, MemoryId, Namespace, Relationship, Scope};
+use crate::metrics::Metrics;
 use crate::routes::memories::MemoryView;
 use crate::state::Readiness;
 use crate::store::{ListFilter, NamespacePair, Store};
@@ -299,6 +300,7 @@ pub struct Parts {
     pub budget: Duration,
     pub cache_ttl: Duration,
     pub cache_capacity: usize,
+    pub metrics: Metrics,
 }
 
 /// Runs retrievals; cheap to clone.
@@ -317,6 +319,7 @@ struct Inner {
     budget: Duration,
     cache: TurnCache<Outcome>,
     stats: RetrievalStats,
+    metrics: Metrics,
 }
 
 /// A candidate on its way to the result.
@@ -340,6 +343,7 @@ impl Retriever {
                 access: parts.access,
                 budget: parts.budget,
                 stats: RetrievalStats::default(),
+                metrics: parts.metrics,
             }),
         }
     }
@@ -373,6 +377,15 @@ impl Retriever {
     pub async fn run(&self, request: Request) -> Outcome {
         let started = Instant::now();
         let outcome = self.run_uncounted(request, started).await;
+        let timings = outcome.timings_ms;
+        for (stage, millis) in [
+            ("hyde", timings.hyde),
+            ("embed", timings.embed),
+            ("search", timings.search),
+            ("hops", timings.hops),
+        ] {
+            self.inner.metrics.retrieval_stage(stage, millis);
+        }
         self.inner.stats.record(
             started.elapsed(),
             outcome.cached,
@@ -471,6 +484,9 @@ impl Retriever {
                 self.search(request, outcome, hypotheses, deadline).await
             }
             Err(failure) => {
+                if let hyde::Failure::Upstream(err) = &failure {
+                    inner.metrics.upstream_error("chat", err);
+                }
                 tracing::warn!(error = %error_chain(&failure), "HyDE failed; searching for the latest user message");
                 outcome.degraded = Some(Degraded::of_hyde(&failure));
                 outcome.query = Some(latest.clone());
@@ -580,14 +596,19 @@ impl Retriever {
         let (embedding, caught_up) = tokio::join!(embedding, catch_up);
         let vectors = match embedding {
             Ok(Ok(vectors)) if vectors.len() == expected => Ok(vectors),
-            Ok(Err(embed::Error::OpenAi(upstream::Error::Timeout { .. }))) | Err(_) => {
-                Err(Degraded::EmbeddingTimeout)
-            }
-            Ok(result) => {
-                if let Err(err) = result {
+            Ok(Ok(_)) => Err(Degraded::EmbeddingFailed),
+            Ok(Err(err)) => {
+                inner.metrics.embedding_error(&err);
+                if let embed::Error::OpenAi(upstream::Error::Timeout { .. }) = err {
+                    Err(Degraded::EmbeddingTimeout)
+                } else {
                     tracing::warn!(error = %error_chain(&err), "embedding for a retrieval failed");
+                    Err(Degraded::EmbeddingFailed)
                 }
-                Err(Degraded::EmbeddingFailed)
+            }
+            Err(_) => {
+                inner.metrics.upstream_failure("embeddings", "timeout");
+                Err(Degraded::EmbeddingTimeout)
             }
         };
         (vectors, caught_up)
@@ -771,7 +792,7 @@ impl Retriever {
             ..request.weights
         };
         let now = Utc::now();
-        let page = inner.store.list(&listing, MAX_FILTERED, None);
+        let page = inner.store.list(&listing, MAX_FILTERED, None, |_| true);
         let mut ranked: Vec<Ranked> = page
             .memories
             .into_iter()

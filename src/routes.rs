@@ -11,16 +11,20 @@ pub mod retrieve;
 pub mod stats;
 pub mod turns;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
 use axum::extract::{MatchedPath, Request, State};
-use axum::http::Method;
+use axum::http::{HeaderValue, Method, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
+use tokio::sync::Semaphore;
 use tower::ServiceBuilder;
 use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::cors::{AllowOrigin, CorsLayer};
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::timeout::RequestBodyTimeoutLayer;
 use tower_http::trace::{DefaultOnResponse, TraceLayer};
 use tracing::Level;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
@@ -31,6 +35,7 @@ use utoipa_swagger_ui::SwaggerUi;
 
 use crate::auth::{self, ApiKeys};
 use crate::error::{ApiError, Problem};
+use crate::metrics::Metrics;
 use crate::state::AppState;
 
 #[derive(OpenApi)]
@@ -71,6 +76,12 @@ impl Modify for BearerScheme {
 /// Every documented route, with its OpenAPI description. Routes that hold
 /// data sit behind `auth::require_key`; health and readiness do not.
 fn api_router(keys: ApiKeys) -> OpenApiRouter<AppState> {
+    let metrics = OpenApiRouter::new()
+        .routes(routes!(health::get_metrics))
+        .route_layer(middleware::from_fn_with_state(
+            keys.clone(),
+            auth::require_full_key,
+        ));
     let guarded = OpenApiRouter::new()
         .routes(routes!(memories::list_memories, memories::create_memory))
         .routes(routes!(memories::get_memory, memories::delete_memory))
@@ -83,6 +94,7 @@ fn api_router(keys: ApiKeys) -> OpenApiRouter<AppState> {
         .route_layer(middleware::from_fn_with_state(keys, auth::require_key));
     OpenApiRouter::with_openapi(ApiDoc::openapi())
         .merge(guarded)
+        .merge(metrics)
         .routes(routes!(health::get_healthz))
         .routes(routes!(health::get_readyz))
 }
@@ -95,7 +107,11 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
 
 /// The complete application: API, docs, fallbacks and layers.
 pub fn router(state: AppState) -> Router {
-    let request_timeout = Duration::from_millis(state.config.limits.request_timeout_ms);
+    let limits = &state.config.limits;
+    let request_timeout = Duration::from_millis(limits.request_timeout_ms);
+    let body_timeout = Duration::from_millis(limits.body_timeout_ms);
+    let capacity = Arc::new(Semaphore::new(limits.max_concurrent_requests));
+    let cors = cors_layer(&state.config.cors);
     let (api, document) = api_router(state.api_keys.clone()).split_for_parts();
     let layers = ServiceBuilder::new()
         .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
@@ -111,9 +127,16 @@ pub fn router(state: AppState) -> Router {
         .layer(PropagateRequestIdLayer::x_request_id())
         .layer(CatchPanicLayer::custom(panic_response))
         .layer(middleware::from_fn_with_state(
+            state.metrics.clone(),
+            record_metrics,
+        ))
+        .layer(middleware::from_fn_with_state(capacity, shed_load))
+        .layer(middleware::from_fn_with_state(
             request_timeout,
             enforce_timeout,
-        ));
+        ))
+        .option_layer(cors)
+        .layer(RequestBodyTimeoutLayer::new(body_timeout));
     api.merge(SwaggerUi::new("/docs").url("/openapi.json", document))
         .fallback(route_not_found)
         .method_not_allowed_fallback(method_not_allowed)
@@ -133,6 +156,60 @@ fn request_span(request: &Request) -> tracing::Span {
         .get::<MatchedPath>()
         .map_or_else(|| request.uri().path(), MatchedPath::as_str);
     tracing::info_span!("request", request.id = %request_id, http.method = %request.method(), http.route = %route)
+}
+
+/// CORS, only for the configured origins; none configured, none allowed.
+fn cors_layer(config: &crate::config::Cors) -> Option<CorsLayer> {
+    if config.allowed_origins.is_empty() {
+        return None;
+    }
+    let origins: Vec<HeaderValue> = config
+        .allowed_origins
+        .iter()
+        .filter_map(|origin| HeaderValue::from_str(origin).ok())
+        .collect();
+    Some(
+        CorsLayer::new()
+            .allow_origin(AllowOrigin::list(origins))
+            .allow_methods([Method::GET, Method::POST, Method::DELETE])
+            .allow_headers([header::AUTHORIZATION, header::CONTENT_TYPE]),
+    )
+}
+
+/// Counts and times every request by route, method and status.
+async fn record_metrics(State(metrics): State<Metrics>, request: Request, next: Next) -> Response {
+    let started = std::time::Instant::now();
+    let method = request.method().to_string();
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or("unmatched", MatchedPath::as_str)
+        .to_owned();
+    let response = next.run(request).await;
+    metrics.http_request(
+        &route,
+        &method,
+        response.status().as_u16(),
+        started.elapsed(),
+    );
+    response
+}
+
+/// Refuses work beyond the concurrency limit at once (503, `Retry-After`)
+/// instead of queueing it; health and readiness always answer.
+async fn shed_load(
+    State(capacity): State<Arc<Semaphore>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let path = request.uri().path();
+    if path == "/healthz" || path == "/readyz" {
+        return next.run(request).await;
+    }
+    match capacity.try_acquire_owned() {
+        Ok(_permit) => next.run(request).await,
+        Err(_) => ApiError::Overloaded.into_response(),
+    }
 }
 
 async fn enforce_timeout(State(limit): State<Duration>, request: Request, next: Next) -> Response {

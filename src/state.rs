@@ -10,15 +10,20 @@ use crate::auth::ApiKeys;
 use crate::capture::Capture;
 use crate::config::{Config, Defaults};
 use crate::index::indexer::IndexerStats;
+use crate::metrics::Metrics;
 use crate::retrieval::Retriever;
 use crate::routes::extract::BodyLimit;
 use crate::store::Store;
+use prometheus_client::registry::Registry;
 
 #[derive(Clone)]
 pub struct AppState {
     pub store: Store,
     pub capture: Capture,
     pub retriever: Retriever,
+    pub metrics: Metrics,
+    /// What `/metrics` encodes.
+    pub registry: Arc<Registry>,
     pub indexer_stats: Arc<IndexerStats>,
     pub config: Arc<Config>,
     pub readiness: Readiness,
@@ -40,6 +45,18 @@ impl FromRef<AppState> for Retriever {
 impl FromRef<AppState> for Arc<IndexerStats> {
     fn from_ref(state: &AppState) -> Self {
         state.indexer_stats.clone()
+    }
+}
+
+impl FromRef<AppState> for Arc<Registry> {
+    fn from_ref(state: &AppState) -> Self {
+        state.registry.clone()
+    }
+}
+
+impl FromRef<AppState> for Metrics {
+    fn from_ref(state: &AppState) -> Self {
+        state.metrics.clone()
     }
 }
 

@@ -149,6 +149,8 @@ pub struct SkippedFile {
     /// Relative to the data directory.
     pub path: String,
     pub reason: String,
+    /// The namespace of its directory, when the directory name is valid.
+    pub namespace: Option<Namespace>,
 }
 
 /// Counts for `/stats`.
@@ -408,8 +410,15 @@ impl Store {
         self.read().by_id.get(&id).cloned()
     }
 
-    /// Memories matching `filter`, newest first, `limit` at most, after `after`.
-    pub fn list(&self, filter: &ListFilter, limit: usize, after: Option<Cursor>) -> Page {
+    /// Memories matching `filter` in namespaces `visible` admits, newest
+    /// first, `limit` at most, after `after`.
+    pub fn list(
+        &self,
+        filter: &ListFilter,
+        limit: usize,
+        after: Option<Cursor>,
+        visible: impl Fn(&Namespace) -> bool,
+    ) -> Page {
         let text = filter.text.as_deref().map(str::to_lowercase);
         let view = self.read();
         let start = after.map_or(std::ops::Bound::Unbounded, |cursor| {
@@ -421,6 +430,7 @@ impl Store {
             .filter_map(|std::cmp::Reverse(cursor)| view.by_id.get(&cursor.id))
             .filter(|memory| {
                 (filter.namespaces.is_empty() || filter.namespaces.contains(&memory.namespace))
+                    && visible(&memory.namespace)
                     && filter
                         .scope
                         .is_none_or(|scope| memory.namespace.scope() == scope)
@@ -496,14 +506,27 @@ impl Store {
         }
     }
 
-    pub fn stats(&self) -> StoreStats {
+    /// Counts of the memories and skipped files in namespaces `visible`
+    /// admits (a skipped directory with an invalid name belongs to none,
+    /// and is counted only when `visible` admits every namespace).
+    pub fn stats(&self, visible: impl Fn(&Namespace) -> bool, everything: bool) -> StoreStats {
         let view = self.read();
         let mut stats = StoreStats {
-            memories: view.by_id.len(),
-            skipped: self.inner.skipped.clone(),
+            skipped: self
+                .inner
+                .skipped
+                .iter()
+                .filter(|file| file.namespace.as_ref().map_or(everything, &visible))
+                .cloned()
+                .collect(),
             ..StoreStats::default()
         };
-        for memory in view.by_id.values() {
+        for memory in view
+            .by_id
+            .values()
+            .filter(|memory| visible(&memory.namespace))
+        {
+            stats.memories += 1;
             let namespace = stats
                 .by_namespace
                 .entry(memory.namespace.to_string())
@@ -688,6 +711,7 @@ fn load_scope(
                 skipped.push(SkippedFile {
                     path: format!("{scope_dir}/{name}/"),
                     reason: format!("the directory name is {reason}"),
+                    namespace: None,
                 });
                 continue;
             }
@@ -700,6 +724,7 @@ fn load_scope(
                 Err(reason) => skipped.push(SkippedFile {
                     path: relative,
                     reason,
+                    namespace: Some(namespace.clone()),
                 }),
             }
         }

@@ -202,7 +202,7 @@ fn current_memories(store: &Store, pair: &NamespacePair) -> Vec<Arc<Memory>> {
     let mut current = Vec::new();
     let mut after = None;
     while current.len() < MAX_EXISTING_LISTED {
-        let page = store.list(&filter, MAX_EXISTING_LISTED, after);
+        let page = store.list(&filter, MAX_EXISTING_LISTED, after, |_| true);
         current.extend(
             page.memories
                 .into_iter()

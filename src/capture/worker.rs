@@ -20,6 +20,7 @@ use crate::embed::Embedder;
 use crate::error::error_chain;
 use crate::index::Index;
 use crate::llm::{Llm, Purpose};
+use crate::metrics::Metrics;
 use crate::store::{Store, WriteError};
 
 /// The longest wait between two attempts of one trigger.
@@ -49,6 +50,7 @@ pub struct Worker {
     pub stats: Arc<CaptureStats>,
     /// Rung when a trigger arrives or a slot frees up.
     pub wake: Arc<Notify>,
+    pub metrics: Metrics,
 }
 
 impl Worker {
@@ -151,9 +153,12 @@ impl Worker {
             self.settings.duplicate_threshold,
         )
         .await
-        .map_err(|err| Fault {
-            transient: true,
-            message: error_chain(&err),
+        .map_err(|err| {
+            self.metrics.embedding_error(&err);
+            Fault {
+                transient: true,
+                message: error_chain(&err),
+            }
         })?;
         let mut written = 0;
         let pair = trigger.pair();

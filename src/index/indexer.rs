@@ -19,6 +19,7 @@ use tokio_util::sync::CancellationToken;
 use crate::embed::cache::{ContentKey, EmbeddingCache, StoredVectors};
 use crate::embed::{self, Embedder};
 use crate::index::{Change, Entry, Index};
+use crate::metrics::Metrics;
 use crate::state::Readiness;
 use crate::store::{PendingChange, Store};
 
@@ -52,6 +53,7 @@ pub struct Indexer {
     stored_at_start: usize,
     readiness: Readiness,
     stats: Arc<IndexerStats>,
+    metrics: Metrics,
 }
 
 impl Indexer {
@@ -62,6 +64,7 @@ impl Indexer {
         cache: (EmbeddingCache, StoredVectors),
         readiness: Readiness,
         stats: Arc<IndexerStats>,
+        metrics: Metrics,
     ) -> Self {
         let (cache, stored) = cache;
         Self {
@@ -73,6 +76,7 @@ impl Indexer {
             stored,
             readiness,
             stats,
+            metrics,
         }
     }
 
@@ -86,6 +90,7 @@ impl Indexer {
                 Ok(()) => false,
                 Err(err) => {
                     self.stats.failed_batches.fetch_add(1, Ordering::Relaxed);
+                    self.metrics.embedding_error(&err);
                     tracing::warn!(
                         error = %crate::error::error_chain(&err),
                         retry_in_ms = backoff.as_millis(),

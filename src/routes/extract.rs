@@ -42,7 +42,7 @@ where
         let BodyLimit(limit) = BodyLimit::from_ref(state);
         let bytes = axum::body::to_bytes(req.into_body(), limit)
             .await
-            .map_err(|_| ApiError::PayloadTooLarge { limit })?;
+            .map_err(|err| body_error(&err, limit))?;
         let deserializer = &mut serde_json::Deserializer::from_slice(&bytes);
         let value = serde_path_to_error::deserialize(deserializer).map_err(|err| {
             let inner = err.inner();
@@ -55,6 +55,21 @@ where
         })?;
         Ok(Self(value))
     }
+}
+
+/// Why the body could not be read: too long, too slow, or broken off.
+fn body_error(err: &axum::Error, limit: usize) -> ApiError {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    while let Some(cause) = source {
+        if cause.is::<http_body_util::LengthLimitError>() {
+            return ApiError::PayloadTooLarge { limit };
+        }
+        if cause.is::<tower_http::timeout::TimeoutError>() {
+            return ApiError::BodyTimeout;
+        }
+        source = cause.source();
+    }
+    ApiError::BodyUnreadable
 }
 
 /// The query string deserialized as `T`.

@@ -1,7 +1,13 @@
-//! `/healthz` (the process answers) and `/readyz` (start-up work is done).
+//! `/healthz` (the process answers), `/readyz` (start-up work is done) and
+//! `/metrics` (Prometheus text).
+
+use std::sync::Arc;
 
 use axum::Json;
 use axum::extract::State;
+use axum::http::header;
+use axum::response::IntoResponse;
+use prometheus_client::registry::Registry;
 use serde::Serialize;
 use utoipa::ToSchema;
 
@@ -45,4 +51,26 @@ pub async fn get_readyz(
     } else {
         Err(ApiError::NotReady)
     }
+}
+
+/// The OpenMetrics text media type `prometheus-client` writes.
+const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// Prometheus metrics (OpenMetrics text). With API keys configured, it
+/// needs a key with access to every namespace.
+#[utoipa::path(
+    get,
+    path = "/metrics",
+    tag = "operations",
+    responses(
+        (status = 200, description = "Metrics in the OpenMetrics text format", body = String, content_type = "application/openmetrics-text"),
+        (status = 401, description = "Keys are configured and this one does not see every namespace", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+pub async fn get_metrics(
+    State(registry): State<Arc<Registry>>,
+) -> Result<impl IntoResponse, ApiError> {
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, &registry).map_err(ApiError::internal)?;
+    Ok(([(header::CONTENT_TYPE, OPENMETRICS)], text))
 }

@@ -9,6 +9,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
+use crate::auth::Caller;
 use crate::config::Defaults;
 use crate::error::{ApiError, Problem};
 use crate::memory::{
@@ -118,6 +119,7 @@ pub struct CreateMemoryRequest {
 pub async fn create_memory(
     State(store): State<Store>,
     State(defaults): State<Defaults>,
+    caller: Caller,
     ApiJson(request): ApiJson<CreateMemoryRequest>,
 ) -> Result<(StatusCode, Json<MemoryView>), ApiError> {
     let content = parse_content(&request.content)
@@ -127,11 +129,13 @@ pub async fn create_memory(
             .map_err(|err| ApiError::invalid("importance", format!("`importance` {err}")))?;
     }
     check_related(&request.related)?;
+    let pair = NamespacePair {
+        repo: request.repo.unwrap_or(defaults.repo),
+        user: request.user.unwrap_or(defaults.user),
+    };
+    caller.check_pair(&pair)?;
     let new = NewMemory {
-        pair: NamespacePair {
-            repo: request.repo.unwrap_or(defaults.repo),
-            user: request.user.unwrap_or(defaults.user),
-        },
+        pair,
         scope: request.scope,
         category: request.category,
         content: content.to_owned(),
@@ -212,6 +216,7 @@ pub struct ListMemoriesResponse {
 )]
 pub async fn list_memories(
     State(store): State<Store>,
+    caller: Caller,
     ApiQuery(query): ApiQuery<ListMemoriesQuery>,
 ) -> Result<Json<ListMemoriesResponse>, ApiError> {
     let limit = in_range("limit", query.limit, DEFAULT_LIMIT, 1..=MAX_LIMIT)?;
@@ -243,7 +248,7 @@ pub async fn list_memories(
         category: query.category,
         text: query.text.filter(|text| !text.is_empty()),
     };
-    let page = store.list(&filter, limit, after);
+    let page = store.list(&filter, limit, after, |namespace| caller.can_see(namespace));
     Ok(Json(ListMemoriesResponse {
         memories: page
             .memories
@@ -288,10 +293,16 @@ pub struct MemoryDetail {
 )]
 pub async fn get_memory(
     State(store): State<Store>,
+    caller: Caller,
     ApiPath(id): ApiPath<MemoryId>,
 ) -> Result<Json<MemoryDetail>, ApiError> {
-    let memory = store.get(id).ok_or_else(|| no_such_memory(id))?;
+    let memory = visible_memory(&store, &caller, id)?;
     let edges = store.edges(id);
+    let visible = |edge: &RelatedEdge| {
+        store
+            .get(edge.id)
+            .is_some_and(|other| caller.can_see(&other.namespace))
+    };
     Ok(Json(MemoryDetail {
         memory: MemoryView::from(memory.as_ref()),
         chain: store
@@ -300,8 +311,8 @@ pub async fn get_memory(
             .map(|m| MemoryView::from(m.as_ref()))
             .collect(),
         edges: EdgesView {
-            outgoing: edges.outgoing,
-            incoming: edges.incoming,
+            outgoing: edges.outgoing.into_iter().filter(visible).collect(),
+            incoming: edges.incoming.into_iter().filter(visible).collect(),
         },
     }))
 }
@@ -321,8 +332,10 @@ pub async fn get_memory(
 )]
 pub async fn delete_memory(
     State(store): State<Store>,
+    caller: Caller,
     ApiPath(id): ApiPath<MemoryId>,
 ) -> Result<StatusCode, ApiError> {
+    visible_memory(&store, &caller, id)?;
     match store.delete(id).await? {
         Some(_) => Ok(StatusCode::NO_CONTENT),
         None => Err(no_such_memory(id)),
@@ -376,14 +389,12 @@ const MAX_SIMILAR: usize = 100;
 )]
 pub async fn find_similar_memories(
     State(retriever): State<Retriever>,
+    caller: Caller,
     ApiPath(id): ApiPath<MemoryId>,
     ApiQuery(query): ApiQuery<SimilarMemoriesQuery>,
 ) -> Result<Json<SimilarMemoriesResponse>, ApiError> {
     let limit = in_range("limit", query.limit, DEFAULT_SIMILAR, 1..=MAX_SIMILAR)?;
-    let memory = retriever
-        .store()
-        .get(id)
-        .ok_or_else(|| no_such_memory(id))?;
+    let memory = visible_memory(retriever.store(), &caller, id)?;
     let (degraded, memories) = match retriever.similar(&memory, limit).await {
         Ok(similar) => (
             None,
@@ -402,6 +413,19 @@ pub async fn find_similar_memories(
         degraded,
         memories,
     }))
+}
+
+/// The memory `id`, if it exists and the caller may see it: one that
+/// exists elsewhere is as absent as one that does not exist.
+fn visible_memory(
+    store: &Store,
+    caller: &Caller,
+    id: MemoryId,
+) -> Result<std::sync::Arc<crate::memory::Memory>, ApiError> {
+    store
+        .get(id)
+        .filter(|memory| caller.can_see(&memory.namespace))
+        .ok_or_else(|| no_such_memory(id))
 }
 
 fn no_such_memory(id: MemoryId) -> ApiError {

@@ -9,6 +9,7 @@ use axum::extract::State;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
+use crate::auth::Caller;
 use crate::config::{Config, Weights, bounds};
 use crate::error::{ApiError, Problem};
 use crate::memory::{Category, MemoryId, RepoId, Scope, UserId};
@@ -104,6 +105,7 @@ pub struct FiltersRequest {
         (status = 200, body = Outcome),
         (status = 400, description = "The body is not JSON", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "An API key is configured and the request lacks it", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "The API key does not reach this repo or user", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "The body is too large", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "The body is not JSON", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "A field is invalid", body = Problem, content_type = "application/problem+json"),
@@ -112,9 +114,11 @@ pub struct FiltersRequest {
 pub async fn retrieve_memories(
     State(retriever): State<Retriever>,
     State(config): State<Arc<Config>>,
+    caller: Caller,
     ApiJson(request): ApiJson<RetrieveRequest>,
 ) -> Result<Json<Outcome>, ApiError> {
     let request = parse(request, &config)?;
+    caller.check_pair(&request.pair)?;
     Ok(Json(retriever.run(request).await))
 }
 

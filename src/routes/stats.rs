@@ -1,5 +1,6 @@
 //! `GET /stats`: what the service holds, what it skipped and how far the
-//! index is, for people.
+//! index is, for people. A key limited to some namespaces sees only
+//! theirs, and no service-wide counters.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -10,6 +11,7 @@ use axum::extract::State;
 use serde::Serialize;
 use utoipa::ToSchema;
 
+use crate::auth::Caller;
 use crate::capture::{Capture, CaptureStatsView};
 use crate::error::Problem;
 use crate::index::indexer::IndexerStats;
@@ -25,8 +27,12 @@ const MAX_SKIPPED_LISTED: usize = 100;
 pub struct StatsResponse {
     pub store: StoreStatsView,
     pub index: IndexStatsView,
-    pub retrieval: RetrievalStatsView,
-    pub capture: CaptureStatsView,
+    /// Service-wide counters: only for keys that see every namespace.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retrieval: Option<RetrievalStatsView>,
+    /// Service-wide counters: only for keys that see every namespace.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capture: Option<CaptureStatsView>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -94,19 +100,23 @@ pub async fn get_stats(
     State(indexer): State<Arc<IndexerStats>>,
     State(readiness): State<Readiness>,
     State(capture): State<Capture>,
+    caller: Caller,
 ) -> Json<StatsResponse> {
-    let stats = store.stats();
+    let everything = caller.sees_everything();
+    let stats = store.stats(|namespace| caller.can_see(namespace), everything);
     let snapshot = retriever.index().snapshot();
     let startup_ms = indexer.startup_ms.load(Ordering::Relaxed);
+    let namespaces: BTreeMap<String, usize> = snapshot
+        .namespace_sizes()
+        .filter(|(namespace, _)| caller.can_see(namespace))
+        .map(|(namespace, n)| (namespace.to_string(), n))
+        .collect();
     let index = IndexStatsView {
         ready: readiness.is_ready(),
         model: retriever.model_key(),
         dimensions: retriever.index().dimensions(),
-        memories: snapshot.len(),
-        namespaces: snapshot
-            .namespace_sizes()
-            .map(|(namespace, n)| (namespace.to_string(), n))
-            .collect(),
+        memories: namespaces.values().sum(),
+        namespaces,
         pending: store.pending_change_count(),
         embedded: indexer.embedded.load(Ordering::Relaxed),
         cache_hits: indexer.cache_hits.load(Ordering::Relaxed),
@@ -115,8 +125,8 @@ pub async fn get_stats(
     };
     Json(StatsResponse {
         index,
-        retrieval: retriever.stats().view(),
-        capture: capture.stats(),
+        retrieval: everything.then(|| retriever.stats().view()),
+        capture: everything.then(|| capture.stats()),
         store: StoreStatsView {
             memories: stats.memories,
             namespaces: stats

@@ -9,12 +9,14 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
+use crate::auth::Caller;
 use crate::capture::Capture;
 use crate::capture::queue::{EnqueueStatus, Kind, StoredLine, Trigger};
 use crate::config::Defaults;
 use crate::error::{ApiError, Problem};
 use crate::memory::{RepoId, SessionId, UserId};
 use crate::routes::extract::ApiJson;
+use crate::store::NamespacePair;
 use crate::window::{self, Message};
 
 const MAX_TURN_ID_CHARS: usize = 256;
@@ -56,6 +58,7 @@ pub struct TriggerResponse {
         (status = 202, body = TriggerResponse),
         (status = 400, description = "The body is not JSON", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "An API key is configured and the request lacks it", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "The API key does not reach this repo or user", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "Capture is off: no `llm` is configured", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "The body is too large", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "The body is not JSON", body = Problem, content_type = "application/problem+json"),
@@ -65,9 +68,10 @@ pub struct TriggerResponse {
 pub async fn capture_turn(
     State(capture): State<Capture>,
     State(defaults): State<Defaults>,
+    caller: Caller,
     ApiJson(request): ApiJson<TriggerRequest>,
 ) -> Result<(StatusCode, Json<TriggerResponse>), ApiError> {
-    accept(&capture, defaults, request, Kind::Turn).await
+    accept(&capture, defaults, &caller, request, Kind::Turn).await
 }
 
 /// A goal arc was compacted: queue a capture pass over it; never dropped.
@@ -80,6 +84,7 @@ pub async fn capture_turn(
         (status = 202, body = TriggerResponse),
         (status = 400, description = "The body is not JSON", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "An API key is configured and the request lacks it", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "The API key does not reach this repo or user", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "Capture is off: no `llm` is configured", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "The body is too large", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "The body is not JSON", body = Problem, content_type = "application/problem+json"),
@@ -89,20 +94,27 @@ pub async fn capture_turn(
 pub async fn capture_compaction(
     State(capture): State<Capture>,
     State(defaults): State<Defaults>,
+    caller: Caller,
     ApiJson(request): ApiJson<TriggerRequest>,
 ) -> Result<(StatusCode, Json<TriggerResponse>), ApiError> {
-    accept(&capture, defaults, request, Kind::Compaction).await
+    accept(&capture, defaults, &caller, request, Kind::Compaction).await
 }
 
 async fn accept(
     capture: &Capture,
     defaults: Defaults,
+    caller: &Caller,
     request: TriggerRequest,
     kind: Kind,
 ) -> Result<(StatusCode, Json<TriggerResponse>), ApiError> {
     if !capture.is_enabled() {
         return Err(ApiError::CaptureDisabled);
     }
+    let pair = NamespacePair {
+        repo: request.repo.unwrap_or(defaults.repo),
+        user: request.user.unwrap_or(defaults.user),
+    };
+    caller.check_pair(&pair)?;
     if let Some(turn_id) = &request.turn_id
         && (turn_id.trim().is_empty() || turn_id.chars().count() > MAX_TURN_ID_CHARS)
     {
@@ -123,8 +135,8 @@ async fn accept(
         kind,
         session_id: request.session_id,
         turn_id: request.turn_id,
-        repo: request.repo.unwrap_or(defaults.repo),
-        user: request.user.unwrap_or(defaults.user),
+        repo: pair.repo,
+        user: pair.user,
         window: lines
             .into_iter()
             .map(|line| StoredLine {
