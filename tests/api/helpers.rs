@@ -181,9 +181,22 @@ impl TestApp {
 
     /// Waits until every write and delete so far is in the vector index.
     pub async fn wait_indexed(&self) -> Value {
+        self.wait_indexed_as(None).await
+    }
+
+    /// [`Self::wait_indexed`] with an API key.
+    pub async fn wait_indexed_with(&self, key: &str) -> Value {
+        self.wait_indexed_as(Some(key)).await
+    }
+
+    async fn wait_indexed_as(&self, key: Option<&str>) -> Value {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
         loop {
-            let stats = self.get("/stats").await.json;
+            let mut request = Request::builder().uri("/stats");
+            if let Some(key) = key {
+                request = request.header(header::AUTHORIZATION, format!("Bearer {key}"));
+            }
+            let stats = self.send(request.body(Body::empty()).unwrap()).await.json;
             if stats["index"]["ready"] == true && stats["index"]["pending"] == 0 {
                 return stats;
             }

@@ -1,0 +1,308 @@
+//! Keys limited to some repos and users: every path keeps other namespaces
+//! out of sight (404 for their ids, 403 for their pairs); `/metrics` and
+//! `/stats` follow the documented rules.
+
+use axum::body::Body;
+use axum::http::{Method, Request, StatusCode, header};
+use engram::config::{ApiKey, KeyGrant};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use crate::helpers::{TestApp, TestResponse, embed_with, llm_with, memory, spawn_app_on};
+use crate::upstream::Upstream;
+
+const ROOT: &str = "root-key";
+const LIMITED: &str = "forge-ana-key";
+
+struct Fixture {
+    app: TestApp,
+    _dir: tempfile::TempDir,
+    _upstream: Upstream,
+    /// In repo/forge: visible to the limited key.
+    mine: Value,
+    /// In repo/secret: not visible to it.
+    theirs: Value,
+}
+
+async fn fixture() -> Fixture {
+    let upstream = Upstream::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let app = spawn_app_on(dir.path(), |config| {
+        embed_with(&upstream, config);
+        llm_with(&upstream, config);
+        config.api_key = Some(ApiKey::new(ROOT));
+        config.auth.keys = vec![KeyGrant {
+            sha256: Sha256::digest(LIMITED)
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect(),
+            repos: vec!["forge".into()],
+            users: vec!["ana".into()],
+        }];
+    })
+    .await;
+    let create = async |body: Value| {
+        let response = send(&app, Method::POST, "/memories", Some(body), ROOT).await;
+        assert_eq!(response.status, StatusCode::CREATED, "{}", response.text);
+        response.json
+    };
+    let theirs = create(memory(
+        "repo",
+        "secret",
+        "patterns",
+        "Deploys use the blue pipeline.",
+    ))
+    .await;
+    let mut linked = memory(
+        "repo",
+        "forge",
+        "patterns",
+        "Deploys use the blue pipeline too.",
+    );
+    linked["user"] = json!("ana");
+    let mine = create(linked).await;
+    // An edge from their namespace into mine: it must not show from my side.
+    let mut edge = memory(
+        "repo",
+        "secret",
+        "patterns",
+        "The blue pipeline needs approval.",
+    );
+    edge["related"] = json!([{"id": theirs["id"], "relationship": "refines"}]);
+    create(edge).await;
+    app.wait_indexed_with(ROOT).await;
+    Fixture {
+        app,
+        _dir: dir,
+        _upstream: upstream,
+        mine,
+        theirs,
+    }
+}
+
+async fn send(
+    app: &TestApp,
+    method: Method,
+    uri: &str,
+    body: Option<Value>,
+    key: &str,
+) -> TestResponse {
+    let request = Request::builder()
+        .method(method)
+        .uri(uri)
+        .header(header::AUTHORIZATION, format!("Bearer {key}"));
+    let request = match body {
+        Some(body) => request
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(Body::from(body.to_string())),
+        None => request.body(Body::empty()),
+    };
+    app.send(request.unwrap()).await
+}
+
+fn id(memory: &Value) -> &str {
+    memory["id"].as_str().unwrap()
+}
+
+#[tokio::test]
+async fn a_limited_key_cannot_fetch_or_delete_another_namespaces_memory() {
+    let f = fixture().await;
+    for method in [Method::GET, Method::DELETE] {
+        send(
+            &f.app,
+            method,
+            &format!("/memories/{}", id(&f.theirs)),
+            None,
+            LIMITED,
+        )
+        .await
+        .assert_problem(StatusCode::NOT_FOUND, None);
+    }
+    let own = send(
+        &f.app,
+        Method::GET,
+        &format!("/memories/{}", id(&f.mine)),
+        None,
+        LIMITED,
+    )
+    .await;
+    assert_eq!(own.status, StatusCode::OK);
+    assert!(
+        send(
+            &f.app,
+            Method::GET,
+            &format!("/memories/{}", id(&f.theirs)),
+            None,
+            ROOT
+        )
+        .await
+        .status
+            == StatusCode::OK
+    );
+}
+
+#[tokio::test]
+async fn a_limited_key_lists_only_its_namespaces() {
+    let f = fixture().await;
+    for uri in [
+        "/memories",
+        "/memories?repo=secret",
+        "/memories?text=pipeline",
+    ] {
+        let listed = send(&f.app, Method::GET, uri, None, LIMITED).await.json;
+        let ids: Vec<&str> = listed["memories"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(id)
+            .collect();
+        assert!(!ids.contains(&id(&f.theirs)), "{uri}: {listed:#}");
+    }
+    let all = send(&f.app, Method::GET, "/memories", None, LIMITED)
+        .await
+        .json;
+    assert_eq!(all["memories"].as_array().unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn a_limited_key_finds_no_similar_memories_elsewhere() {
+    let f = fixture().await;
+    send(
+        &f.app,
+        Method::GET,
+        &format!("/memories/{}/similar", id(&f.theirs)),
+        None,
+        LIMITED,
+    )
+    .await
+    .assert_problem(StatusCode::NOT_FOUND, None);
+    let similar = send(
+        &f.app,
+        Method::GET,
+        &format!("/memories/{}/similar", id(&f.mine)),
+        None,
+        LIMITED,
+    )
+    .await;
+    assert_eq!(
+        similar.json["memories"],
+        json!([]),
+        "nothing of repo/secret: {}",
+        similar.text
+    );
+}
+
+#[tokio::test]
+async fn a_limited_key_cannot_retrieve_or_hop_into_another_namespace() {
+    let f = fixture().await;
+    send(
+        &f.app,
+        Method::POST,
+        "/retrieve",
+        Some(json!({"turn_id": "t", "repo": "secret", "user": "ana", "query": "blue pipeline"})),
+        LIMITED,
+    )
+    .await
+    .assert_problem(StatusCode::FORBIDDEN, None);
+    let result = send(&f.app, Method::POST, "/retrieve",
+        Some(json!({"turn_id": "t", "repo": "forge", "user": "ana", "query": "blue pipeline", "hop_depth": 3, "top_k": 10})), LIMITED).await;
+    assert_eq!(result.status, StatusCode::OK, "{}", result.text);
+    let ids: Vec<&str> = result.json["memories"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(id)
+        .collect();
+    assert_eq!(ids, [id(&f.mine)]);
+}
+
+#[tokio::test]
+async fn a_limited_key_cannot_write_or_capture_into_another_namespace() {
+    let f = fixture().await;
+    let mut foreign = memory("repo", "secret", "patterns", "Injected.");
+    foreign["user"] = json!("ana");
+    send(&f.app, Method::POST, "/memories", Some(foreign), LIMITED)
+        .await
+        .assert_problem(StatusCode::FORBIDDEN, None);
+    let window = json!({"session_id": "s", "repo": "forge", "user": "bob", "messages": [{"role": "user", "content": "x"}]});
+    for path in ["/turns", "/compactions"] {
+        send(&f.app, Method::POST, path, Some(window.clone()), LIMITED)
+            .await
+            .assert_problem(StatusCode::FORBIDDEN, None);
+    }
+    let own = json!({"session_id": "s", "repo": "forge", "user": "ana", "messages": [{"role": "user", "content": "x"}]});
+    assert_eq!(
+        send(&f.app, Method::POST, "/turns", Some(own), LIMITED)
+            .await
+            .status,
+        StatusCode::ACCEPTED
+    );
+}
+
+#[tokio::test]
+async fn stats_metrics_and_edges_follow_the_grant() {
+    let f = fixture().await;
+    let stats = send(&f.app, Method::GET, "/stats", None, LIMITED)
+        .await
+        .json;
+    let namespaces: Vec<&String> = stats["store"]["namespaces"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .collect();
+    assert_eq!(namespaces, ["repo/forge"]);
+    assert_eq!(stats["store"]["memories"], 1);
+    assert!(stats.get("retrieval").is_none() && stats.get("capture").is_none());
+    let root_stats = send(&f.app, Method::GET, "/stats", None, ROOT).await.json;
+    assert_eq!(root_stats["store"]["memories"], 3);
+
+    send(&f.app, Method::GET, "/metrics", None, LIMITED)
+        .await
+        .assert_problem(StatusCode::UNAUTHORIZED, None);
+    assert_eq!(
+        send(&f.app, Method::GET, "/metrics", None, ROOT)
+            .await
+            .status,
+        StatusCode::OK
+    );
+
+    let detail = send(
+        &f.app,
+        Method::GET,
+        &format!("/memories/{}", id(&f.theirs)),
+        None,
+        ROOT,
+    )
+    .await
+    .json;
+    assert_eq!(
+        detail["edges"]["incoming"].as_array().unwrap().len(),
+        1,
+        "root sees the edge"
+    );
+}
+
+#[tokio::test]
+async fn wrong_and_missing_keys_are_refused_everywhere() {
+    let f = fixture().await;
+    for (method, uri) in [
+        (Method::GET, "/memories"),
+        (Method::POST, "/retrieve"),
+        (Method::POST, "/turns"),
+        (Method::GET, "/stats"),
+        (Method::GET, "/metrics"),
+    ] {
+        send(&f.app, method.clone(), uri, Some(json!({})), "nope")
+            .await
+            .assert_problem(StatusCode::UNAUTHORIZED, None);
+        let request = Request::builder()
+            .method(method)
+            .uri(uri)
+            .body(Body::empty())
+            .unwrap();
+        f.app
+            .send(request)
+            .await
+            .assert_problem(StatusCode::UNAUTHORIZED, None);
+    }
+}

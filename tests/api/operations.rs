@@ -1,0 +1,206 @@
+//! Running it: `/metrics` in Prometheus text, load shedding, slow clients,
+//! CORS, and the refusal to serve a public address without a key.
+
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode, header};
+use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use crate::helpers::{RunningApp, memory, spawn_app, spawn_app_on, test_config};
+
+/// The value of the sample `name` (with its labels, as written).
+fn sample(text: &str, name: &str) -> Option<f64> {
+    text.lines()
+        .find(|line| line.split_whitespace().next() == Some(name))
+        .and_then(|line| line.split_whitespace().nth(1))
+        .and_then(|value| value.parse().ok())
+}
+
+#[tokio::test]
+async fn metrics_are_prometheus_text_and_their_counters_move() {
+    let app = spawn_app().await;
+    let metrics = app.get("/metrics").await;
+    assert_eq!(metrics.status, StatusCode::OK);
+    assert!(
+        metrics
+            .content_type
+            .starts_with("application/openmetrics-text"),
+        "{}",
+        metrics.content_type
+    );
+    for line in metrics.text.lines() {
+        let well_formed = line == "# EOF"
+            || line.starts_with("# HELP ")
+            || line.starts_with("# TYPE ")
+            || line.starts_with("# UNIT ")
+            || (line.starts_with("engram_")
+                && line
+                    .split_whitespace()
+                    .nth(1)
+                    .is_some_and(|v| v.parse::<f64>().is_ok()));
+        assert!(well_formed, "not exposition text: {line:?}");
+    }
+    let before = sample(&metrics.text, "engram_retrieval_requests_total").unwrap();
+
+    app.create(memory(
+        "repo",
+        "forge",
+        "patterns",
+        "Metrics are scraped every 15 seconds.",
+    ))
+    .await;
+    app.retrieve(json!({"turn_id": "m", "repo": "forge", "query": "scrape interval"}))
+        .await;
+    let metrics = app.get("/metrics").await.text;
+    assert_eq!(
+        sample(&metrics, "engram_retrieval_requests_total"),
+        Some(before + 1.0)
+    );
+    assert_eq!(
+        sample(&metrics, r#"engram_memories{namespace="repo/forge"}"#),
+        Some(1.0)
+    );
+    assert_eq!(
+        sample(&metrics, r#"engram_index_memories{namespace="repo/forge"}"#),
+        Some(1.0)
+    );
+    assert!(
+        sample(
+            &metrics,
+            r#"engram_http_requests_total{route="/memories",method="POST",status="201"}"#
+        ) == Some(1.0),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains(r#"engram_retrieval_stage_duration_seconds_count{stage="embed"} 1"#),
+        "{metrics}"
+    );
+    assert!(metrics.contains("engram_capture_queue_depth 0"));
+}
+
+#[tokio::test]
+async fn beyond_the_concurrency_limit_requests_are_shed_and_slow_bodies_cut_off() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = RunningApp::start(test_config(dir.path(), |config| {
+        config.limits.max_concurrent_requests = 1;
+        config.limits.body_timeout_ms = 400;
+    }))
+    .await;
+    let addr = app.base_url.trim_start_matches("http://").to_owned();
+    // A client that sends half a body and stalls holds the only slot.
+    let mut slow = TcpStream::connect(&addr).await.unwrap();
+    slow.write_all(format!(
+        "POST /memories HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: 100\r\nConnection: close\r\n\r\n{{\"scope\":"
+    ).as_bytes()).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+
+    let client = reqwest::Client::new();
+    let shed = client
+        .get(format!("{}/memories", app.base_url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(shed.status(), 503);
+    assert_eq!(shed.headers()[header::RETRY_AFTER], "1");
+    let problem: serde_json::Value = shed.json().await.unwrap();
+    assert_eq!(problem["type"], "urn:engram:problem:overloaded");
+    let health = client
+        .get(format!("{}/healthz", app.base_url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(health.status(), 200, "health always answers");
+
+    let mut answer = String::new();
+    slow.read_to_string(&mut answer).await.unwrap();
+    assert!(
+        answer.starts_with("HTTP/1.1 408"),
+        "the stalled body is cut off: {answer}"
+    );
+    assert!(answer.contains("urn:engram:problem:body-timeout"));
+    let after = client
+        .get(format!("{}/memories", app.base_url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(after.status(), 200, "the slot is free again");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_client_that_never_finishes_its_headers_is_disconnected() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = RunningApp::start(test_config(dir.path(), |config| {
+        config.limits.body_timeout_ms = 300
+    }))
+    .await;
+    let addr = app.base_url.trim_start_matches("http://").to_owned();
+    let mut slow = TcpStream::connect(&addr).await.unwrap();
+    slow.write_all(b"GET /memories HTTP/1.1\r\nHost: x\r\n")
+        .await
+        .unwrap();
+    let mut rest = Vec::new();
+    let closed = tokio::time::timeout(Duration::from_secs(10), slow.read_to_end(&mut rest)).await;
+    assert!(closed.is_ok(), "the connection was closed by the server");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn cors_answers_only_configured_origins() {
+    let dir = tempfile::tempdir().unwrap();
+    let open_to_ui = spawn_app_on(dir.path(), |config| {
+        config.cors.allowed_origins = vec!["https://ui.example.com".into()];
+    })
+    .await;
+    let closed = spawn_app().await;
+    let allowed_origin = async |router: &axum::Router, origin: &str| {
+        let preflight = Request::builder()
+            .method("OPTIONS")
+            .uri("/memories")
+            .header(header::ORIGIN, origin)
+            .header(header::ACCESS_CONTROL_REQUEST_METHOD, "GET")
+            .body(Body::empty())
+            .unwrap();
+        let response = tower::ServiceExt::oneshot(router.clone(), preflight)
+            .await
+            .unwrap();
+        response
+            .headers()
+            .get(header::ACCESS_CONTROL_ALLOW_ORIGIN)
+            .map(|value| value.to_str().unwrap().to_owned())
+    };
+    assert_eq!(
+        allowed_origin(&open_to_ui.router, "https://ui.example.com")
+            .await
+            .as_deref(),
+        Some("https://ui.example.com")
+    );
+    assert_eq!(
+        allowed_origin(&open_to_ui.router, "https://evil.example.com").await,
+        None
+    );
+    assert_eq!(
+        allowed_origin(&closed.router, "https://ui.example.com").await,
+        None,
+        "CORS is off by default"
+    );
+}
+
+#[test]
+fn serving_a_public_address_without_a_key_is_refused() {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_engram"))
+        .env_remove("ENGRAM_CONFIG")
+        .env_remove("ENGRAM_API_KEY")
+        .env("ENGRAM_LISTEN", "0.0.0.0:0")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert!(
+        stderr.contains("listen") && stderr.contains("ENGRAM_API_KEY"),
+        "{stderr}"
+    );
+}
