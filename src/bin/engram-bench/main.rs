@@ -9,6 +9,7 @@
 mod corpus;
 mod measure;
 mod server;
+mod soak;
 mod upstream;
 
 use std::path::{Path, PathBuf};
@@ -64,6 +65,12 @@ enum Command {
         #[arg(long, default_value_t = 1000)]
         requests: usize,
     },
+    /// A bounded mixed load (writes, captures, retrievals, deletes), then
+    /// checks that everything accepted is accounted for.
+    Soak {
+        #[arg(long, default_value_t = 180)]
+        seconds: u64,
+    },
     /// Every workload at the sizes the README reports.
     All,
 }
@@ -104,6 +111,7 @@ fn main() -> ExitCode {
                 startup(&mut report, memories, embedder).await
             }
             Command::Write { requests } => write(&mut report, requests).await,
+            Command::Soak { seconds } => soak::soak(&mut report, seconds).await,
             Command::All => all(&mut report).await,
         }
     });
@@ -119,7 +127,7 @@ fn main() -> ExitCode {
     }
 }
 
-type Result<T = ()> = std::result::Result<T, Box<dyn std::error::Error>>;
+type Result<T = ()> = std::result::Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
 async fn all(report: &mut Report) -> Result {
     embed(report, 256).await?;
@@ -366,10 +374,10 @@ async fn write(report: &mut Report, requests: usize) -> Result {
 }
 
 /// A data directory for one workload, removed when dropped.
-struct ScratchDir(PathBuf);
+pub struct ScratchDir(PathBuf);
 
 impl ScratchDir {
-    fn new() -> std::io::Result<Self> {
+    pub fn new() -> std::io::Result<Self> {
         static NEXT: AtomicUsize = AtomicUsize::new(0);
         let name = format!(
             "engram-bench-{}-{}",
@@ -381,7 +389,7 @@ impl ScratchDir {
         Ok(Self(path))
     }
 
-    fn path(&self) -> &Path {
+    pub fn path(&self) -> &Path {
         &self.0
     }
 }

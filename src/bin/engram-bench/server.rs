@@ -117,6 +117,27 @@ impl Server {
 }
 
 impl Client {
+    /// Any request: the status and the JSON answer (null when not JSON).
+    pub async fn send(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&Value>,
+    ) -> Result<(u16, Value)> {
+        let method = reqwest::Method::from_bytes(method.as_bytes())?;
+        let mut request = self.client.request(method, format!("{}{path}", self.base));
+        if let Some(body) = body {
+            request = request.json(body);
+        }
+        let response = request.send().await?;
+        let status = response.status().as_u16();
+        let bytes = response.bytes().await?;
+        Ok((
+            status,
+            serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+        ))
+    }
+
     pub async fn retrieve(&self, body: &Value) -> Result<Value> {
         self.post("/retrieve", body, 200).await
     }

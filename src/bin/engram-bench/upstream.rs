@@ -4,7 +4,7 @@
 //! `/embeddings` gives each text a hashed bag-of-words vector: cheap, and
 //! texts that share words are near each other, like real embeddings.
 //! `/chat/completions` answers HyDE prompts with three hypotheses made of
-//! the conversation's last line.
+//! the conversation's last line, and classifier prompts with one memory.
 
 use std::hash::{DefaultHasher, Hash, Hasher};
 
@@ -48,6 +48,7 @@ async fn embeddings(Json(body): Json<Value>) -> Json<Value> {
 }
 
 async fn chat(Json(body): Json<Value>) -> Json<Value> {
+    let system = body["messages"][0]["content"].as_str().unwrap_or_default();
     let prompt = body["messages"][1]["content"].as_str().unwrap_or_default();
     let last_line = prompt
         .lines()
@@ -55,9 +56,14 @@ async fn chat(Json(body): Json<Value>) -> Json<Value> {
         .find(|line| line.starts_with("user: "))
         .unwrap_or("user: nothing")
         .trim_start_matches("user: ");
-    let reply = format!(
-        "1. {last_line}\n2. The team decided: {last_line}\n3. The user prefers {last_line}"
-    );
+    // The classifier gets a JSON array with one memory; HyDE gets a list.
+    let reply = if system.contains("memory classifier") {
+        json!([{"content": format!("The team agreed: {last_line}"), "scope": "repo",
+            "category": "project-conventions"}])
+        .to_string()
+    } else {
+        format!("1. {last_line}\n2. The team decided: {last_line}\n3. The user prefers {last_line}")
+    };
     Json(json!({"object": "chat.completion", "model": body["model"],
         "choices": [{"index": 0, "message": {"role": "assistant", "content": reply}}]}))
 }
