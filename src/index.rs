@@ -9,8 +9,12 @@
 //! Snapshots share structure: each namespace holds its entries in chunks
 //! behind `Arc`s, and an update copies only the chunks it touches, so a
 //! write into a namespace of 100,000 memories does not copy them all.
+//!
+//! Beside the vectors, each chunk keeps BM25 postings of its entries'
+//! words ([`lexical`]), for [`Snapshot::lexical_search`].
 
 pub mod indexer;
+pub mod lexical;
 
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashMap, HashSet};
@@ -32,6 +36,8 @@ pub struct Entry {
     pub category: Category,
     /// Any length-`dimensions` vector; it is normalised on insert.
     pub vector: Vec<f32>,
+    /// Its words, for lexical search.
+    pub terms: lexical::Terms,
 }
 
 /// One change to the index.
@@ -267,6 +273,80 @@ impl Snapshot {
     }
 }
 
+impl Snapshot {
+    /// The `limit` entries of `namespaces` with the best BM25 score for
+    /// `terms` (positive scores only), best first, among those `accept`
+    /// lets through.
+    pub fn lexical_search(
+        &self,
+        namespaces: &[Namespace],
+        terms: &[lexical::Term],
+        limit: usize,
+        accept: impl Fn(MemoryId, Category) -> bool,
+    ) -> Vec<(MemoryId, f32)> {
+        let chunks: Vec<&Chunk> = namespaces
+            .iter()
+            .filter_map(|namespace| self.namespaces.get(namespace))
+            .flat_map(|index| index.chunks.iter().map(AsRef::as_ref))
+            .collect();
+        let documents: usize = chunks.iter().map(|chunk| chunk.ids.len()).sum();
+        if documents == 0 || terms.is_empty() || limit == 0 {
+            return Vec::new();
+        }
+        let total_length: u64 = chunks.iter().map(|chunk| chunk.total_length).sum();
+        #[expect(
+            clippy::cast_precision_loss,
+            reason = "token counts stay far below 2^24 per document"
+        )]
+        let average_length = total_length as f32 / documents as f32;
+        let idfs: Vec<(lexical::Term, f32)> = terms
+            .iter()
+            .map(|term| {
+                let frequency = chunks
+                    .iter()
+                    .filter_map(|chunk| chunk.postings.get(term))
+                    .map(Vec::len)
+                    .sum();
+                (*term, lexical::idf(documents, frequency))
+            })
+            .collect();
+        let mut best = TopK::new(limit);
+        let mut scores = Vec::new();
+        for chunk in chunks {
+            scores.clear();
+            scores.resize(chunk.ids.len(), 0.0f32);
+            for (term, idf) in &idfs {
+                for &(slot, frequency) in chunk
+                    .postings
+                    .get(term)
+                    .map(Vec::as_slice)
+                    .unwrap_or_default()
+                {
+                    let slot = usize::from(slot);
+                    scores[slot] +=
+                        lexical::weight(*idf, frequency, chunk.terms[slot].length, average_length);
+                }
+            }
+            for (slot, &score) in scores.iter().enumerate() {
+                if score > 0.0
+                    && best.admits(score)
+                    && accept(chunk.ids[slot], chunk.categories[slot])
+                {
+                    best.push(Hit {
+                        id: chunk.ids[slot],
+                        similarity: score,
+                        query: 0,
+                    });
+                }
+            }
+        }
+        best.into_sorted()
+            .into_iter()
+            .map(|hit| (hit.id, hit.similarity))
+            .collect()
+    }
+}
+
 /// The entries of one namespace, in chunks shared between snapshots.
 #[derive(Default)]
 struct NamespaceIndex {
@@ -312,7 +392,7 @@ impl NamespaceIndex {
             };
             while last.ids.len() < CHUNK_CAPACITY {
                 let Some(entry) = added.next() else { break };
-                last.push(entry);
+                last.push(entry.id, entry.category, &entry.vector, entry.terms);
             }
             chunks.push(Arc::new(last));
         }
@@ -327,6 +407,10 @@ struct Chunk {
     ids: Vec<MemoryId>,
     categories: Vec<Category>,
     vectors: Vec<f32>,
+    terms: Vec<lexical::Terms>,
+    /// term → (slot, frequency) of every entry holding it.
+    postings: HashMap<lexical::Term, Vec<(u16, u32)>>,
+    total_length: u64,
 }
 
 impl Chunk {
@@ -334,20 +418,31 @@ impl Chunk {
         &self.vectors[slot * dimensions..(slot + 1) * dimensions]
     }
 
-    fn push(&mut self, entry: Entry) {
-        self.ids.push(entry.id);
-        self.categories.push(entry.category);
-        self.vectors.extend_from_slice(&entry.vector);
+    fn push(&mut self, id: MemoryId, category: Category, vector: &[f32], terms: lexical::Terms) {
+        let slot = u16::try_from(self.ids.len()).expect("a chunk holds at most 1024 entries");
+        for &(term, frequency) in &terms.counts {
+            self.postings
+                .entry(term)
+                .or_default()
+                .push((slot, frequency));
+        }
+        self.total_length += u64::from(terms.length);
+        self.ids.push(id);
+        self.categories.push(category);
+        self.vectors.extend_from_slice(vector);
+        self.terms.push(terms);
     }
 
     fn without(&self, removed: &HashSet<MemoryId>, dimensions: usize) -> Self {
         let mut kept = Self::default();
         for (slot, id) in self.ids.iter().enumerate() {
             if !removed.contains(id) {
-                kept.ids.push(*id);
-                kept.categories.push(self.categories[slot]);
-                kept.vectors
-                    .extend_from_slice(self.vector(slot, dimensions));
+                kept.push(
+                    *id,
+                    self.categories[slot],
+                    self.vector(slot, dimensions),
+                    self.terms[slot].clone(),
+                );
             }
         }
         kept
@@ -478,7 +573,40 @@ mod tests {
             namespace: namespace.clone(),
             category: Category::Patterns,
             vector,
+            terms: lexical::Terms::default(),
         }
+    }
+
+    fn text_entry(namespace: &Namespace, text: &str) -> Entry {
+        Entry {
+            terms: lexical::terms(text),
+            ..entry(namespace, vec![1.0, 0.0])
+        }
+    }
+
+    #[test]
+    fn lexical_search_ranks_by_bm25_and_survives_removals() {
+        let ns = repo("a");
+        let index = Index::new(2);
+        let exact = text_entry(&ns, "postgres connection pool size");
+        let partial = text_entry(&ns, "the connection to the office printer");
+        let none = text_entry(&ns, "lunch on fridays");
+        let gone = text_entry(&ns, "postgres postgres postgres pool");
+        index.apply(
+            [&exact, &partial, &none, &gone]
+                .map(|e| Change::Upsert(e.clone()))
+                .into(),
+        );
+        index.apply(vec![Change::Remove(gone.id)]);
+        let query = lexical::query_terms("Postgres pool?");
+        let hits = index
+            .snapshot()
+            .lexical_search(std::slice::from_ref(&ns), &query, 10, all);
+        assert_eq!(hits.iter().map(|h| h.0).collect::<Vec<_>>(), [exact.id]);
+        let query = lexical::query_terms("connection");
+        let hits = index.snapshot().lexical_search(&[ns], &query, 10, all);
+        assert_eq!(hits.len(), 2);
+        assert_eq!(hits[0].0, exact.id, "the shorter document ranks first");
     }
 
     fn all(_: MemoryId, _: Category) -> bool {

@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::embed::cache::{ContentKey, EmbeddingCache, StoredVectors};
 use crate::embed::{self, Embedder};
-use crate::index::{Change, Entry, Index};
+use crate::index::{Change, Entry, Index, lexical};
 use crate::metrics::Metrics;
 use crate::state::Readiness;
 use crate::store::{PendingChange, Store};
@@ -152,6 +152,7 @@ impl Indexer {
                 namespace: memory.namespace.clone(),
                 category: memory.category,
                 vector: Vec::new(),
+                terms: lexical::terms(&memory.content),
             };
             match self.stored.remove(&key) {
                 Some(vector) if vector.len() == self.index.dimensions() => {

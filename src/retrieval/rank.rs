@@ -20,8 +20,16 @@ const ACCESS_LOG_SCALE: f64 = 3.0;
 /// The per-factor scores behind a relevance, for introspection.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, ToSchema)]
 pub struct Scores {
-    /// Cosine similarity to the query, clamped to 0..1.
+    /// How well it matches, 0..1: the reciprocal-rank fusion of its place in
+    /// the vector ranking and in the lexical (BM25) ranking, scaled so that
+    /// first in both is 1 (plain cosine similarity for hops). The
+    /// `similarity` weight applies to this score.
+    #[serde(rename = "match")]
+    pub matched: f64,
+    /// Cosine similarity to the query (its best text), clamped to 0..1.
     pub similarity: f64,
+    /// BM25 score relative to the best lexical match of this retrieval, 0..1.
+    pub lexical: f64,
     /// 1 when new, falling linearly to 0 at one year old.
     pub recency: f64,
     /// The memory's `importance`, or 0.5 when it has none.
@@ -44,8 +52,11 @@ impl Scores {
             (now - memory.created_at).num_seconds() as f64 / 86_400.0,
             access_count as f64,
         );
+        let similarity = f64::from(similarity).clamp(0.0, 1.0);
         Self {
-            similarity: f64::from(similarity).clamp(0.0, 1.0),
+            matched: similarity,
+            similarity,
+            lexical: 0.0,
             recency: (1.0 - age_days / RECENCY_HORIZON_DAYS).clamp(0.0, 1.0),
             importance: memory.importance.unwrap_or(DEFAULT_IMPORTANCE),
             access: ((accesses + 1.0).log10() / ACCESS_LOG_SCALE).min(1.0),
@@ -57,7 +68,7 @@ impl Scores {
     /// not all zero) where they enter.
     pub fn relevance(&self, weights: &Weights) -> f64 {
         let total = weights.similarity + weights.recency + weights.importance + weights.access;
-        let sum = weights.similarity * self.similarity
+        let sum = weights.similarity * self.matched
             + weights.recency * self.recency
             + weights.importance * self.importance
             + weights.access * self.access;
@@ -123,7 +134,9 @@ mod tests {
     #[test]
     fn relevance_is_the_weighted_mean() {
         let scores = Scores {
+            matched: 1.0,
             similarity: 1.0,
+            lexical: 0.0,
             recency: 0.5,
             importance: 0.0,
             access: 0.0,

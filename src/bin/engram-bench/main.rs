@@ -7,6 +7,7 @@
 //! are comparable. Prints a markdown table, or JSON with `--json`.
 
 mod corpus;
+mod locomo;
 mod measure;
 mod server;
 mod soak;
@@ -60,6 +61,11 @@ enum Command {
         #[arg(long, value_enum, default_value_t = EmbedderChoice::Local)]
         embedder: EmbedderChoice,
     },
+    /// `POST /turns` accepted under 32 concurrent clients.
+    Turns {
+        #[arg(long, default_value_t = 4000)]
+        requests: usize,
+    },
     /// `POST /memories`, one client.
     Write {
         #[arg(long, default_value_t = 1000)]
@@ -70,6 +76,19 @@ enum Command {
     Soak {
         #[arg(long, default_value_t = 180)]
         seconds: u64,
+    },
+    /// LoCoMo retrieval quality, scored by the benchmark's own scorer.
+    Locomo {
+        #[arg(long, value_enum, default_value_t = locomo::Split::Dev)]
+        split: locomo::Split,
+        /// The converted LoCoMo directory.
+        #[arg(long, default_value = locomo::DEFAULT_DATA)]
+        data: PathBuf,
+        #[arg(long, value_enum, default_value_t = EmbedderChoice::Local)]
+        embedder: EmbedderChoice,
+        /// Where to write the results file (default: the temp directory).
+        #[arg(long)]
+        out: Option<PathBuf>,
     },
     /// Every workload at the sizes the README reports.
     All,
@@ -111,7 +130,14 @@ fn main() -> ExitCode {
                 startup(&mut report, memories, embedder).await
             }
             Command::Write { requests } => write(&mut report, requests).await,
+            Command::Turns { requests } => turns(&mut report, requests).await,
             Command::Soak { seconds } => soak::soak(&mut report, seconds).await,
+            Command::Locomo {
+                split,
+                data,
+                embedder,
+                out,
+            } => locomo::locomo(&mut report, split, &data, embedder, out).await,
             Command::All => all(&mut report).await,
         }
     });
@@ -136,6 +162,7 @@ async fn all(report: &mut Report) -> Result {
     }
     retrieve(report, 10_000, 300, EmbedderChoice::Local).await?;
     write(report, 1000).await?;
+    turns(report, 4000).await?;
     startup(report, 10_000, EmbedderChoice::Local).await
 }
 
@@ -368,6 +395,68 @@ async fn write(report: &mut Report, requests: usize) -> Result {
         "1,000 memories stored, one client",
         &mut samples,
         started.elapsed(),
+    ));
+    server.stop().await;
+    Ok(())
+}
+
+/// Capture triggers from 32 clients at once: how fast the `202` comes back
+/// (each is written and fsynced to `queue/` first).
+async fn turns(report: &mut Report, requests: usize) -> Result {
+    let dir = ScratchDir::new()?;
+    // A queue large enough that every trigger is stored (and fsynced).
+    let (server, _) = Server::start_with(dir.path(), EmbedderChoice::Fake, |config| {
+        config.capture.queue_capacity = 100_000;
+    })
+    .await?;
+    let client = server.client();
+    let mut rng = corpus::Rng::new(17);
+    let bodies: Vec<Value> = (0..requests)
+        .map(|serial| {
+            json!({"session_id": format!("s{}", serial % 256), "repo": "bench",
+                "messages": [{"role": "user", "content": corpus::sentence(&mut rng, serial)}]})
+        })
+        .collect();
+    let queue = std::sync::Arc::new(std::sync::Mutex::new(bodies));
+    let started = Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..CONCURRENT_CLIENTS {
+        let (client, queue) = (client.clone(), queue.clone());
+        tasks.spawn(async move {
+            let mut samples = Vec::new();
+            loop {
+                let next = queue.lock().map_err(|_| "a client panicked")?.pop();
+                let Some(body) = next else {
+                    return Ok::<_, Box<dyn std::error::Error + Send + Sync>>(samples);
+                };
+                let one = Instant::now();
+                let (status, answer) = client.send("POST", "/turns", Some(&body)).await?;
+                if status != 202 {
+                    return Err(format!("/turns answered {status}: {answer}").into());
+                }
+                let outcome = answer["status"].as_str().unwrap_or_default().to_owned();
+                samples.push((one.elapsed(), outcome));
+            }
+        });
+    }
+    let mut samples = Vec::new();
+    while let Some(done) = tasks.join_next().await {
+        samples.extend(done??);
+    }
+    let wall = started.elapsed();
+    for outcome in ["queued", "coalesced", "dropped"] {
+        let count = samples
+            .iter()
+            .filter(|(_, status)| status == outcome)
+            .count();
+        report.figure(format!("POST /turns answered {outcome}"), count as f64, "");
+    }
+    let mut latencies: Vec<Duration> = samples.into_iter().map(|(took, _)| took).collect();
+    report.rows.push(Row::from_samples(
+        "POST /turns, 32 concurrent clients",
+        "256 sessions, every trigger stored",
+        &mut latencies,
+        wall,
     ));
     server.stop().await;
     Ok(())

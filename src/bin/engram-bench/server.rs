@@ -28,6 +28,15 @@ impl Server {
     /// Starts a service over `data_dir` and returns it with the time from
     /// build to ready (store loaded and index built).
     pub async fn start(data_dir: &Path, embedder: EmbedderChoice) -> Result<(Self, Duration)> {
+        Self::start_with(data_dir, embedder, |_| {}).await
+    }
+
+    /// [`Server::start`] with the configuration adjusted first.
+    pub async fn start_with(
+        data_dir: &Path,
+        embedder: EmbedderChoice,
+        adjust: impl FnOnce(&mut Config),
+    ) -> Result<(Self, Duration)> {
         let mut config = Config {
             listen: ([127, 0, 0, 1], 0).into(),
             data_dir: data_dir.to_owned(),
@@ -46,6 +55,7 @@ impl Server {
             config.embedding.model = "bench-fake".to_owned();
             config.embedding.dimensions = upstream::DIMENSIONS;
         }
+        adjust(&mut config);
         let started = Instant::now();
         let app = App::build(config).await?;
         let base = format!("http://{}", app.local_addr()?);

@@ -1,0 +1,220 @@
+//! LoCoMo retrieval quality: every dialog turn of the chosen conversations
+//! becomes a memory (one user namespace per conversation) through the HTTP
+//! API, every question is asked through `POST /retrieve` in query mode,
+//! and the benchmark's own scorer rates the returned turns.
+//!
+//! The data is read from `../shared/benchmarks/locomo/` (CC BY-NC: never
+//! copied into the repository); results go to a scratch file.
+
+use std::collections::HashMap;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::measure::{Report, Row};
+use crate::server::Server;
+use crate::{EmbedderChoice, Result, ScratchDir};
+
+/// Where the data is unless `--data` says otherwise.
+pub const DEFAULT_DATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/benchmarks/locomo");
+
+const DEV: &[&str] = &["conv-26", "conv-30", "conv-41", "conv-42", "conv-43"];
+const TEST: &[&str] = &["conv-44", "conv-47", "conv-48", "conv-49", "conv-50"];
+
+/// Memories loaded at once.
+const LOAD_CONCURRENCY: usize = 8;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Split {
+    /// Tune here.
+    Dev,
+    /// Report here; never tune.
+    Test,
+    All,
+}
+
+impl Split {
+    fn conversations(self) -> Vec<&'static str> {
+        match self {
+            Self::Dev => DEV.to_vec(),
+            Self::Test => TEST.to_vec(),
+            Self::All => DEV.iter().chain(TEST).copied().collect(),
+        }
+    }
+
+    fn as_arg(self) -> &'static str {
+        match self {
+            Self::Dev => "dev",
+            Self::Test => "test",
+            Self::All => "all",
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct Turn {
+    dia_id: String,
+    speaker: String,
+    text: String,
+    blip_caption: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Question {
+    conv_id: String,
+    question_index: u64,
+    question: String,
+}
+
+pub async fn locomo(
+    report: &mut Report,
+    split: Split,
+    data: &Path,
+    embedder: EmbedderChoice,
+    out: Option<PathBuf>,
+) -> Result {
+    let queries_path = data.join("queries.jsonl");
+    let scorer = data.join("score_locomo.py");
+    if !queries_path.is_file() || !scorer.is_file() {
+        return Err(format!(
+            "the LoCoMo data is not at {} (it needs queries.jsonl, score_locomo.py and memories/); \
+             point --data at the directory that holds them",
+            data.display()
+        )
+        .into());
+    }
+    let conversations = split.conversations();
+    let dir = ScratchDir::new()?;
+    let (server, _) = Server::start(dir.path(), embedder).await?;
+    let client = server.client();
+
+    let load_started = Instant::now();
+    let mut dia_of: HashMap<String, String> = HashMap::new();
+    let mut loaded = 0;
+    for conversation in &conversations {
+        let path = data.join("memories").join(format!("{conversation}.jsonl"));
+        let text = std::fs::read_to_string(&path)
+            .map_err(|err| format!("reading {}: {err}", path.display()))?;
+        let turns: Vec<Turn> = text
+            .lines()
+            .filter(|line| !line.trim().is_empty())
+            .map(serde_json::from_str)
+            .collect::<std::result::Result<_, _>>()?;
+        for batch in turns.chunks(LOAD_CONCURRENCY) {
+            let mut writes = tokio::task::JoinSet::new();
+            for turn in batch {
+                let body = json!({"scope": "user", "user": conversation, "category": "user-facts",
+                    "content": content_of(turn)});
+                let (client, dia_id) = (client.clone(), turn.dia_id.clone());
+                writes.spawn(
+                    async move { client.create(&body).await.map(|created| (created, dia_id)) },
+                );
+            }
+            while let Some(written) = writes.join_next().await {
+                let (created, dia_id) = written??;
+                let id = created["id"]
+                    .as_str()
+                    .ok_or_else(|| format!("no id in {created}"))?;
+                dia_of.insert(id.to_owned(), dia_id);
+                loaded += 1;
+            }
+        }
+    }
+    server.wait_indexed().await?;
+    let load_time = load_started.elapsed();
+
+    let questions: Vec<Question> = std::fs::read_to_string(&queries_path)?
+        .lines()
+        .filter(|line| !line.trim().is_empty())
+        .map(serde_json::from_str)
+        .collect::<std::result::Result<Vec<Question>, _>>()?
+        .into_iter()
+        .filter(|question| conversations.contains(&question.conv_id.as_str()))
+        .collect();
+    let results_path = out.unwrap_or_else(|| {
+        std::env::temp_dir().join(format!("engram-locomo-{}.jsonl", split.as_arg()))
+    });
+    let mut results = std::fs::File::create(&results_path)?;
+    let mut latencies = Vec::with_capacity(questions.len());
+    let asked = Instant::now();
+    for question in &questions {
+        // Every turn is loaded at the same moment with no importance, so
+        // recency, importance and access would only add noise: the eval
+        // ranks by the match alone.
+        let body = json!({
+            "turn_id": format!("{}-{}", question.conv_id, question.question_index),
+            "user": question.conv_id,
+            "query": question.question,
+            "top_k": 10,
+            "hop_depth": 0,
+            "token_budget": 128_000,
+            "weights": {"similarity": 1.0, "recency": 0.0, "importance": 0.0, "access": 0.0},
+        });
+        let started = Instant::now();
+        let answer = client.retrieve(&body).await?;
+        latencies.push(started.elapsed());
+        if answer["degraded"] != Value::Null {
+            return Err(format!("a retrieval came back degraded: {answer}").into());
+        }
+        let retrieved: Vec<&str> = answer["memories"]
+            .as_array()
+            .map(Vec::as_slice)
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|memory| dia_of.get(memory["id"].as_str()?).map(String::as_str))
+            .collect();
+        writeln!(
+            results,
+            "{}",
+            json!({"conv_id": question.conv_id, "question_index": question.question_index, "retrieved": retrieved})
+        )?;
+    }
+    let wall = asked.elapsed();
+    drop(results);
+    server.stop().await;
+
+    report.rows.push(Row::from_samples(
+        "locomo retrieve (query, top 10)",
+        format!("{} split, {embedder:?} embedder", split.as_arg()),
+        &mut latencies,
+        wall,
+    ));
+    report.figure(
+        format!(
+            "locomo memories loaded ({} conversations)",
+            conversations.len()
+        ),
+        loaded as f64,
+        "",
+    );
+    report.figure("locomo load and index time", load_time.as_secs_f64(), "s");
+    report.figure("locomo questions asked", questions.len() as f64, "");
+    let mut scoring = std::process::Command::new("python3");
+    scoring.arg(&scorer).arg(&results_path);
+    if split != Split::All {
+        scoring.args(["--split", split.as_arg()]);
+    }
+    let scored = scoring.output()?;
+    if !scored.status.success() {
+        return Err(format!(
+            "the scorer failed: {}",
+            String::from_utf8_lossy(&scored.stderr)
+        )
+        .into());
+    }
+    eprintln!("results: {}", results_path.display());
+    eprintln!("{}", String::from_utf8_lossy(&scored.stdout));
+    Ok(())
+}
+
+/// `"<speaker>: <text>"`, plus ` [image: <caption>]` for a shared image.
+fn content_of(turn: &Turn) -> String {
+    let mut content = format!("{}: {}", turn.speaker, turn.text);
+    if let Some(caption) = &turn.blip_caption {
+        content.push_str(&format!(" [image: {caption}]"));
+    }
+    content
+}
