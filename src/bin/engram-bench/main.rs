@@ -277,7 +277,12 @@ async fn retrieve(
     let bodies: Vec<Value> = (0..requests * 4)
         .map(|turn| json!({"turn_id": format!("c-{turn}"), "repo": "bench", "query": corpus::query(&mut rng)}))
         .collect();
-    let (mut total, wall) = concurrent(&client, bodies, CONCURRENT_CLIENTS).await?;
+    let (answers, wall) = concurrent(&client, "/retrieve", 200, bodies, CONCURRENT_CLIENTS).await?;
+    let mut total = Vec::with_capacity(answers.len());
+    for (took, answer) in answers {
+        check_answer(&answer)?;
+        total.push(took);
+    }
     report.rows.push(Row::from_samples(
         "retrieve (query), 32 concurrent clients",
         detail.clone(),
@@ -316,12 +321,16 @@ async fn sequential(
     Ok((total, search, started.elapsed()))
 }
 
-/// Sends `bodies` from `clients` tasks at once; returns latencies and wall time.
+/// POSTs `bodies` to `path` from `clients` tasks at once, each answer
+/// expected with `status`; returns each latency with its answer, and the
+/// wall time.
 async fn concurrent(
     client: &server::Client,
+    path: &'static str,
+    status: u16,
     bodies: Vec<Value>,
     clients: usize,
-) -> Result<(Vec<Duration>, Duration)> {
+) -> Result<(Vec<(Duration, Value)>, Duration)> {
     let queue = std::sync::Arc::new(std::sync::Mutex::new(bodies));
     let started = Instant::now();
     let mut tasks = tokio::task::JoinSet::new();
@@ -332,15 +341,14 @@ async fn concurrent(
             loop {
                 let next = queue.lock().map_err(|_| "a client panicked")?.pop();
                 let Some(body) = next else {
-                    return Ok::<_, String>(samples);
+                    return Ok::<_, Box<dyn std::error::Error + Send + Sync>>(samples);
                 };
                 let one = Instant::now();
-                let answer = client
-                    .retrieve(&body)
-                    .await
-                    .map_err(|err| err.to_string())?;
-                samples.push(one.elapsed());
-                check_answer(&answer).map_err(|err| err.to_string())?;
+                let (answered, answer) = client.send("POST", path, Some(&body)).await?;
+                if answered != status {
+                    return Err(format!("{path} answered {answered}: {answer}").into());
+                }
+                samples.push((one.elapsed(), answer));
             }
         });
     }
@@ -417,37 +425,11 @@ async fn turns(report: &mut Report, requests: usize) -> Result {
                 "messages": [{"role": "user", "content": corpus::sentence(&mut rng, serial)}]})
         })
         .collect();
-    let queue = std::sync::Arc::new(std::sync::Mutex::new(bodies));
-    let started = Instant::now();
-    let mut tasks = tokio::task::JoinSet::new();
-    for _ in 0..CONCURRENT_CLIENTS {
-        let (client, queue) = (client.clone(), queue.clone());
-        tasks.spawn(async move {
-            let mut samples = Vec::new();
-            loop {
-                let next = queue.lock().map_err(|_| "a client panicked")?.pop();
-                let Some(body) = next else {
-                    return Ok::<_, Box<dyn std::error::Error + Send + Sync>>(samples);
-                };
-                let one = Instant::now();
-                let (status, answer) = client.send("POST", "/turns", Some(&body)).await?;
-                if status != 202 {
-                    return Err(format!("/turns answered {status}: {answer}").into());
-                }
-                let outcome = answer["status"].as_str().unwrap_or_default().to_owned();
-                samples.push((one.elapsed(), outcome));
-            }
-        });
-    }
-    let mut samples = Vec::new();
-    while let Some(done) = tasks.join_next().await {
-        samples.extend(done??);
-    }
-    let wall = started.elapsed();
+    let (samples, wall) = concurrent(&client, "/turns", 202, bodies, CONCURRENT_CLIENTS).await?;
     for outcome in ["queued", "coalesced", "dropped"] {
         let count = samples
             .iter()
-            .filter(|(_, status)| status == outcome)
+            .filter(|(_, answer)| answer["status"] == outcome)
             .count();
         report.figure(format!("POST /turns answered {outcome}"), count as f64, "");
     }
