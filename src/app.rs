@@ -150,6 +150,7 @@ impl App {
             budget: Duration::from_millis(config.retrieval.budget_ms),
             cache_ttl: Duration::from_secs(config.retrieval.cache_ttl_s),
             cache_capacity: config.retrieval.cache_capacity,
+            lexical_weight: config.retrieval.lexical_weight,
             metrics: metrics.clone(),
         });
         background.push(tokio::spawn(save_access_counts(

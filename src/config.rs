@@ -220,6 +220,9 @@ pub struct Retrieval {
     /// The whole retrieval's time budget, in ms; past it the answer is
     /// `degraded`.
     pub budget_ms: u64,
+    /// The lexical (BM25) ranking's share of the fusion with the vector
+    /// ranking, 0..1; 0 searches by vector only.
+    pub lexical_weight: f64,
     /// How long a turn's result stays cached, in seconds.
     pub cache_ttl_s: u64,
     /// The most turns cached at once.
@@ -233,6 +236,7 @@ impl Default for Retrieval {
             top_k: 5,
             hop_depth: 1,
             hypothesis_count: 3,
+            lexical_weight: 0.6,
             cache_ttl_s: 300,
             cache_capacity: 10_000,
             token_budget: 1000,
@@ -526,6 +530,9 @@ impl Config {
         }
         if !bounds::HYPOTHESIS_COUNT.contains(&retrieval.hypothesis_count) {
             return key_error("retrieval.hypothesis_count", "must be between 1 and 10");
+        }
+        if !(0.0..=1.0).contains(&retrieval.lexical_weight) {
+            return key_error("retrieval.lexical_weight", "must be between 0 and 1");
         }
         if !(1..=86_400).contains(&retrieval.cache_ttl_s) {
             return key_error("retrieval.cache_ttl_s", "must be between 1 and 86400");

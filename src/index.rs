@@ -152,6 +152,16 @@ impl Index {
     }
 }
 
+/// A lexical search result.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LexicalHit {
+    pub id: MemoryId,
+    /// BM25.
+    pub score: f32,
+    /// The share of the query's summed idf its words match, 0..1.
+    pub coverage: f32,
+}
+
 /// One immutable state of the index.
 #[derive(Default)]
 pub struct Snapshot {
@@ -276,14 +286,15 @@ impl Snapshot {
 impl Snapshot {
     /// The `limit` entries of `namespaces` with the best BM25 score for
     /// `terms` (positive scores only), best first, among those `accept`
-    /// lets through.
+    /// lets through; each with its score and its coverage: the share of
+    /// the query's weight (summed idf) that its words match.
     pub fn lexical_search(
         &self,
         namespaces: &[Namespace],
         terms: &[lexical::Term],
         limit: usize,
         accept: impl Fn(MemoryId, Category) -> bool,
-    ) -> Vec<(MemoryId, f32)> {
+    ) -> Vec<LexicalHit> {
         let chunks: Vec<&Chunk> = namespaces
             .iter()
             .filter_map(|namespace| self.namespaces.get(namespace))
@@ -310,11 +321,16 @@ impl Snapshot {
                 (*term, lexical::idf(documents, frequency))
             })
             .collect();
+        let query_weight: f32 = idfs.iter().map(|(_, idf)| idf).sum();
         let mut best = TopK::new(limit);
+        let mut coverage: HashMap<MemoryId, f32> = HashMap::new();
         let mut scores = Vec::new();
+        let mut matched = Vec::new();
         for chunk in chunks {
             scores.clear();
             scores.resize(chunk.ids.len(), 0.0f32);
+            matched.clear();
+            matched.resize(chunk.ids.len(), 0.0f32);
             for (term, idf) in &idfs {
                 for &(slot, frequency) in chunk
                     .postings
@@ -325,6 +341,7 @@ impl Snapshot {
                     let slot = usize::from(slot);
                     scores[slot] +=
                         lexical::weight(*idf, frequency, chunk.terms[slot].length, average_length);
+                    matched[slot] += idf;
                 }
             }
             for (slot, &score) in scores.iter().enumerate() {
@@ -332,6 +349,10 @@ impl Snapshot {
                     && best.admits(score)
                     && accept(chunk.ids[slot], chunk.categories[slot])
                 {
+                    coverage.insert(
+                        chunk.ids[slot],
+                        matched[slot] / query_weight.max(f32::EPSILON),
+                    );
                     best.push(Hit {
                         id: chunk.ids[slot],
                         similarity: score,
@@ -342,7 +363,11 @@ impl Snapshot {
         }
         best.into_sorted()
             .into_iter()
-            .map(|hit| (hit.id, hit.similarity))
+            .map(|hit| LexicalHit {
+                id: hit.id,
+                score: hit.similarity,
+                coverage: coverage.get(&hit.id).copied().unwrap_or_default(),
+            })
             .collect()
     }
 }
@@ -589,7 +614,7 @@ mod tests {
         let ns = repo("a");
         let index = Index::new(2);
         let exact = text_entry(&ns, "postgres connection pool size");
-        let partial = text_entry(&ns, "the connection to the office printer");
+        let partial = text_entry(&ns, "the connection to the old office printer downstairs");
         let none = text_entry(&ns, "lunch on fridays");
         let gone = text_entry(&ns, "postgres postgres postgres pool");
         index.apply(
@@ -602,11 +627,15 @@ mod tests {
         let hits = index
             .snapshot()
             .lexical_search(std::slice::from_ref(&ns), &query, 10, all);
-        assert_eq!(hits.iter().map(|h| h.0).collect::<Vec<_>>(), [exact.id]);
+        assert_eq!(hits.iter().map(|h| h.id).collect::<Vec<_>>(), [exact.id]);
+        assert!(
+            (hits[0].coverage - 1.0).abs() < 1e-6,
+            "both query words match"
+        );
         let query = lexical::query_terms("connection");
         let hits = index.snapshot().lexical_search(&[ns], &query, 10, all);
         assert_eq!(hits.len(), 2);
-        assert_eq!(hits[0].0, exact.id, "the shorter document ranks first");
+        assert_eq!(hits[0].id, exact.id, "the shorter document ranks first");
     }
 
     fn all(_: MemoryId, _: Category) -> bool {

@@ -55,10 +55,11 @@ use stats::RetrievalStats;
 const CANDIDATE_FACTOR: usize = 4;
 const MIN_CANDIDATES: usize = 32;
 /// Reciprocal-rank fusion of the vector and lexical rankings: the rank
-/// offset, and each list's weight.
+/// offset (chosen on LoCoMo's dev split; the weights are configured).
 const FUSION_K: f64 = 5.0;
-const DENSE_WEIGHT: f64 = 0.4;
-const LEXICAL_WEIGHT: f64 = 0.6;
+/// The least cosine similarity at which the vector search counts as having
+/// found a memory (unrelated sentences score about 0 to 0.1 with MiniLM).
+const MIN_VECTOR_EVIDENCE: f32 = 0.1;
 /// The most a `context_boost` lifts a memory's relevance (at similarity 1).
 const CONTEXT_LIFT: f64 = 0.1;
 /// How long a retrieval waits for writes to its namespaces to reach the
@@ -199,12 +200,14 @@ pub enum Reason {
     /// `matched_version` is set, an older version of it matched and this,
     /// the current version, stands in.
     Query {
+        found_by: FoundBy,
         #[serde(skip_serializing_if = "Option::is_none")]
         matched_version: Option<MemoryId>,
     },
     /// It matched HyDE hypothesis number `hypothesis` (0-based).
     Hypothesis {
         hypothesis: usize,
+        found_by: FoundBy,
         #[serde(skip_serializing_if = "Option::is_none")]
         matched_version: Option<MemoryId>,
     },
@@ -216,6 +219,25 @@ pub enum Reason {
     },
     /// It passed the filters of a retrieval without a query.
     Filter,
+}
+
+/// Which search found a memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum FoundBy {
+    /// The vector (embedding) search.
+    Vector,
+    /// The lexical (BM25) search.
+    Lexical,
+    Both,
+}
+
+impl Reason {
+    fn set_found_by(&mut self, by: FoundBy) {
+        if let Self::Query { found_by, .. } | Self::Hypothesis { found_by, .. } = self {
+            *found_by = by;
+        }
+    }
 }
 
 /// A retrieved memory with why it is there and how it scored.
@@ -305,6 +327,8 @@ pub struct Parts {
     pub budget: Duration,
     pub cache_ttl: Duration,
     pub cache_capacity: usize,
+    /// The lexical ranking's share of the fusion, 0..1 (0: vector only).
+    pub lexical_weight: f64,
     pub metrics: Metrics,
 }
 
@@ -325,6 +349,7 @@ struct Inner {
     cache: TurnCache<Outcome>,
     stats: RetrievalStats,
     metrics: Metrics,
+    lexical_weight: f64,
 }
 
 /// A memory found by the vector search, the lexical search, or both.
@@ -334,6 +359,8 @@ struct Candidate {
     similarity: f32,
     /// BM25 score relative to the best of this retrieval, 0..1.
     lexical: f32,
+    /// The share of the query's (idf-weighted) words it holds, 0..1.
+    coverage: f32,
     /// The fused rank score, 0..1.
     fused: f64,
     dense_rank: Option<usize>,
@@ -341,16 +368,22 @@ struct Candidate {
     reason: Reason,
 }
 
-/// Reciprocal-rank fusion: each list contributes `weight / (K + rank)`
-/// (rank from 1), scaled so that first place in both lists is 1.
-/// The constants are the best of those measured on LoCoMo's dev split.
-fn fuse(dense_rank: Option<usize>, lexical_rank: Option<usize>) -> f64 {
-    let part = |rank: Option<usize>, weight: f64| {
-        #[expect(clippy::cast_precision_loss, reason = "ranks are small")]
-        rank.map_or(0.0, |rank| weight / (FUSION_K + rank as f64 + 1.0))
-    };
-    let best = (DENSE_WEIGHT + LEXICAL_WEIGHT) / (FUSION_K + 1.0);
-    (part(dense_rank, DENSE_WEIGHT) + part(lexical_rank, LEXICAL_WEIGHT)) / best
+/// Reciprocal-rank fusion: the vector list contributes
+/// `(1 - lexical_weight) / (K + rank)` (rank from 1) and the lexical list
+/// `lexical_weight / (K + rank)`, half of it always and half in proportion
+/// to the share of the query's words the memory holds (so one shared common
+/// word is weaker evidence than all of them), scaled so that first place in
+/// both lists, matching every word, is 1. On LoCoMo's dev split the
+/// coverage term lifts MRR from 48.0 to 48.3; it also keeps a tiny store
+/// from ranking a memory first for one generic word.
+fn fuse(dense_rank: Option<usize>, lexical: Option<(usize, f32)>, lexical_weight: f64) -> f64 {
+    #[expect(clippy::cast_precision_loss, reason = "ranks are small")]
+    let part = |rank: usize, weight: f64| weight / (FUSION_K + rank as f64 + 1.0);
+    let dense = dense_rank.map_or(0.0, |rank| part(rank, 1.0 - lexical_weight));
+    let lexical = lexical.map_or(0.0, |(rank, coverage)| {
+        part(rank, lexical_weight) * (0.5 + 0.5 * f64::from(coverage))
+    });
+    (dense + lexical) * (FUSION_K + 1.0)
 }
 
 /// A candidate on its way to the result.
@@ -375,6 +408,7 @@ impl Retriever {
                 budget: parts.budget,
                 stats: RetrievalStats::default(),
                 metrics: parts.metrics,
+                lexical_weight: parts.lexical_weight,
             }),
         }
     }
@@ -682,16 +716,19 @@ impl Retriever {
         .unwrap_or_default();
 
         let mut by_head: HashMap<MemoryId, Candidate> = HashMap::new();
-        let best_lexical = sparse.first().map_or(1.0, |(_, score)| *score);
+        let best_lexical = sparse.first().map_or(1.0, |hit| hit.score);
+        // A memory barely like the query is no evidence, however it ranks:
+        // in a small store every memory is in the vector list.
         let hits = dense
             .iter()
+            .filter(|hit| hit.similarity >= MIN_VECTOR_EVIDENCE)
             .enumerate()
             .map(|(rank, hit)| (hit.id, Some((rank, hit)), None))
             .chain(
                 sparse
                     .iter()
                     .enumerate()
-                    .map(|(rank, (id, score))| (*id, None, Some((rank, *score)))),
+                    .map(|(rank, hit)| (hit.id, None, Some((rank, hit.score, hit.coverage)))),
             );
         for (id, dense_hit, lexical_hit) in hits {
             let Some(head) = inner.store.head_of(id) else {
@@ -705,10 +742,14 @@ impl Retriever {
                 memory: head,
                 similarity: 0.0,
                 lexical: 0.0,
+                coverage: 0.0,
                 fused: 0.0,
                 dense_rank: None,
                 lexical_rank: None,
-                reason: Reason::Query { matched_version },
+                reason: Reason::Query {
+                    found_by: FoundBy::Lexical,
+                    matched_version,
+                },
             });
             if let Some((rank, hit)) = dense_hit
                 && candidate.dense_rank.is_none_or(|best| rank < best)
@@ -718,23 +759,40 @@ impl Retriever {
                 candidate.reason = if hit.query < hypotheses {
                     Reason::Hypothesis {
                         hypothesis: hit.query,
+                        found_by: FoundBy::Vector,
                         matched_version,
                     }
                 } else {
-                    Reason::Query { matched_version }
+                    Reason::Query {
+                        found_by: FoundBy::Vector,
+                        matched_version,
+                    }
                 };
             }
-            if let Some((rank, score)) = lexical_hit
+            if let Some((rank, score, coverage)) = lexical_hit
                 && candidate.lexical_rank.is_none_or(|best| rank < best)
             {
                 candidate.lexical_rank = Some(rank);
                 candidate.lexical = score / best_lexical;
+                candidate.coverage = coverage;
             }
         }
         let mut candidates: Vec<Candidate> = by_head
             .into_values()
             .map(|mut candidate| {
-                candidate.fused = fuse(candidate.dense_rank, candidate.lexical_rank);
+                candidate.fused = fuse(
+                    candidate.dense_rank,
+                    candidate
+                        .lexical_rank
+                        .map(|rank| (rank, candidate.coverage)),
+                    inner.lexical_weight,
+                );
+                let found_by = match (candidate.dense_rank, candidate.lexical_rank) {
+                    (Some(_), Some(_)) => FoundBy::Both,
+                    (Some(_), None) => FoundBy::Vector,
+                    _ => FoundBy::Lexical,
+                };
+                candidate.reason.set_found_by(found_by);
                 candidate
             })
             .collect();
@@ -1006,4 +1064,27 @@ fn namespaces_of(pair: &NamespacePair) -> [Namespace; 2] {
 
 fn millis(duration: Duration) -> f64 {
     duration.as_secs_f64() * 1000.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fusion_rewards_agreement_and_whole_word_matches() {
+        let weight = 0.6;
+        let top_of_both = fuse(Some(0), Some((0, 1.0)), weight);
+        assert!((top_of_both - 1.0).abs() < 1e-12);
+        // Second in both beats first in one list alone.
+        assert!(fuse(Some(1), Some((1, 1.0)), weight) > fuse(Some(0), None, weight));
+        assert!(fuse(Some(1), Some((1, 1.0)), weight) > fuse(None, Some((0, 1.0)), weight));
+        // The lexical list weighs more, but a match on few of the words less.
+        assert!(fuse(None, Some((0, 1.0)), weight) > fuse(Some(0), None, weight));
+        assert!(fuse(None, Some((0, 0.2)), weight) < fuse(Some(0), None, weight));
+        assert_eq!(
+            fuse(None, Some((0, 1.0)), 0.0),
+            0.0,
+            "weight 0: vector only"
+        );
+    }
 }

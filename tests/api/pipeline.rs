@@ -110,11 +110,11 @@ async fn hyde_search_hops_cache_and_budget() {
     };
     assert_eq!(
         by_id(&deploys["id"])["reason"],
-        json!({"kind": "hypothesis", "hypothesis": 0})
+        json!({"kind": "hypothesis", "hypothesis": 0, "found_by": "both"})
     );
     assert_eq!(
         by_id(&migrations["id"])["reason"],
-        json!({"kind": "hypothesis", "hypothesis": 1})
+        json!({"kind": "hypothesis", "hypothesis": 1, "found_by": "both"})
     );
     let hop = by_id(&rollback["id"]);
     assert_eq!(
@@ -447,7 +447,7 @@ async fn expansion_boost_filters_and_suggestions() {
 
     // A context boost lifts what resembles it.
     let boosted = plain
-        .retrieve(json!({"turn_id": "b", "repo": "forge", "query": "security", "context_boost": "TLS gateway", "top_k": 2}))
+        .retrieve(json!({"turn_id": "b", "repo": "forge", "query": "gateway tokens", "context_boost": "TLS gateway", "top_k": 2}))
         .await;
     let gateway = boosted["memories"]
         .as_array()

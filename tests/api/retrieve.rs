@@ -63,7 +63,10 @@ async fn finds_memories_by_meaning_and_explains_each() {
     assert_eq!(result["cached"], false);
     assert_eq!(result["query"], "which relational database do we use?");
     let first = &result["memories"][0];
-    assert_eq!(first["reason"], json!({"kind": "query"}));
+    assert_eq!(
+        first["reason"],
+        json!({"kind": "query", "found_by": "vector"})
+    );
     assert_eq!(first["injected"], true);
     assert_eq!(first["repo"], "forge");
     for factor in ["similarity", "recency", "importance", "access"] {
@@ -148,7 +151,7 @@ async fn a_superseded_memory_is_never_current_its_head_stands_in() {
     assert_eq!(only["supersedes"], old["id"]);
     assert_eq!(
         only["reason"],
-        json!({"kind": "query", "matched_version": old["id"]})
+        json!({"kind": "query", "found_by": "both", "matched_version": old["id"]})
     );
     assert!(
         result["injection"]
@@ -231,7 +234,7 @@ async fn weights_from_the_request_change_the_order() {
         "repo",
         "forge",
         "patterns",
-        "The release checklist lives in RELEASING.md.",
+        "Structured release notes follow the checklist in RELEASING.md.",
     );
     important["importance"] = json!(1.0);
     let important = app.create(important).await;
@@ -511,4 +514,46 @@ async fn a_restart_embeds_only_what_changed_and_a_new_model_embeds_all() {
         "another model never reuses vectors"
     );
     assert_eq!(stats["index"]["embedded"], 4);
+}
+
+#[tokio::test]
+async fn exact_rare_words_are_found_and_the_lexical_index_follows_deletes() {
+    let app = spawn_app().await;
+    let ticket = app
+        .create(memory(
+            "repo",
+            "forge",
+            "project-conventions",
+            "The deploy key rotates every ninety days, see OPS-4721.",
+        ))
+        .await;
+    for content in [
+        "Deploys need two approvals.",
+        "Keys live in the vault.",
+        "Rotation reminders go to the ops channel.",
+    ] {
+        app.create(memory("repo", "forge", "patterns", content))
+            .await;
+    }
+    let result = app
+        .retrieve(
+            json!({"turn_id": "rare", "repo": "forge", "query": "OPS-4721", "use_cache": false}),
+        )
+        .await;
+    assert_eq!(ids(&result)[0], id(&ticket), "{result:#}");
+    let reason = &result["memories"][0]["reason"];
+    assert!(
+        reason["found_by"] == "lexical" || reason["found_by"] == "both",
+        "{reason}"
+    );
+    assert!(result["memories"][0]["scores"]["lexical"].as_f64().unwrap() > 0.99);
+
+    let deleted = app.delete(&format!("/memories/{}", id(&ticket))).await;
+    assert_eq!(deleted.status, StatusCode::NO_CONTENT);
+    let result = app
+        .retrieve(
+            json!({"turn_id": "rare", "repo": "forge", "query": "OPS-4721", "use_cache": false}),
+        )
+        .await;
+    assert!(!ids(&result).contains(&id(&ticket)), "{result:#}");
 }

@@ -75,6 +75,7 @@ pub async fn locomo(
     data: &Path,
     embedder: EmbedderChoice,
     out: Option<PathBuf>,
+    lexical_weight: f64,
 ) -> Result {
     let queries_path = data.join("queries.jsonl");
     let scorer = data.join("score_locomo.py");
@@ -88,7 +89,10 @@ pub async fn locomo(
     }
     let conversations = split.conversations();
     let dir = ScratchDir::new()?;
-    let (server, _) = Server::start(dir.path(), embedder).await?;
+    let (server, _) = Server::start_with(dir.path(), embedder, |config| {
+        config.retrieval.lexical_weight = lexical_weight;
+    })
+    .await?;
     let client = server.client();
 
     let load_started = Instant::now();
@@ -159,18 +163,7 @@ pub async fn locomo(
         if answer["degraded"] != Value::Null {
             return Err(format!("a retrieval came back degraded: {answer}").into());
         }
-        let retrieved: Vec<&str> = answer["memories"]
-            .as_array()
-            .map(Vec::as_slice)
-            .unwrap_or_default()
-            .iter()
-            .filter_map(|memory| dia_of.get(memory["id"].as_str()?).map(String::as_str))
-            .collect();
-        writeln!(
-            results,
-            "{}",
-            json!({"conv_id": question.conv_id, "question_index": question.question_index, "retrieved": retrieved})
-        )?;
+        writeln!(results, "{}", result_line(question, &answer, &dia_of))?;
     }
     let wall = asked.elapsed();
     drop(results);
@@ -210,6 +203,19 @@ pub async fn locomo(
     Ok(())
 }
 
+/// The scorer's line for one question: the `dia_id`s of the memories the
+/// retrieval returned, best first.
+fn result_line(question: &Question, answer: &Value, dia_of: &HashMap<String, String>) -> Value {
+    let retrieved: Vec<&str> = answer["memories"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|memory| dia_of.get(memory["id"].as_str()?).map(String::as_str))
+        .collect();
+    json!({"conv_id": question.conv_id, "question_index": question.question_index, "retrieved": retrieved})
+}
+
 /// `"<speaker>: <text>"`, plus ` [image: <caption>]` for a shared image.
 fn content_of(turn: &Turn) -> String {
     let mut content = format!("{}: {}", turn.speaker, turn.text);
@@ -217,4 +223,35 @@ fn content_of(turn: &Turn) -> String {
         content.push_str(&format!(" [image: {caption}]"));
     }
     content
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn returned_memories_map_back_to_their_turns_in_order() {
+        let turns: Vec<Turn> = [
+            r#"{"dia_id": "D1:1", "speaker": "Ana", "text": "I adopted a cat."}"#,
+            r#"{"dia_id": "D1:2", "speaker": "Bo", "text": "Look!", "blip_caption": "a grey cat"}"#,
+        ]
+        .iter()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+        assert_eq!(content_of(&turns[0]), "Ana: I adopted a cat.");
+        assert_eq!(content_of(&turns[1]), "Bo: Look! [image: a grey cat]");
+        let dia_of: HashMap<String, String> = [("id-1", "D1:1"), ("id-2", "D1:2")]
+            .iter()
+            .map(|(id, dia)| ((*id).to_owned(), (*dia).to_owned()))
+            .collect();
+        let question: Question = serde_json::from_str(
+            r#"{"conv_id": "conv-1", "question_index": 3, "question": "What did Ana adopt?"}"#,
+        )
+        .unwrap();
+        let answer = json!({"memories": [{"id": "id-2"}, {"id": "unknown"}, {"id": "id-1"}]});
+        assert_eq!(
+            result_line(&question, &answer, &dia_of),
+            json!({"conv_id": "conv-1", "question_index": 3, "retrieved": ["D1:2", "D1:1"]})
+        );
+    }
 }

@@ -89,6 +89,9 @@ enum Command {
         /// Where to write the results file (default: the temp directory).
         #[arg(long)]
         out: Option<PathBuf>,
+        /// `retrieval.lexical_weight` (0: vector search only).
+        #[arg(long, default_value_t = 0.6)]
+        lexical_weight: f64,
     },
     /// Every workload at the sizes the README reports.
     All,
@@ -137,7 +140,8 @@ fn main() -> ExitCode {
                 data,
                 embedder,
                 out,
-            } => locomo::locomo(&mut report, split, &data, embedder, out).await,
+                lexical_weight,
+            } => locomo::locomo(&mut report, split, &data, embedder, out, lexical_weight).await,
             Command::All => all(&mut report).await,
         }
     });
