@@ -461,7 +461,7 @@ impl Retriever {
 
     async fn run_uncounted(&self, request: Request, started: Instant) -> Outcome {
         let inner = &self.inner;
-        let namespaces = namespaces_of(&request.pair);
+        let namespaces = request.pair.namespaces();
         let key = TurnKey {
             repo: request.pair.repo.clone(),
             user: request.pair.user.clone(),
@@ -570,7 +570,7 @@ impl Retriever {
         deadline: Deadline,
     ) -> Outcome {
         let inner = &self.inner;
-        let namespaces = namespaces_of(&request.pair);
+        let namespaces = request.pair.namespaces();
         if request.expand_query
             && let Some(llm) = &inner.llm
             && outcome.mode == Mode::Query
@@ -620,7 +620,7 @@ impl Retriever {
             let expansion = expand::from_vocabulary(&texts[0], &top);
             if !expansion.added_terms.is_empty() {
                 let (more, _) = self
-                    .embed(vec![expansion.expanded.clone()], deadline, &[])
+                    .embed(vec![expansion.expanded.clone()], deadline, &namespaces)
                     .await;
                 if let Ok(more) = more {
                     vectors.extend(more);
@@ -637,9 +637,8 @@ impl Retriever {
                 }
             }
         }
-        let ranked = self.rank(request, candidates, context.as_deref());
+        let mut ranked = self.rank(request, candidates, context.as_deref());
         outcome.total_matches = ranked.len();
-        let mut ranked = ranked;
         ranked.truncate(request.top_k);
         outcome.timings_ms.search = millis(search_started.elapsed());
 
@@ -702,7 +701,7 @@ impl Retriever {
     ) -> Vec<Candidate> {
         let inner = &self.inner;
         let snapshot = inner.index.snapshot();
-        let namespaces = namespaces_of(&request.pair);
+        let namespaces = request.pair.namespaces();
         let limit = (request.top_k * CANDIDATE_FACTOR).max(MIN_CANDIDATES);
         let filters = request.filters.clone();
         let (dense, sparse) = tokio::task::spawn_blocking(move || {
@@ -823,7 +822,7 @@ impl Retriever {
                 inner
                     .index
                     .snapshot()
-                    .vectors_of(&namespaces_of(&request.pair), &ids)
+                    .vectors_of(&request.pair.namespaces(), &ids)
             }
             None => HashMap::new(),
         };
@@ -888,7 +887,7 @@ impl Retriever {
         let stored = inner
             .index
             .snapshot()
-            .vectors_of(&namespaces_of(&request.pair), &ids);
+            .vectors_of(&request.pair.namespaces(), &ids);
         let now = Utc::now();
         hopped
             .into_iter()
@@ -932,7 +931,7 @@ impl Retriever {
         let mut outcome = Outcome::empty(request, Mode::Filter);
         let started = Instant::now();
         let listing = ListFilter {
-            namespaces: namespaces_of(&request.pair).to_vec(),
+            namespaces: request.pair.namespaces().to_vec(),
             scope: request.filters.scope,
             category: None,
             text: None,
@@ -952,9 +951,8 @@ impl Retriever {
                     && inner.store.is_current(memory.id)
             })
             .map(|memory| {
-                let mut scores = Scores::of(&memory, 0.0, inner.access.get(memory.id), now);
-                scores.similarity = 0.0;
-                let relevance = scores.relevance_without_similarity(&weights);
+                let scores = Scores::of(&memory, 0.0, inner.access.get(memory.id), now);
+                let relevance = scores.relevance(&weights);
                 Ranked {
                     memory,
                     scores,
@@ -1055,11 +1053,6 @@ fn finish(outcome: &mut Outcome, ranked: Vec<Ranked>, token_budget: usize) {
             injected,
         })
         .collect();
-}
-
-/// `repo/<repo>` and `user/<user>`: all a request may see.
-fn namespaces_of(pair: &NamespacePair) -> [Namespace; 2] {
-    [pair.owner(Scope::Repo), pair.owner(Scope::User)]
 }
 
 fn millis(duration: Duration) -> f64 {

@@ -65,6 +65,11 @@ impl NamespacePair {
         Namespace::for_scope(scope, &self.repo, &self.user)
     }
 
+    /// `repo/<repo>` and `user/<user>`: all the pair may see.
+    pub fn namespaces(&self) -> [Namespace; 2] {
+        [self.owner(Scope::Repo), self.owner(Scope::User)]
+    }
+
     pub fn contains(&self, namespace: &Namespace) -> bool {
         match namespace {
             Namespace::Repo(repo) => *repo == self.repo,

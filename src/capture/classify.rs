@@ -196,7 +196,7 @@ fn check(
 /// The pair's current memories, newest first, at most [`MAX_EXISTING_LISTED`].
 fn current_memories(store: &Store, pair: &NamespacePair) -> Vec<Arc<Memory>> {
     let filter = crate::store::ListFilter {
-        namespaces: vec![pair.owner(Scope::Repo), pair.owner(Scope::User)],
+        namespaces: pair.namespaces().to_vec(),
         ..Default::default()
     };
     let mut current = Vec::new();

@@ -191,11 +191,9 @@ impl Worker {
             }
         }
         if written > 0 {
-            let namespaces = [
-                pair.owner(crate::memory::Scope::Repo),
-                pair.owner(crate::memory::Scope::User),
-            ];
-            self.store.wait_until_indexed(&namespaces, INDEX_WAIT).await;
+            self.store
+                .wait_until_indexed(&pair.namespaces(), INDEX_WAIT)
+                .await;
         }
         Ok(written)
     }

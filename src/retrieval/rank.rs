@@ -65,24 +65,15 @@ impl Scores {
     }
 
     /// The weighted mean of the scores, 0..1. `weights` are checked (0..1,
-    /// not all zero) where they enter.
+    /// not all zero) where they enter; a retrieval without a query drops the
+    /// similarity weight, and with nothing left, recency alone ranks.
     pub fn relevance(&self, weights: &Weights) -> f64 {
         let total = weights.similarity + weights.recency + weights.importance + weights.access;
-        let sum = weights.similarity * self.matched
-            + weights.recency * self.recency
-            + weights.importance * self.importance
-            + weights.access * self.access;
-        (sum / total).clamp(0.0, 1.0)
-    }
-
-    /// The weighted mean without similarity, for retrievals with no query;
-    /// recency alone when only similarity had weight.
-    pub fn relevance_without_similarity(&self, weights: &Weights) -> f64 {
-        let total = weights.recency + weights.importance + weights.access;
         if total == 0.0 {
             return self.recency;
         }
-        let sum = weights.recency * self.recency
+        let sum = weights.similarity * self.matched
+            + weights.recency * self.recency
             + weights.importance * self.importance
             + weights.access * self.access;
         (sum / total).clamp(0.0, 1.0)

@@ -118,6 +118,27 @@ where
     }
 }
 
+/// The longest `turn_id`, in characters.
+const MAX_TURN_ID_CHARS: usize = 256;
+
+/// A `turn_id`, trimmed, if it is 1 to 256 characters and not all blank.
+pub fn turn_id(text: &str) -> Result<String, ApiError> {
+    bounded_text("turn_id", text, MAX_TURN_ID_CHARS)
+}
+
+/// `text` trimmed, if it is 1 to `max_chars` characters and not all blank;
+/// otherwise an `invalid-field` problem naming `field`.
+pub fn bounded_text(field: &str, text: &str, max_chars: usize) -> Result<String, ApiError> {
+    let trimmed = text.trim();
+    if trimmed.is_empty() || trimmed.chars().count() > max_chars {
+        return Err(ApiError::invalid(
+            field,
+            format!("`{field}` must be 1 to {max_chars} characters, not all blank"),
+        ));
+    }
+    Ok(trimmed.to_owned())
+}
+
 /// `value` (or `default` when absent) if it lies in `range`; otherwise an
 /// `invalid-field` problem naming `field`.
 pub fn in_range(

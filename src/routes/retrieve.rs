@@ -14,13 +14,12 @@ use crate::config::{Config, Weights, bounds};
 use crate::error::{ApiError, Problem};
 use crate::memory::{Category, MemoryId, RepoId, Scope, UserId};
 use crate::retrieval::{Degraded, Filters, Input, Outcome, Request, Retriever};
-use crate::routes::extract::{ApiJson, in_range};
+use crate::routes::extract::{self, ApiJson, in_range};
 use crate::store::NamespacePair;
 use crate::window::{self, Line, Message};
 
-/// The longest `query` and `turn_id`, in characters.
+/// The longest `query`, in characters.
 const MAX_QUERY_CHARS: usize = 10_000;
-const MAX_TURN_ID_CHARS: usize = 256;
 /// The most ids `exclude_ids` may list.
 const MAX_EXCLUDED: usize = 1000;
 
@@ -125,22 +124,16 @@ pub async fn retrieve_memories(
 /// Checks every field and fills in the configured defaults.
 fn parse(request: RetrieveRequest, config: &Config) -> Result<Request, ApiError> {
     let defaults = &config.retrieval;
-    let turn_id = request.turn_id.trim();
-    if turn_id.is_empty() || turn_id.chars().count() > MAX_TURN_ID_CHARS {
-        return Err(ApiError::invalid(
-            "turn_id",
-            format!("`turn_id` must be 1 to {MAX_TURN_ID_CHARS} characters"),
-        ));
-    }
+    let turn_id = extract::turn_id(&request.turn_id)?;
     let input = match (&request.query, &request.messages) {
-        (Some(query), _) => Input::Query(check_text("query", query)?),
+        (Some(query), _) => Input::Query(extract::bounded_text("query", query, MAX_QUERY_CHARS)?),
         (None, Some(messages)) => Input::Window(user_window(messages)?),
         (None, None) => Input::Filters,
     };
     let context_boost = request
         .context_boost
         .as_deref()
-        .map(|text| check_text("context_boost", text))
+        .map(|text| extract::bounded_text("context_boost", text, MAX_QUERY_CHARS))
         .transpose()?;
     let top_k = in_range("top_k", request.top_k, defaults.top_k, bounds::TOP_K)?;
     let hop_depth = in_range(
@@ -190,7 +183,7 @@ fn parse(request: RetrieveRequest, config: &Config) -> Result<Request, ApiError>
         ));
     }
     Ok(Request {
-        turn_id: turn_id.to_owned(),
+        turn_id,
         pair: NamespacePair {
             repo: request.repo.unwrap_or_else(|| config.defaults.repo.clone()),
             user: request.user.unwrap_or_else(|| config.defaults.user.clone()),
@@ -211,18 +204,6 @@ fn parse(request: RetrieveRequest, config: &Config) -> Result<Request, ApiError>
         expand_query: request.expand_query.unwrap_or(false),
         context_boost,
     })
-}
-
-/// `text` trimmed, if it is 1 to 10,000 characters and not all blank.
-fn check_text(field: &str, text: &str) -> Result<String, ApiError> {
-    let trimmed = text.trim();
-    if trimmed.is_empty() || trimmed.chars().count() > MAX_QUERY_CHARS {
-        return Err(ApiError::invalid(
-            field,
-            format!("`{field}` must be 1 to {MAX_QUERY_CHARS} characters, not all blank"),
-        ));
-    }
-    Ok(trimmed.to_owned())
 }
 
 /// The window of `messages`, which must hold a user message with text.

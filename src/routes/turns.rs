@@ -15,11 +15,9 @@ use crate::capture::queue::{EnqueueStatus, Kind, StoredLine, Trigger};
 use crate::config::Defaults;
 use crate::error::{ApiError, Problem};
 use crate::memory::{RepoId, SessionId, UserId};
-use crate::routes::extract::ApiJson;
+use crate::routes::extract::{self, ApiJson};
 use crate::store::NamespacePair;
 use crate::window::{self, Message};
-
-const MAX_TURN_ID_CHARS: usize = 256;
 
 /// A conversation window to capture memories from.
 #[derive(Debug, Deserialize, ToSchema)]
@@ -115,14 +113,11 @@ async fn accept(
         user: request.user.unwrap_or(defaults.user),
     };
     caller.check_pair(&pair)?;
-    if let Some(turn_id) = &request.turn_id
-        && (turn_id.trim().is_empty() || turn_id.chars().count() > MAX_TURN_ID_CHARS)
-    {
-        return Err(ApiError::invalid(
-            "turn_id",
-            format!("`turn_id` must be 1 to {MAX_TURN_ID_CHARS} characters"),
-        ));
-    }
+    let turn_id = request
+        .turn_id
+        .as_deref()
+        .map(extract::turn_id)
+        .transpose()?;
     let lines = window::window(&request.messages);
     if lines.is_empty() {
         return Err(ApiError::invalid(
@@ -134,7 +129,7 @@ async fn accept(
         id: Uuid::now_v7(),
         kind,
         session_id: request.session_id,
-        turn_id: request.turn_id,
+        turn_id,
         repo: pair.repo,
         user: pair.user,
         window: lines
