@@ -253,6 +253,16 @@ fn collect_files(root: &Path, dir: &Path, files: &mut Vec<String>) {
     }
 }
 
+/// The ids of a retrieval's memories, in order.
+pub fn ids(result: &Value) -> Vec<String> {
+    result["memories"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
 /// A valid memory request body, to be adjusted per test.
 pub fn memory(scope: &str, owner: &str, category: &str, content: &str) -> Value {
     let owner_field = if scope == "repo" { "repo" } else { "user" };

@@ -9,7 +9,7 @@ use engram::retrieval::inject::count_tokens;
 use serde_json::{Value, json};
 
 use crate::helpers::{
-    RunningApp, TestApp, embed_with, llm_with, memory, spawn_app_on, test_config,
+    RunningApp, TestApp, embed_with, ids, llm_with, memory, spawn_app_on, test_config,
 };
 use crate::upstream::{Behaviour, Upstream};
 
@@ -21,15 +21,6 @@ async fn app_with_llm(upstream: &Upstream) -> (TestApp, tempfile::TempDir) {
     })
     .await;
     (app, dir)
-}
-
-fn ids(result: &Value) -> Vec<String> {
-    result["memories"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| m["id"].as_str().unwrap().to_owned())
-        .collect()
 }
 
 fn window() -> Value {

@@ -9,18 +9,9 @@ use engram::retrieval::inject::count_tokens;
 use serde_json::{Value, json};
 
 use crate::helpers::{
-    embed_with, memory, spawn_app, spawn_app_on, spawn_unready_app_on, wait_until,
+    embed_with, ids, memory, spawn_app, spawn_app_on, spawn_unready_app_on, wait_until,
 };
 use crate::upstream::{Behaviour, Upstream};
-
-fn ids(result: &Value) -> Vec<String> {
-    result["memories"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| m["id"].as_str().unwrap().to_owned())
-        .collect()
-}
 
 fn id(memory: &Value) -> String {
     memory["id"].as_str().unwrap().to_owned()
