@@ -141,6 +141,9 @@ pub struct Embedding {
     pub dimensions: usize,
     /// `openai`: how long one embeddings request may take, in ms.
     pub timeout_ms: u64,
+    /// `openai`: the largest embeddings reply read, in bytes; a larger one
+    /// is a failed call.
+    pub max_reply_bytes: usize,
     /// The key read from `api_key_env` at start-up.
     #[serde(skip)]
     pub api_key: Option<ApiKey>,
@@ -156,10 +159,20 @@ impl Default for Embedding {
             model: "text-embedding-3-small".to_owned(),
             dimensions: 1536,
             timeout_ms: 2000,
+            max_reply_bytes: DEFAULT_EMBEDDING_REPLY_BYTES,
             api_key: None,
         }
     }
 }
+
+/// The default cap on an embeddings reply: the indexer sends up to 128
+/// texts a call, and a reply of 128 vectors of 3,072 floats (the largest
+/// common model) written the longest way JSON allows (about 24 bytes a
+/// float: `-1.2345678901234567e-05,`) is 9.4 MB; 16 MiB leaves headroom.
+const DEFAULT_EMBEDDING_REPLY_BYTES: usize = 16 * 1024 * 1024;
+/// The default cap on a chat reply: hypotheses, expansions and classified
+/// memories are a few KB.
+const DEFAULT_LLM_REPLY_BYTES: usize = 2 * 1024 * 1024;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -184,6 +197,8 @@ pub struct Llm {
     /// How long one retrieval-model call may take, in ms.
     pub retrieval_timeout_ms: u64,
     pub classifier_timeout_ms: u64,
+    /// The largest chat reply read, in bytes; a larger one is a failed call.
+    pub max_reply_bytes: usize,
     /// The key read from `api_key_env` at start-up.
     #[serde(skip)]
     pub api_key: Option<ApiKey>,
@@ -198,6 +213,7 @@ impl Default for Llm {
             classifier_model: "gpt-4o-mini".to_owned(),
             retrieval_timeout_ms: 2000,
             classifier_timeout_ms: 30_000,
+            max_reply_bytes: DEFAULT_LLM_REPLY_BYTES,
             api_key: None,
         }
     }
@@ -362,6 +378,7 @@ pub mod bounds {
     pub const BUDGET_MS: RangeInclusive<u64> = 50..=60_000;
     pub const EMBEDDING_DIMENSIONS: RangeInclusive<usize> = 1..=8192;
     pub const UPSTREAM_TIMEOUT_MS: RangeInclusive<u64> = 50..=600_000;
+    pub const UPSTREAM_REPLY_BYTES: RangeInclusive<usize> = 1024..=1024 * 1024 * 1024;
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -491,6 +508,12 @@ impl Config {
         if !bounds::EMBEDDING_DIMENSIONS.contains(&embedding.dimensions) {
             return key_error("embedding.dimensions", "must be between 1 and 8192");
         }
+        if !bounds::UPSTREAM_REPLY_BYTES.contains(&embedding.max_reply_bytes) {
+            return key_error(
+                "embedding.max_reply_bytes",
+                "must be between 1024 and 1073741824",
+            );
+        }
         if !bounds::UPSTREAM_TIMEOUT_MS.contains(&embedding.timeout_ms) {
             return key_error("embedding.timeout_ms", "must be between 50 and 600000");
         }
@@ -519,6 +542,9 @@ impl Config {
             }
             if !bounds::UPSTREAM_TIMEOUT_MS.contains(&llm.classifier_timeout_ms) {
                 return key_error("llm.classifier_timeout_ms", "must be between 50 and 600000");
+            }
+            if !bounds::UPSTREAM_REPLY_BYTES.contains(&llm.max_reply_bytes) {
+                return key_error("llm.max_reply_bytes", "must be between 1024 and 1073741824");
             }
         }
         let retrieval = &self.retrieval;
@@ -812,6 +838,11 @@ mod tests {
             ("[1, 2]\n", "."),
             ("embedding: { provider: onnx }\n", "embedding.provider"),
             ("embedding: { dimensions: 0 }\n", "embedding.dimensions"),
+            (
+                "embedding: { max_reply_bytes: 10 }\n",
+                "embedding.max_reply_bytes",
+            ),
+            ("llm: { max_reply_bytes: 10 }\n", "llm.max_reply_bytes"),
             (
                 "embedding: { provider: openai, base_url: ftp://x }\n",
                 "embedding.base_url",

@@ -57,6 +57,7 @@ impl Embedder {
                 api_key: config.api_key.as_ref().map(|key| key.expose().to_owned()),
                 timeout: Duration::from_millis(config.timeout_ms),
                 dimensions: config.dimensions,
+                max_reply_bytes: config.max_reply_bytes,
             }))),
         }
     }
