@@ -243,6 +243,9 @@ pub struct Retrieval {
     pub cache_ttl_s: u64,
     /// The most turns cached at once.
     pub cache_capacity: usize,
+    /// The most bytes the cached answers may hold (estimated from their
+    /// text); the least recently used go first.
+    pub cache_max_bytes: usize,
     pub weights: Weights,
 }
 
@@ -255,6 +258,7 @@ impl Default for Retrieval {
             lexical_weight: 0.6,
             cache_ttl_s: 300,
             cache_capacity: 10_000,
+            cache_max_bytes: 32 * 1024 * 1024,
             token_budget: 1000,
             min_relevance: 0.0,
             budget_ms: 2000,
@@ -566,6 +570,12 @@ impl Config {
         if !(1..=1_000_000).contains(&retrieval.cache_capacity) {
             return key_error("retrieval.cache_capacity", "must be between 1 and 1000000");
         }
+        if !(64 * 1024..=64 * 1024 * 1024 * 1024).contains(&retrieval.cache_max_bytes) {
+            return key_error(
+                "retrieval.cache_max_bytes",
+                "must be between 65536 and 68719476736",
+            );
+        }
         if !bounds::TOKEN_BUDGET.contains(&retrieval.token_budget) {
             return key_error("retrieval.token_budget", "must be between 1 and 128000");
         }
@@ -849,6 +859,10 @@ mod tests {
             ),
             ("retrieval: { top_k: 0 }\n", "retrieval.top_k"),
             ("retrieval: { hop_depth: 4 }\n", "retrieval.hop_depth"),
+            (
+                "retrieval: { cache_max_bytes: 1000 }\n",
+                "retrieval.cache_max_bytes",
+            ),
             (
                 "retrieval: { hypothesis_count: 0 }\n",
                 "retrieval.hypothesis_count",
