@@ -32,6 +32,8 @@ pub enum Behaviour {
     Delay(Duration),
     /// Answer well, padded (with a field clients ignore) past this many bytes.
     Oversized(usize),
+    /// Embeddings: answer with vectors of all zeros.
+    Zeros,
 }
 
 #[derive(Default)]
@@ -168,7 +170,7 @@ async fn misbehave(behaviour: Behaviour) -> Option<Response> {
             tokio::time::sleep(delay).await;
             None
         }
-        Behaviour::Answer | Behaviour::Oversized(_) => None,
+        Behaviour::Answer | Behaviour::Oversized(_) | Behaviour::Zeros => None,
     }
 }
 
@@ -193,7 +195,13 @@ async fn embeddings(State(script): State<Arc<Mutex<Script>>>, Json(body): Json<V
     let data: Vec<Value> = input
         .iter()
         .enumerate()
-        .map(|(index, text)| json!({"object": "embedding", "index": index, "embedding": bag_of_words(text)}))
+        .map(|(index, text)| {
+            let vector = match behaviour {
+                Behaviour::Zeros => vec![0.0; DIMENSIONS],
+                _ => bag_of_words(text),
+            };
+            json!({"object": "embedding", "index": index, "embedding": vector})
+        })
         .collect();
     let reply = json!({"object": "list", "data": data, "model": body["model"]});
     Json(padded(reply, behaviour)).into_response()

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::helpers::{TestApp, embed_with, ids, llm_with, memory, spawn_app_on};
+use crate::helpers::{TestApp, embed_with, ids, llm_with, memory, spawn_app_on, wait_until};
 use crate::upstream::{Behaviour, Upstream};
 
 /// The reply cap the tests configure, so that oversized replies stay cheap.
@@ -101,4 +101,48 @@ async fn settled(app: &TestApp) -> Value {
         );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+}
+
+#[tokio::test]
+async fn zero_vectors_are_refused_and_the_memory_is_found_once_the_embedder_recovers() {
+    let upstream = Upstream::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let app = spawn_app_on(dir.path(), |config| embed_with(&upstream, config)).await;
+    let query =
+        |turn: &str| json!({"turn_id": turn, "repo": "forge", "query": "quarantine flaky tests"});
+
+    upstream.set(Behaviour::Zeros);
+    let result = app.retrieve(query("t1")).await;
+    assert_eq!(result["degraded"], "embedding_failed", "{result:#}");
+
+    let content = "Flaky tests go into quarantine.";
+    let written = app
+        .create(memory("repo", "forge", "patterns", content))
+        .await;
+    wait_until("the indexer to try the new memory", || {
+        upstream.embedded_texts().iter().any(|text| text == content)
+    })
+    .await;
+    let stats = app.get("/stats").await.json;
+    assert_eq!(
+        stats["index"]["pending"], 1,
+        "zeros are no embedding: {stats:#}"
+    );
+
+    upstream.set(Behaviour::Answer);
+    let stats = app.wait_indexed().await;
+    assert!(
+        stats["index"]["failed_batches"].as_u64().unwrap() >= 1,
+        "{stats:#}"
+    );
+    let result = app.retrieve(query("t2")).await;
+    assert_eq!(result["degraded"], Value::Null, "{result:#}");
+    assert_eq!(ids(&result), [written["id"].as_str().unwrap()]);
+    let similarity = result["memories"][0]["scores"]["similarity"]
+        .as_f64()
+        .unwrap();
+    assert!(
+        similarity > 0.5,
+        "found by its vector, not only its words: {result:#}"
+    );
 }
