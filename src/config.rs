@@ -141,6 +141,9 @@ pub struct Embedding {
     pub dimensions: usize,
     /// `openai`: how long one embeddings request may take, in ms.
     pub timeout_ms: u64,
+    /// `openai`: the largest embeddings reply read, in bytes; a larger one
+    /// is a failed call.
+    pub max_reply_bytes: usize,
     /// The key read from `api_key_env` at start-up.
     #[serde(skip)]
     pub api_key: Option<ApiKey>,
@@ -156,10 +159,20 @@ impl Default for Embedding {
             model: "text-embedding-3-small".to_owned(),
             dimensions: 1536,
             timeout_ms: 2000,
+            max_reply_bytes: DEFAULT_EMBEDDING_REPLY_BYTES,
             api_key: None,
         }
     }
 }
+
+/// The default cap on an embeddings reply: the indexer sends up to 128
+/// texts a call, and a reply of 128 vectors of 3,072 floats (the largest
+/// common model) written the longest way JSON allows (about 24 bytes a
+/// float: `-1.2345678901234567e-05,`) is 9.4 MB; 16 MiB leaves headroom.
+const DEFAULT_EMBEDDING_REPLY_BYTES: usize = 16 * 1024 * 1024;
+/// The default cap on a chat reply: hypotheses, expansions and classified
+/// memories are a few KB.
+const DEFAULT_LLM_REPLY_BYTES: usize = 2 * 1024 * 1024;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -184,6 +197,8 @@ pub struct Llm {
     /// How long one retrieval-model call may take, in ms.
     pub retrieval_timeout_ms: u64,
     pub classifier_timeout_ms: u64,
+    /// The largest chat reply read, in bytes; a larger one is a failed call.
+    pub max_reply_bytes: usize,
     /// The key read from `api_key_env` at start-up.
     #[serde(skip)]
     pub api_key: Option<ApiKey>,
@@ -198,6 +213,7 @@ impl Default for Llm {
             classifier_model: "gpt-4o-mini".to_owned(),
             retrieval_timeout_ms: 2000,
             classifier_timeout_ms: 30_000,
+            max_reply_bytes: DEFAULT_LLM_REPLY_BYTES,
             api_key: None,
         }
     }
@@ -227,6 +243,9 @@ pub struct Retrieval {
     pub cache_ttl_s: u64,
     /// The most turns cached at once.
     pub cache_capacity: usize,
+    /// The most bytes the cached answers may hold (estimated from their
+    /// text); the least recently used go first.
+    pub cache_max_bytes: usize,
     pub weights: Weights,
 }
 
@@ -239,6 +258,7 @@ impl Default for Retrieval {
             lexical_weight: 0.6,
             cache_ttl_s: 300,
             cache_capacity: 10_000,
+            cache_max_bytes: 32 * 1024 * 1024,
             token_budget: 1000,
             min_relevance: 0.0,
             budget_ms: 2000,
@@ -362,6 +382,7 @@ pub mod bounds {
     pub const BUDGET_MS: RangeInclusive<u64> = 50..=60_000;
     pub const EMBEDDING_DIMENSIONS: RangeInclusive<usize> = 1..=8192;
     pub const UPSTREAM_TIMEOUT_MS: RangeInclusive<u64> = 50..=600_000;
+    pub const UPSTREAM_REPLY_BYTES: RangeInclusive<usize> = 1024..=1024 * 1024 * 1024;
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -491,6 +512,12 @@ impl Config {
         if !bounds::EMBEDDING_DIMENSIONS.contains(&embedding.dimensions) {
             return key_error("embedding.dimensions", "must be between 1 and 8192");
         }
+        if !bounds::UPSTREAM_REPLY_BYTES.contains(&embedding.max_reply_bytes) {
+            return key_error(
+                "embedding.max_reply_bytes",
+                "must be between 1024 and 1073741824",
+            );
+        }
         if !bounds::UPSTREAM_TIMEOUT_MS.contains(&embedding.timeout_ms) {
             return key_error("embedding.timeout_ms", "must be between 50 and 600000");
         }
@@ -520,6 +547,9 @@ impl Config {
             if !bounds::UPSTREAM_TIMEOUT_MS.contains(&llm.classifier_timeout_ms) {
                 return key_error("llm.classifier_timeout_ms", "must be between 50 and 600000");
             }
+            if !bounds::UPSTREAM_REPLY_BYTES.contains(&llm.max_reply_bytes) {
+                return key_error("llm.max_reply_bytes", "must be between 1024 and 1073741824");
+            }
         }
         let retrieval = &self.retrieval;
         if !bounds::TOP_K.contains(&retrieval.top_k) {
@@ -539,6 +569,12 @@ impl Config {
         }
         if !(1..=1_000_000).contains(&retrieval.cache_capacity) {
             return key_error("retrieval.cache_capacity", "must be between 1 and 1000000");
+        }
+        if !(64 * 1024..=64 * 1024 * 1024 * 1024).contains(&retrieval.cache_max_bytes) {
+            return key_error(
+                "retrieval.cache_max_bytes",
+                "must be between 65536 and 68719476736",
+            );
         }
         if !bounds::TOKEN_BUDGET.contains(&retrieval.token_budget) {
             return key_error("retrieval.token_budget", "must be between 1 and 128000");
@@ -813,11 +849,20 @@ mod tests {
             ("embedding: { provider: onnx }\n", "embedding.provider"),
             ("embedding: { dimensions: 0 }\n", "embedding.dimensions"),
             (
+                "embedding: { max_reply_bytes: 10 }\n",
+                "embedding.max_reply_bytes",
+            ),
+            ("llm: { max_reply_bytes: 10 }\n", "llm.max_reply_bytes"),
+            (
                 "embedding: { provider: openai, base_url: ftp://x }\n",
                 "embedding.base_url",
             ),
             ("retrieval: { top_k: 0 }\n", "retrieval.top_k"),
             ("retrieval: { hop_depth: 4 }\n", "retrieval.hop_depth"),
+            (
+                "retrieval: { cache_max_bytes: 1000 }\n",
+                "retrieval.cache_max_bytes",
+            ),
             (
                 "retrieval: { hypothesis_count: 0 }\n",
                 "retrieval.hypothesis_count",

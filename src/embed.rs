@@ -4,7 +4,10 @@
 //!
 //! Both return one vector per text, in order, of [`Embedder::dimensions`]
 //! floats; the local model is CPU-bound and runs on a blocking thread so it
-//! never stalls the runtime. A model directory is loaded once per process
+//! never stalls the runtime. A vector with a zero norm or a non-finite
+//! value is refused for either: it would match nothing, and
+//! once indexed and cached it would stay unfindable after the embedder
+//! recovers, so the call fails instead (and is retried). A model directory is loaded once per process
 //! and shared, however many embedders are built from it.
 
 pub mod cache;
@@ -29,6 +32,8 @@ pub enum Error {
     OpenAi(#[from] openai::Error),
     #[error("the local embedder's task failed")]
     Task(#[from] tokio::task::JoinError),
+    #[error("the embedder returned a vector that is {0}")]
+    Degenerate(&'static str),
 }
 
 #[derive(Clone)]
@@ -57,6 +62,7 @@ impl Embedder {
                 api_key: config.api_key.as_ref().map(|key| key.expose().to_owned()),
                 timeout: Duration::from_millis(config.timeout_ms),
                 dimensions: config.dimensions,
+                max_reply_bytes: config.max_reply_bytes,
             }))),
         }
     }
@@ -80,20 +86,39 @@ impl Embedder {
         }
     }
 
-    /// One vector per text, in order.
+    /// One vector per text, in order, each finite and not all zeros.
     pub async fn embed(&self, texts: Vec<String>) -> Result<Vec<Vec<f32>>, Error> {
-        match self {
+        let vectors = match self {
             Self::Local(embedder) => {
                 let embedder = embedder.clone();
-                let vectors = tokio::task::spawn_blocking(move || {
+                tokio::task::spawn_blocking(move || {
                     let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
                     embedder.embed(&texts)
                 })
-                .await??;
-                Ok(vectors)
+                .await??
             }
-            Self::OpenAi(embedder) => Ok(embedder.embed(&texts).await?),
+            Self::OpenAi(embedder) => embedder.embed(&texts).await?,
+        };
+        match vectors.iter().find_map(|vector| degenerate(vector)) {
+            Some(what) => Err(Error::Degenerate(what)),
+            None => Ok(vectors),
         }
+    }
+}
+
+/// What makes `vector` unusable for cosine similarity, if anything: a
+/// non-finite value, or a norm the index cannot normalise by (zero, or
+/// past `f32` when squared), the same arithmetic as the index's.
+pub fn degenerate(vector: &[f32]) -> Option<&'static str> {
+    let squared_norm: f32 = vector.iter().map(|value| value * value).sum();
+    if !vector.iter().all(|value| value.is_finite()) {
+        Some("not finite")
+    } else if squared_norm == 0.0 {
+        Some("all zeros (norm 0)")
+    } else if !squared_norm.is_finite() {
+        Some("too large to normalise")
+    } else {
+        None
     }
 }
 

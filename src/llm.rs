@@ -60,6 +60,7 @@ impl Llm {
             "chat/completions",
             settings.api_key.as_ref().map(|key| key.expose().to_owned()),
             "the chat-completions endpoint",
+            settings.max_reply_bytes,
         );
         Self { endpoint, settings }
     }

@@ -115,6 +115,7 @@ impl Metrics {
             upstream::Error::Transport { .. } => "transport",
             upstream::Error::Status { .. } => "status",
             upstream::Error::Malformed { .. } => "malformed",
+            upstream::Error::TooLarge { .. } => "too_large",
         };
         self.upstream_failure(endpoint, kind);
     }

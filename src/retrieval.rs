@@ -327,6 +327,7 @@ pub struct Parts {
     pub budget: Duration,
     pub cache_ttl: Duration,
     pub cache_capacity: usize,
+    pub cache_max_bytes: usize,
     /// The lexical ranking's share of the fusion, 0..1 (0: vector only).
     pub lexical_weight: f64,
     pub metrics: Metrics,
@@ -398,7 +399,7 @@ impl Retriever {
     pub fn new(parts: Parts) -> Self {
         Self {
             inner: Arc::new(Inner {
-                cache: TurnCache::new(parts.cache_ttl, parts.cache_capacity),
+                cache: TurnCache::new(parts.cache_ttl, parts.cache_capacity, parts.cache_max_bytes),
                 store: parts.store,
                 index: parts.index,
                 embedder: parts.embedder,

@@ -162,7 +162,8 @@ fn read_records(
             .chunks_exact(4)
             .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
             .collect();
-        if vector.iter().all(|value| value.is_finite()) {
+        // Files written before degenerate vectors were refused may hold them.
+        if super::degenerate(&vector).is_none() {
             let key = ContentKey(key.try_into().expect("split at 32"));
             stored.insert(key, vector);
         }
@@ -232,5 +233,20 @@ mod tests {
         let mut values: Vec<f32> = stored.values().map(|v| v[0]).collect();
         values.sort_by(f32::total_cmp);
         assert_eq!(values, [2.0, 3.0]);
+    }
+
+    #[test]
+    fn degenerate_vectors_left_by_older_versions_are_not_read_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut cache, _) = EmbeddingCache::open(dir.path(), "m", 2);
+        cache.append([
+            (ContentKey::of("zeros"), &[0.0f32, 0.0][..]),
+            (ContentKey::of("nan"), &[f32::NAN, 1.0][..]),
+            (ContentKey::of("fine"), &[0.0f32, 1.0][..]),
+        ]);
+        drop(cache);
+        let (_, stored) = EmbeddingCache::open(dir.path(), "m", 2);
+        assert_eq!(stored.len(), 1);
+        assert!(stored.contains_key(&ContentKey::of("fine")));
     }
 }

@@ -23,6 +23,8 @@ pub struct Settings {
     pub timeout: Duration,
     /// The length every vector must have.
     pub dimensions: usize,
+    /// The largest reply read, in bytes.
+    pub max_reply_bytes: usize,
 }
 
 #[derive(Clone, Debug)]
@@ -56,6 +58,7 @@ impl OpenAiEmbedder {
                 "embeddings",
                 settings.api_key.clone(),
                 "the embeddings endpoint",
+                settings.max_reply_bytes,
             ),
             settings,
         }
@@ -168,6 +171,7 @@ mod tests {
             api_key: Some("sk-test".to_owned()),
             timeout: Duration::from_millis(300),
             dimensions,
+            max_reply_bytes: 64 * 1024,
         })
     }
 

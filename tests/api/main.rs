@@ -16,4 +16,5 @@ mod pipeline;
 mod retrieve;
 mod similar;
 mod store;
+mod upstream_faults;
 mod validation;

@@ -30,6 +30,10 @@ pub enum Behaviour {
     Fail(u16),
     /// Answer, but only after this long.
     Delay(Duration),
+    /// Answer well, padded (with a field clients ignore) past this many bytes.
+    Oversized(usize),
+    /// Embeddings: answer with vectors of all zeros.
+    Zeros,
 }
 
 #[derive(Default)]
@@ -138,10 +142,18 @@ async fn chat(State(script): State<Arc<Mutex<Script>>>, Json(body): Json<Value>)
         .unwrap()
         .chat_spans
         .push((started, std::time::Instant::now(), prompt));
-    Json(json!({"object": "chat.completion", "model": body["model"], "choices": [
+    let reply = json!({"object": "chat.completion", "model": body["model"], "choices": [
         {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": reply}}
-    ]}))
-    .into_response()
+    ]});
+    Json(padded(reply, behaviour)).into_response()
+}
+
+/// `reply`, with a `pad` field past the size an `Oversized` behaviour asks.
+fn padded(mut reply: Value, behaviour: Behaviour) -> Value {
+    if let Behaviour::Oversized(bytes) = behaviour {
+        reply["pad"] = Value::String("x".repeat(bytes));
+    }
+    reply
 }
 
 /// Sleeps or fails as scripted; `Some` is the failure to answer with.
@@ -158,7 +170,7 @@ async fn misbehave(behaviour: Behaviour) -> Option<Response> {
             tokio::time::sleep(delay).await;
             None
         }
-        Behaviour::Answer => None,
+        Behaviour::Answer | Behaviour::Oversized(_) | Behaviour::Zeros => None,
     }
 }
 
@@ -183,7 +195,14 @@ async fn embeddings(State(script): State<Arc<Mutex<Script>>>, Json(body): Json<V
     let data: Vec<Value> = input
         .iter()
         .enumerate()
-        .map(|(index, text)| json!({"object": "embedding", "index": index, "embedding": bag_of_words(text)}))
+        .map(|(index, text)| {
+            let vector = match behaviour {
+                Behaviour::Zeros => vec![0.0; DIMENSIONS],
+                _ => bag_of_words(text),
+            };
+            json!({"object": "embedding", "index": index, "embedding": vector})
+        })
         .collect();
-    Json(json!({"object": "list", "data": data, "model": body["model"]})).into_response()
+    let reply = json!({"object": "list", "data": data, "model": body["model"]});
+    Json(padded(reply, behaviour)).into_response()
 }

@@ -1,0 +1,148 @@
+//! Upstreams that misbehave without failing outright: replies too large to
+//! hold, degenerate vectors, vectors of an unexpected length, a retrieval
+//! model too slow for query expansion. Each is a failed call, never a
+//! crash or a poisoned index.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::helpers::{TestApp, embed_with, ids, llm_with, memory, spawn_app_on, wait_until};
+use crate::upstream::{Behaviour, Upstream};
+
+/// The reply cap the tests configure, so that oversized replies stay cheap.
+const REPLY_CAP: usize = 64 * 1024;
+
+async fn app_with(
+    upstream: &Upstream,
+    dir: &std::path::Path,
+    adjust: impl FnOnce(&mut engram::config::Config),
+) -> TestApp {
+    spawn_app_on(dir, |config| {
+        embed_with(upstream, config);
+        llm_with(upstream, config);
+        config.capture.retry_base_ms = 10;
+        adjust(config);
+    })
+    .await
+}
+
+#[tokio::test]
+async fn an_oversized_reply_is_a_failed_call_for_hyde_embedding_and_the_classifier() {
+    let upstream = Upstream::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let app = app_with(&upstream, dir.path(), |config| {
+        config.embedding.max_reply_bytes = REPLY_CAP;
+        config.llm.as_mut().unwrap().max_reply_bytes = REPLY_CAP;
+    })
+    .await;
+    let wanted = app
+        .create(memory(
+            "repo",
+            "forge",
+            "patterns",
+            "Deploys run the deploy script.",
+        ))
+        .await;
+    app.wait_indexed().await;
+    let window = json!([{"role": "user", "content": "How do we deploy?"}]);
+
+    // A well-formed HyDE reply, but too large: HyDE fails, the latest user
+    // message is searched for.
+    upstream.set_chat(Behaviour::Oversized(4 * REPLY_CAP), "Deploys use a script.");
+    let result = app
+        .retrieve(json!({"turn_id": "t1", "repo": "forge", "messages": window}))
+        .await;
+    assert_eq!(result["degraded"], "hyde_failed", "{result:#}");
+    assert_eq!(result["query"], "How do we deploy?");
+    assert_eq!(ids(&result), [wanted["id"].as_str().unwrap()]);
+
+    // A well-formed embeddings reply, but too large: nothing to search with.
+    upstream.set(Behaviour::Oversized(4 * REPLY_CAP));
+    let result = app
+        .retrieve(json!({"turn_id": "t2", "repo": "forge", "query": "deploy"}))
+        .await;
+    assert_eq!(result["degraded"], "embedding_failed", "{result:#}");
+    assert_eq!(result["memories"], json!([]));
+    upstream.set(Behaviour::Answer);
+
+    // A classifier reply too large fails the trigger (it is kept in
+    // queue/failed/ with its error), and writes nothing.
+    let classified =
+        r#"[{"content": "Ana deploys on Fridays.", "scope": "user", "category": "user-facts"}]"#;
+    upstream.set_chat(Behaviour::Oversized(4 * REPLY_CAP), classified);
+    let accepted = app
+        .post(
+            "/turns",
+            &json!({"session_id": "s1", "repo": "forge", "user": "ana",
+                    "messages": [{"role": "user", "content": "I deploy on Fridays."}]}),
+        )
+        .await;
+    assert_eq!(accepted.status, axum::http::StatusCode::ACCEPTED);
+    let stats = settled(&app).await;
+    assert_eq!(stats["capture"]["failed"], 1, "{stats:#}");
+    assert_eq!(stats["capture"]["written"], 0, "{stats:#}");
+    assert_eq!(stats["store"]["memories"], 1);
+}
+
+/// Waits until every accepted trigger was processed or failed.
+async fn settled(app: &TestApp) -> Value {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let stats = app.get("/stats").await.json;
+        let capture = &stats["capture"];
+        let finished = capture["processed"].as_u64().unwrap() + capture["failed"].as_u64().unwrap();
+        if finished >= capture["accepted"].as_u64().unwrap() && capture["queue_depth"] == 0 {
+            return stats;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "capture never settled: {stats:#}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test]
+async fn zero_vectors_are_refused_and_the_memory_is_found_once_the_embedder_recovers() {
+    let upstream = Upstream::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let app = spawn_app_on(dir.path(), |config| embed_with(&upstream, config)).await;
+    let query =
+        |turn: &str| json!({"turn_id": turn, "repo": "forge", "query": "quarantine flaky tests"});
+
+    upstream.set(Behaviour::Zeros);
+    let result = app.retrieve(query("t1")).await;
+    assert_eq!(result["degraded"], "embedding_failed", "{result:#}");
+
+    let content = "Flaky tests go into quarantine.";
+    let written = app
+        .create(memory("repo", "forge", "patterns", content))
+        .await;
+    wait_until("the indexer to try the new memory", || {
+        upstream.embedded_texts().iter().any(|text| text == content)
+    })
+    .await;
+    let stats = app.get("/stats").await.json;
+    assert_eq!(
+        stats["index"]["pending"], 1,
+        "zeros are no embedding: {stats:#}"
+    );
+
+    upstream.set(Behaviour::Answer);
+    let stats = app.wait_indexed().await;
+    assert!(
+        stats["index"]["failed_batches"].as_u64().unwrap() >= 1,
+        "{stats:#}"
+    );
+    let result = app.retrieve(query("t2")).await;
+    assert_eq!(result["degraded"], Value::Null, "{result:#}");
+    assert_eq!(ids(&result), [written["id"].as_str().unwrap()]);
+    let similarity = result["memories"][0]["scores"]["similarity"]
+        .as_f64()
+        .unwrap();
+    assert!(
+        similarity > 0.5,
+        "found by its vector, not only its words: {result:#}"
+    );
+}
