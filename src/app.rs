@@ -67,10 +67,10 @@ impl App {
         let (store, embedder, cache, access, queue) = {
             let data_dir = config.data_dir.clone();
             let embedding = config.embedding.clone();
-            let queue_capacity = config.capture.queue_capacity;
+            let queue_limits = queue::Limits::from_config(&config);
             tokio::task::spawn_blocking(move || -> Result<_, Error> {
                 let store = Store::open(&data_dir)?;
-                let queue = Arc::new(Queue::open(&data_dir.join("queue"), queue_capacity)?);
+                let queue = Arc::new(Queue::open(&data_dir.join("queue"), queue_limits)?);
                 let embedder = Embedder::from_config(&embedding)?;
                 let cache_dir = data_dir.join(".cache");
                 let cache =

@@ -5,7 +5,9 @@
 //! [`worker::Worker`] classifies it later with the classifier model, guards
 //! what comes back (secrets, near-duplicates, limits) and writes the
 //! memories. Nothing accepted is lost: a trigger leaves `queue/` only after
-//! its memories are written.
+//! its memories are written. What is not accepted (a compaction past the
+//! queue's byte budget, any trigger below the disk floor) is refused with
+//! an error, never dropped silently.
 
 pub mod classifier_reply;
 pub mod classify;
@@ -48,6 +50,8 @@ pub struct CaptureStats {
     pub parse_failures: AtomicU64,
     pub retried: AtomicU64,
     pub failed: AtomicU64,
+    pub refused_over_budget: AtomicU64,
+    pub refused_low_disk: AtomicU64,
 }
 
 /// The counters as JSON.
@@ -74,6 +78,15 @@ pub struct CaptureStatsView {
     pub retried: u64,
     /// Triggers moved to `queue/failed/`.
     pub failed: u64,
+    /// Bytes of trigger files waiting or in flight.
+    pub queue_bytes: u64,
+    /// Compactions refused (429) for the queue's byte budget.
+    pub refused_over_budget: u64,
+    /// Triggers refused (507) for lack of disk space.
+    pub refused_low_disk: u64,
+    /// Symbolic links found under `queue/` (in place of a trigger file or
+    /// of `queue/failed/`): never read, removed or written through.
+    pub skipped_symlinks: u64,
 }
 
 /// The capture handle: cheap to clone.
@@ -109,9 +122,20 @@ impl Capture {
     /// wakes the worker.
     pub async fn enqueue(&self, trigger: Trigger) -> Result<EnqueueStatus, queue::Error> {
         let queue = self.queue.clone();
-        let status = tokio::task::spawn_blocking(move || queue.enqueue(trigger))
+        let enqueued = tokio::task::spawn_blocking(move || queue.enqueue(trigger))
             .await
-            .unwrap_or_else(|err| std::panic::resume_unwind(err.into_panic()))?;
+            .unwrap_or_else(|err| std::panic::resume_unwind(err.into_panic()));
+        let refusals = match &enqueued {
+            Err(queue::Error::OverBudget { .. } | queue::Error::TooLarge { .. }) => {
+                Some(&self.stats.refused_over_budget)
+            }
+            Err(queue::Error::LowSpace(_)) => Some(&self.stats.refused_low_disk),
+            _ => None,
+        };
+        if let Some(counter) = refusals {
+            counter.fetch_add(1, Ordering::Relaxed);
+        }
+        let status = enqueued?;
         let counter = match status {
             EnqueueStatus::Queued => &self.stats.accepted,
             EnqueueStatus::Coalesced => {
@@ -145,6 +169,10 @@ impl Capture {
             parse_failures: read(&stats.parse_failures),
             retried: read(&stats.retried),
             failed: read(&stats.failed),
+            queue_bytes: self.queue.bytes(),
+            refused_over_budget: read(&stats.refused_over_budget),
+            refused_low_disk: read(&stats.refused_low_disk),
+            skipped_symlinks: self.queue.skipped_symlinks(),
         }
     }
 }

@@ -324,6 +324,12 @@ pub struct CaptureConfig {
     pub max_attempts: u32,
     /// The first retry's delay, in ms; it doubles with each attempt.
     pub retry_base_ms: u64,
+    /// Bytes of queued trigger files one session may hold; a compaction
+    /// past it is refused with 429.
+    pub session_queue_bytes: u64,
+    /// Bytes of queued trigger files in all; a compaction past it is
+    /// refused with 429.
+    pub queue_bytes: u64,
 }
 
 impl Default for CaptureConfig {
@@ -334,6 +340,8 @@ impl Default for CaptureConfig {
             duplicate_threshold: 0.92,
             max_attempts: 4,
             retry_base_ms: 1000,
+            session_queue_bytes: 4 * 1024 * 1024,
+            queue_bytes: 64 * 1024 * 1024,
         }
     }
 }
@@ -398,6 +406,9 @@ pub struct Limits {
     /// How long a client may take to send its body, in ms (slow clients
     /// are cut off with 408).
     pub body_timeout_ms: u64,
+    /// Below this much free disk space, queue and memory writes are
+    /// refused with 507; 0 turns the check off.
+    pub min_free_disk_bytes: u64,
 }
 
 impl Default for Limits {
@@ -407,6 +418,7 @@ impl Default for Limits {
             request_timeout_ms: 10_000,
             max_concurrent_requests: 512,
             body_timeout_ms: 10_000,
+            min_free_disk_bytes: 256 * 1024 * 1024,
         }
     }
 }
@@ -606,6 +618,18 @@ impl Config {
         }
         if !(10..=600_000).contains(&capture.retry_base_ms) {
             return key_error("capture.retry_base_ms", "must be between 10 and 600000");
+        }
+        if capture.session_queue_bytes < self.limits.max_body_bytes as u64 {
+            return key_error(
+                "capture.session_queue_bytes",
+                "must be at least limits.max_body_bytes",
+            );
+        }
+        if capture.queue_bytes < capture.session_queue_bytes {
+            return key_error(
+                "capture.queue_bytes",
+                "must be at least capture.session_queue_bytes",
+            );
         }
         for (at, key) in self.auth.keys.iter().enumerate() {
             if crate::auth::decode_hex(&key.sha256).is_none() {
@@ -869,6 +893,11 @@ mod tests {
             ),
             ("llm: { base_url: nowhere }\n", "llm.base_url"),
             ("capture: { max_concurrent: 0 }\n", "capture.max_concurrent"),
+            (
+                "capture: { session_queue_bytes: 1024 }\n",
+                "capture.session_queue_bytes",
+            ),
+            ("capture: { queue_bytes: 1048576 }\n", "capture.queue_bytes"),
             (
                 "auth: { keys: [{ sha256: plain-key }] }\n",
                 "auth.keys[0].sha256",

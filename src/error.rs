@@ -10,7 +10,8 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use crate::store;
+use crate::capture::{queue, secrets};
+use crate::{disk, store};
 
 /// The media type of every error body.
 pub const PROBLEM_JSON: &str = "application/problem+json";
@@ -69,6 +70,14 @@ pub enum ApiError {
     BodyTimeout,
     #[error("the request body could not be read")]
     BodyUnreadable,
+    /// Memory content that looks like a credential.
+    #[error(transparent)]
+    Secret(#[from] secrets::SecretFound),
+    /// The capture queue is at its byte budget; retry after the hint.
+    #[error("{detail}")]
+    CaptureBacklog { detail: String, retry_after_s: u64 },
+    #[error(transparent)]
+    InsufficientStorage(#[from] disk::LowSpace),
     /// Our fault, never the client's; the cause is logged, not sent.
     #[error("internal error")]
     Internal(#[source] Box<dyn std::error::Error + Send + Sync>),
@@ -166,6 +175,21 @@ impl ApiError {
                 "body-unreadable",
                 "The request body could not be read",
             ),
+            Self::Secret(_) => (
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "secret-content",
+                "The content looks like a secret",
+            ),
+            Self::CaptureBacklog { .. } => (
+                StatusCode::TOO_MANY_REQUESTS,
+                "capture-backlog",
+                "The capture queue is at its byte budget",
+            ),
+            Self::InsufficientStorage(_) => (
+                StatusCode::INSUFFICIENT_STORAGE,
+                "insufficient-storage",
+                "The data directory is nearly full",
+            ),
             Self::Internal(_) => (
                 StatusCode::INTERNAL_SERVER_ERROR,
                 "internal",
@@ -178,6 +202,7 @@ impl ApiError {
         let (status, slug, title) = self.classify();
         let field = match self {
             Self::InvalidField { field, .. } | Self::Conflict { field, .. } => Some(field.clone()),
+            Self::Secret(_) => Some("content".to_owned()),
             _ => None,
         };
         Problem {
@@ -213,6 +238,11 @@ impl IntoResponse for ApiError {
                 .headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
         }
+        if let Self::CaptureBacklog { retry_after_s, .. } = self {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(retry_after_s));
+        }
         response
     }
 }
@@ -235,6 +265,22 @@ impl From<store::WriteError> for ApiError {
                 field,
             },
             store::WriteError::Store(err) => err.into(),
+        }
+    }
+}
+
+impl From<queue::Error> for ApiError {
+    fn from(err: queue::Error) -> Self {
+        match err {
+            queue::Error::OverBudget { .. } => Self::CaptureBacklog {
+                detail: err.to_string(),
+                retry_after_s: queue::OVER_BUDGET_RETRY_AFTER_S,
+            },
+            queue::Error::TooLarge { budget_bytes, .. } => Self::PayloadTooLarge {
+                limit: usize::try_from(budget_bytes).unwrap_or(usize::MAX),
+            },
+            queue::Error::LowSpace(low) => low.into(),
+            queue::Error::Write { .. } | queue::Error::Read { .. } => Self::internal(err),
         }
     }
 }

@@ -9,6 +9,8 @@ pub mod auth;
 pub mod capture;
 /// Configuration: defaults, YAML file, environment; validated at start.
 pub mod config;
+/// Free disk space: the floor below which writes are refused.
+pub mod disk;
 /// Embedders: the in-process MiniLM model and OpenAI-compatible endpoints.
 pub mod embed;
 /// API errors as `application/problem+json`.

@@ -5,12 +5,21 @@
 //! The in-memory state mirrors the directory: triggers waiting, in flight,
 //! or waiting out a retry backoff. Turn triggers coalesce (a newer one of
 //! the same session replaces a waiting older one) and are dropped when the
-//! queue is full; compactions are always taken.
+//! queue is full. Compactions are never dropped, but they are bounded: one
+//! that would take a session's or the whole queue's files past their byte
+//! budget is refused ([`Error::OverBudget`]) for the client to send again
+//! later, and no trigger is written while the disk is below its floor.
+//!
+//! Symbolic links under `queue/` are never followed: a link in place of a
+//! trigger file or of `queue/failed/` is left alone (not read, not removed,
+//! nothing written through it) and counted.
 
-use std::collections::{BTreeMap, HashSet};
-use std::fs;
-use std::io;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::Instant;
 
@@ -19,6 +28,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
+use crate::disk::{self, LowSpace};
 use crate::memory::{RepoId, SessionId, UserId};
 use crate::store::{NamespacePair, atomic};
 use crate::window::Speaker;
@@ -88,20 +98,76 @@ pub enum EnqueueStatus {
     Dropped,
 }
 
+/// How long a client refused for the queue's byte budget should wait
+/// before sending again: the classifier needs a while to work the backlog
+/// down.
+pub const OVER_BUDGET_RETRY_AFTER_S: u64 = 30;
+
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error("writing the queue file {path}")]
     Write { path: PathBuf, source: io::Error },
     #[error("reading the queue directory {path}")]
     Read { path: PathBuf, source: io::Error },
+    /// Taking the trigger would pass a byte budget; it is not stored.
+    #[error(
+        "the capture queue holds {queued_bytes} bytes {whose}, and this {trigger_bytes}-byte trigger would pass its budget of {budget_bytes} bytes (`{key}`); send it again once the backlog is processed"
+    )]
+    OverBudget {
+        whose: &'static str,
+        key: &'static str,
+        queued_bytes: u64,
+        trigger_bytes: u64,
+        budget_bytes: u64,
+    },
+    /// The trigger alone is larger than a session's whole budget, so no
+    /// wait would let it in.
+    #[error(
+        "the trigger takes {trigger_bytes} bytes, more than a session's whole queue budget of {budget_bytes} bytes (`capture.session_queue_bytes`)"
+    )]
+    TooLarge {
+        trigger_bytes: u64,
+        budget_bytes: u64,
+    },
+    #[error(transparent)]
+    LowSpace(#[from] LowSpace),
+}
+
+/// The queue's bounds, from the configuration.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// Turn triggers waiting beyond this many are dropped.
+    pub capacity: usize,
+    /// The most bytes of trigger files one session may have queued.
+    pub session_bytes: u64,
+    /// The most bytes of trigger files the whole queue may hold.
+    pub total_bytes: u64,
+    /// No trigger is written while the disk has less free space than this.
+    pub min_free_disk_bytes: u64,
+}
+
+impl Limits {
+    pub fn from_config(config: &crate::config::Config) -> Self {
+        Self {
+            capacity: config.capture.queue_capacity,
+            session_bytes: config.capture.session_queue_bytes,
+            total_bytes: config.capture.queue_bytes,
+            min_free_disk_bytes: config.limits.min_free_disk_bytes,
+        }
+    }
 }
 
 /// The queue: its directory and the state of every trigger in it.
 pub struct Queue {
     dir: PathBuf,
-    capacity: usize,
+    limits: Limits,
     state: Mutex<State>,
+    /// Symbolic links found in place of a trigger file or of `failed/`.
+    skipped_symlinks: AtomicU64,
 }
+
+/// Whose files a byte budget counts: one agent session of one pair.
+type SessionKey = (NamespacePair, SessionId);
 
 #[derive(Default)]
 struct State {
@@ -110,6 +176,52 @@ struct State {
     in_flight: HashSet<Uuid>,
     /// Pairs with a trigger in flight: one at a time per pair.
     busy: HashSet<NamespacePair>,
+    /// The file size of every trigger waiting or in flight.
+    sizes: HashMap<Uuid, (SessionKey, u64)>,
+    bytes_by_session: HashMap<SessionKey, u64>,
+    total_bytes: u64,
+}
+
+impl State {
+    fn account(&mut self, trigger: &Trigger, bytes: u64) {
+        self.unaccount(trigger.id);
+        let key = session_key(trigger);
+        *self.bytes_by_session.entry(key.clone()).or_default() += bytes;
+        self.total_bytes += bytes;
+        self.sizes.insert(trigger.id, (key, bytes));
+    }
+
+    fn unaccount(&mut self, id: Uuid) {
+        let Some((key, bytes)) = self.sizes.remove(&id) else {
+            return;
+        };
+        self.total_bytes -= bytes;
+        if let Some(session) = self.bytes_by_session.get_mut(&key) {
+            *session -= bytes;
+            if *session == 0 {
+                self.bytes_by_session.remove(&key);
+            }
+        }
+    }
+
+    fn session_bytes(&self, trigger: &Trigger) -> u64 {
+        self.bytes_by_session
+            .get(&session_key(trigger))
+            .copied()
+            .unwrap_or(0)
+    }
+}
+
+fn session_key(trigger: &Trigger) -> SessionKey {
+    (trigger.pair(), trigger.session_id.clone())
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum FailedDir {
+    Ready,
+    Missing,
+    Link,
+    Other,
 }
 
 struct Waiting {
@@ -120,33 +232,72 @@ struct Waiting {
 
 impl Queue {
     /// Opens `dir`, taking in every trigger left there (after a crash or a
-    /// restart). A file that does not parse is moved to `failed/`.
-    pub fn open(dir: &Path, capacity: usize) -> Result<Self, Error> {
-        fs::create_dir_all(dir.join("failed")).map_err(|source| Error::Write {
+    /// restart). A file that does not parse is moved to `failed/`; a
+    /// symbolic link is left alone and counted.
+    pub fn open(dir: &Path, limits: Limits) -> Result<Self, Error> {
+        let queue = Self {
+            dir: dir.to_owned(),
+            limits,
+            state: Mutex::new(State::default()),
+            skipped_symlinks: AtomicU64::new(0),
+        };
+        fs::create_dir_all(dir).map_err(|source| Error::Write {
             path: dir.to_owned(),
             source,
         })?;
-        let mut state = State::default();
+        match queue.failed_dir_state() {
+            FailedDir::Missing => {
+                fs::create_dir(queue.failed_dir()).map_err(|source| Error::Write {
+                    path: queue.failed_dir(),
+                    source,
+                })?;
+            }
+            FailedDir::Link => queue.skip_symlink(&queue.failed_dir()),
+            FailedDir::Ready | FailedDir::Other => {}
+        }
         let entries = fs::read_dir(dir).map_err(|source| Error::Read {
             path: dir.to_owned(),
             source,
         })?;
+        let mut state = queue.lock();
         for entry in entries.flatten() {
             let path = entry.path();
             let name = entry.file_name().to_string_lossy().into_owned();
+            // `DirEntry::file_type` does not follow links.
+            let Ok(file_type) = entry.file_type() else {
+                continue;
+            };
+            if file_type.is_symlink() {
+                if name != "failed" {
+                    queue.skip_symlink(&path);
+                }
+                continue;
+            }
+            if !file_type.is_file() {
+                continue;
+            }
             if name.starts_with(atomic::TEMP_PREFIX) {
                 let _ = fs::remove_file(&path);
                 continue;
             }
-            if !name.ends_with(".json") || !path.is_file() {
+            if !name.ends_with(".json") {
                 continue;
             }
-            match fs::read(&path)
-                .map_err(|err| err.to_string())
-                .and_then(|bytes| {
-                    serde_json::from_slice::<Trigger>(&bytes).map_err(|err| err.to_string())
-                }) {
-                Ok(trigger) if name == file_name(trigger.id) => {
+            let read = read_no_follow(&path);
+            if read.as_ref().is_err_and(|err| {
+                err.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error())
+            }) {
+                // Swapped for a link since the listing.
+                queue.skip_symlink(&path);
+                continue;
+            }
+            match read.map_err(|err| err.to_string()).and_then(|bytes| {
+                let trigger =
+                    serde_json::from_slice::<Trigger>(&bytes).map_err(|err| err.to_string())?;
+                Ok((trigger, bytes.len() as u64))
+            }) {
+                Ok((trigger, bytes)) if name == file_name(trigger.id) => {
+                    state.account(&trigger, bytes);
                     state.waiting.insert(
                         trigger.id,
                         Waiting {
@@ -156,26 +307,27 @@ impl Queue {
                     );
                 }
                 Ok(_) | Err(_) => {
-                    tracing::warn!(file.path = %path.display(), "moving an unreadable trigger to queue/failed/");
-                    let _ = fs::rename(&path, dir.join("failed").join(&name));
+                    if queue.failed_dir_state() == FailedDir::Ready {
+                        tracing::warn!(file.path = %path.display(), "moving an unreadable trigger to queue/failed/");
+                        let _ = fs::rename(&path, queue.failed_dir().join(&name));
+                    }
                 }
             }
         }
         if !state.waiting.is_empty() {
             tracing::info!(
                 triggers = state.waiting.len(),
+                queue.bytes = state.total_bytes,
                 "resuming queued capture triggers"
             );
         }
-        Ok(Self {
-            dir: dir.to_owned(),
-            capacity,
-            state: Mutex::new(state),
-        })
+        drop(state);
+        Ok(queue)
     }
 
-    /// Stores `trigger` (or not) by the coalescing and capacity rules.
-    /// Blocking (it writes and fsyncs a file): call it from a blocking thread.
+    /// Stores `trigger` (or not) by the coalescing, capacity and budget
+    /// rules. Blocking (it writes and fsyncs a file): call it from a
+    /// blocking thread.
     pub fn enqueue(&self, trigger: Trigger) -> Result<EnqueueStatus, Error> {
         let mut state = self.lock();
         let replaced = match trigger.kind {
@@ -190,15 +342,24 @@ impl Queue {
                 .map(|(id, _)| *id),
             Kind::Compaction => None,
         };
-        if replaced.is_none() && trigger.kind == Kind::Turn && state.waiting.len() >= self.capacity
+        if replaced.is_none()
+            && trigger.kind == Kind::Turn
+            && state.waiting.len() >= self.limits.capacity
         {
             return Ok(EnqueueStatus::Dropped);
         }
-        self.write(&trigger)?;
+        let bytes = serialize(&trigger);
+        if trigger.kind == Kind::Compaction {
+            self.check_budgets(&state, &trigger, bytes.len() as u64)?;
+        }
+        disk::ensure_free_space(&self.dir, self.limits.min_free_disk_bytes)?;
+        self.write(trigger.id, &bytes)?;
         if let Some(old) = replaced {
             state.waiting.remove(&old);
+            state.unaccount(old);
             self.remove_file(old);
         }
+        state.account(&trigger, bytes.len() as u64);
         state.waiting.insert(
             trigger.id,
             Waiting {
@@ -211,6 +372,50 @@ impl Queue {
         } else {
             EnqueueStatus::Queued
         })
+    }
+
+    /// A compaction may not take its session's files, or the queue's, past
+    /// their budget.
+    fn check_budgets(
+        &self,
+        state: &State,
+        trigger: &Trigger,
+        trigger_bytes: u64,
+    ) -> Result<(), Error> {
+        let limits = self.limits;
+        if trigger_bytes > limits.session_bytes {
+            return Err(Error::TooLarge {
+                trigger_bytes,
+                budget_bytes: limits.session_bytes,
+            });
+        }
+        let session = state.session_bytes(trigger);
+        let budgets = [
+            (
+                "for this session",
+                "capture.session_queue_bytes",
+                session,
+                limits.session_bytes,
+            ),
+            (
+                "in all",
+                "capture.queue_bytes",
+                state.total_bytes,
+                limits.total_bytes,
+            ),
+        ];
+        for (whose, key, queued_bytes, budget_bytes) in budgets {
+            if queued_bytes + trigger_bytes > budget_bytes {
+                return Err(Error::OverBudget {
+                    whose,
+                    key,
+                    queued_bytes,
+                    trigger_bytes,
+                    budget_bytes,
+                });
+            }
+        }
+        Ok(())
     }
 
     /// The oldest waiting trigger whose pair is free and whose backoff is
@@ -244,6 +449,7 @@ impl Queue {
     /// The trigger is done: its file goes, its pair is free.
     pub fn finish(&self, trigger: &Trigger) {
         self.remove_file(trigger.id);
+        self.lock().unaccount(trigger.id);
         self.release(trigger);
     }
 
@@ -252,8 +458,12 @@ impl Queue {
     pub fn retry_later(&self, mut trigger: Trigger, error: String, at: Instant) {
         trigger.attempts += 1;
         trigger.last_error = Some(error);
-        if let Err(err) = self.write(&trigger) {
-            tracing::warn!(error = %err, "could not record a failed attempt; the trigger keeps its old file");
+        let bytes = serialize(&trigger);
+        match self.write(trigger.id, &bytes) {
+            Ok(()) => self.lock().account(&trigger, bytes.len() as u64),
+            Err(err) => {
+                tracing::warn!(error = %err, "could not record a failed attempt; the trigger keeps its old file");
+            }
         }
         self.release(&trigger);
         self.lock().waiting.insert(
@@ -266,14 +476,24 @@ impl Queue {
     }
 
     /// The trigger will not be tried again: it moves to `failed/` with its
-    /// error.
+    /// error. This attempt failed too, so it is counted like the others.
     pub fn fail(&self, mut trigger: Trigger, error: String) {
+        trigger.attempts += 1;
         trigger.last_error = Some(error);
-        let name = file_name(trigger.id);
-        let failed = self.dir.join("failed").join(&name);
-        let bytes = serde_json::to_vec_pretty(&trigger).expect("a trigger serializes");
-        match atomic::write(&failed, &bytes) {
-            Ok(()) => self.remove_file(trigger.id),
+        let failed = self.failed_dir().join(file_name(trigger.id));
+        let moved = match self.failed_dir_state() {
+            FailedDir::Ready | FailedDir::Missing => atomic::write(&failed, &serialize(&trigger)),
+            FailedDir::Link => {
+                self.skip_symlink(&self.failed_dir());
+                Err(io::Error::other("queue/failed is a symbolic link"))
+            }
+            FailedDir::Other => Err(io::Error::other("queue/failed is not a directory")),
+        };
+        match moved {
+            Ok(()) => {
+                self.remove_file(trigger.id);
+                self.lock().unaccount(trigger.id);
+            }
             Err(err) => {
                 tracing::error!(file.path = %failed.display(), error = %err, "could not move a failed trigger; it stays queued for the next start");
             }
@@ -293,10 +513,40 @@ impl Queue {
         state.busy.remove(&trigger.pair());
     }
 
-    fn write(&self, trigger: &Trigger) -> Result<(), Error> {
-        let path = self.dir.join(file_name(trigger.id));
-        let bytes = serde_json::to_vec_pretty(trigger).expect("a trigger serializes");
-        atomic::write(&path, &bytes).map_err(|source| Error::Write { path, source })
+    /// Bytes of trigger files waiting or in flight.
+    pub fn bytes(&self) -> u64 {
+        self.lock().total_bytes
+    }
+
+    /// Symbolic links found in place of a trigger file or of `failed/`.
+    pub fn skipped_symlinks(&self) -> u64 {
+        self.skipped_symlinks.load(Ordering::Relaxed)
+    }
+
+    /// Writes through a temporary file renamed into place, so a link at
+    /// `path` is replaced, never written through.
+    fn write(&self, id: Uuid, bytes: &[u8]) -> Result<(), Error> {
+        let path = self.dir.join(file_name(id));
+        atomic::write(&path, bytes).map_err(|source| Error::Write { path, source })
+    }
+
+    fn failed_dir(&self) -> PathBuf {
+        self.dir.join("failed")
+    }
+
+    /// What stands at `failed/`, without following a link there.
+    fn failed_dir_state(&self) -> FailedDir {
+        match fs::symlink_metadata(self.failed_dir()) {
+            Ok(meta) if meta.is_dir() => FailedDir::Ready,
+            Ok(meta) if meta.file_type().is_symlink() => FailedDir::Link,
+            Ok(_) => FailedDir::Other,
+            Err(_) => FailedDir::Missing,
+        }
+    }
+
+    fn skip_symlink(&self, path: &Path) {
+        self.skipped_symlinks.fetch_add(1, Ordering::Relaxed);
+        tracing::warn!(file.path = %path.display(), reason = "symbolic link", "skipped a queue entry; links under queue/ are never followed");
     }
 
     fn remove_file(&self, id: Uuid) {
@@ -313,6 +563,22 @@ impl Queue {
         // anything that could panic.
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
+}
+
+/// A trigger as its queue file holds it.
+fn serialize(trigger: &Trigger) -> Vec<u8> {
+    serde_json::to_vec_pretty(trigger).expect("a trigger serializes")
+}
+
+/// The file's bytes, refusing (`ELOOP`) to follow a link in its place.
+fn read_no_follow(path: &Path) -> io::Result<Vec<u8>> {
+    let mut file: File = OpenOptions::new()
+        .read(true)
+        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits().cast_signed())
+        .open(path)?;
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes)?;
+    Ok(bytes)
 }
 
 fn file_name(id: Uuid) -> String {
@@ -341,6 +607,20 @@ mod tests {
         }
     }
 
+    fn limits(capacity: usize) -> Limits {
+        Limits {
+            capacity,
+            session_bytes: 1 << 20,
+            total_bytes: 1 << 30,
+            min_free_disk_bytes: 0,
+        }
+    }
+
+    fn with_text(mut trigger: Trigger, bytes: usize) -> Trigger {
+        trigger.window[0].text = "x".repeat(bytes);
+        trigger
+    }
+
     fn files(dir: &Path) -> usize {
         fs::read_dir(dir)
             .unwrap()
@@ -351,7 +631,7 @@ mod tests {
     #[test]
     fn turns_coalesce_per_session_and_drop_when_full_but_compactions_never() {
         let dir = tempfile::tempdir().unwrap();
-        let queue = Queue::open(dir.path(), 2).unwrap();
+        let queue = Queue::open(dir.path(), limits(2)).unwrap();
         let first = trigger(Kind::Turn, "s1", "r");
         assert_eq!(queue.enqueue(first).unwrap(), EnqueueStatus::Queued);
         let newer = trigger(Kind::Turn, "s1", "r");
@@ -386,7 +666,7 @@ mod tests {
     #[test]
     fn one_trigger_per_pair_at_a_time_and_backoff_is_respected() {
         let dir = tempfile::tempdir().unwrap();
-        let queue = Queue::open(dir.path(), 10).unwrap();
+        let queue = Queue::open(dir.path(), limits(10)).unwrap();
         let a1 = trigger(Kind::Compaction, "s1", "a");
         let a2 = trigger(Kind::Compaction, "s2", "a");
         let b1 = trigger(Kind::Compaction, "s3", "b");
@@ -411,11 +691,141 @@ mod tests {
     }
 
     #[test]
+    fn compactions_past_a_byte_budget_are_refused_until_the_backlog_shrinks() {
+        let dir = tempfile::tempdir().unwrap();
+        let limits = Limits {
+            session_bytes: 3_000,
+            total_bytes: 5_500,
+            ..limits(10)
+        };
+        let queue = Queue::open(dir.path(), limits).unwrap();
+        let big = |session| with_text(trigger(Kind::Compaction, session, "r"), 1_000);
+        for _ in 0..2 {
+            assert_eq!(queue.enqueue(big("s1")).unwrap(), EnqueueStatus::Queued);
+        }
+        let refused = queue.enqueue(big("s1")).unwrap_err();
+        assert!(
+            matches!(
+                refused,
+                Error::OverBudget {
+                    key: "capture.session_queue_bytes",
+                    ..
+                }
+            ),
+            "{refused}"
+        );
+        assert_eq!(queue.enqueue(big("s2")).unwrap(), EnqueueStatus::Queued);
+        assert_eq!(queue.enqueue(big("s3")).unwrap(), EnqueueStatus::Queued);
+        let refused = queue.enqueue(big("s4")).unwrap_err();
+        assert!(
+            matches!(
+                refused,
+                Error::OverBudget {
+                    key: "capture.queue_bytes",
+                    ..
+                }
+            ),
+            "{refused}"
+        );
+        assert_eq!(files(dir.path()), 4, "nothing refused was written");
+        assert!(queue.bytes() <= 5_500);
+
+        let done = queue.take_next().unwrap();
+        queue.finish(&done);
+        assert_eq!(queue.enqueue(big("s4")).unwrap(), EnqueueStatus::Queued);
+        let alone = with_text(trigger(Kind::Compaction, "s5", "r"), 4_000);
+        assert!(matches!(queue.enqueue(alone), Err(Error::TooLarge { .. })));
+        assert_eq!(
+            queue
+                .enqueue(with_text(trigger(Kind::Turn, "s6", "r"), 1_000))
+                .unwrap(),
+            EnqueueStatus::Queued,
+            "turns keep their own rule"
+        );
+    }
+
+    #[test]
+    fn nothing_is_queued_below_the_disk_floor() {
+        let dir = tempfile::tempdir().unwrap();
+        let limits = Limits {
+            min_free_disk_bytes: u64::MAX,
+            ..limits(10)
+        };
+        let queue = Queue::open(dir.path(), limits).unwrap();
+        for kind in [Kind::Turn, Kind::Compaction] {
+            let refused = queue.enqueue(trigger(kind, "s1", "r")).unwrap_err();
+            assert!(matches!(refused, Error::LowSpace(_)), "{refused}");
+        }
+        assert_eq!((files(dir.path()), queue.depth()), (0, 0));
+    }
+
+    #[test]
+    fn links_under_the_queue_are_never_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let planted = trigger(Kind::Compaction, "s1", "r");
+        let target = outside.path().join("target.json");
+        fs::write(&target, serialize(&planted)).unwrap();
+        let queue_dir = dir.path().join("queue");
+        fs::create_dir(&queue_dir).unwrap();
+        let link = queue_dir.join(file_name(planted.id));
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        let temp_link = queue_dir.join(format!("{}link", atomic::TEMP_PREFIX));
+        std::os::unix::fs::symlink(&target, &temp_link).unwrap();
+        let failed_target = outside.path().join("failed");
+        fs::create_dir(&failed_target).unwrap();
+        std::os::unix::fs::symlink(&failed_target, queue_dir.join("failed")).unwrap();
+
+        let queue = Queue::open(&queue_dir, limits(10)).unwrap();
+        assert_eq!(queue.depth(), 0, "a linked trigger is not read");
+        assert_eq!(queue.skipped_symlinks(), 3);
+        assert!(fs::symlink_metadata(&link).is_ok() && fs::symlink_metadata(&temp_link).is_ok());
+        assert_eq!(fs::read(&target).unwrap(), serialize(&planted));
+
+        let failing = trigger(Kind::Compaction, "s2", "r");
+        queue.enqueue(failing.clone()).unwrap();
+        let taken = queue.take_next().unwrap();
+        queue.fail(taken, "boom".into());
+        assert_eq!(
+            fs::read_dir(&failed_target).unwrap().count(),
+            0,
+            "nothing is written through a linked failed/"
+        );
+        assert!(
+            queue_dir.join(file_name(failing.id)).is_file(),
+            "kept for the next start"
+        );
+        assert_eq!(queue.skipped_symlinks(), 4);
+        assert_eq!(
+            read_no_follow(&link).unwrap_err().raw_os_error(),
+            Some(rustix::io::Errno::LOOP.raw_os_error())
+        );
+    }
+
+    #[test]
+    fn a_failed_trigger_counts_every_attempt_including_the_last() {
+        let dir = tempfile::tempdir().unwrap();
+        let queue = Queue::open(dir.path(), limits(10)).unwrap();
+        let queued = trigger(Kind::Compaction, "s1", "r");
+        queue.enqueue(queued.clone()).unwrap();
+        for _ in 0..2 {
+            let taken = queue.take_next().unwrap();
+            queue.retry_later(taken, "timeout".into(), Instant::now());
+        }
+        let taken = queue.take_next().unwrap();
+        queue.fail(taken, "timeout".into());
+        let failed = dir.path().join("failed").join(file_name(queued.id));
+        let kept: Trigger = serde_json::from_slice(&fs::read(failed).unwrap()).unwrap();
+        assert_eq!(kept.attempts, 3, "three tries, three failed attempts");
+        assert_eq!(queue.depth(), 0);
+    }
+
+    #[test]
     fn a_restart_resumes_what_was_left_and_sets_aside_garbage() {
         let dir = tempfile::tempdir().unwrap();
         let kept = trigger(Kind::Turn, "s1", "r");
         {
-            let queue = Queue::open(dir.path(), 10).unwrap();
+            let queue = Queue::open(dir.path(), limits(10)).unwrap();
             queue.enqueue(kept.clone()).unwrap();
             let done = trigger(Kind::Turn, "s2", "other");
             queue.enqueue(done).unwrap();
@@ -425,7 +835,7 @@ mod tests {
             queue.finish(&other);
         }
         fs::write(dir.path().join("garbage.json"), "{").unwrap();
-        let queue = Queue::open(dir.path(), 10).unwrap();
+        let queue = Queue::open(dir.path(), limits(10)).unwrap();
         assert_eq!(
             queue.take_next().unwrap(),
             kept,

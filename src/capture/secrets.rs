@@ -1,22 +1,33 @@
 //! The secret detector: finds content that looks like a credential, so that
-//! it is refused before it is written into a memory file.
+//! it is refused before it is written into a memory file (by capture, and
+//! by `POST /memories`).
 //!
-//! Provider key formats are matched by their prefixes; beyond them come
-//! bearer tokens, private key blocks, passwords in URLs, passwords and keys
-//! in assignments (`password = …`, `api_key: …`, `client_secret=…`),
-//! JWTs, and long random-looking tokens. False positives cost a lost memory,
-//! so everything coding memories mention all the time passes: commit hashes,
-//! UUIDs, paths, URLs without credentials, identifiers in any case, and
-//! password placeholders (`<password>`, `${DB_PASSWORD}`, `***`, `changeme`).
+//! The text is first normalised (NFKC, invisible format characters
+//! dropped), so fullwidth or zero-width-split keys read like plain ones.
+//! Provider key formats are matched by their prefixes, in the text and
+//! again with whitespace taken out, so a key spelled out character by
+//! character (`g h p _ …`) is still one. Beyond them come bearer tokens,
+//! private key blocks, passwords in URLs, values assigned to a password,
+//! secret, token or credential name (`DB_PASSWORD=hunter2`, `token: …`,
+//! "the password is …") whatever their entropy, credential flags
+//! (`--password …`, `mysql -p…`, `curl -u user:…`), JWTs, and long
+//! random-looking tokens. False positives cost a lost memory, so everything
+//! coding memories mention all the time passes: commit hashes, UUIDs, paths,
+//! URLs without credentials, identifiers in any case, prose about passwords
+//! and tokens, references (`${DB_PASSWORD}`, `settings.db_password`) and
+//! password placeholders (`<password>`, `***`, `changeme`).
 //!
 //! Patterns are compiled once. Speed, measured in a release build on a
-//! 2-core machine: a clean text runs every detector to its end, and 100 KB
-//! of prose and code (some non-ASCII) took 0.7–1.1 ms per scan, as did
-//! 100 KB of nothing but long identifiers, hashes and paths.
+//! 2-core machine before the normalised and spaced-out passes were added: a
+//! clean text runs every detector to its end, and 100 KB of prose and code
+//! (some non-ASCII) took 0.7–1.1 ms per scan, as did 100 KB of nothing but
+//! long identifiers, hashes and paths.
 
+use std::borrow::Cow;
 use std::sync::LazyLock;
 
 use regex::{Captures, Regex};
+use unicode_normalization::UnicodeNormalization;
 
 /// What kind of secret a text holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -34,6 +45,7 @@ pub enum SecretKind {
     PrivateKey,
     PasswordInUrl,
     PasswordAssignment,
+    CredentialFlag,
     Jwt,
     HighEntropyToken,
 }
@@ -55,30 +67,109 @@ impl SecretKind {
             Self::PrivateKey => "private-key",
             Self::PasswordInUrl => "password-in-url",
             Self::PasswordAssignment => "password-assignment",
+            Self::CredentialFlag => "credential-flag",
             Self::Jwt => "jwt",
             Self::HighEntropyToken => "high-entropy-token",
         }
     }
 }
 
+/// A text refused because it holds a secret.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "`content` looks like it holds a secret ({}); store a reference to it (such as `${{DB_PASSWORD}}`) rather than its value",
+    kind.as_str()
+)]
+pub struct SecretFound {
+    pub kind: SecretKind,
+}
+
+/// `Err` when `text` holds a secret: the guard of every memory write.
+pub fn ensure_no_secret(text: &str) -> Result<(), SecretFound> {
+    find_secret(text).map_or(Ok(()), |kind| Err(SecretFound { kind }))
+}
+
 /// The kind of the first secret found, trying the most specific kinds first
 /// (an Anthropic key is also shaped like an OpenAI one, and both are
 /// high-entropy tokens). `None` when the text looks clean.
 pub fn find_secret(text: &str) -> Option<SecretKind> {
-    DETECTORS
-        .iter()
-        .find(|detector| {
-            detector
-                .pattern
-                .captures_iter(text)
-                .any(|found| (detector.confirms)(&found))
-        })
+    let text = normalize(text);
+    let found = DETECTORS.iter().find(|detector| {
+        detector
+            .pattern
+            .captures_iter(&text)
+            .any(|found| (detector.confirms)(&text, &found))
+    });
+    found
         .map(|detector| detector.kind)
+        .or_else(|| find_spaced_out_key(&text))
 }
 
-/// Passwords shorter than this are left alone in assignments: too short to
-/// tell from prose such as "password: required".
-const MIN_PASSWORD_CHARS: usize = 8;
+/// NFKC (fullwidth `ＡＫＩＡ` becomes `AKIA`, ligatures and compatibility
+/// forms their plain letters) without the invisible characters that could
+/// split a key or a name (zero-width spaces and joiners, soft hyphens).
+fn normalize(text: &str) -> Cow<'_, str> {
+    if text.is_ascii() {
+        return Cow::Borrowed(text);
+    }
+    Cow::Owned(text.nfkc().filter(|&c| !is_invisible(c)).collect())
+}
+
+fn is_invisible(c: char) -> bool {
+    matches!(
+        c,
+        '\u{00AD}' | '\u{180E}' | '\u{200B}'..='\u{200F}' | '\u{2060}'..='\u{2064}' | '\u{FEFF}'
+    )
+}
+
+/// A provider key written with whitespace between its characters or
+/// groups: the provider patterns run again over the text with its
+/// whitespace taken out. Joining words can fake a prefix, so a match counts
+/// only where a word starts in the text, where it spans whitespace (else the
+/// first pass judged it), and where it holds a digit, as random keys do and
+/// joined prose rarely does.
+fn find_spaced_out_key(text: &str) -> Option<SecretKind> {
+    if !text.contains(char::is_whitespace) {
+        return None;
+    }
+    let mut joined = String::with_capacity(text.len());
+    // The offset in `text` of each byte of `joined`.
+    let mut origin = Vec::with_capacity(text.len());
+    for (at, c) in text.char_indices() {
+        if !c.is_whitespace() {
+            joined.push(c);
+            origin.extend(at..at + c.len_utf8());
+        }
+    }
+    DETECTORS.iter().find_map(|detector| {
+        let pattern = detector.spaced_out.as_ref()?;
+        pattern
+            .captures_iter(&joined)
+            .any(|found| {
+                let Some(whole) = found.get(0) else {
+                    return false;
+                };
+                let (start, last) = (origin[whole.start()], origin[whole.end() - 1]);
+                let starts_a_word = text[..start]
+                    .chars()
+                    .next_back()
+                    .is_none_or(|before| !before.is_alphanumeric());
+                let spans_whitespace = last - start + 1 > whole.len();
+                starts_a_word
+                    && spans_whitespace
+                    && whole.as_str().bytes().any(|b| b.is_ascii_digit())
+                    && (detector.confirms)(&joined, &found)
+            })
+            .then_some(detector.kind)
+    })
+}
+
+/// Values shorter than this are left alone after a name or flag: too short
+/// to tell from prose such as "password: 12 characters".
+const MIN_VALUE_CHARS: usize = 4;
+
+/// Values said in prose ("the password is …") are judged from this length.
+const MIN_PROSE_VALUE_CHARS: usize = 6;
 
 /// The shortest run judged as a generic token.
 const MIN_TOKEN_CHARS: usize = 32;
@@ -87,20 +178,36 @@ const MIN_TOKEN_CHARS: usize = 32;
 /// characters almost always score above 4.0; hex cannot (16 symbols).
 const MIN_TOKEN_ENTROPY: f64 = 4.0;
 
+/// A second look at a match, for what a pattern cannot say: that a value is
+/// a placeholder, or an identifier rather than a random token. It sees the
+/// text searched and the match.
+type Confirm = fn(&str, &Captures<'_>) -> bool;
+
 struct Detector {
     kind: SecretKind,
     /// Word boundaries are ASCII (`(?-u:\b)`): tokens are ASCII, and the
     /// Unicode kind made the scan of non-ASCII prose about 40% slower.
     pattern: Regex,
-    /// A second look at a match, for what a pattern cannot say: that a value
-    /// is a placeholder, or an identifier rather than a random token.
-    confirms: fn(&Captures<'_>) -> bool,
+    /// For provider keys: the pattern without word boundaries, run over the
+    /// text with its whitespace taken out.
+    spaced_out: Option<Regex>,
+    confirms: Confirm,
 }
 
+const ASCII_WORD_BOUNDARY: &str = r"(?-u:\b)";
+
 static DETECTORS: LazyLock<Vec<Detector>> = LazyLock::new(|| {
-    let detector = |kind, pattern: &str, confirms| Detector {
+    let compile = |pattern: &str| Regex::new(pattern).expect("secret patterns are valid");
+    let detector = |kind, pattern: &str, confirms: Confirm| Detector {
         kind,
-        pattern: Regex::new(pattern).expect("secret patterns are valid"),
+        pattern: compile(pattern),
+        spaced_out: None,
+        confirms,
+    };
+    let provider_key = |kind, pattern: &str, confirms: Confirm| Detector {
+        kind,
+        pattern: compile(pattern),
+        spaced_out: Some(compile(&pattern.replace(ASCII_WORD_BOUNDARY, ""))),
         confirms,
     };
     vec![
@@ -109,18 +216,18 @@ static DETECTORS: LazyLock<Vec<Detector>> = LazyLock::new(|| {
             r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----",
             any_match,
         ),
-        detector(
+        provider_key(
             SecretKind::AnthropicKey,
             r"(?-u:\b)sk-ant-[A-Za-z0-9_-]{20,}",
             any_match,
         ),
         // Legacy `sk-…` and project `sk-proj-…` keys alike.
-        detector(
+        provider_key(
             SecretKind::OpenAiKey,
             r"(?-u:\b)sk-(?P<secret>[A-Za-z0-9_-]{20,})",
             secret_looks_random,
         ),
-        detector(
+        provider_key(
             SecretKind::AwsAccessKeyId,
             r"(?-u:\b)(?:AKIA|ASIA)[A-Z0-9]{16}(?-u:\b)",
             any_match,
@@ -130,34 +237,34 @@ static DETECTORS: LazyLock<Vec<Detector>> = LazyLock::new(|| {
             r#"(?i)aws[_-]?secret[_-]?access[_-]?key["']?\s*[:=]\s*["']?(?P<secret>[A-Za-z0-9/+=]{40})(?:[^A-Za-z0-9/+=]|$)"#,
             secret_looks_random,
         ),
-        detector(
+        provider_key(
             SecretKind::GitHubToken,
             r"(?-u:\b)(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,})",
             any_match,
         ),
-        detector(
+        provider_key(
             SecretKind::GitLabToken,
             r"(?-u:\b)glpat-[A-Za-z0-9_-]{20,}",
             any_match,
         ),
-        detector(
+        provider_key(
             SecretKind::SlackToken,
             r"(?-u:\b)xox[baprs]-[A-Za-z0-9-]{10,}",
             any_match,
         ),
-        detector(
+        provider_key(
             SecretKind::StripeKey,
             r"(?-u:\b)[rs]k_live_[A-Za-z0-9]{16,}",
             any_match,
         ),
-        detector(
+        provider_key(
             SecretKind::GoogleApiKey,
             r"(?-u:\b)AIza[A-Za-z0-9_-]{35}",
             any_match,
         ),
         // Before bearer tokens: a JWT is the usual bearer, and the more
         // telling label.
-        detector(
+        provider_key(
             SecretKind::Jwt,
             r"(?-u:\b)eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]*",
             any_match,
@@ -172,15 +279,38 @@ static DETECTORS: LazyLock<Vec<Detector>> = LazyLock::new(|| {
             r"(?-u:\b)[A-Za-z][A-Za-z0-9+.-]*://[^\s:/?#@]*:(?P<secret>[^\s/?#@]+)@[^\s/?#@]",
             url_password_is_real,
         ),
+        // `DB_PASSWORD=…`, `"token": "…"`, `pwd := …`: the name may end a
+        // longer one (`PGPASSWORD`, `client_secret`) or take a `_key` or
+        // `_value` suffix, never another (`password_hash`, `token_count`).
         detector(
             SecretKind::PasswordAssignment,
-            r#"(?i)(?:pass(?:word|wd|phrase)|api[_-]?key|(?:client[_-]?)?secret|(?:access|auth)[_-]?token)["']?[ \t]*(?::=|==|[:=])[ \t]*(?:"(?P<double>[^"\n]*)"|'(?P<single>[^'\n]*)'|(?P<bare>[^\s"'`,;()\[\]{}<>]+))"#,
-            assigned_password_is_real,
+            r#"(?i)(?P<name>pass(?:word|wd|phrase)?|pwd|secret|token|credentials?|api[_-]?key|private[_-]?key)(?:[_-]?(?:key|value|string))?["']?[ \t]*(?::=|==|[:=])[ \t]*(?:"(?P<double>[^"\n]*)"|'(?P<single>[^'\n]*)'|(?P<bare>[^\s"'`,;()\[\]{}<>]+))"#,
+            assigned_value_is_real,
+        ),
+        // `--password hunter2`, `--db-token=…`
+        detector(
+            SecretKind::CredentialFlag,
+            r#"(?i)(?:^|[ \t])--?(?:[a-z]+-)*(?P<name>password|passwd|pass|pwd|token|secret|api-?key)(?:=|[ \t]+)(?:"(?P<double>[^"\n]*)"|'(?P<single>[^'\n]*)'|(?P<bare>[^\s"'`;|&()<>-][^\s"'`;|&()<>]*))"#,
+            flag_value_is_real,
+        ),
+        // The password glued to `-p` (MySQL clients), after `-p` (sshpass)
+        // or `-a` (redis-cli), or after the user in `curl -u user:password`.
+        detector(
+            SecretKind::CredentialFlag,
+            r#"(?i)(?-u:\b)(?:(?:mysql(?:dump|admin|import|show|check)?|mariadb(?:-dump)?)(?-u:\b)[^\n|;&]*?[ \t](?-i:-p)|sshpass(?-u:\b)[^\n|;&]*?[ \t](?-i:-p)[ \t]*|redis-cli(?-u:\b)[^\n|;&]*?[ \t](?-i:-a)[ \t]+|(?:curl|wget)(?-u:\b)[^\n|;&]*?[ \t](?:(?-i:-u)|--user)(?:[ \t]+|=)?["']?[^\s:"'@]+:)(?P<bare>[^\s"'`;|&()<>@]+)"#,
+            command_password_is_real,
         ),
         detector(
             SecretKind::HighEntropyToken,
             r"[A-Za-z0-9+/_=-]{32,}",
             secret_is_random_token,
+        ),
+        // "the admin password is Sup3rS3cret!"; after random tokens, which
+        // are the more telling label for a long value.
+        detector(
+            SecretKind::PasswordAssignment,
+            r#"(?i)(?-u:\b)(?P<name>pass(?:word|phrase)|secret|token|credentials?|api[ _-]?key)[ \t]+(?:is[ \t]+now|(?:set|changed)[ \t]+to|is|was)[ \t]+(?:"(?P<double>[^"\n]*)"|'(?P<single>[^'\n]*)'|`(?P<backtick>[^`\n]*)`|(?P<bare>[^\s"'`,;()\[\]{}<>]+))"#,
+            stated_value_is_real,
         ),
     ]
 });
@@ -193,24 +323,53 @@ static PLACEHOLDER_REFERENCE: LazyLock<Regex> = LazyLock::new(|| {
         .expect("the placeholder pattern is valid")
 });
 
+/// Values that name where a secret lives rather than holding it: paths,
+/// URLs, dotted or called code (`settings.db_password`, `getPassword()`)
+/// and environment variable names (`GITHUB_TOKEN`).
+static REFERENCE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r"(?x)^(?:
+            (?:~|\.{1,2})?/\S*
+          | [A-Za-z][A-Za-z0-9+.-]*://\S*
+          | [A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*(?:\(\))?
+        )$",
+    )
+    .expect("the reference pattern is valid")
+});
+
 /// Stand-in values, compared lowercased with everything but letters and
-/// digits removed ("CHANGE_ME", "your-password-here").
+/// digits removed ("CHANGE_ME", "your-password-here"), and words that
+/// describe a field rather than fill it ("password: required").
 const PLACEHOLDER_WORDS: &[&str] = &[
+    "bearer",
+    "boolean",
     "changeme",
+    "empty",
     "example",
+    "false",
+    "hidden",
+    "masked",
     "mypassword",
+    "none",
+    "null",
+    "optional",
     "pass",
     "password",
     "passwordhere",
     "placeholder",
     "redacted",
+    "required",
     "secret",
+    "sensitive",
+    "string",
     "token",
+    "true",
+    "unset",
     "yourpassword",
     "yourpasswordhere",
 ];
 
-fn any_match(_: &Captures<'_>) -> bool {
+fn any_match(_: &str, _: &Captures<'_>) -> bool {
     true
 }
 
@@ -222,31 +381,134 @@ fn secret<'t>(found: &Captures<'t>) -> &'t str {
         .map_or("", |matched| matched.as_str())
 }
 
-fn secret_looks_random(found: &Captures<'_>) -> bool {
+fn secret_looks_random(_: &str, found: &Captures<'_>) -> bool {
     mixes_character_classes(secret(found))
 }
 
-fn url_password_is_real(found: &Captures<'_>) -> bool {
+fn url_password_is_real(_: &str, found: &Captures<'_>) -> bool {
     !is_placeholder(secret(found))
 }
 
-fn assigned_password_is_real(found: &Captures<'_>) -> bool {
-    if let Some(quoted) = found.name("double").or_else(|| found.name("single")) {
-        return is_plausible_password(quoted.as_str());
+/// A value assigned to a secret's name is a secret whatever its entropy,
+/// unless it is a stand-in, a reference, or (unquoted) reads as prose or
+/// code: a bare word followed by more words ("password: must be long") or
+/// by a call.
+fn assigned_value_is_real(text: &str, found: &Captures<'_>) -> bool {
+    let Some(name) = found.name("name") else {
+        return false;
+    };
+    // `tests pass: 3/3`, `bypass = …`: the short names count only as part
+    // of a longer name (`DB_PASS`, `MYSQL_PWD`, `PGPASS`) or, for `pwd`,
+    // as a word of their own.
+    let before = text[..name.start()].chars().next_back();
+    let after_separator = before.is_some_and(|c| matches!(c, '_' | '-'));
+    let capitals = name.as_str().bytes().all(|b| b.is_ascii_uppercase());
+    let name_stands = match name.as_str().to_ascii_lowercase().as_str() {
+        "pass" => after_separator || capitals,
+        "pwd" => after_separator || capitals || before.is_none_or(|c| !c.is_alphanumeric()),
+        _ => true,
+    };
+    name_stands && judge_value(text, found)
+}
+
+/// A value said in prose is a secret when it looks like one (a digit or a
+/// symbol) and ends its clause: "the password is 8-char minimum" is prose.
+fn stated_value_is_real(text: &str, found: &Captures<'_>) -> bool {
+    if let Some(quoted) = quoted_value(found) {
+        return is_literal(quoted, MIN_PROSE_VALUE_CHARS);
     }
-    // Unquoted, the value may be prose or code ("password: required",
-    // "password = settings.db_password"); a literal shows a digit or symbol.
     found.name("bare").is_some_and(|bare| {
-        let value = bare.as_str();
-        let has_digit_or_symbol = value
-            .chars()
-            .any(|c| c.is_ascii_digit() || !(c.is_alphanumeric() || matches!(c, '.' | '_' | '-')));
-        has_digit_or_symbol && is_plausible_password(value)
+        let value = bare.as_str().trim_end_matches(['.', '!', '?']);
+        ends_clause(text, bare.end())
+            && !value.bytes().all(|b| b.is_ascii_digit())
+            && has_digit_or_symbol(value)
+            && is_literal(value, MIN_PROSE_VALUE_CHARS)
     })
 }
 
-fn is_plausible_password(value: &str) -> bool {
-    value.chars().count() >= MIN_PASSWORD_CHARS && !is_placeholder(value)
+fn flag_value_is_real(text: &str, found: &Captures<'_>) -> bool {
+    judge_value(text, found)
+}
+
+fn command_password_is_real(_: &str, found: &Captures<'_>) -> bool {
+    found
+        .name("bare")
+        .is_some_and(|bare| is_literal(bare.as_str(), MIN_VALUE_CHARS))
+}
+
+/// The verdict on a value after a name or a flag. Quoted, any literal
+/// counts; bare, a value with a digit or a symbol counts, and a plain word
+/// counts where it ends the line or the entry (`password: swordfish`).
+/// Numbers after a token's name are counts (`max_token = 4096`).
+fn judge_value(text: &str, found: &Captures<'_>) -> bool {
+    let counts_allowed = found
+        .name("name")
+        .is_some_and(|name| name.as_str().to_ascii_lowercase().ends_with("token"));
+    let is_count = |value: &str| counts_allowed && value.bytes().all(|b| b.is_ascii_digit());
+    if let Some(quoted) = quoted_value(found) {
+        return !is_count(quoted) && is_literal(quoted, MIN_VALUE_CHARS);
+    }
+    found.name("bare").is_some_and(|bare| {
+        let value = bare.as_str().trim_end_matches('.');
+        !is_count(value)
+            && (has_digit_or_symbol(value) || ends_entry(text, bare.end()))
+            && is_literal(value, MIN_VALUE_CHARS)
+    })
+}
+
+fn quoted_value<'t>(found: &Captures<'t>) -> Option<&'t str> {
+    found
+        .name("double")
+        .or_else(|| found.name("single"))
+        .or_else(|| found.name("backtick"))
+        .map(|quoted| quoted.as_str())
+}
+
+/// Long enough, and neither a stand-in nor a reference.
+fn is_literal(value: &str, min_chars: usize) -> bool {
+    value.chars().count() >= min_chars && !is_placeholder(value) && !is_reference(value)
+}
+
+/// A path, a URL, code (`settings.db_password`, `getPassword()`), an
+/// environment variable (`GITHUB_TOKEN`) or a snake-case name that says
+/// what it holds (`db_password`).
+fn is_reference(value: &str) -> bool {
+    if !REFERENCE.is_match(value) {
+        return false;
+    }
+    let is_code = value.contains(['.', '/', '(']);
+    let is_env_name = value.contains('_')
+        && value
+            .bytes()
+            .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_');
+    let lower = value.to_ascii_lowercase();
+    let names_a_secret = value.contains('_')
+        && ["pass", "pwd", "secret", "token", "key", "credential"]
+            .iter()
+            .any(|word| lower.contains(word));
+    is_code || is_env_name || names_a_secret
+}
+
+/// A digit or a symbol other than the dots, dashes and underscores of
+/// names: what a literal shows and a word of prose or code does not.
+fn has_digit_or_symbol(value: &str) -> bool {
+    value
+        .chars()
+        .any(|c| c.is_ascii_digit() || !(c.is_alphanumeric() || matches!(c, '.' | '_' | '-')))
+}
+
+/// Nothing but blanks follow `at` up to the end of its line, or a
+/// delimiter of an inline entry does (`{password: x, user: y}`).
+fn ends_entry(text: &str, at: usize) -> bool {
+    let rest = text[at..].trim_start_matches([' ', '\t']);
+    rest.is_empty() || rest.starts_with(['\n', '\r', ',', ';', '}', ']'])
+}
+
+/// `ends_entry`, or the value closed its sentence (`hunter2.`) or a
+/// parenthesis.
+fn ends_clause(text: &str, at: usize) -> bool {
+    let value = &text[..at];
+    value.ends_with(['.', '!', '?']) || ends_entry(text, at) || text[at..].starts_with(')')
 }
 
 fn is_placeholder(value: &str) -> bool {
@@ -280,7 +542,7 @@ fn mixes_character_classes(text: &str) -> bool {
 /// case; `snake_case`, paths and `SCREAMING_CASE` lack a case; `camelCase`
 /// identifiers are mostly lowercase pairs. Of 10,000 generated base62 or
 /// base64 tokens, 0.4% of 32-character and 0.07% of 40-character ones pass.
-fn secret_is_random_token(found: &Captures<'_>) -> bool {
+fn secret_is_random_token(_: &str, found: &Captures<'_>) -> bool {
     // A commit hash or UUID in a URL path would otherwise lend its digits
     // and entropy to the mixed-case path around it.
     let telling: Vec<&str> = secret(found)
@@ -661,11 +923,143 @@ mod tests {
             "Password must be at least 12 characters long.",
             "The `password:` key is optional; `passwordless: true` skips it.",
             r#"password: "your-password-here""#,
-            "password=hunter2",
             "password_hash = \"$2b$12$abc\"",
         ] {
             assert_clean(text);
         }
+    }
+
+    /// Fullwidth forms, as an evasion of ASCII patterns.
+    fn fullwidth(text: &str) -> String {
+        text.chars()
+            .map(|c| char::from_u32(u32::from(c) + 0xFEE0).unwrap_or(c))
+            .collect()
+    }
+
+    fn spaced(text: &str) -> String {
+        text.chars().map(String::from).collect::<Vec<_>>().join(" ")
+    }
+
+    #[test]
+    fn weak_values_assigned_to_secret_names_are_found() {
+        for text in [
+            "password: hunter2",
+            "password=hunter2",
+            "DB_PASSWORD: hunter2",
+            "export PGPASSWORD=hunter2",
+            "pwd = Xk9mP2vLq7",
+            "token: Xk9mP2vLq7Rt5",
+            "password: swordfish",
+            r#"{"password": "hunter2", "user": "ana"}"#,
+            "MYSQL_PWD=abc123 mysql -u root",
+            "SECRET_KEY = 'dev-only-9f2'",
+            "credentials: admin123",
+            "ｐａｓｓｗｏｒｄ: hunter2",
+            "pass\u{200B}word: hunter2",
+        ] {
+            assert_secret(text, SecretKind::PasswordAssignment);
+        }
+    }
+
+    #[test]
+    fn passwords_stated_in_prose_are_found() {
+        for text in [
+            "the admin password is Sup3rS3cret!",
+            "The staging password was hunter22.",
+            "Her passphrase is now w1nter-is-coming",
+            "the api key is 'Xk9mP2vLq7', keep it safe",
+        ] {
+            assert_secret(text, SecretKind::PasswordAssignment);
+        }
+    }
+
+    #[test]
+    fn credential_flags_are_found() {
+        for text in [
+            "mysql -u root -pHunter2Secret app",
+            "curl -u admin:Hunter2Secret https://ci.internal/api",
+            "curl --user=admin:hunter22 https://ci.internal/api",
+            "sshpass -p hunter22 ssh deploy@host",
+            "redis-cli -h cache -a hunter22 ping",
+            "psql --password hunter22",
+            "gh auth login --with-token Xk9mP2vLq7",
+        ] {
+            assert_secret(text, SecretKind::CredentialFlag);
+        }
+    }
+
+    #[test]
+    fn provider_keys_in_fullwidth_or_spaced_out_are_found() {
+        let id = format!("AKIA{}", fake(UPPER_ALNUM, 16, 30));
+        assert_secret(
+            &format!("aws id {}", fullwidth(&id)),
+            SecretKind::AwsAccessKeyId,
+        );
+        let token = format!("ghp_{}", fake(BASE62, 36, 31));
+        assert_secret(
+            &format!("my token is {}", spaced(&token)),
+            SecretKind::GitHubToken,
+        );
+        let grouped: Vec<String> = token
+            .as_bytes()
+            .chunks(4)
+            .map(|chunk| String::from_utf8_lossy(chunk).into_owned())
+            .collect();
+        assert_secret(&grouped.join(" "), SecretKind::GitHubToken);
+        let zero_width = token.replace('_', "_\u{200B}");
+        assert_secret(&zero_width, SecretKind::GitHubToken);
+    }
+
+    #[test]
+    fn prose_and_code_about_secrets_pass() {
+        for text in [
+            "We use a password manager for the shared accounts.",
+            "the token bucket rate limiter refills every second",
+            "rotate the secret every 90 days",
+            "Tests pass: 120/120 after the fix.",
+            "Set max_tokens = 4096 and token_budget: 1000.",
+            "max_token: 512",
+            "The password is 8-char minimum and must hold a digit.",
+            "The secret is stored in Vault.",
+            "password: must be at least 12 characters",
+            "password = getPassword()",
+            "secret_key = settings.SECRET_KEY",
+            "password: db_password",
+            "token: GITHUB_TOKEN",
+            "pwd: /home/ana/src/engram",
+            "credentials: ~/.aws/credentials",
+            "Use `--token` with your PAT.",
+            "Pass --token with the value from the vault",
+            "cargo test -p engram --lib",
+            "docker run -p8080:80 -u 1000:1000 engram",
+            "mysql -u root -p app   # prompts for the password",
+            "mysql -h db -P3306 -u app",
+            "curl -u $CI_USER:$CI_TOKEN https://ci.internal/api",
+            "USE AKIA KEYS ONLY FOR TESTING PURPOSES",
+            "g h p _ is the prefix of GitHub personal access tokens",
+            "東京の チームは パスワード管理 を使う",
+        ] {
+            assert_clean(text);
+        }
+    }
+
+    #[test]
+    fn hex_digests_shas_and_uuids_pass_after_normalisation() {
+        assert_clean("commit 3f2a9b1c0d4e5f60718293a4b5c6d7e8f9012345 fixed it");
+        assert_clean(
+            "sha256 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08 matches",
+        );
+        assert_clean("memory ０１９３f0c2-6a55-7b1e-9c2d-5f1e2a3b4c5d was merged");
+        assert_clean("3f2a 9b1c 0d4e 5f60 7182 93a4 b5c6 d7e8 f901 2345");
+    }
+
+    #[test]
+    fn a_refusal_names_the_kind_and_not_the_value() {
+        let refused = ensure_no_secret("password: hunter2").unwrap_err();
+        let message = refused.to_string();
+        assert!(message.contains("password-assignment"), "{message}");
+        assert!(!message.contains("hunter2"), "{message}");
+        assert!(ensure_no_secret("We use a password manager").is_ok());
     }
 
     #[test]
@@ -684,6 +1078,13 @@ mod tests {
     proptest! {
         #[test]
         fn arbitrary_text_never_panics(text in ".*") {
+            let _ = find_secret(&text);
+        }
+
+        #[test]
+        fn fullwidth_and_spaced_text_never_panics(
+            text in "[\\PC\\s\u{200B}\u{00AD}\u{FF01}-\u{FF5E}ﬁ①]{0,160}"
+        ) {
             let _ = find_secret(&text);
         }
 

@@ -113,17 +113,20 @@ pub struct CreateMemoryRequest {
         (status = 409, description = "`supersedes` names a memory that is already superseded", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "The body is too large", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "The body is not JSON", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "A field is invalid", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "A field is invalid, or `content` looks like a secret (`urn:engram:problem:secret-content`)", body = Problem, content_type = "application/problem+json"),
+        (status = 507, description = "The data directory is below its free-space floor (`limits.min_free_disk_bytes`); nothing was written", body = Problem, content_type = "application/problem+json"),
     )
 )]
 pub async fn create_memory(
     State(store): State<Store>,
     State(defaults): State<Defaults>,
+    State(config): State<std::sync::Arc<crate::config::Config>>,
     caller: Caller,
     ApiJson(request): ApiJson<CreateMemoryRequest>,
 ) -> Result<(StatusCode, Json<MemoryView>), ApiError> {
     let content = parse_content(&request.content)
         .map_err(|err| ApiError::invalid("content", format!("`content` {err}")))?;
+    crate::capture::secrets::ensure_no_secret(content)?;
     if let Some(importance) = request.importance {
         parse_importance(importance)
             .map_err(|err| ApiError::invalid("importance", format!("`importance` {err}")))?;
@@ -145,6 +148,7 @@ pub async fn create_memory(
         session_id: request.session_id,
         trigger: Trigger::Manual,
     };
+    crate::disk::ensure_free_space(&config.data_dir, config.limits.min_free_disk_bytes)?;
     let memory = store.create(new).await?;
     Ok((StatusCode::CREATED, Json(MemoryView::from(memory.as_ref()))))
 }

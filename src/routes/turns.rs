@@ -46,7 +46,7 @@ pub struct TriggerResponse {
 ///
 /// Answers at once; the classifier runs later. A newer turn of the same
 /// session replaces a queued older one (`coalesced`); with the queue full,
-/// the turn is `dropped`.
+/// the turn is `dropped`. Below the disk floor, `507`.
 #[utoipa::path(
     post,
     path = "/turns",
@@ -61,6 +61,7 @@ pub struct TriggerResponse {
         (status = 413, description = "The body is too large", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "The body is not JSON", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "A field is invalid", body = Problem, content_type = "application/problem+json"),
+        (status = 507, description = "The data directory is below its free-space floor (`limits.min_free_disk_bytes`); nothing was queued", body = Problem, content_type = "application/problem+json"),
     )
 )]
 pub async fn capture_turn(
@@ -73,6 +74,11 @@ pub async fn capture_turn(
 }
 
 /// A goal arc was compacted: queue a capture pass over it; never dropped.
+///
+/// Bounded, though: a compaction that would take its session's queued
+/// files past `capture.session_queue_bytes`, or the queue's past
+/// `capture.queue_bytes`, is refused with `429` and `Retry-After` (nothing
+/// is stored; send it again later). Below the disk floor, `507`.
 #[utoipa::path(
     post,
     path = "/compactions",
@@ -87,6 +93,9 @@ pub async fn capture_turn(
         (status = 413, description = "The body is too large", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "The body is not JSON", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "A field is invalid", body = Problem, content_type = "application/problem+json"),
+        (status = 429, description = "The queue is at its byte budget for this session (`capture.session_queue_bytes`) or in all (`capture.queue_bytes`); nothing was queued: send it again after `Retry-After` seconds", body = Problem, content_type = "application/problem+json",
+            headers(("Retry-After" = u64, description = "Seconds to wait before sending the compaction again"))),
+        (status = 507, description = "The data directory is below its free-space floor (`limits.min_free_disk_bytes`); nothing was queued", body = Problem, content_type = "application/problem+json"),
     )
 )]
 pub async fn capture_compaction(
@@ -144,7 +153,7 @@ async fn accept(
         last_error: None,
     };
     let trigger_id = trigger.id;
-    let status = capture.enqueue(trigger).await.map_err(ApiError::internal)?;
+    let status = capture.enqueue(trigger).await?;
     Ok((
         StatusCode::ACCEPTED,
         Json(TriggerResponse { trigger_id, status }),

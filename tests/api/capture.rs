@@ -435,6 +435,8 @@ async fn a_failing_classifier_is_retried_then_set_aside_without_blocking_others(
         kept.contains("503"),
         "the error is kept with the trigger: {kept}"
     );
+    let kept: Value = serde_json::from_str(&kept).unwrap();
+    assert_eq!(kept["attempts"], 2, "both tries are counted: {kept}");
 
     upstream.set_chat(
         Behaviour::Answer,

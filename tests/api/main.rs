@@ -5,6 +5,7 @@ mod upstream;
 
 mod auth;
 mod capture;
+mod capture_limits;
 mod cli;
 mod container;
 mod docs;

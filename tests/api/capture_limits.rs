@@ -1,0 +1,209 @@
+//! Capture's bounds, end to end: compactions past the queue's byte budget
+//! get `429` with `Retry-After`, any write below the disk floor gets `507`,
+//! secrets are refused on `POST /memories` too, and links under `queue/`
+//! are left alone.
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode, header};
+use http_body_util::BodyExt;
+use serde_json::{Value, json};
+use tower::ServiceExt;
+
+use crate::helpers::{TestApp, llm_with, memory, spawn_app, spawn_app_on};
+use crate::upstream::{Behaviour, Upstream};
+
+fn window(session: &str, text: &str) -> Value {
+    json!({"session_id": session, "repo": "forge", "user": "ana", "messages": [
+        {"role": "user", "content": text},
+    ]})
+}
+
+/// The status, the `Retry-After` header and the JSON body.
+async fn post_raw(app: &TestApp, path: &str, body: &Value) -> (StatusCode, Option<String>, Value) {
+    let request = Request::post(path)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from(body.to_string()))
+        .unwrap();
+    let response = app.router.clone().oneshot(request).await.unwrap();
+    let status = response.status();
+    let retry_after = response
+        .headers()
+        .get(header::RETRY_AFTER)
+        .map(|value| value.to_str().unwrap().to_owned());
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    (status, retry_after, serde_json::from_slice(&bytes).unwrap())
+}
+
+fn queued_files(app: &TestApp) -> usize {
+    app.files()
+        .iter()
+        .filter(|file| {
+            file.starts_with("queue/")
+                && file.ends_with(".json")
+                && !file.starts_with("queue/failed/")
+        })
+        .count()
+}
+
+#[tokio::test]
+async fn compactions_past_the_byte_budget_get_429_with_retry_after_and_turns_still_queue() {
+    // The classifier fails and its retry is far off, so the queue only
+    // grows; budgets are small enough that a few 100 KB compactions reach
+    // them.
+    let upstream = Upstream::start().await;
+    upstream.set_chat(Behaviour::Fail(503), "");
+    let dir = tempfile::tempdir().unwrap();
+    let app = spawn_app_on(dir.path(), |config| {
+        llm_with(&upstream, config);
+        config.capture.max_attempts = 20;
+        config.capture.retry_base_ms = 600_000;
+        config.limits.max_body_bytes = 256 * 1024;
+        config.capture.session_queue_bytes = 256 * 1024;
+        config.capture.queue_bytes = 450 * 1024;
+    })
+    .await;
+    let big = "compaction arc ".repeat(100 * 1024 / 15);
+    let mut accepted = 0;
+    let (status, retry_after, problem) = loop {
+        let (status, retry_after, body) = post_raw(&app, "/compactions", &window("s1", &big)).await;
+        if status != StatusCode::ACCEPTED {
+            break (status, retry_after, body);
+        }
+        accepted += 1;
+        assert!(accepted < 10, "the session budget never refused");
+    };
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{problem}");
+    assert_eq!(accepted, 2, "two 100 KB compactions fit in 256 KB");
+    assert_eq!(problem["type"], "urn:engram:problem:capture-backlog");
+    assert!(
+        problem["detail"]
+            .as_str()
+            .unwrap()
+            .contains("capture.session_queue_bytes")
+    );
+    let retry_after: u64 = retry_after.expect("a Retry-After header").parse().unwrap();
+    assert!(retry_after > 0);
+
+    for session in ["s2", "s3"] {
+        let (status, _, body) = post_raw(&app, "/compactions", &window(session, &big)).await;
+        assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    }
+    let (status, _, problem) = post_raw(&app, "/compactions", &window("s4", &big)).await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{problem}");
+    assert!(
+        problem["detail"]
+            .as_str()
+            .unwrap()
+            .contains("capture.queue_bytes")
+    );
+    assert_eq!(queued_files(&app), 4, "nothing refused was written");
+
+    let (status, _, body) = post_raw(&app, "/turns", &window("s5", "a turn")).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    assert_eq!(body["status"], "queued", "turns keep their own rule");
+    let stats = app.get("/stats").await.json;
+    assert_eq!(stats["capture"]["refused_over_budget"], 2);
+    assert!(stats["capture"]["queue_bytes"].as_u64().unwrap() > 400 * 1024);
+}
+
+#[tokio::test]
+async fn below_the_disk_floor_writes_get_507_and_nothing_is_written() {
+    let upstream = Upstream::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let app = spawn_app_on(dir.path(), |config| {
+        llm_with(&upstream, config);
+        config.limits.min_free_disk_bytes = u64::MAX;
+    })
+    .await;
+    for path in ["/turns", "/compactions"] {
+        let (status, _, problem) = post_raw(&app, path, &window("s1", "remember this")).await;
+        assert_eq!(status, StatusCode::INSUFFICIENT_STORAGE, "{problem}");
+        assert_eq!(problem["type"], "urn:engram:problem:insufficient-storage");
+        assert!(
+            problem["detail"]
+                .as_str()
+                .unwrap()
+                .contains("limits.min_free_disk_bytes")
+        );
+    }
+    let response = app
+        .post(
+            "/memories",
+            &memory("user", "ana", "user-facts", "Ana likes tea."),
+        )
+        .await;
+    response.assert_problem(StatusCode::INSUFFICIENT_STORAGE, None);
+    assert_eq!(queued_files(&app), 0);
+    assert!(
+        app.files().iter().all(|file| !file.ends_with(".md")),
+        "{:?}",
+        app.files()
+    );
+    assert_eq!(
+        app.get("/stats").await.json["capture"]["refused_low_disk"],
+        2
+    );
+}
+
+#[tokio::test]
+async fn written_memories_that_hold_a_secret_are_refused_naming_content() {
+    let app = spawn_app().await;
+    for content in [
+        "The staging DB_PASSWORD: hunter2",
+        "Deploy with mysql -pHunter2Secret",
+        "the admin password is Sup3rS3cret!",
+        "Use ＡＫＩＡ２ＣＸ７Ｑ４ＬＭＮ９ＰＲ３ＳＴ５ for the bucket",
+    ] {
+        let response = app
+            .post("/memories", &memory("user", "ana", "user-facts", content))
+            .await;
+        response.assert_problem(StatusCode::UNPROCESSABLE_ENTITY, Some("content"));
+        assert_eq!(response.json["type"], "urn:engram:problem:secret-content");
+        assert!(!response.text.contains("hunter2") && !response.text.contains("Sup3r"));
+    }
+    assert!(app.files().iter().all(|file| !file.ends_with(".md")));
+    for content in [
+        "We use a password manager for shared accounts.",
+        "The token bucket rate limiter refills every second.",
+        "Rotate the secret every 90 days.",
+        "Fixed in 3f2a9b1c0d4e5f60718293a4b5c6d7e8f9012345 (see 0193f0c2-6a55-7b1e-9c2d-5f1e2a3b4c5d).",
+    ] {
+        app.create(memory("user", "ana", "user-facts", content))
+            .await;
+    }
+}
+
+#[tokio::test]
+async fn a_link_planted_in_the_queue_is_skipped_and_counted_not_followed() {
+    let dir = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let target = outside.path().join("victim.json");
+    std::fs::write(&target, "{\"not\": \"a trigger\"}").unwrap();
+    let queue = dir.path().join("queue");
+    std::fs::create_dir_all(&queue).unwrap();
+    let link = queue.join("0193f0c2-6a55-7b1e-9c2d-5f1e2a3b4c5d.json");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+
+    let upstream = Upstream::start().await;
+    let app = spawn_app_on(dir.path(), |config| llm_with(&upstream, config)).await;
+    let stats = app.get("/stats").await.json;
+    assert_eq!(stats["capture"]["skipped_symlinks"], 1, "{stats:#}");
+    assert_eq!(stats["capture"]["queue_depth"], 0);
+    assert!(
+        std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink(),
+        "the link stays"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&target).unwrap(),
+        "{\"not\": \"a trigger\"}"
+    );
+    assert!(
+        !queue
+            .join("failed/0193f0c2-6a55-7b1e-9c2d-5f1e2a3b4c5d.json")
+            .exists(),
+        "not moved"
+    );
+}
