@@ -375,8 +375,12 @@ pub struct Limits {
     /// `Retry-After` rather than queued.
     pub max_concurrent_requests: usize,
     /// How long a client may take to send its body, in ms (slow clients
-    /// are cut off with 408).
+    /// are cut off with 408); also how long a connection may go without
+    /// sending a request before it is closed.
     pub body_timeout_ms: u64,
+    /// Connections open at once (lowered at start-up to what the open-file
+    /// limit allows); at the cap the longest-idle one makes room.
+    pub max_connections: usize,
 }
 
 impl Default for Limits {
@@ -386,6 +390,7 @@ impl Default for Limits {
             request_timeout_ms: 10_000,
             max_concurrent_requests: 512,
             body_timeout_ms: 10_000,
+            max_connections: 512,
         }
     }
 }
@@ -620,6 +625,9 @@ impl Config {
         if !(100..=600_000).contains(&self.limits.body_timeout_ms) {
             return key_error("limits.body_timeout_ms", "must be between 100 and 600000");
         }
+        if !(1..=1_000_000).contains(&self.limits.max_connections) {
+            return key_error("limits.max_connections", "must be between 1 and 1000000");
+        }
         if self.data_dir.as_os_str().is_empty() {
             return key_error("data_dir", "must not be empty");
         }
@@ -808,6 +816,7 @@ mod tests {
             ("defaults: { repo: '../etc' }\n", "defaults.repo"),
             ("limits: { max_body_bytes: 10 }\n", "limits.max_body_bytes"),
             ("limits: { max_body_bytes: -1 }\n", "limits.max_body_bytes"),
+            ("limits: { max_connections: 0 }\n", "limits.max_connections"),
             ("log: { format: xml }\n", "log.format"),
             ("[1, 2]\n", "."),
             ("embedding: { provider: onnx }\n", "embedding.provider"),
