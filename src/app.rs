@@ -29,6 +29,7 @@ use crate::metrics::{Metrics, StateCollector};
 use crate::retrieval::access::AccessCounts;
 use crate::retrieval::{Parts, Retriever, inject};
 use crate::routes;
+use crate::serve::{self, ConnectionLimits};
 use crate::state::{AppState, Readiness};
 use crate::store::{self, Store};
 
@@ -205,8 +206,12 @@ impl App {
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), Error> {
         tracing::info!(listen = %self.local_addr().map_err(Error::Serve)?, "engram is serving");
-        let header_timeout = Duration::from_millis(self.state.config.limits.body_timeout_ms);
-        crate::serve::serve(self.listener, self.router, header_timeout, shutdown).await;
+        let limits = &self.state.config.limits;
+        let connections = ConnectionLimits {
+            header_timeout: Duration::from_millis(limits.body_timeout_ms),
+            max_connections: serve::connection_cap(limits.max_connections),
+        };
+        serve::serve(self.listener, self.router, connections, shutdown).await;
         self.stop.cancel();
         for task in self.background {
             if let Err(err) = task.await {

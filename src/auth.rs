@@ -212,31 +212,6 @@ pub async fn require_key(
     }
 }
 
-/// Middleware for `/metrics`: like [`require_key`], but only a key with
-/// access to everything may read it (its labels name every namespace).
-pub async fn require_full_key(
-    State(keys): State<ApiKeys>,
-    request: Request,
-    next: Next,
-) -> Response {
-    let full = keys.is_open()
-        || request
-            .headers()
-            .get(header::AUTHORIZATION)
-            .and_then(|value| value.to_str().ok())
-            .and_then(|value| value.strip_prefix("Bearer "))
-            .and_then(|key| keys.grant_of(key.trim()))
-            .is_some_and(|grant| Caller(grant).sees_everything());
-    if full {
-        next.run(request).await
-    } else {
-        ApiError::Unauthorized {
-            detail: "metrics need an API key with access to every namespace".to_owned(),
-        }
-        .into_response()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -404,11 +404,15 @@ pub struct Limits {
     /// `Retry-After` rather than queued.
     pub max_concurrent_requests: usize,
     /// How long a client may take to send its body, in ms (slow clients
-    /// are cut off with 408).
+    /// are cut off with 408); also how long a connection may go without
+    /// sending a request before it is closed.
     pub body_timeout_ms: u64,
     /// Below this much free disk space, queue and memory writes are
     /// refused with 507; 0 turns the check off.
     pub min_free_disk_bytes: u64,
+    /// Connections open at once (lowered at start-up to what the open-file
+    /// limit allows); at the cap the longest-idle one makes room.
+    pub max_connections: usize,
 }
 
 impl Default for Limits {
@@ -419,6 +423,7 @@ impl Default for Limits {
             max_concurrent_requests: 512,
             body_timeout_ms: 10_000,
             min_free_disk_bytes: 256 * 1024 * 1024,
+            max_connections: 512,
         }
     }
 }
@@ -680,6 +685,9 @@ impl Config {
         if !(100..=600_000).contains(&self.limits.body_timeout_ms) {
             return key_error("limits.body_timeout_ms", "must be between 100 and 600000");
         }
+        if !(1..=1_000_000).contains(&self.limits.max_connections) {
+            return key_error("limits.max_connections", "must be between 1 and 1000000");
+        }
         if self.data_dir.as_os_str().is_empty() {
             return key_error("data_dir", "must not be empty");
         }
@@ -868,6 +876,7 @@ mod tests {
             ("defaults: { repo: '../etc' }\n", "defaults.repo"),
             ("limits: { max_body_bytes: 10 }\n", "limits.max_body_bytes"),
             ("limits: { max_body_bytes: -1 }\n", "limits.max_body_bytes"),
+            ("limits: { max_connections: 0 }\n", "limits.max_connections"),
             ("log: { format: xml }\n", "log.format"),
             ("[1, 2]\n", "."),
             ("embedding: { provider: onnx }\n", "embedding.provider"),

@@ -33,6 +33,11 @@ pub struct Problem {
     pub field: Option<String>,
 }
 
+/// Marks an error response that is no fault of the service (`not-ready`
+/// while start-up work runs), so the request log does not call it an error.
+#[derive(Clone, Copy, Debug)]
+pub struct NotAFault;
+
 /// Everything a request can fail with.
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
@@ -232,6 +237,9 @@ impl IntoResponse for ApiError {
             response
                 .headers_mut()
                 .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        if matches!(self, Self::NotReady) {
+            response.extensions_mut().insert(NotAFault);
         }
         if status == StatusCode::SERVICE_UNAVAILABLE {
             response

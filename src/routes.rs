@@ -22,9 +22,12 @@ use axum::response::{IntoResponse, Response};
 use tokio::sync::Semaphore;
 use tower::ServiceBuilder;
 use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::classify::{
+    ClassifiedResponse, ClassifyResponse, NeverClassifyEos, ServerErrorsAsFailures,
+    ServerErrorsFailureClass, SharedClassifier,
+};
 use tower_http::cors::{AllowOrigin, CorsLayer};
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
-use tower_http::timeout::RequestBodyTimeoutLayer;
 use tower_http::trace::{DefaultOnResponse, TraceLayer};
 use tracing::Level;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
@@ -34,8 +37,9 @@ use utoipa_axum::routes;
 use utoipa_swagger_ui::SwaggerUi;
 
 use crate::auth::{self, ApiKeys};
-use crate::error::{ApiError, Problem};
+use crate::error::{ApiError, NotAFault, Problem};
 use crate::metrics::Metrics;
+use crate::routes::extract::BodyDeadline;
 use crate::state::AppState;
 
 #[derive(OpenApi)]
@@ -76,13 +80,8 @@ impl Modify for BearerScheme {
 /// Every documented route, with its OpenAPI description. Routes that hold
 /// data sit behind `auth::require_key`; health and readiness do not.
 fn api_router(keys: ApiKeys) -> OpenApiRouter<AppState> {
-    let metrics = OpenApiRouter::new()
-        .routes(routes!(health::get_metrics))
-        .route_layer(middleware::from_fn_with_state(
-            keys.clone(),
-            auth::require_full_key,
-        ));
     let guarded = OpenApiRouter::new()
+        .routes(routes!(health::get_metrics))
         .routes(routes!(memories::list_memories, memories::create_memory))
         .routes(routes!(memories::get_memory, memories::delete_memory))
         .routes(routes!(memories::find_similar_memories))
@@ -94,7 +93,6 @@ fn api_router(keys: ApiKeys) -> OpenApiRouter<AppState> {
         .route_layer(middleware::from_fn_with_state(keys, auth::require_key));
     OpenApiRouter::with_openapi(ApiDoc::openapi())
         .merge(guarded)
-        .merge(metrics)
         .routes(routes!(health::get_healthz))
         .routes(routes!(health::get_readyz))
 }
@@ -116,7 +114,7 @@ pub fn router(state: AppState) -> Router {
     let layers = ServiceBuilder::new()
         .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
         .layer(
-            TraceLayer::new_for_http()
+            TraceLayer::new(SharedClassifier::new(ServiceFaults))
                 .make_span_with(request_span)
                 .on_response(
                     DefaultOnResponse::new()
@@ -132,11 +130,13 @@ pub fn router(state: AppState) -> Router {
         ))
         .layer(middleware::from_fn_with_state(capacity, shed_load))
         .layer(middleware::from_fn_with_state(
-            request_timeout,
-            enforce_timeout,
+            Timeouts {
+                request: request_timeout,
+                body: body_timeout,
+            },
+            enforce_timeouts,
         ))
-        .option_layer(cors)
-        .layer(RequestBodyTimeoutLayer::new(body_timeout));
+        .option_layer(cors);
     api.merge(SwaggerUi::new("/docs").url("/openapi.json", document))
         .fallback(route_not_found)
         .method_not_allowed_fallback(method_not_allowed)
@@ -156,6 +156,30 @@ fn request_span(request: &Request) -> tracing::Span {
         .get::<MatchedPath>()
         .map_or_else(|| request.uri().path(), MatchedPath::as_str);
     tracing::info_span!("request", request.id = %request_id, http.method = %request.method(), http.route = %route)
+}
+
+/// What the trace layer logs as a failure (at `ERROR`): a 5xx, unless the
+/// response says it is expected (`/readyz` before start-up is done).
+#[derive(Clone, Copy)]
+struct ServiceFaults;
+
+impl ClassifyResponse for ServiceFaults {
+    type FailureClass = ServerErrorsFailureClass;
+    type ClassifyEos = NeverClassifyEos<ServerErrorsFailureClass>;
+
+    fn classify_response<B>(
+        self,
+        response: &Response<B>,
+    ) -> ClassifiedResponse<Self::FailureClass, Self::ClassifyEos> {
+        if response.extensions().get::<NotAFault>().is_some() {
+            return ClassifiedResponse::Ready(Ok(()));
+        }
+        ServerErrorsAsFailures::new().classify_response(response)
+    }
+
+    fn classify_error<E: std::fmt::Display + 'static>(self, error: &E) -> Self::FailureClass {
+        ServerErrorsAsFailures::new().classify_error(error)
+    }
 }
 
 /// CORS, only for the configured origins; none configured, none allowed.
@@ -212,11 +236,29 @@ async fn shed_load(
     }
 }
 
-async fn enforce_timeout(State(limit): State<Duration>, request: Request, next: Next) -> Response {
-    match tokio::time::timeout(limit, next.run(request)).await {
+/// `limits.request_timeout_ms` and `limits.body_timeout_ms`.
+#[derive(Clone, Copy)]
+struct Timeouts {
+    request: Duration,
+    body: Duration,
+}
+
+/// Bounds the whole request, and its body from the request's start (the
+/// JSON extractor enforces the body's deadline). A timeout that strikes
+/// while the handler still waits for the body is the client's: `408`, not
+/// `503`, whichever limit is shorter.
+async fn enforce_timeouts(
+    State(limits): State<Timeouts>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    let body = BodyDeadline::new(tokio::time::Instant::now() + limits.body);
+    request.extensions_mut().insert(body.clone());
+    match tokio::time::timeout(limits.request, next.run(request)).await {
         Ok(response) => response,
+        Err(_) if body.still_arriving() => ApiError::BodyTimeout.into_response(),
         Err(_) => ApiError::Timeout {
-            limit_ms: u64::try_from(limit.as_millis()).unwrap_or(u64::MAX),
+            limit_ms: u64::try_from(limits.request.as_millis()).unwrap_or(u64::MAX),
         }
         .into_response(),
     }

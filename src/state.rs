@@ -101,7 +101,10 @@ impl Readiness {
         self.0.load(Ordering::Acquire)
     }
 
+    /// Marks start-up done; the first call logs the transition.
     pub fn set_ready(&self) {
-        self.0.store(true, Ordering::Release);
+        if !self.0.swap(true, Ordering::AcqRel) {
+            tracing::info!("engram is ready: /readyz answers 200");
+        }
     }
 }

@@ -1,11 +1,15 @@
 //! Extractors whose rejections are problem responses naming the field.
 //!
-//! `ApiJson` checks the media type and the body limit and deserializes with
-//! the path of the failing field; `ApiQuery` does the same for the query
+//! `ApiJson` checks the media type, the body limit and the body deadline,
+//! and deserializes exactly one JSON document with the path of the failing
+//! field; `ApiQuery` does the same for the query
 //! string; `ApiPath` parses the one path parameter with its type's `FromStr`,
 //! so a bad id is refused before it could ever become a file path.
 
+use std::future::Future;
 use std::str::FromStr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use axum::extract::{FromRef, FromRequest, FromRequestParts, RawPathParams, Request};
 use axum::http::header;
@@ -40,32 +44,88 @@ where
             return Err(ApiError::UnsupportedMediaType);
         }
         let BodyLimit(limit) = BodyLimit::from_ref(state);
-        let bytes = axum::body::to_bytes(req.into_body(), limit)
-            .await
-            .map_err(|err| body_error(&err, limit))?;
-        let deserializer = &mut serde_json::Deserializer::from_slice(&bytes);
-        let value = serde_path_to_error::deserialize(deserializer).map_err(|err| {
-            let inner = err.inner();
-            match inner.classify() {
-                serde_json::error::Category::Data => field_error(err.path(), &json_message(inner)),
-                _ => ApiError::MalformedJson {
-                    detail: format!("the body is not valid JSON: {inner}"),
-                },
-            }
-        })?;
-        Ok(Self(value))
+        let deadline = req.extensions().get::<BodyDeadline>().cloned();
+        let reading = axum::body::to_bytes(req.into_body(), limit);
+        let read = match &deadline {
+            Some(deadline) => deadline.bound(reading).await?,
+            None => reading.await,
+        };
+        let bytes = read.map_err(|err| body_error(&err, limit))?;
+        parse_json(&bytes).map(Self)
     }
 }
 
-/// Why the body could not be read: too long, too slow, or broken off.
+/// `bytes` as one JSON document of type `T`. Broken JSON, or anything
+/// after the document, is `malformed-json` (400); well-formed JSON with a
+/// field of the wrong type or value is `invalid-field` (422) naming it.
+fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    let malformed = |err: &serde_json::Error| ApiError::MalformedJson {
+        detail: format!("the body is not valid JSON: {err}"),
+    };
+    let deserializer = &mut serde_json::Deserializer::from_slice(bytes);
+    match serde_path_to_error::deserialize(&mut *deserializer) {
+        // `end` refuses trailing data: `{...} garbage` is not one document.
+        Ok(value) => deserializer
+            .end()
+            .map(|()| value)
+            .map_err(|err| malformed(&err)),
+        Err(err) => {
+            let inner = err.inner();
+            // serde_json reports a wrong type for an enum (`"scope": 1`) as
+            // a syntax error; a body that is valid JSON says it is a field's.
+            let well_formed = inner.classify() == serde_json::error::Category::Data
+                || serde_json::from_slice::<serde::de::IgnoredAny>(bytes).is_ok();
+            Err(if well_formed {
+                field_error(err.path(), &json_message(inner))
+            } else {
+                malformed(inner)
+            })
+        }
+    }
+}
+
+/// When a request's body must have arrived (set by the routes' timeout
+/// middleware from `limits.body_timeout_ms`, counted from the request's
+/// start), and whether it is still arriving, so that a request timeout
+/// that strikes while the client is still sending is blamed on it (408).
+#[derive(Clone, Debug)]
+pub struct BodyDeadline {
+    at: tokio::time::Instant,
+    arriving: Arc<AtomicBool>,
+}
+
+impl BodyDeadline {
+    pub fn new(at: tokio::time::Instant) -> Self {
+        Self {
+            at,
+            arriving: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    /// Whether a reader was waiting for the body and it had not all come.
+    pub fn still_arriving(&self) -> bool {
+        self.arriving.load(Ordering::Acquire)
+    }
+
+    /// Runs `reading` until the deadline; past it, `body-timeout`. The
+    /// flag is cleared only when reading ends, so a reader cancelled by
+    /// the request timeout leaves it set.
+    async fn bound<F: Future>(&self, reading: F) -> Result<F::Output, ApiError> {
+        self.arriving.store(true, Ordering::Release);
+        let read = tokio::time::timeout_at(self.at, reading).await;
+        if read.is_ok() {
+            self.arriving.store(false, Ordering::Release);
+        }
+        read.map_err(|_| ApiError::BodyTimeout)
+    }
+}
+
+/// Why the body could not be read: too long, or broken off.
 fn body_error(err: &axum::Error, limit: usize) -> ApiError {
     let mut source: Option<&(dyn std::error::Error + 'static)> = Some(err);
     while let Some(cause) = source {
         if cause.is::<http_body_util::LengthLimitError>() {
             return ApiError::PayloadTooLarge { limit };
-        }
-        if cause.is::<tower_http::timeout::TimeoutError>() {
-            return ApiError::BodyTimeout;
         }
         source = cause.source();
     }

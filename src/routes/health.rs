@@ -11,6 +11,7 @@ use prometheus_client::registry::Registry;
 use serde::Serialize;
 use utoipa::ToSchema;
 
+use crate::auth::Caller;
 use crate::error::{ApiError, Problem};
 use crate::state::Readiness;
 
@@ -49,6 +50,8 @@ pub async fn get_readyz(
     if readiness.is_ready() {
         Ok(Json(HealthResponse { status: "ready" }))
     } else {
+        // Expected while the start-up index build runs: not an error.
+        tracing::debug!("not ready yet: the start-up work is running");
         Err(ApiError::NotReady)
     }
 }
@@ -64,12 +67,19 @@ const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=
     tag = "operations",
     responses(
         (status = 200, description = "Metrics in the OpenMetrics text format", body = String, content_type = "application/openmetrics-text"),
-        (status = 401, description = "Keys are configured and this one does not see every namespace", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "Keys are configured and none or a wrong one was sent", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "The key does not see every namespace (the labels name them)", body = Problem, content_type = "application/problem+json"),
     )
 )]
 pub async fn get_metrics(
     State(registry): State<Arc<Registry>>,
+    caller: Caller,
 ) -> Result<impl IntoResponse, ApiError> {
+    if !caller.sees_everything() {
+        return Err(ApiError::Forbidden {
+            detail: "metrics need an API key with access to every namespace".to_owned(),
+        });
+    }
     let mut text = String::new();
     prometheus_client::encoding::text::encode(&mut text, &registry).map_err(ApiError::internal)?;
     Ok(([(header::CONTENT_TYPE, OPENMETRICS)], text))

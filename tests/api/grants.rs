@@ -258,7 +258,7 @@ async fn stats_metrics_and_edges_follow_the_grant() {
 
     send(&f.app, Method::GET, "/metrics", None, LIMITED)
         .await
-        .assert_problem(StatusCode::UNAUTHORIZED, None);
+        .assert_problem(StatusCode::FORBIDDEN, None);
     assert_eq!(
         send(&f.app, Method::GET, "/metrics", None, ROOT)
             .await

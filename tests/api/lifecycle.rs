@@ -96,3 +96,93 @@ async fn shutdown_lets_an_in_flight_request_finish() {
         .collect();
     assert_eq!(files.len(), 1);
 }
+
+/// Reads until the server closes the connection; what it sent meanwhile.
+async fn until_closed(stream: &mut TcpStream) -> String {
+    let mut sent = Vec::new();
+    tokio::time::timeout(Duration::from_secs(30), stream.read_to_end(&mut sent))
+        .await
+        .expect("the server closes the connection")
+        .unwrap();
+    String::from_utf8_lossy(&sent).into_owned()
+}
+
+#[tokio::test]
+async fn connections_that_send_nothing_are_closed_after_the_header_timeout() {
+    let temp = tempfile::tempdir().unwrap();
+    let app = RunningApp::start(test_config(temp.path(), |config| {
+        config.limits.body_timeout_ms = 300;
+    }))
+    .await;
+    let addr = app.base_url.trim_start_matches("http://").to_owned();
+    let mut silent = Vec::new();
+    for _ in 0..50 {
+        silent.push(TcpStream::connect(&addr).await.unwrap());
+    }
+    // One that asks once, keeps the connection alive, then goes quiet.
+    let mut kept_alive = TcpStream::connect(&addr).await.unwrap();
+    kept_alive
+        .write_all(format!("GET /healthz HTTP/1.1\r\nHost: {addr}\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    for stream in &mut silent {
+        assert_eq!(until_closed(stream).await, "", "closed without a word");
+    }
+    let answered = until_closed(&mut kept_alive).await;
+    assert!(answered.starts_with("HTTP/1.1 200"), "{answered}");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn at_the_connection_cap_the_longest_idle_makes_room_and_health_answers() {
+    let temp = tempfile::tempdir().unwrap();
+    let app = RunningApp::start(test_config(temp.path(), |config| {
+        config.limits.max_connections = 4;
+        config.limits.body_timeout_ms = 60_000;
+    }))
+    .await;
+    let addr = app.base_url.trim_start_matches("http://").to_owned();
+    let mut idle = Vec::new();
+    for _ in 0..4 {
+        idle.push(TcpStream::connect(&addr).await.unwrap());
+        // Accepted in order, so the first is the longest idle.
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let health = reqwest::get(format!("{}/healthz", app.base_url))
+        .await
+        .unwrap();
+    assert_eq!(health.status(), 200);
+    assert_eq!(until_closed(&mut idle[0]).await, "");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn with_every_connection_busy_a_newcomer_is_refused_at_once() {
+    let temp = tempfile::tempdir().unwrap();
+    let app = RunningApp::start(test_config(temp.path(), |config| {
+        config.limits.max_connections = 2;
+        config.limits.body_timeout_ms = 60_000;
+        config.limits.request_timeout_ms = 60_000;
+    }))
+    .await;
+    let addr = app.base_url.trim_start_matches("http://").to_owned();
+    let mut busy = Vec::new();
+    for _ in 0..2 {
+        let mut stream = TcpStream::connect(&addr).await.unwrap();
+        // Headers and half a body: a request in flight.
+        stream.write_all(format!(
+            "POST /memories HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{{\"scope\":"
+        ).as_bytes()).await.unwrap();
+        busy.push(stream);
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut newcomer = TcpStream::connect(&addr).await.unwrap();
+    let refused = until_closed(&mut newcomer).await;
+    assert!(refused.starts_with("HTTP/1.1 503"), "{refused}");
+    assert!(
+        refused.contains("urn:engram:problem:overloaded"),
+        "{refused}"
+    );
+    drop(busy);
+    app.stop().await;
+}

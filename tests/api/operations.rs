@@ -1,6 +1,7 @@
 //! Running it: `/metrics` in Prometheus text, load shedding, slow clients,
 //! CORS, and the refusal to serve a public address without a key.
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::body::Body;
@@ -9,7 +10,10 @@ use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::helpers::{RunningApp, memory, spawn_app, spawn_app_on, test_config};
+use crate::helpers::{
+    RunningApp, embed_with, memory, spawn_app, spawn_app_on, spawn_unready_app_on, test_config,
+};
+use crate::upstream::{Behaviour, Upstream};
 
 /// The value of the sample `name` (with its labels, as written).
 fn sample(text: &str, name: &str) -> Option<f64> {
@@ -203,4 +207,146 @@ fn serving_a_public_address_without_a_key_is_refused() {
         stderr.contains("listen") && stderr.contains("ENGRAM_API_KEY"),
         "{stderr}"
     );
+}
+
+/// Sends a request whose body dribbles in one byte at a time, never
+/// finishing, and returns the server's answer.
+async fn dribble_a_body(base_url: &str) -> String {
+    let addr = base_url.trim_start_matches("http://").to_owned();
+    let stream = TcpStream::connect(&addr).await.unwrap();
+    let (mut reader, mut writer) = stream.into_split();
+    writer.write_all(format!(
+        "POST /memories HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: 100000\r\nConnection: close\r\n\r\n"
+    ).as_bytes()).await.unwrap();
+    let dribbler = tokio::spawn(async move {
+        // Each byte well within any per-read timeout, the whole never done.
+        while writer.write_all(b" ").await.is_ok() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    });
+    let mut answer = String::new();
+    tokio::time::timeout(Duration::from_secs(30), reader.read_to_string(&mut answer))
+        .await
+        .expect("the server answers a dribbled body")
+        .unwrap();
+    dribbler.abort();
+    answer
+}
+
+#[tokio::test]
+async fn a_body_dribbled_byte_by_byte_is_cut_off_with_408() {
+    let dir = tempfile::tempdir().unwrap();
+    // The body limit comes first, and also when both limits are equal.
+    for (body_ms, request_ms) in [(300, 3000), (400, 400)] {
+        let app = RunningApp::start(test_config(dir.path(), |config| {
+            config.limits.body_timeout_ms = body_ms;
+            config.limits.request_timeout_ms = request_ms;
+        }))
+        .await;
+        let answer = dribble_a_body(&app.base_url).await;
+        assert!(
+            answer.starts_with("HTTP/1.1 408"),
+            "body {body_ms} ms, request {request_ms} ms: {answer}"
+        );
+        assert!(
+            answer.contains("urn:engram:problem:body-timeout"),
+            "{answer}"
+        );
+        app.stop().await;
+    }
+}
+
+/// Log lines written while the guard lives (this thread only).
+#[derive(Clone, Default)]
+struct CapturedLogs(Arc<Mutex<Vec<u8>>>);
+
+impl CapturedLogs {
+    fn install(&self) -> tracing::subscriber::DefaultGuard {
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(self.clone())
+            .with_max_level(tracing::Level::DEBUG)
+            .with_ansi(false)
+            .finish();
+        tracing::subscriber::set_default(subscriber)
+    }
+
+    fn lines(&self) -> Vec<String> {
+        String::from_utf8_lossy(&self.0.lock().unwrap())
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    }
+}
+
+impl std::io::Write for CapturedLogs {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for CapturedLogs {
+    type Writer = Self;
+
+    fn make_writer(&'a self) -> Self {
+        self.clone()
+    }
+}
+
+#[tokio::test]
+async fn not_being_ready_yet_is_not_logged_as_an_error_and_readiness_once_at_info() {
+    let logs = CapturedLogs::default();
+    let _capture = logs.install();
+    let upstream = Upstream::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let folder = dir.path().join("repos/forge");
+    std::fs::create_dir_all(&folder).unwrap();
+    std::fs::write(
+        folder.join("0193f0c2-6a55-7b1e-9c2d-5f1e2a3b4c5d.md"),
+        "---\nid: 0193f0c2-6a55-7b1e-9c2d-5f1e2a3b4c5d\nversion: 1\nscope: repo\ncategory: patterns\n\
+         created_at: 2026-11-22T10:00:00Z\nupdated_at: 2026-11-22T10:00:00Z\ntrigger: manual\n---\nBuilds are reproducible.\n",
+    )
+    .unwrap();
+    // The start-up build waits on the embedder until it answers again.
+    upstream.set(Behaviour::Delay(Duration::from_secs(30)));
+    let app = spawn_unready_app_on(dir.path(), |config| embed_with(&upstream, config)).await;
+    for _ in 0..3 {
+        app.get("/readyz")
+            .await
+            .assert_problem(StatusCode::SERVICE_UNAVAILABLE, None);
+    }
+    upstream.set(Behaviour::Answer);
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while app.get("/readyz").await.status != StatusCode::OK {
+        assert!(std::time::Instant::now() < deadline, "never became ready");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    app.get("/readyz").await;
+
+    let lines = logs.lines();
+    let not_ready: Vec<_> = lines
+        .iter()
+        .filter(|line| line.contains("/readyz") && line.contains("503"))
+        .collect();
+    assert!(!not_ready.is_empty(), "{lines:#?}");
+    assert!(
+        not_ready.iter().all(|line| !line.contains("ERROR")),
+        "{not_ready:#?}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|line| line.contains("DEBUG") && line.contains("not ready yet")),
+        "{lines:#?}"
+    );
+    let became_ready: Vec<_> = lines
+        .iter()
+        .filter(|line| line.contains("engram is ready"))
+        .collect();
+    assert_eq!(became_ready.len(), 1, "{lines:#?}");
+    assert!(became_ready[0].contains("INFO"), "{became_ready:?}");
 }

@@ -260,3 +260,87 @@ async fn unknown_routes_and_methods_are_problems() {
         .await
         .assert_problem(StatusCode::METHOD_NOT_ALLOWED, None);
 }
+
+#[tokio::test]
+async fn anything_after_the_json_body_is_refused_on_every_route() {
+    let temp = tempfile::tempdir().unwrap();
+    let app = spawn_app_on(temp.path(), |config| {
+        // Capture routes answer 409 without a model: give them one (never
+        // called, the body is refused first).
+        config.llm = Some(engram::config::Llm {
+            base_url: "http://127.0.0.1:9/v1".to_owned(),
+            ..engram::config::Llm::default()
+        });
+    })
+    .await;
+    let window = json!({"session_id": "s", "messages": [{"role": "user", "content": "Hi."}]});
+    let routes = [
+        ("/memories", memory("repo", "forge", "patterns", "A fact.")),
+        ("/retrieve", json!({"turn_id": "t", "query": "a fact"})),
+        (
+            "/suggestions",
+            json!({"messages": [{"role": "user", "content": "Hi."}]}),
+        ),
+        ("/turns", window.clone()),
+        ("/compactions", window),
+    ];
+    for (uri, body) in routes {
+        for trailer in [" garbage", " {}", "]", "\n1"] {
+            let request = Request::builder()
+                .method(Method::POST)
+                .uri(uri)
+                .header(header::CONTENT_TYPE, "application/json")
+                .body(Body::from(format!("{body}{trailer}")))
+                .unwrap();
+            let response = app.send(request).await;
+            response.assert_problem(StatusCode::BAD_REQUEST, None);
+            assert_eq!(
+                response.json["type"], "urn:engram:problem:malformed-json",
+                "{uri} with {trailer:?}"
+            );
+        }
+    }
+    assert!(app.files().is_empty(), "{:?}", app.files());
+}
+
+#[tokio::test]
+async fn a_field_of_the_wrong_type_is_named_even_for_enums() {
+    let app = spawn_app().await;
+    let good = || memory("repo", "forge", "patterns", "A fact.");
+    for (key, value) in [
+        ("scope", json!(1)),
+        ("scope", json!(["repo"])),
+        ("category", json!(true)),
+        (
+            "related",
+            json!([{"id": uuid::Uuid::now_v7().to_string(), "relationship": 3}]),
+        ),
+    ] {
+        let mut body = good();
+        body[key] = value;
+        let field = if key == "related" {
+            "related[0].relationship"
+        } else {
+            key
+        };
+        assert_rejected(&app, body, StatusCode::UNPROCESSABLE_ENTITY, field).await;
+    }
+    let response = app
+        .post(
+            "/retrieve",
+            &json!({"turn_id": "t", "query": "q", "filters": {"scope": 1}}),
+        )
+        .await;
+    response.assert_problem(StatusCode::UNPROCESSABLE_ENTITY, Some("filters.scope"));
+
+    // Broken JSON stays a syntax error, whatever field it breaks in.
+    let request = Request::builder()
+        .method(Method::POST)
+        .uri("/memories")
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from(r#"{"scope": 1"#))
+        .unwrap();
+    app.send(request)
+        .await
+        .assert_problem(StatusCode::BAD_REQUEST, None);
+}
