@@ -2,6 +2,8 @@
 //! loaded, broken ones skipped and counted but never touched.
 
 use std::fs;
+use std::os::unix::fs::symlink;
+use std::path::Path;
 
 use axum::http::StatusCode;
 use serde_json::json;
@@ -107,4 +109,125 @@ async fn hand_edited_files_are_picked_up_at_start() {
 
     let memory = restarted.get(&format!("/memories/{id}")).await.json;
     assert_eq!(memory["content"], "Ana uses helix.");
+}
+
+/// The names of the files directly in `dir`, sorted.
+fn names_in(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = fs::read_dir(dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+#[tokio::test]
+async fn symbolic_links_are_never_followed_out_of_the_data_directory() {
+    let outside = tempfile::tempdir().unwrap();
+    let elsewhere = outside.path().join("bob");
+    fs::create_dir_all(&elsewhere).unwrap();
+    let file_outside = "0193f0c2-0000-7000-8000-00000000000a";
+    let dir_outside = "0193f0c2-0000-7000-8000-00000000000b";
+    let passwd = "0193f0c2-0000-7000-8000-00000000000c";
+    fs::write(
+        outside.path().join("memory.md"),
+        hand_written(file_outside, "user"),
+    )
+    .unwrap();
+    fs::write(
+        elsewhere.join(format!("{dir_outside}.md")),
+        hand_written(dir_outside, "user"),
+    )
+    .unwrap();
+    let temp = tempfile::tempdir().unwrap();
+    let users = temp.path().join("users");
+    fs::create_dir_all(users.join("ana")).unwrap();
+    fs::create_dir_all(temp.path().join("repos/forge")).unwrap();
+    symlink(
+        outside.path().join("memory.md"),
+        users.join(format!("ana/{file_outside}.md")),
+    )
+    .unwrap();
+    symlink(&elsewhere, users.join("bob")).unwrap();
+    symlink(
+        "/etc/passwd",
+        temp.path().join(format!("repos/forge/{passwd}.md")),
+    )
+    .unwrap();
+
+    let app = spawn_app_on(temp.path(), |_| {}).await;
+
+    for id in [file_outside, dir_outside, passwd] {
+        app.get(&format!("/memories/{id}"))
+            .await
+            .assert_problem(StatusCode::NOT_FOUND, None);
+    }
+    let stats = app.get("/stats").await.json;
+    assert_eq!(stats["store"]["memories"], 0, "{stats}");
+    let skipped = &stats["store"]["skipped"];
+    for path in [
+        format!("users/ana/{file_outside}.md"),
+        "users/bob".to_owned(),
+        format!("repos/forge/{passwd}.md"),
+    ] {
+        let entry = skipped
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["path"] == path.as_str())
+            .unwrap_or_else(|| panic!("{path} is not listed: {skipped}"));
+        assert!(
+            entry["reason"].as_str().unwrap().contains("symbolic link"),
+            "{entry}"
+        );
+    }
+
+    // Writing for bob would go through the link: refused, nothing written.
+    let refused = app
+        .post(
+            "/memories",
+            &json!({"scope": "user", "user": "bob", "category": "user-facts", "content": "Bob uses emacs."}),
+        )
+        .await;
+    refused.assert_problem(StatusCode::CONFLICT, Some("user"));
+    assert!(
+        !refused.text.contains(&outside.path().display().to_string()),
+        "{}",
+        refused.text
+    );
+    assert_eq!(names_in(&elsewhere), [format!("{dir_outside}.md")]);
+    let written = app
+        .post(
+            "/memories",
+            &json!({"scope": "user", "user": "ana", "category": "user-facts", "content": "Ana uses vim."}),
+        )
+        .await;
+    assert_eq!(written.status, StatusCode::CREATED, "{}", written.text);
+}
+
+#[tokio::test]
+async fn a_namespace_directory_replaced_by_a_link_is_not_removed_from() {
+    let temp = tempfile::tempdir().unwrap();
+    let app = spawn_app_on(temp.path(), |_| {}).await;
+    let created = app
+        .create(json!({"scope": "user", "user": "ana", "category": "user-facts", "content": "Ana uses vim."}))
+        .await;
+    let id = created["id"].as_str().unwrap();
+    // After start, someone moves ana's directory away and links to it.
+    let outside = tempfile::tempdir().unwrap();
+    let moved = outside.path().join("ana");
+    fs::rename(temp.path().join("users/ana"), &moved).unwrap();
+    symlink(&moved, temp.path().join("users/ana")).unwrap();
+
+    app.delete(&format!("/memories/{id}"))
+        .await
+        .assert_problem(StatusCode::CONFLICT, Some("id"));
+    assert_eq!(names_in(&moved), [format!("{id}.md")]);
+    app.post(
+        "/memories",
+        &json!({"scope": "user", "user": "ana", "category": "user-facts", "content": "Ana uses helix."}),
+    )
+    .await
+    .assert_problem(StatusCode::CONFLICT, Some("user"));
+    assert_eq!(names_in(&moved), [format!("{id}.md")]);
 }
