@@ -6,7 +6,10 @@
 //! directory, the scope directory itself) is skipped and counted, and
 //! files are opened without following links. A file that does not parse is
 //! skipped and counted too, and never touched; only the debris of
-//! interrupted writes is removed.
+//! interrupted writes is removed. So is everything else that is not a
+//! memory file (`.MD` files, subdirectories, FIFOs, stray files), each with
+//! its reason, judged from the listing alone; hidden files (editor and
+//! system debris) are the one thing left alone unlisted.
 
 use std::collections::HashMap;
 use std::fs::{self, FileType};
@@ -77,6 +80,11 @@ impl Loader {
                 continue;
             }
             if !entry.kind.is_dir() {
+                self.skip(
+                    relative,
+                    format!("not a directory: {scope_dir}/ holds one directory per namespace"),
+                    namespace.ok(),
+                );
                 continue;
             }
             match namespace {
@@ -107,17 +115,12 @@ impl Loader {
                 }
                 continue;
             }
-            if entry.kind.is_symlink() {
-                self.skip(path, LINK, Some(namespace.clone()));
-                continue;
-            }
-            let Some(stem) = entry.name.strip_suffix(".md") else {
-                continue;
+            let loaded = match classify(&entry) {
+                Kind::HiddenFile => continue,
+                Kind::Other(reason) => Err(reason.to_owned()),
+                Kind::Markdown(stem) => self.memory_file(&entry.path, stem, namespace),
             };
-            if entry.name.starts_with('.') || !entry.kind.is_file() {
-                continue;
-            }
-            match self.memory_file(&entry.path, stem, namespace) {
+            match loaded {
                 Ok(memory) => {
                     self.owners.insert(memory.id, memory.namespace.clone());
                     self.loaded.memories.push(memory);
@@ -151,6 +154,38 @@ impl Loader {
             ));
         }
         Ok(memory)
+    }
+}
+
+/// What an entry of a namespace directory is, judged from its listing
+/// alone: nothing is opened to find out (opening a FIFO blocks).
+enum Kind<'a> {
+    /// `<stem>.md`, a regular file: a memory file, if it parses.
+    Markdown(&'a str),
+    /// Hidden files (`.DS_Store`, editor swap files) are left alone unlisted.
+    HiddenFile,
+    /// Anything else is skipped, and listed with this reason.
+    Other(&'static str),
+}
+
+fn classify(entry: &Entry) -> Kind<'_> {
+    let hidden = entry.name.starts_with('.');
+    if entry.kind.is_symlink() {
+        Kind::Other(LINK)
+    } else if entry.kind.is_dir() && hidden {
+        Kind::Other("a hidden directory: memory files live directly in the namespace directory")
+    } else if entry.kind.is_dir() {
+        Kind::Other("a directory: memory files live directly in the namespace directory")
+    } else if hidden {
+        Kind::HiddenFile
+    } else if !entry.kind.is_file() {
+        Kind::Other("not a regular file (a FIFO, socket or device): it is never opened")
+    } else if let Some(stem) = entry.name.strip_suffix(".md") {
+        Kind::Markdown(stem)
+    } else if entry.name.to_ascii_lowercase().ends_with(".md") {
+        Kind::Other("the extension is not `.md` in lower case: memory files are `<memory id>.md`")
+    } else {
+        Kind::Other("not a memory file: memory files are `<memory id>.md`")
     }
 }
 

@@ -5,10 +5,13 @@ use std::fs;
 use std::os::unix::fs::symlink;
 use std::path::Path;
 
-use axum::http::StatusCode;
-use serde_json::json;
+use axum::body::Body;
+use axum::http::{Request, StatusCode, header};
+use engram::config::{ApiKey, KeyGrant};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
 
-use crate::helpers::spawn_app_on;
+use crate::helpers::{TestApp, spawn_app_on};
 
 const HAND_WRITTEN_ID: &str = "0193f0c2-6a55-7b1e-9c2d-5f1e2a3b4c5d";
 
@@ -49,7 +52,7 @@ async fn hand_added_files_are_loaded_and_broken_ones_skipped_untouched() {
     for (name, text) in &broken {
         fs::write(forge.join(name), text).unwrap();
     }
-    fs::write(forge.join("notes.txt"), "not a memory, not counted").unwrap();
+    fs::write(forge.join("notes.txt"), "not a memory: counted, left alone").unwrap();
     fs::write(forge.join(".tmp-abc-x.md"), "an interrupted write").unwrap();
 
     let app = spawn_app_on(temp.path(), |_| {}).await;
@@ -60,7 +63,8 @@ async fn hand_added_files_are_loaded_and_broken_ones_skipped_untouched() {
     assert_eq!(loaded.json["content"], "The staging database is read-only.");
     let stats = app.get("/stats").await.json;
     assert_eq!(stats["store"]["memories"], 1);
-    assert_eq!(stats["store"]["skipped_files"], 5, "{stats}");
+    // The four broken memory files, the badly named directory, notes.txt.
+    assert_eq!(stats["store"]["skipped_files"], 6, "{stats}");
     let skipped: Vec<&str> = stats["store"]["skipped"]
         .as_array()
         .unwrap()
@@ -230,4 +234,110 @@ async fn a_namespace_directory_replaced_by_a_link_is_not_removed_from() {
     .await
     .assert_problem(StatusCode::CONFLICT, Some("user"));
     assert_eq!(names_in(&moved), [format!("{id}.md")]);
+}
+
+#[tokio::test]
+async fn everything_in_a_namespace_that_is_not_a_memory_file_is_listed_with_why() {
+    let temp = tempfile::tempdir().unwrap();
+    let forge = temp.path().join("repos/forge");
+    fs::create_dir_all(forge.join("drafts")).unwrap();
+    fs::create_dir_all(forge.join(".git")).unwrap();
+    fs::create_dir_all(temp.path().join("users/bob")).unwrap();
+    let upper = "0193f0c2-0000-7000-8000-0000000000d1";
+    fs::write(
+        forge.join(format!("{upper}.MD")),
+        hand_written(upper, "repo"),
+    )
+    .unwrap();
+    let nested = "0193f0c2-0000-7000-8000-0000000000d2";
+    fs::write(
+        forge.join(format!("drafts/{nested}.md")),
+        hand_written(nested, "repo"),
+    )
+    .unwrap();
+    let fifo = "0193f0c2-0000-7000-8000-0000000000d3";
+    let made = std::process::Command::new("mkfifo")
+        .arg(forge.join(format!("{fifo}.md")))
+        .status()
+        .unwrap();
+    assert!(made.success());
+    fs::write(forge.join("notes.txt"), "a stray file").unwrap();
+    fs::write(forge.join(".DS_Store"), "system debris").unwrap();
+    fs::write(temp.path().join("users/bob/todo.txt"), "bob's stray file").unwrap();
+    fs::write(
+        temp.path().join("users/README"),
+        "a stray file beside the namespaces",
+    )
+    .unwrap();
+
+    // Loading never opens the FIFO (opening one blocks until a writer comes).
+    let app = spawn_app_on(temp.path(), |config| {
+        config.api_key = Some(ApiKey::new(ROOT));
+        config.auth.keys = vec![limited_to_forge_and_ana()];
+    })
+    .await;
+
+    let listed = |stats: &Value| -> Vec<(String, String)> {
+        stats["store"]["skipped"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| {
+                (
+                    s["path"].as_str().unwrap().to_owned(),
+                    s["reason"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect()
+    };
+    let everything = listed(&get_with(&app, "/stats", ROOT).await);
+    let reason_of = |path: &str| {
+        everything
+            .iter()
+            .find(|(listed, _)| listed == path)
+            .map(|(_, reason)| reason.clone())
+            .unwrap_or_else(|| panic!("{path} is not listed: {everything:?}"))
+    };
+    assert!(reason_of(&format!("repos/forge/{upper}.MD")).contains("lower case"));
+    assert!(reason_of("repos/forge/drafts").contains("a directory"));
+    assert!(reason_of("repos/forge/.git").contains("hidden directory"));
+    assert!(reason_of(&format!("repos/forge/{fifo}.md")).contains("FIFO"));
+    assert!(reason_of("repos/forge/notes.txt").contains("not a memory file"));
+    assert!(reason_of("users/bob/todo.txt").contains("not a memory file"));
+    assert!(reason_of("users/README").contains("not a directory"));
+    assert_eq!(everything.len(), 7, "{everything:?}");
+
+    // A limited key sees what is skipped in its namespaces only.
+    let limited = get_with(&app, "/stats", LIMITED).await;
+    let paths: Vec<String> = listed(&limited).into_iter().map(|(path, _)| path).collect();
+    assert_eq!(limited["store"]["skipped_files"], 5, "{paths:?}");
+    assert!(
+        paths.iter().all(|path| path.starts_with("repos/forge/")),
+        "{paths:?}"
+    );
+}
+
+const ROOT: &str = "root-key";
+const LIMITED: &str = "forge-ana-key";
+
+fn limited_to_forge_and_ana() -> KeyGrant {
+    KeyGrant {
+        sha256: Sha256::digest(LIMITED)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect(),
+        repos: vec!["forge".into()],
+        users: vec!["ana".into()],
+    }
+}
+
+async fn get_with(app: &TestApp, uri: &str, key: &str) -> Value {
+    let request = Request::builder()
+        .uri(uri)
+        .header(header::AUTHORIZATION, format!("Bearer {key}"))
+        .body(Body::empty())
+        .unwrap();
+    let response = app.send(request).await;
+    assert_eq!(response.status, StatusCode::OK, "{}", response.text);
+    response.json
 }
