@@ -8,10 +8,11 @@
 //! reader never sees a memory that is not on disk.
 
 pub mod atomic;
+pub mod confine;
+mod load;
 pub mod markdown;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
@@ -311,13 +312,14 @@ impl Store {
     /// that do not parse. Blocking: call it before serving, or on a blocking
     /// thread.
     pub fn open(root: &Path) -> Result<Self, Error> {
+        let loaded = load::load(root)?;
         let mut view = View::default();
-        let mut skipped = Vec::new();
-        for (scope_dir, scope) in [("repos", Scope::Repo), ("users", Scope::User)] {
-            load_scope(root, scope_dir, scope, &mut view, &mut skipped)?;
+        for memory in loaded.memories {
+            view.insert(Arc::new(memory));
         }
+        let skipped = loaded.skipped;
         for file in &skipped {
-            tracing::warn!(file.path = %file.path, reason = %file.reason, "skipped a memory file that does not parse");
+            tracing::warn!(file.path = %file.path, reason = %file.reason, "skipped a file in the data directory");
         }
         tracing::info!(
             memories = view.by_id.len(),
@@ -554,9 +556,11 @@ impl Store {
     }
 
     /// Removes a memory's file. `None` when there is no such memory.
-    pub async fn delete(&self, id: MemoryId) -> Result<Option<Arc<Memory>>, Error> {
+    pub async fn delete(&self, id: MemoryId) -> Result<Option<Arc<Memory>>, WriteError> {
         let store = self.clone();
-        tokio::task::spawn_blocking(move || store.delete_blocking(id)).await?
+        tokio::task::spawn_blocking(move || store.delete_blocking(id))
+            .await
+            .map_err(Error::from)?
     }
 
     fn create_blocking(&self, new: NewMemory) -> Result<Arc<Memory>, WriteError> {
@@ -578,7 +582,12 @@ impl Store {
             trigger: new.trigger,
             content: new.content,
         });
-        let path = self.path_of(&memory.namespace, memory.id);
+        let owner_field = match memory.namespace.scope() {
+            Scope::Repo => "repo",
+            Scope::User => "user",
+        };
+        let dir = self.namespace_dir(&memory.namespace, owner_field, true)?;
+        let path = dir.join(file_name(memory.id));
         atomic::write(&path, markdown::render(&memory).as_bytes())
             .map_err(|source| Error::Write { path, source })?;
         self.write_view().insert(memory.clone());
@@ -636,24 +645,39 @@ impl Store {
         Ok(version)
     }
 
-    fn delete_blocking(&self, id: MemoryId) -> Result<Option<Arc<Memory>>, Error> {
+    fn delete_blocking(&self, id: MemoryId) -> Result<Option<Arc<Memory>>, WriteError> {
         let _writer = self.lock_writer();
         let Some(memory) = self.get(id) else {
             return Ok(None);
         };
-        let path = self.path_of(&memory.namespace, id);
+        let dir = self.namespace_dir(&memory.namespace, "id", false)?;
+        let path = dir.join(file_name(id));
         atomic::remove(&path).map_err(|source| Error::Remove { path, source })?;
         let removed = self.write_view().remove(id);
         self.inner.changes.record([id]);
         Ok(removed)
     }
 
-    fn path_of(&self, namespace: &Namespace, id: MemoryId) -> PathBuf {
-        let dir = match namespace {
-            Namespace::Repo(repo) => self.inner.root.join("repos").join(repo.as_str()),
-            Namespace::User(user) => self.inner.root.join("users").join(user.as_str()),
-        };
-        dir.join(format!("{id}.md"))
+    /// The directory of `namespace`'s files, refused when it (or its scope
+    /// directory) is a link or not a directory: a write or removal there
+    /// would land outside the data directory. `field` is the request field
+    /// that chose the namespace.
+    fn namespace_dir(
+        &self,
+        namespace: &Namespace,
+        field: &str,
+        create: bool,
+    ) -> Result<PathBuf, WriteError> {
+        confine::namespace_dir(&self.inner.root, namespace, create).map_err(|refusal| match refusal {
+            confine::Refusal::Io { path, source } => Error::Read { path, source }.into(),
+            refusal => {
+                tracing::warn!(namespace = %namespace, reason = %refusal, "refused to write outside the data directory");
+                WriteError::Conflict {
+                    field: field.to_owned(),
+                    reason: format!("names {namespace}, which cannot be written: {refusal}"),
+                }
+            }
+        })
     }
 
     // A poisoned lock means a panic mid-update of the view; the view is
@@ -689,117 +713,7 @@ impl Store {
     }
 }
 
-/// Loads `<root>/<scope_dir>/<owner>/<id>.md` for every owner directory.
-fn load_scope(
-    root: &Path,
-    scope_dir: &str,
-    scope: Scope,
-    view: &mut View,
-    skipped: &mut Vec<SkippedFile>,
-) -> Result<(), Error> {
-    let dir = root.join(scope_dir);
-    for owner_dir in read_dir_sorted(&dir)? {
-        if !owner_dir.is_dir() {
-            continue;
-        }
-        let name = file_name(&owner_dir);
-        if name.starts_with('.') {
-            continue;
-        }
-        let namespace = match scope {
-            Scope::Repo => name.parse().map(Namespace::Repo).map_err(|e| e.to_string()),
-            Scope::User => name.parse().map(Namespace::User).map_err(|e| e.to_string()),
-        };
-        let namespace = match namespace {
-            Ok(namespace) => namespace,
-            Err(reason) => {
-                skipped.push(SkippedFile {
-                    path: format!("{scope_dir}/{name}/"),
-                    reason: format!("the directory name is {reason}"),
-                    namespace: None,
-                });
-                continue;
-            }
-        };
-        for path in read_dir_sorted(&owner_dir)? {
-            let relative = format!("{scope_dir}/{name}/{}", file_name(&path));
-            match load_file(&path, &namespace, view) {
-                Ok(Loaded::Memory(memory)) => view.insert(Arc::new(memory)),
-                Ok(Loaded::Ignored) => {}
-                Err(reason) => skipped.push(SkippedFile {
-                    path: relative,
-                    reason,
-                    namespace: Some(namespace.clone()),
-                }),
-            }
-        }
-    }
-    Ok(())
-}
-
-enum Loaded {
-    Memory(Memory),
-    /// Not a memory file: temporary debris, hidden or non-markdown files.
-    Ignored,
-}
-
-fn load_file(path: &Path, namespace: &Namespace, view: &View) -> Result<Loaded, String> {
-    let name = file_name(path);
-    if name.starts_with(atomic::TEMP_PREFIX) {
-        // A write that a crash interrupted before its rename: never a memory.
-        if let Err(err) = fs::remove_file(path) {
-            tracing::warn!(file.path = %path.display(), error = %err, "could not remove an interrupted write");
-        }
-        return Ok(Loaded::Ignored);
-    }
-    let Some(stem) = name.strip_suffix(".md") else {
-        return Ok(Loaded::Ignored);
-    };
-    if name.starts_with('.') || !path.is_file() {
-        return Ok(Loaded::Ignored);
-    }
-    let id: MemoryId = stem
-        .parse()
-        .map_err(|_| "the file name is not `<memory id>.md`".to_owned())?;
-    let text = fs::read_to_string(path).map_err(|err| format!("unreadable: {err}"))?;
-    let memory = markdown::parse(&text, namespace.clone()).map_err(|err| err.to_string())?;
-    if memory.id != id {
-        return Err(format!(
-            "the front-matter id {} does not match the file name",
-            memory.id
-        ));
-    }
-    if let Some(existing) = view.by_id.get(&id) {
-        return Err(format!(
-            "the id {id} is already used by a memory of {}",
-            existing.namespace
-        ));
-    }
-    Ok(Loaded::Memory(memory))
-}
-
-/// A directory's entries in name order (so loading is deterministic);
-/// a directory that does not exist is empty.
-fn read_dir_sorted(dir: &Path) -> Result<Vec<PathBuf>, Error> {
-    let read_error = |source| Error::Read {
-        path: dir.to_owned(),
-        source,
-    };
-    let entries = match fs::read_dir(dir) {
-        Ok(entries) => entries,
-        Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(err) => return Err(read_error(err)),
-    };
-    let mut paths = entries
-        .map(|entry| entry.map(|entry| entry.path()))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(read_error)?;
-    paths.sort();
-    Ok(paths)
-}
-
-fn file_name(path: &Path) -> String {
-    path.file_name()
-        .map(|name| name.to_string_lossy().into_owned())
-        .unwrap_or_default()
+/// The file name of a memory: `<id>.md`.
+fn file_name(id: MemoryId) -> String {
+    format!("{id}.md")
 }

@@ -110,7 +110,7 @@ pub struct CreateMemoryRequest {
         (status = 401, description = "An API key is configured and the request lacks it", body = Problem, content_type = "application/problem+json"),
         (status = 201, description = "The memory, as written", body = MemoryView),
         (status = 400, description = "The body is not JSON", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "`supersedes` names a memory that is already superseded", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`supersedes` names a memory that is already superseded, or the namespace's directory in the data directory is a symbolic link (never written through)", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "The body is too large", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "The body is not JSON", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "A field is invalid, or `content` looks like a secret (`urn:engram:problem:secret-content`)", body = Problem, content_type = "application/problem+json"),
@@ -331,6 +331,7 @@ pub async fn get_memory(
         (status = 401, description = "An API key is configured and the request lacks it", body = Problem, content_type = "application/problem+json"),
         (status = 204, description = "The memory is gone"),
         (status = 404, description = "No such memory", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The memory's namespace directory in the data directory has become a symbolic link (never removed through)", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "The id is not a UUID", body = Problem, content_type = "application/problem+json"),
     )
 )]

@@ -64,7 +64,8 @@ pub struct StoreStatsView {
     pub memories: usize,
     /// Per namespace (`repo/<repo>`, `user/<user>`).
     pub namespaces: BTreeMap<String, NamespaceStatsView>,
-    /// Files under the data directory that were skipped because they do not parse.
+    /// Entries under `repos/` and `users/` that were skipped: files that do
+    /// not parse, symbolic links, and anything that is not a memory file.
     pub skipped_files: usize,
     /// The first 100 of them, with why.
     pub skipped: Vec<SkippedFileView>,

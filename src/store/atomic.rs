@@ -64,13 +64,19 @@ fn temp_path(path: &Path) -> PathBuf {
 
 /// Creates `dir` and any missing parents, fsyncing each parent whose
 /// listing changed, so a new namespace directory survives a crash.
-fn create_dir_all_durably(dir: &Path) -> io::Result<()> {
+pub fn create_dir_all_durably(dir: &Path) -> io::Result<()> {
     if dir.is_dir() {
         return Ok(());
     }
     if let Some(parent) = dir.parent() {
         create_dir_all_durably(parent)?;
     }
+    create_dir_durably(dir)
+}
+
+/// Creates `dir` (its parent must exist) and fsyncs the parent; a `dir`
+/// that already exists is not an error.
+pub fn create_dir_durably(dir: &Path) -> io::Result<()> {
     match fs::create_dir(dir) {
         Ok(()) => {}
         Err(err) if err.kind() == io::ErrorKind::AlreadyExists => return Ok(()),

@@ -2,11 +2,16 @@
 //! loaded, broken ones skipped and counted but never touched.
 
 use std::fs;
+use std::os::unix::fs::symlink;
+use std::path::Path;
 
-use axum::http::StatusCode;
-use serde_json::json;
+use axum::body::Body;
+use axum::http::{Request, StatusCode, header};
+use engram::config::{ApiKey, KeyGrant};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
 
-use crate::helpers::spawn_app_on;
+use crate::helpers::{TestApp, spawn_app_on};
 
 const HAND_WRITTEN_ID: &str = "0193f0c2-6a55-7b1e-9c2d-5f1e2a3b4c5d";
 
@@ -47,7 +52,7 @@ async fn hand_added_files_are_loaded_and_broken_ones_skipped_untouched() {
     for (name, text) in &broken {
         fs::write(forge.join(name), text).unwrap();
     }
-    fs::write(forge.join("notes.txt"), "not a memory, not counted").unwrap();
+    fs::write(forge.join("notes.txt"), "not a memory: counted, left alone").unwrap();
     fs::write(forge.join(".tmp-abc-x.md"), "an interrupted write").unwrap();
 
     let app = spawn_app_on(temp.path(), |_| {}).await;
@@ -58,7 +63,8 @@ async fn hand_added_files_are_loaded_and_broken_ones_skipped_untouched() {
     assert_eq!(loaded.json["content"], "The staging database is read-only.");
     let stats = app.get("/stats").await.json;
     assert_eq!(stats["store"]["memories"], 1);
-    assert_eq!(stats["store"]["skipped_files"], 5, "{stats}");
+    // The four broken memory files, the badly named directory, notes.txt.
+    assert_eq!(stats["store"]["skipped_files"], 6, "{stats}");
     let skipped: Vec<&str> = stats["store"]["skipped"]
         .as_array()
         .unwrap()
@@ -107,4 +113,231 @@ async fn hand_edited_files_are_picked_up_at_start() {
 
     let memory = restarted.get(&format!("/memories/{id}")).await.json;
     assert_eq!(memory["content"], "Ana uses helix.");
+}
+
+/// The names of the files directly in `dir`, sorted.
+fn names_in(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = fs::read_dir(dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+#[tokio::test]
+async fn symbolic_links_are_never_followed_out_of_the_data_directory() {
+    let outside = tempfile::tempdir().unwrap();
+    let elsewhere = outside.path().join("bob");
+    fs::create_dir_all(&elsewhere).unwrap();
+    let file_outside = "0193f0c2-0000-7000-8000-00000000000a";
+    let dir_outside = "0193f0c2-0000-7000-8000-00000000000b";
+    let passwd = "0193f0c2-0000-7000-8000-00000000000c";
+    fs::write(
+        outside.path().join("memory.md"),
+        hand_written(file_outside, "user"),
+    )
+    .unwrap();
+    fs::write(
+        elsewhere.join(format!("{dir_outside}.md")),
+        hand_written(dir_outside, "user"),
+    )
+    .unwrap();
+    let temp = tempfile::tempdir().unwrap();
+    let users = temp.path().join("users");
+    fs::create_dir_all(users.join("ana")).unwrap();
+    fs::create_dir_all(temp.path().join("repos/forge")).unwrap();
+    symlink(
+        outside.path().join("memory.md"),
+        users.join(format!("ana/{file_outside}.md")),
+    )
+    .unwrap();
+    symlink(&elsewhere, users.join("bob")).unwrap();
+    symlink(
+        "/etc/passwd",
+        temp.path().join(format!("repos/forge/{passwd}.md")),
+    )
+    .unwrap();
+
+    let app = spawn_app_on(temp.path(), |_| {}).await;
+
+    for id in [file_outside, dir_outside, passwd] {
+        app.get(&format!("/memories/{id}"))
+            .await
+            .assert_problem(StatusCode::NOT_FOUND, None);
+    }
+    let stats = app.get("/stats").await.json;
+    assert_eq!(stats["store"]["memories"], 0, "{stats}");
+    let skipped = &stats["store"]["skipped"];
+    for path in [
+        format!("users/ana/{file_outside}.md"),
+        "users/bob".to_owned(),
+        format!("repos/forge/{passwd}.md"),
+    ] {
+        let entry = skipped
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["path"] == path.as_str())
+            .unwrap_or_else(|| panic!("{path} is not listed: {skipped}"));
+        assert!(
+            entry["reason"].as_str().unwrap().contains("symbolic link"),
+            "{entry}"
+        );
+    }
+
+    // Writing for bob would go through the link: refused, nothing written.
+    let refused = app
+        .post(
+            "/memories",
+            &json!({"scope": "user", "user": "bob", "category": "user-facts", "content": "Bob uses emacs."}),
+        )
+        .await;
+    refused.assert_problem(StatusCode::CONFLICT, Some("user"));
+    assert!(
+        !refused.text.contains(&outside.path().display().to_string()),
+        "{}",
+        refused.text
+    );
+    assert_eq!(names_in(&elsewhere), [format!("{dir_outside}.md")]);
+    let written = app
+        .post(
+            "/memories",
+            &json!({"scope": "user", "user": "ana", "category": "user-facts", "content": "Ana uses vim."}),
+        )
+        .await;
+    assert_eq!(written.status, StatusCode::CREATED, "{}", written.text);
+}
+
+#[tokio::test]
+async fn a_namespace_directory_replaced_by_a_link_is_not_removed_from() {
+    let temp = tempfile::tempdir().unwrap();
+    let app = spawn_app_on(temp.path(), |_| {}).await;
+    let created = app
+        .create(json!({"scope": "user", "user": "ana", "category": "user-facts", "content": "Ana uses vim."}))
+        .await;
+    let id = created["id"].as_str().unwrap();
+    // After start, someone moves ana's directory away and links to it.
+    let outside = tempfile::tempdir().unwrap();
+    let moved = outside.path().join("ana");
+    fs::rename(temp.path().join("users/ana"), &moved).unwrap();
+    symlink(&moved, temp.path().join("users/ana")).unwrap();
+
+    app.delete(&format!("/memories/{id}"))
+        .await
+        .assert_problem(StatusCode::CONFLICT, Some("id"));
+    assert_eq!(names_in(&moved), [format!("{id}.md")]);
+    app.post(
+        "/memories",
+        &json!({"scope": "user", "user": "ana", "category": "user-facts", "content": "Ana uses helix."}),
+    )
+    .await
+    .assert_problem(StatusCode::CONFLICT, Some("user"));
+    assert_eq!(names_in(&moved), [format!("{id}.md")]);
+}
+
+#[tokio::test]
+async fn everything_in_a_namespace_that_is_not_a_memory_file_is_listed_with_why() {
+    let temp = tempfile::tempdir().unwrap();
+    let forge = temp.path().join("repos/forge");
+    fs::create_dir_all(forge.join("drafts")).unwrap();
+    fs::create_dir_all(forge.join(".git")).unwrap();
+    fs::create_dir_all(temp.path().join("users/bob")).unwrap();
+    let upper = "0193f0c2-0000-7000-8000-0000000000d1";
+    fs::write(
+        forge.join(format!("{upper}.MD")),
+        hand_written(upper, "repo"),
+    )
+    .unwrap();
+    let nested = "0193f0c2-0000-7000-8000-0000000000d2";
+    fs::write(
+        forge.join(format!("drafts/{nested}.md")),
+        hand_written(nested, "repo"),
+    )
+    .unwrap();
+    let fifo = "0193f0c2-0000-7000-8000-0000000000d3";
+    let made = std::process::Command::new("mkfifo")
+        .arg(forge.join(format!("{fifo}.md")))
+        .status()
+        .unwrap();
+    assert!(made.success());
+    fs::write(forge.join("notes.txt"), "a stray file").unwrap();
+    fs::write(forge.join(".DS_Store"), "system debris").unwrap();
+    fs::write(temp.path().join("users/bob/todo.txt"), "bob's stray file").unwrap();
+    fs::write(
+        temp.path().join("users/README"),
+        "a stray file beside the namespaces",
+    )
+    .unwrap();
+
+    // Loading never opens the FIFO (opening one blocks until a writer comes).
+    let app = spawn_app_on(temp.path(), |config| {
+        config.api_key = Some(ApiKey::new(ROOT));
+        config.auth.keys = vec![limited_to_forge_and_ana()];
+    })
+    .await;
+
+    let listed = |stats: &Value| -> Vec<(String, String)> {
+        stats["store"]["skipped"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| {
+                (
+                    s["path"].as_str().unwrap().to_owned(),
+                    s["reason"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect()
+    };
+    let everything = listed(&get_with(&app, "/stats", ROOT).await);
+    let reason_of = |path: &str| {
+        everything
+            .iter()
+            .find(|(listed, _)| listed == path)
+            .map(|(_, reason)| reason.clone())
+            .unwrap_or_else(|| panic!("{path} is not listed: {everything:?}"))
+    };
+    assert!(reason_of(&format!("repos/forge/{upper}.MD")).contains("lower case"));
+    assert!(reason_of("repos/forge/drafts").contains("a directory"));
+    assert!(reason_of("repos/forge/.git").contains("hidden directory"));
+    assert!(reason_of(&format!("repos/forge/{fifo}.md")).contains("FIFO"));
+    assert!(reason_of("repos/forge/notes.txt").contains("not a memory file"));
+    assert!(reason_of("users/bob/todo.txt").contains("not a memory file"));
+    assert!(reason_of("users/README").contains("not a directory"));
+    assert_eq!(everything.len(), 7, "{everything:?}");
+
+    // A limited key sees what is skipped in its namespaces only.
+    let limited = get_with(&app, "/stats", LIMITED).await;
+    let paths: Vec<String> = listed(&limited).into_iter().map(|(path, _)| path).collect();
+    assert_eq!(limited["store"]["skipped_files"], 5, "{paths:?}");
+    assert!(
+        paths.iter().all(|path| path.starts_with("repos/forge/")),
+        "{paths:?}"
+    );
+}
+
+const ROOT: &str = "root-key";
+const LIMITED: &str = "forge-ana-key";
+
+fn limited_to_forge_and_ana() -> KeyGrant {
+    KeyGrant {
+        sha256: Sha256::digest(LIMITED)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect(),
+        repos: vec!["forge".into()],
+        users: vec!["ana".into()],
+    }
+}
+
+async fn get_with(app: &TestApp, uri: &str, key: &str) -> Value {
+    let request = Request::builder()
+        .uri(uri)
+        .header(header::AUTHORIZATION, format!("Bearer {key}"))
+        .body(Body::empty())
+        .unwrap();
+    let response = app.send(request).await;
+    assert_eq!(response.status, StatusCode::OK, "{}", response.text);
+    response.json
 }

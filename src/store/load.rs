@@ -1,0 +1,222 @@
+//! Loading the data directory at start: every `repos/<repo>/<id>.md` and
+//! `users/<user>/<id>.md`, in name order, so loading is deterministic.
+//!
+//! Nothing is ever followed out of the data directory: a symbolic link
+//! anywhere under `repos/` or `users/` (a memory file, a namespace
+//! directory, the scope directory itself) is skipped and counted, and
+//! files are opened without following links. A file that does not parse is
+//! skipped and counted too, and never touched; only the debris of
+//! interrupted writes is removed. So is everything else that is not a
+//! memory file (`.MD` files, subdirectories, FIFOs, stray files), each with
+//! its reason, judged from the listing alone; hidden files (editor and
+//! system debris) are the one thing left alone unlisted.
+
+use std::collections::HashMap;
+use std::fs::{self, FileType};
+use std::io;
+use std::path::{Path, PathBuf};
+
+use crate::memory::{Memory, MemoryId, Namespace, Scope};
+use crate::store::{Error, SkippedFile, atomic, confine, markdown};
+
+/// Why a link is skipped.
+const LINK: &str = "a symbolic link: Engram never follows links in the data directory";
+
+/// The memories found and the files skipped.
+#[derive(Debug, Default)]
+pub struct Loaded {
+    pub memories: Vec<Memory>,
+    pub skipped: Vec<SkippedFile>,
+}
+
+/// Loads every namespace under `root`.
+pub fn load(root: &Path) -> Result<Loaded, Error> {
+    let mut loader = Loader::default();
+    for (scope_dir, scope) in [("repos", Scope::Repo), ("users", Scope::User)] {
+        loader.scope(root, scope_dir, scope)?;
+    }
+    Ok(loader.loaded)
+}
+
+#[derive(Default)]
+struct Loader {
+    loaded: Loaded,
+    /// The namespace of every id loaded so far: ids are unique store-wide.
+    owners: HashMap<MemoryId, Namespace>,
+}
+
+impl Loader {
+    fn skip(&mut self, path: String, reason: impl Into<String>, namespace: Option<Namespace>) {
+        self.loaded.skipped.push(SkippedFile {
+            path,
+            reason: reason.into(),
+            namespace,
+        });
+    }
+
+    /// Loads `<root>/<scope_dir>/<owner>/` for every owner directory.
+    fn scope(&mut self, root: &Path, scope_dir: &str, scope: Scope) -> Result<(), Error> {
+        let dir = root.join(scope_dir);
+        match fs::symlink_metadata(&dir) {
+            Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(()),
+            Err(source) => return Err(Error::Read { path: dir, source }),
+            Ok(metadata) if metadata.file_type().is_symlink() => {
+                self.skip(format!("{scope_dir}/"), LINK, None);
+                return Ok(());
+            }
+            Ok(_) => {}
+        }
+        for entry in read_dir_sorted(&dir)? {
+            if entry.name.starts_with('.') {
+                continue;
+            }
+            let namespace = match scope {
+                Scope::Repo => entry.name.parse().map(Namespace::Repo),
+                Scope::User => entry.name.parse().map(Namespace::User),
+            };
+            let relative = format!("{scope_dir}/{}", entry.name);
+            if entry.kind.is_symlink() {
+                self.skip(relative, LINK, namespace.ok());
+                continue;
+            }
+            if !entry.kind.is_dir() {
+                self.skip(
+                    relative,
+                    format!("not a directory: {scope_dir}/ holds one directory per namespace"),
+                    namespace.ok(),
+                );
+                continue;
+            }
+            match namespace {
+                Ok(namespace) => self.namespace(&entry.path, &relative, &namespace)?,
+                Err(reason) => self.skip(
+                    format!("{relative}/"),
+                    format!("the directory name is {reason}"),
+                    None,
+                ),
+            }
+        }
+        Ok(())
+    }
+
+    /// Loads the memory files of one namespace directory.
+    fn namespace(
+        &mut self,
+        dir: &Path,
+        relative: &str,
+        namespace: &Namespace,
+    ) -> Result<(), Error> {
+        for entry in read_dir_sorted(dir)? {
+            let path = format!("{relative}/{}", entry.name);
+            if entry.name.starts_with(atomic::TEMP_PREFIX) {
+                // A write that a crash interrupted before its rename: never a memory.
+                if let Err(err) = fs::remove_file(&entry.path) {
+                    tracing::warn!(file.path = %entry.path.display(), error = %err, "could not remove an interrupted write");
+                }
+                continue;
+            }
+            let loaded = match classify(&entry) {
+                Kind::HiddenFile => continue,
+                Kind::Other(reason) => Err(reason.to_owned()),
+                Kind::Markdown(stem) => self.memory_file(&entry.path, stem, namespace),
+            };
+            match loaded {
+                Ok(memory) => {
+                    self.owners.insert(memory.id, memory.namespace.clone());
+                    self.loaded.memories.push(memory);
+                }
+                Err(reason) => self.skip(path, reason, Some(namespace.clone())),
+            }
+        }
+        Ok(())
+    }
+
+    fn memory_file(
+        &self,
+        path: &Path,
+        stem: &str,
+        namespace: &Namespace,
+    ) -> Result<Memory, String> {
+        let id: MemoryId = stem
+            .parse()
+            .map_err(|_| "the file name is not `<memory id>.md`".to_owned())?;
+        let text = confine::read_regular_file(path).map_err(|err| format!("unreadable: {err}"))?;
+        let memory = markdown::parse(&text, namespace.clone()).map_err(|err| err.to_string())?;
+        if memory.id != id {
+            return Err(format!(
+                "the front-matter id {} does not match the file name",
+                memory.id
+            ));
+        }
+        if let Some(existing) = self.owners.get(&id) {
+            return Err(format!(
+                "the id {id} is already used by a memory of {existing}"
+            ));
+        }
+        Ok(memory)
+    }
+}
+
+/// What an entry of a namespace directory is, judged from its listing
+/// alone: nothing is opened to find out (opening a FIFO blocks).
+enum Kind<'a> {
+    /// `<stem>.md`, a regular file: a memory file, if it parses.
+    Markdown(&'a str),
+    /// Hidden files (`.DS_Store`, editor swap files) are left alone unlisted.
+    HiddenFile,
+    /// Anything else is skipped, and listed with this reason.
+    Other(&'static str),
+}
+
+fn classify(entry: &Entry) -> Kind<'_> {
+    let hidden = entry.name.starts_with('.');
+    if entry.kind.is_symlink() {
+        Kind::Other(LINK)
+    } else if entry.kind.is_dir() && hidden {
+        Kind::Other("a hidden directory: memory files live directly in the namespace directory")
+    } else if entry.kind.is_dir() {
+        Kind::Other("a directory: memory files live directly in the namespace directory")
+    } else if hidden {
+        Kind::HiddenFile
+    } else if !entry.kind.is_file() {
+        Kind::Other("not a regular file (a FIFO, socket or device): it is never opened")
+    } else if let Some(stem) = entry.name.strip_suffix(".md") {
+        Kind::Markdown(stem)
+    } else if entry.name.to_ascii_lowercase().ends_with(".md") {
+        Kind::Other("the extension is not `.md` in lower case: memory files are `<memory id>.md`")
+    } else {
+        Kind::Other("not a memory file: memory files are `<memory id>.md`")
+    }
+}
+
+/// A directory entry as listed: a link is a link, never what it points at.
+struct Entry {
+    path: PathBuf,
+    name: String,
+    kind: FileType,
+}
+
+/// A directory's entries in name order; a directory that does not exist
+/// is empty.
+fn read_dir_sorted(dir: &Path) -> Result<Vec<Entry>, Error> {
+    let read_error = |source| Error::Read {
+        path: dir.to_owned(),
+        source,
+    };
+    let listing = match fs::read_dir(dir) {
+        Ok(listing) => listing,
+        Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(err) => return Err(read_error(err)),
+    };
+    let mut entries = Vec::new();
+    for entry in listing {
+        let entry = entry.map_err(read_error)?;
+        entries.push(Entry {
+            path: entry.path(),
+            name: entry.file_name().to_string_lossy().into_owned(),
+            kind: entry.file_type().map_err(read_error)?,
+        });
+    }
+    entries.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(entries)
+}
