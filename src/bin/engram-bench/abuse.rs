@@ -38,15 +38,28 @@ pub enum Abuse {
 }
 
 /// How hard each abuse pushes.
+#[derive(clap::Args)]
 pub struct Settings {
+    /// Silent sockets opened by the idle abuse.
+    #[arg(long, default_value_t = 400)]
     pub idle_sockets: usize,
+    /// Memories of 7,000 characters the cache abuse retrieves from.
+    #[arg(long, default_value_t = 300)]
     pub long_memories: usize,
+    /// Distinct turn ids the cache abuse retrieves for.
+    #[arg(long, default_value_t = 300)]
     pub distinct_turns: usize,
+    /// Compactions of 200 KB per flood.
+    #[arg(long, default_value_t = 300)]
     pub compactions: usize,
+    /// The size of each oversized upstream reply, in MiB.
+    #[arg(long, default_value_t = 300)]
     pub reply_mib: usize,
-    /// Resident memory past which a workload stops and the run fails.
+    /// Resident memory (MiB) past which a workload stops and the run fails.
+    #[arg(long, default_value_t = 4096.0)]
     pub rss_ceiling_mib: f64,
     /// Clients sending at once in the cache and compaction abuses.
+    #[arg(long, default_value_t = 8)]
     pub clients: usize,
 }
 
@@ -503,7 +516,7 @@ async fn watch(
                 None
             }
             Ok(response) => Some(format!("answered {}", response.status())),
-            Err(err) => Some(with_causes(&err)),
+            Err(err) => Some(engram::error::error_chain(&err)),
         };
         if let Some(failure) = failure {
             seen.missed += 1;
@@ -511,16 +524,4 @@ async fn watch(
         }
     }
     seen
-}
-
-/// `error: cause: cause`.
-fn with_causes(err: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = err.to_string();
-    let mut source = err.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }

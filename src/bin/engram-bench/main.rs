@@ -89,22 +89,8 @@ enum Command {
             default_value = "idle,cache,compactions,oversized"
         )]
         only: Vec<abuse::Abuse>,
-        #[arg(long, default_value_t = 400)]
-        idle_sockets: usize,
-        #[arg(long, default_value_t = 300)]
-        long_memories: usize,
-        #[arg(long, default_value_t = 300)]
-        distinct_turns: usize,
-        #[arg(long, default_value_t = 300)]
-        compactions: usize,
-        #[arg(long, default_value_t = 300)]
-        reply_mib: usize,
-        /// Resident memory (MiB) past which a workload stops and fails.
-        #[arg(long, default_value_t = 4096.0)]
-        rss_ceiling_mib: f64,
-        /// Clients sending at once (cache and compaction abuses).
-        #[arg(long, default_value_t = 8)]
-        clients: usize,
+        #[command(flatten)]
+        settings: abuse::Settings,
     },
     /// LoCoMo retrieval quality, scored by the benchmark's own scorer.
     Locomo {
@@ -164,27 +150,7 @@ fn main() -> ExitCode {
             Command::Write { requests } => write(&mut report, requests).await,
             Command::Turns { requests } => turns(&mut report, requests).await,
             Command::Soak { seconds } => soak::soak(&mut report, seconds).await,
-            Command::Abuse {
-                only,
-                idle_sockets,
-                long_memories,
-                distinct_turns,
-                compactions,
-                reply_mib,
-                rss_ceiling_mib,
-                clients,
-            } => {
-                let settings = abuse::Settings {
-                    idle_sockets,
-                    long_memories,
-                    distinct_turns,
-                    compactions,
-                    reply_mib,
-                    rss_ceiling_mib,
-                    clients,
-                };
-                abuse::abuse(&mut report, &only, &settings).await
-            }
+            Command::Abuse { only, settings } => abuse::abuse(&mut report, &only, &settings).await,
             Command::Locomo {
                 split,
                 data,
