@@ -314,6 +314,9 @@ async fn not_being_ready_yet_is_not_logged_as_an_error_and_readiness_once_at_inf
     // The start-up build waits on the embedder until it answers again.
     upstream.set(Behaviour::Delay(Duration::from_secs(30)));
     let app = spawn_unready_app_on(dir.path(), |config| embed_with(&upstream, config)).await;
+    // Another test's thread may have cached "never" for the request log's
+    // callsites while racing this subscriber's registration: ask again.
+    tracing::callsite::rebuild_interest_cache();
     for _ in 0..3 {
         app.get("/readyz")
             .await

@@ -6,6 +6,7 @@
 //! or the embedded local model. Corpora are synthetic and seeded, so runs
 //! are comparable. Prints a markdown table, or JSON with `--json`.
 
+mod abuse;
 mod corpus;
 mod locomo;
 mod measure;
@@ -20,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use clap::{Parser, Subcommand, ValueEnum};
 use engram::embed::Embedder;
-use engram::memory::Namespace;
+use engram::memory::{Memory, Namespace};
 use engram::store::markdown;
 use serde_json::{Value, json};
 
@@ -76,6 +77,20 @@ enum Command {
     Soak {
         #[arg(long, default_value_t = 180)]
         seconds: u64,
+    },
+    /// Hostile loads (idle sockets, cache growth, compaction floods,
+    /// oversized upstream replies): memory and descriptors before, at the
+    /// peak and after; fails if `/healthz` goes 1 s without answering.
+    Abuse {
+        #[arg(
+            long,
+            value_enum,
+            value_delimiter = ',',
+            default_value = "idle,cache,compactions,oversized"
+        )]
+        only: Vec<abuse::Abuse>,
+        #[command(flatten)]
+        settings: abuse::Settings,
     },
     /// LoCoMo retrieval quality, scored by the benchmark's own scorer.
     Locomo {
@@ -135,6 +150,7 @@ fn main() -> ExitCode {
             Command::Write { requests } => write(&mut report, requests).await,
             Command::Turns { requests } => turns(&mut report, requests).await,
             Command::Soak { seconds } => soak::soak(&mut report, seconds).await,
+            Command::Abuse { only, settings } => abuse::abuse(&mut report, &only, &settings).await,
             Command::Locomo {
                 split,
                 data,
@@ -145,11 +161,10 @@ fn main() -> ExitCode {
             Command::All => all(&mut report).await,
         }
     });
+    // What was measured before a failure is printed too.
+    report.print(args.json);
     match result {
-        Ok(()) => {
-            report.print(args.json);
-            ExitCode::SUCCESS
-        }
+        Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("engram-bench: {err}");
             ExitCode::FAILURE
@@ -478,15 +493,20 @@ impl Drop for ScratchDir {
 /// Writes `count` memory files straight into the data directory, as a
 /// person or an earlier run would have left them.
 fn write_corpus(dir: &Path, namespace: &Namespace, count: usize, seed: u64) -> Result {
+    write_memories(dir, namespace, &corpus::memories(namespace, count, seed))
+}
+
+/// Writes `memories` of a repo `namespace` as files into the data directory.
+fn write_memories(dir: &Path, namespace: &Namespace, memories: &[Memory]) -> Result {
     let Namespace::Repo(repo) = namespace else {
         return Err("the bench corpus lives in a repo namespace".into());
     };
     let folder = dir.join("repos").join(repo.as_str());
     std::fs::create_dir_all(&folder)?;
-    for memory in corpus::memories(namespace, count, seed) {
+    for memory in memories {
         std::fs::write(
             folder.join(format!("{}.md", memory.id)),
-            markdown::render(&memory),
+            markdown::render(memory),
         )?;
     }
     Ok(())

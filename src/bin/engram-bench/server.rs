@@ -127,6 +127,27 @@ impl Server {
 }
 
 impl Client {
+    /// `http://127.0.0.1:<port>`.
+    pub fn base_url(&self) -> &str {
+        &self.base
+    }
+
+    /// Any request with a JSON body: only the status (the answer is read
+    /// and dropped unparsed, so the bench holds none of it).
+    pub async fn status_of(&self, method: &str, path: &str, body: &Value) -> Result<u16> {
+        let method = reqwest::Method::from_bytes(method.as_bytes())?;
+        let response = self
+            .client
+            .request(method, format!("{}{path}", self.base))
+            .json(body)
+            .send()
+            .await?;
+        let status = response.status().as_u16();
+        let mut response = response;
+        while response.chunk().await?.is_some() {}
+        Ok(status)
+    }
+
     /// Any request: the status and the JSON answer (null when not JSON).
     pub async fn send(
         &self,
