@@ -514,14 +514,21 @@ impl Store {
     /// and hand-edited edges the API would not have written (see
     /// [`may_relate`]).
     pub fn edges(&self, id: MemoryId) -> Edges {
+        self.edges_within(id, |_| true)
+    }
+
+    /// [`Self::edges`], leaving out memories of namespaces `visible` does
+    /// not admit too: for a reader, an edge to a memory it cannot see is
+    /// as absent as one to a memory that is gone.
+    pub fn edges_within(&self, id: MemoryId, visible: impl Fn(&Namespace) -> bool) -> Edges {
         let view = self.read();
         let Some(memory) = view.by_id.get(&id) else {
             return Edges::default();
         };
         let exists = |edge: &&RelatedEdge| {
-            view.by_id
-                .get(&edge.id)
-                .is_some_and(|other| may_relate(&memory.namespace, &other.namespace))
+            view.by_id.get(&edge.id).is_some_and(|other| {
+                may_relate(&memory.namespace, &other.namespace) && visible(&other.namespace)
+            })
         };
         Edges {
             outgoing: memory.related.iter().filter(exists).cloned().collect(),
@@ -626,15 +633,15 @@ impl Store {
                     field: "supersedes".to_owned(),
                     reason,
                 };
+                // A memory of another namespace is as absent as no memory:
+                // the answer must not tell that the id exists elsewhere.
                 let predecessor = view
                     .by_id
                     .get(&predecessor_id)
-                    .ok_or_else(|| invalid(format!("names no memory: {predecessor_id}")))?;
-                if predecessor.namespace != *namespace {
-                    return Err(invalid(format!(
-                        "must name a memory of {namespace}, but {predecessor_id} belongs to another namespace"
-                    )));
-                }
+                    .filter(|predecessor| predecessor.namespace == *namespace)
+                    .ok_or_else(|| {
+                        invalid(format!("names no memory of {namespace}: {predecessor_id}"))
+                    })?;
                 if let Some(successor) = view.successor(predecessor_id) {
                     return Err(WriteError::Conflict {
                         field: "supersedes".to_owned(),

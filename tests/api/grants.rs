@@ -445,3 +445,88 @@ async fn a_hand_edited_link_into_another_namespace_is_never_followed() {
     let of_b = send(&app, Method::GET, "/stats", None, UB).await.json;
     assert_eq!(of_b["store"]["skipped_files"], 0);
 }
+
+#[tokio::test]
+async fn another_namespaces_ids_never_show_and_read_like_unknown_ids() {
+    let f = fixture().await;
+    let theirs = id(&f.theirs);
+    // ana's memory, written for (secret, ana), links to repo/secret.
+    let mut body = memory(
+        "user",
+        "ana",
+        "patterns",
+        "Ana deploys the blue pipeline by hand.",
+    );
+    body["repo"] = json!("secret");
+    body["related"] = json!([{"id": theirs, "relationship": "refines"}]);
+    let linked = send(&f.app, Method::POST, "/memories", Some(body), ROOT).await;
+    assert_eq!(linked.status, StatusCode::CREATED, "{}", linked.text);
+    let linked = id(&linked.json).to_owned();
+    // /similar searches one namespace: a neighbour of the linked memory.
+    let mut near = memory(
+        "user",
+        "ana",
+        "patterns",
+        "Ana deploys the blue pipeline on Fridays.",
+    );
+    near["repo"] = json!("forge");
+    let near = send(&f.app, Method::POST, "/memories", Some(near), ROOT).await;
+    assert_eq!(near.status, StatusCode::CREATED, "{}", near.text);
+    let near = id(&near.json).to_owned();
+    f.app.wait_indexed_with(ROOT).await;
+    let as_root = send(
+        &f.app,
+        Method::GET,
+        &format!("/memories/{linked}"),
+        None,
+        ROOT,
+    )
+    .await;
+    assert_eq!(
+        as_root.json["related"][0]["id"], theirs,
+        "root sees the edge"
+    );
+
+    let retrieve = json!({"turn_id": "t", "repo": "forge", "user": "ana", "query": "blue pipeline deploys", "top_k": 10});
+    let seen = [
+        send(
+            &f.app,
+            Method::GET,
+            &format!("/memories/{linked}"),
+            None,
+            LIMITED,
+        )
+        .await,
+        send(&f.app, Method::GET, "/memories?user=ana", None, LIMITED).await,
+        send(
+            &f.app,
+            Method::GET,
+            &format!("/memories/{near}/similar"),
+            None,
+            LIMITED,
+        )
+        .await,
+        send(&f.app, Method::POST, "/retrieve", Some(retrieve), LIMITED).await,
+    ];
+    for response in &seen {
+        assert_eq!(response.status, StatusCode::OK, "{}", response.text);
+        assert!(response.text.contains(&linked), "{}", response.text);
+        assert!(!response.text.contains(theirs), "{}", response.text);
+    }
+
+    // Superseding their memory reads exactly like superseding no memory.
+    let unknown = "0193f0c2-0000-7000-8000-00000000ffff";
+    let refusal = async |predecessor: &str| {
+        let mut body = memory("repo", "forge", "patterns", "Deploys are green now.");
+        body["user"] = json!("ana");
+        body["supersedes"] = json!(predecessor);
+        let refused = send(&f.app, Method::POST, "/memories", Some(body), LIMITED).await;
+        refused.assert_problem(StatusCode::UNPROCESSABLE_ENTITY, Some("supersedes"));
+        refused.json["detail"]
+            .as_str()
+            .unwrap()
+            .replace(predecessor, "<id>")
+    };
+    let details = [refusal(theirs).await, refusal(unknown).await];
+    assert_eq!(details[0], details[1]);
+}
