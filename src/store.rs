@@ -283,13 +283,16 @@ impl View {
         Some(memory)
     }
 
-    /// The newest memory that supersedes `id`, if any (chains should not
-    /// fork, but hand-edited files can make them).
+    /// The newest memory of `id`'s namespace that supersedes it, if any
+    /// (chains should not fork, but hand-edited files can make them; a
+    /// hand-edited `supersedes` from another namespace is never followed).
     fn successor(&self, id: MemoryId) -> Option<&Arc<Memory>> {
+        let namespace = &self.by_id.get(&id)?.namespace;
         self.successors
             .get(&id)?
             .iter()
             .filter_map(|s| self.by_id.get(s))
+            .filter(|successor| successor.namespace == *namespace)
             .max_by_key(|m| Cursor::of(m))
     }
 }
@@ -305,6 +308,14 @@ fn remove_from_index<T>(
             index.remove(&key);
         }
     }
+}
+
+/// Whether a `related` edge may join memories of these namespaces: of the
+/// same one, or of a repo and a user (a request acts for a repo and a user,
+/// and may link the memories of both). Edges between two repos or two
+/// users only come from hand edits, and are never followed.
+pub fn may_relate(one: &Namespace, other: &Namespace) -> bool {
+    one == other || one.scope() != other.scope()
 }
 
 impl Store {
@@ -465,7 +476,10 @@ impl Store {
         let mut older = Vec::new();
         let mut seen = BTreeSet::from([id]);
         let mut cursor = memory.supersedes;
-        while let Some(previous) = cursor.and_then(|p| view.by_id.get(&p)) {
+        while let Some(previous) = cursor
+            .and_then(|p| view.by_id.get(&p))
+            .filter(|previous| previous.namespace == memory.namespace)
+        {
             if !seen.insert(previous.id) {
                 break; // a hand-made cycle
             }
@@ -496,13 +510,26 @@ impl Store {
         self.chain(id).pop()
     }
 
-    /// `id`'s edges in both directions, leaving out memories that are gone.
+    /// `id`'s edges in both directions, leaving out memories that are gone
+    /// and hand-edited edges the API would not have written (see
+    /// [`may_relate`]).
     pub fn edges(&self, id: MemoryId) -> Edges {
+        self.edges_within(id, |_| true)
+    }
+
+    /// [`Self::edges`], leaving out memories of namespaces `visible` does
+    /// not admit too: for a reader, an edge to a memory it cannot see is
+    /// as absent as one to a memory that is gone.
+    pub fn edges_within(&self, id: MemoryId, visible: impl Fn(&Namespace) -> bool) -> Edges {
         let view = self.read();
         let Some(memory) = view.by_id.get(&id) else {
             return Edges::default();
         };
-        let exists = |edge: &&RelatedEdge| view.by_id.contains_key(&edge.id);
+        let exists = |edge: &&RelatedEdge| {
+            view.by_id.get(&edge.id).is_some_and(|other| {
+                may_relate(&memory.namespace, &other.namespace) && visible(&other.namespace)
+            })
+        };
         Edges {
             outgoing: memory.related.iter().filter(exists).cloned().collect(),
             incoming: view
@@ -606,15 +633,15 @@ impl Store {
                     field: "supersedes".to_owned(),
                     reason,
                 };
+                // A memory of another namespace is as absent as no memory:
+                // the answer must not tell that the id exists elsewhere.
                 let predecessor = view
                     .by_id
                     .get(&predecessor_id)
-                    .ok_or_else(|| invalid(format!("names no memory: {predecessor_id}")))?;
-                if predecessor.namespace != *namespace {
-                    return Err(invalid(format!(
-                        "must name a memory of {namespace}, but {predecessor_id} belongs to another namespace"
-                    )));
-                }
+                    .filter(|predecessor| predecessor.namespace == *namespace)
+                    .ok_or_else(|| {
+                        invalid(format!("names no memory of {namespace}: {predecessor_id}"))
+                    })?;
                 if let Some(successor) = view.successor(predecessor_id) {
                     return Err(WriteError::Conflict {
                         field: "supersedes".to_owned(),

@@ -44,6 +44,8 @@ pub struct MemoryView {
     /// The previous version, which this one replaces.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub supersedes: Option<MemoryId>,
+    /// The memory's edges; for a key limited to some namespaces, only
+    /// those to memories it can see.
     pub related: Vec<RelatedEdge>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub importance: Option<f64>,
@@ -75,6 +77,22 @@ impl From<&Memory> for MemoryView {
             trigger: memory.trigger,
             content: memory.content.clone(),
         }
+    }
+}
+
+impl MemoryView {
+    /// `memory` as `caller` sees it. A key limited to some namespaces gets
+    /// in `related` only the edges to memories it can see, so an edge to a
+    /// memory elsewhere is as absent as one to a memory that is gone; a
+    /// caller that sees every namespace gets the list as the file has it.
+    pub fn seen_by(memory: &Memory, store: &Store, caller: &Caller) -> Self {
+        let mut view = Self::from(memory);
+        if !caller.sees_everything() {
+            view.related = store
+                .edges_within(memory.id, |namespace| caller.can_see(namespace))
+                .outgoing;
+        }
+        view
     }
 }
 
@@ -150,7 +168,10 @@ pub async fn create_memory(
     };
     crate::disk::ensure_free_space(&config.data_dir, config.limits.min_free_disk_bytes)?;
     let memory = store.create(new).await?;
-    Ok((StatusCode::CREATED, Json(MemoryView::from(memory.as_ref()))))
+    Ok((
+        StatusCode::CREATED,
+        Json(MemoryView::seen_by(&memory, &store, &caller)),
+    ))
 }
 
 fn check_related(related: &[RelatedEdge]) -> Result<(), ApiError> {
@@ -257,7 +278,7 @@ pub async fn list_memories(
         memories: page
             .memories
             .iter()
-            .map(|m| MemoryView::from(m.as_ref()))
+            .map(|m| MemoryView::seen_by(m, &store, &caller))
             .collect(),
         next_cursor: page.next.map(|cursor| cursor.encode()),
     }))
@@ -301,22 +322,17 @@ pub async fn get_memory(
     ApiPath(id): ApiPath<MemoryId>,
 ) -> Result<Json<MemoryDetail>, ApiError> {
     let memory = visible_memory(&store, &caller, id)?;
-    let edges = store.edges(id);
-    let visible = |edge: &RelatedEdge| {
-        store
-            .get(edge.id)
-            .is_some_and(|other| caller.can_see(&other.namespace))
-    };
+    let edges = store.edges_within(id, |namespace| caller.can_see(namespace));
     Ok(Json(MemoryDetail {
-        memory: MemoryView::from(memory.as_ref()),
+        memory: MemoryView::seen_by(&memory, &store, &caller),
         chain: store
             .chain(id)
             .iter()
-            .map(|m| MemoryView::from(m.as_ref()))
+            .map(|m| MemoryView::seen_by(m, &store, &caller))
             .collect(),
         edges: EdgesView {
-            outgoing: edges.outgoing.into_iter().filter(visible).collect(),
-            incoming: edges.incoming.into_iter().filter(visible).collect(),
+            outgoing: edges.outgoing,
+            incoming: edges.incoming,
         },
     }))
 }
@@ -406,7 +422,7 @@ pub async fn find_similar_memories(
             similar
                 .iter()
                 .map(|(memory, similarity)| SimilarMemory {
-                    memory: MemoryView::from(memory.as_ref()),
+                    memory: MemoryView::seen_by(memory, retriever.store(), &caller),
                     similarity: *similarity,
                 })
                 .collect(),

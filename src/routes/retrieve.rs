@@ -15,6 +15,7 @@ use crate::error::{ApiError, Problem};
 use crate::memory::{Category, MemoryId, RepoId, Scope, UserId};
 use crate::retrieval::{Degraded, Filters, Input, Outcome, Request, Retriever};
 use crate::routes::extract::{self, ApiJson, in_range};
+use crate::routes::memories::MemoryView;
 use crate::store::NamespacePair;
 use crate::window::{self, Line, Message};
 
@@ -118,7 +119,16 @@ pub async fn retrieve_memories(
 ) -> Result<Json<Outcome>, ApiError> {
     let request = parse(request, &config)?;
     caller.check_pair(&request.pair)?;
-    Ok(Json(retriever.run(request).await))
+    let mut outcome = retriever.run(request).await;
+    // The outcome (perhaps cached for another caller) holds the memories
+    // as stored; each caller sees them as its key allows.
+    let store = retriever.store();
+    for retrieved in &mut outcome.memories {
+        if let Some(memory) = store.get(retrieved.memory.id) {
+            retrieved.memory = MemoryView::seen_by(&memory, store, &caller);
+        }
+    }
+    Ok(Json(outcome))
 }
 
 /// Checks every field and fills in the configured defaults.

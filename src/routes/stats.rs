@@ -65,7 +65,9 @@ pub struct StoreStatsView {
     /// Per namespace (`repo/<repo>`, `user/<user>`).
     pub namespaces: BTreeMap<String, NamespaceStatsView>,
     /// Entries under `repos/` and `users/` that were skipped: files that do
-    /// not parse, symbolic links, and anything that is not a memory file.
+    /// not parse, symbolic links, anything that is not a memory file, and
+    /// links of loaded memories that are never followed (a `supersedes` or
+    /// `related` naming no memory the file's namespace may link to).
     pub skipped_files: usize,
     /// The first 100 of them, with why.
     pub skipped: Vec<SkippedFileView>,

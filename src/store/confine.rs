@@ -23,6 +23,14 @@ pub fn scope_dir(namespace: &Namespace) -> &'static str {
     }
 }
 
+/// The name of a namespace's directory: its repo or user id.
+pub fn owner_name(namespace: &Namespace) -> &str {
+    match namespace {
+        Namespace::Repo(repo) => repo.as_str(),
+        Namespace::User(user) => user.as_str(),
+    }
+}
+
 /// Why a namespace's directory may not be written to.
 #[derive(Debug, thiserror::Error)]
 pub enum Refusal {
@@ -41,10 +49,6 @@ pub enum Refusal {
 /// created (durably); without, a missing one is fine (there is nothing in
 /// it to remove).
 pub fn namespace_dir(root: &Path, namespace: &Namespace, create: bool) -> Result<PathBuf, Refusal> {
-    let owner = match namespace {
-        Namespace::Repo(repo) => repo.as_str(),
-        Namespace::User(user) => user.as_str(),
-    };
     if create {
         // The data directory itself is the operator's choice and may be a
         // link; only what is under it is confined.
@@ -54,7 +58,7 @@ pub fn namespace_dir(root: &Path, namespace: &Namespace, create: bool) -> Result
         })?;
     }
     let mut dir = root.to_owned();
-    for component in [scope_dir(namespace), owner] {
+    for component in [scope_dir(namespace), owner_name(namespace)] {
         dir.push(component);
         let io_error = |source| Refusal::Io {
             path: dir.clone(),

@@ -17,12 +17,12 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use crate::memory::{Memory, MemoryId, Namespace, Scope};
-use crate::store::{Error, SkippedFile, atomic, confine, markdown};
+use crate::store::{Error, SkippedFile, atomic, confine, markdown, may_relate};
 
 /// Why a link is skipped.
 const LINK: &str = "a symbolic link: Engram never follows links in the data directory";
 
-/// The memories found and the files skipped.
+/// The memories found and what was skipped.
 #[derive(Debug, Default)]
 pub struct Loaded {
     pub memories: Vec<Memory>,
@@ -35,7 +35,64 @@ pub fn load(root: &Path) -> Result<Loaded, Error> {
     for (scope_dir, scope) in [("repos", Scope::Repo), ("users", Scope::User)] {
         loader.scope(root, scope_dir, scope)?;
     }
-    Ok(loader.loaded)
+    let Loader { mut loaded, owners } = loader;
+    for memory in &loaded.memories {
+        loaded.skipped.extend(unfollowed_links(memory, &owners));
+    }
+    Ok(loaded)
+}
+
+/// The links of a loaded memory that the store never follows, as skipped
+/// entries of its file: a `supersedes` that names no memory of its own
+/// namespace, a `related` edge that names none it may link to (see
+/// [`may_relate`]). The memory itself is loaded and the file left as it
+/// is. A link to another namespace reads exactly like a link to no memory
+/// (one deleted, one mistyped), so no report tells that an id exists where
+/// the reader cannot look.
+fn unfollowed_links(memory: &Memory, owners: &HashMap<MemoryId, Namespace>) -> Vec<SkippedFile> {
+    let namespace = &memory.namespace;
+    let path = format!(
+        "{}/{}",
+        namespace_path(namespace),
+        super::file_name(memory.id)
+    );
+    let skipped = |reason: String| SkippedFile {
+        path: path.clone(),
+        reason,
+        namespace: Some(namespace.clone()),
+    };
+    let mut unfollowed = Vec::new();
+    if let Some(predecessor) = memory.supersedes
+        && owners.get(&predecessor) != Some(namespace)
+    {
+        unfollowed.push(skipped(format!(
+            "`supersedes` names no memory of {namespace}: the link is never followed (the memory is loaded)"
+        )));
+    }
+    let other_scope = match namespace.scope() {
+        Scope::Repo => "user",
+        Scope::User => "repo",
+    };
+    for (index, edge) in memory.related.iter().enumerate() {
+        if !owners
+            .get(&edge.id)
+            .is_some_and(|target| may_relate(namespace, target))
+        {
+            unfollowed.push(skipped(format!(
+                "`related[{index}].id` names no memory of {namespace} or of a {other_scope}: the edge is never followed (the memory is loaded)"
+            )));
+        }
+    }
+    unfollowed
+}
+
+/// `repos/<repo>` or `users/<user>`.
+fn namespace_path(namespace: &Namespace) -> String {
+    format!(
+        "{}/{}",
+        confine::scope_dir(namespace),
+        confine::owner_name(namespace)
+    )
 }
 
 #[derive(Default)]
@@ -148,9 +205,11 @@ impl Loader {
                 memory.id
             ));
         }
-        if let Some(existing) = self.owners.get(&id) {
+        // Not naming the namespace of the other file: whoever reads this
+        // entry may not be allowed to see that namespace.
+        if self.owners.contains_key(&id) {
             return Err(format!(
-                "the id {id} is already used by a memory of {existing}"
+                "the id {id} is already used by another memory file"
             ));
         }
         Ok(memory)
@@ -219,4 +278,73 @@ fn read_dir_sorted(dir: &Path) -> Result<Vec<Entry>, Error> {
     }
     entries.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(entries)
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::Utc;
+
+    use super::*;
+    use crate::memory::{Category, RelatedEdge, Relationship, Trigger};
+
+    fn memory(namespace: &Namespace) -> Memory {
+        Memory {
+            id: MemoryId::new(),
+            version: 1,
+            namespace: namespace.clone(),
+            category: Category::Patterns,
+            created_at: Utc::now(),
+            updated_at: Utc::now(),
+            supersedes: None,
+            related: Vec::new(),
+            importance: None,
+            session_id: None,
+            trigger: Trigger::Manual,
+            content: "x".to_owned(),
+        }
+    }
+
+    #[test]
+    fn links_the_api_could_not_have_written_are_reported_alike() {
+        let ana = Namespace::User("ana".parse().unwrap());
+        let bob = Namespace::User("bob".parse().unwrap());
+        let forge = Namespace::Repo("forge".parse().unwrap());
+        let [own, repo, other_user] = [&ana, &forge, &bob].map(memory);
+        let owners: HashMap<MemoryId, Namespace> = [&own, &repo, &other_user]
+            .into_iter()
+            .map(|m| (m.id, m.namespace.clone()))
+            .collect();
+        let edge = |id| RelatedEdge {
+            id,
+            relationship: Relationship::Related,
+        };
+        let mut linking = memory(&ana);
+        linking.supersedes = Some(own.id);
+        linking.related = vec![
+            edge(own.id),
+            edge(other_user.id),
+            edge(repo.id),
+            edge(MemoryId::new()),
+        ];
+        let reasons: Vec<String> = unfollowed_links(&linking, &owners)
+            .into_iter()
+            .map(|skipped| skipped.reason)
+            .collect();
+        assert_eq!(reasons.len(), 2, "{reasons:?}");
+        assert!(reasons[0].starts_with("`related[1].id` names no memory of user/ana or of a repo"));
+        assert_eq!(reasons[0].replace("[1]", "[3]"), reasons[1]);
+
+        let mut reasons = [repo.id, other_user.id, MemoryId::new()]
+            .map(|predecessor| {
+                let mut superseding = memory(&ana);
+                superseding.supersedes = Some(predecessor);
+                let mut skipped = unfollowed_links(&superseding, &owners);
+                assert_eq!(skipped.len(), 1);
+                skipped.remove(0).reason
+            })
+            .to_vec();
+        reasons.sort();
+        reasons.dedup();
+        assert_eq!(reasons.len(), 1, "one wording for all: {reasons:?}");
+    }
 }

@@ -306,3 +306,227 @@ async fn wrong_and_missing_keys_are_refused_everywhere() {
             .assert_problem(StatusCode::UNAUTHORIZED, None);
     }
 }
+
+/// A key limited to these repos and users.
+fn grant(key: &str, repos: &[&str], users: &[&str]) -> KeyGrant {
+    KeyGrant {
+        sha256: Sha256::digest(key)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect(),
+        repos: repos.iter().map(|&repo| repo.into()).collect(),
+        users: users.iter().map(|&user| user.into()).collect(),
+    }
+}
+
+const UA: &str = "ua-key";
+const UB: &str = "ub-key";
+const UB_MEMORY: &str = "0193f0c2-0000-7000-8000-0000000000b1";
+const UA_MEMORY: &str = "0193f0c2-0000-7000-8000-0000000000a1";
+
+/// A memory file of user `owner`, with extra front-matter lines.
+fn user_memory_file(id: &str, version: u32, extra: &str, content: &str) -> String {
+    format!(
+        "---\nid: {id}\nversion: {version}\nscope: user\ncategory: patterns\n\
+         created_at: 2026-11-22T10:00:00Z\nupdated_at: 2026-11-22T10:00:00Z\n\
+         {extra}trigger: manual\n---\n{content}\n"
+    )
+}
+
+/// users/ua holds a hand-edited file whose `supersedes` and `related` name
+/// ub's memory.
+async fn cross_namespace_links() -> (TestApp, tempfile::TempDir, Upstream) {
+    let upstream = Upstream::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    for user in ["ua", "ub"] {
+        std::fs::create_dir_all(dir.path().join(format!("users/{user}"))).unwrap();
+    }
+    std::fs::write(
+        dir.path().join(format!("users/ub/{UB_MEMORY}.md")),
+        user_memory_file(UB_MEMORY, 1, "", "Ub deploys with the blue pipeline."),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join(format!("users/ua/{UA_MEMORY}.md")),
+        user_memory_file(
+            UA_MEMORY,
+            2,
+            &format!(
+                "supersedes: {UB_MEMORY}\nrelated:\n- id: {UB_MEMORY}\n  relationship: refines\n"
+            ),
+            "Ua deploys with the green pipeline.",
+        ),
+    )
+    .unwrap();
+    let app = spawn_app_on(dir.path(), |config| {
+        embed_with(&upstream, config);
+        config.api_key = Some(ApiKey::new(ROOT));
+        config.auth.keys = vec![
+            grant(UA, &["default"], &["ua"]),
+            grant(UB, &["default"], &["ub"]),
+        ];
+    })
+    .await;
+    app.wait_indexed_with(ROOT).await;
+    (app, dir, upstream)
+}
+
+fn ids_of(list: &Value) -> Vec<&str> {
+    list.as_array().unwrap().iter().map(id).collect()
+}
+
+#[tokio::test]
+async fn a_hand_edited_link_into_another_namespace_is_never_followed() {
+    let (app, _dir, _upstream) = cross_namespace_links().await;
+
+    let theirs_from_a = send(
+        &app,
+        Method::GET,
+        &format!("/memories/{UA_MEMORY}"),
+        None,
+        UA,
+    )
+    .await;
+    assert_eq!(
+        theirs_from_a.status,
+        StatusCode::OK,
+        "{}",
+        theirs_from_a.text
+    );
+    let detail = &theirs_from_a.json;
+    assert_eq!(ids_of(&detail["chain"]), [UA_MEMORY], "{detail:#}");
+    assert_eq!(detail["edges"]["outgoing"], json!([]), "{detail:#}");
+
+    let detail = send(
+        &app,
+        Method::GET,
+        &format!("/memories/{UB_MEMORY}"),
+        None,
+        UB,
+    )
+    .await
+    .json;
+    assert_eq!(ids_of(&detail["chain"]), [UB_MEMORY], "{detail:#}");
+    assert_eq!(detail["edges"]["incoming"], json!([]), "{detail:#}");
+
+    let retrieved = send(
+        &app,
+        Method::POST,
+        "/retrieve",
+        Some(json!({"turn_id": "t", "user": "ub", "query": "deploys pipeline"})),
+        UB,
+    )
+    .await;
+    assert_eq!(retrieved.status, StatusCode::OK, "{}", retrieved.text);
+    assert_eq!(
+        ids_of(&retrieved.json["memories"]),
+        [UB_MEMORY],
+        "{}",
+        retrieved.text
+    );
+
+    // Both links are reported against ua's file, without naming ub.
+    let stats = send(&app, Method::GET, "/stats", None, ROOT).await.json;
+    assert_eq!(stats["store"]["memories"], 2);
+    let reported: Vec<&str> = stats["store"]["skipped"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|entry| {
+            assert_eq!(entry["path"], format!("users/ua/{UA_MEMORY}.md"));
+            let reason = entry["reason"].as_str().unwrap();
+            assert!(!reason.contains("ub"), "{entry}");
+            reason.split(' ').next().unwrap()
+        })
+        .collect();
+    assert_eq!(reported, ["`supersedes`", "`related[0].id`"], "{stats:#}");
+    let of_a = send(&app, Method::GET, "/stats", None, UA).await.json;
+    assert_eq!(of_a["store"]["skipped_files"], 2);
+    let of_b = send(&app, Method::GET, "/stats", None, UB).await.json;
+    assert_eq!(of_b["store"]["skipped_files"], 0);
+}
+
+#[tokio::test]
+async fn another_namespaces_ids_never_show_and_read_like_unknown_ids() {
+    let f = fixture().await;
+    let theirs = id(&f.theirs);
+    // ana's memory, written for (secret, ana), links to repo/secret.
+    let mut body = memory(
+        "user",
+        "ana",
+        "patterns",
+        "Ana deploys the blue pipeline by hand.",
+    );
+    body["repo"] = json!("secret");
+    body["related"] = json!([{"id": theirs, "relationship": "refines"}]);
+    let linked = send(&f.app, Method::POST, "/memories", Some(body), ROOT).await;
+    assert_eq!(linked.status, StatusCode::CREATED, "{}", linked.text);
+    let linked = id(&linked.json).to_owned();
+    // /similar searches one namespace: a neighbour of the linked memory.
+    let mut near = memory(
+        "user",
+        "ana",
+        "patterns",
+        "Ana deploys the blue pipeline on Fridays.",
+    );
+    near["repo"] = json!("forge");
+    let near = send(&f.app, Method::POST, "/memories", Some(near), ROOT).await;
+    assert_eq!(near.status, StatusCode::CREATED, "{}", near.text);
+    let near = id(&near.json).to_owned();
+    f.app.wait_indexed_with(ROOT).await;
+    let as_root = send(
+        &f.app,
+        Method::GET,
+        &format!("/memories/{linked}"),
+        None,
+        ROOT,
+    )
+    .await;
+    assert_eq!(
+        as_root.json["related"][0]["id"], theirs,
+        "root sees the edge"
+    );
+
+    let retrieve = json!({"turn_id": "t", "repo": "forge", "user": "ana", "query": "blue pipeline deploys", "top_k": 10});
+    let seen = [
+        send(
+            &f.app,
+            Method::GET,
+            &format!("/memories/{linked}"),
+            None,
+            LIMITED,
+        )
+        .await,
+        send(&f.app, Method::GET, "/memories?user=ana", None, LIMITED).await,
+        send(
+            &f.app,
+            Method::GET,
+            &format!("/memories/{near}/similar"),
+            None,
+            LIMITED,
+        )
+        .await,
+        send(&f.app, Method::POST, "/retrieve", Some(retrieve), LIMITED).await,
+    ];
+    for response in &seen {
+        assert_eq!(response.status, StatusCode::OK, "{}", response.text);
+        assert!(response.text.contains(&linked), "{}", response.text);
+        assert!(!response.text.contains(theirs), "{}", response.text);
+    }
+
+    // Superseding their memory reads exactly like superseding no memory.
+    let unknown = "0193f0c2-0000-7000-8000-00000000ffff";
+    let refusal = async |predecessor: &str| {
+        let mut body = memory("repo", "forge", "patterns", "Deploys are green now.");
+        body["user"] = json!("ana");
+        body["supersedes"] = json!(predecessor);
+        let refused = send(&f.app, Method::POST, "/memories", Some(body), LIMITED).await;
+        refused.assert_problem(StatusCode::UNPROCESSABLE_ENTITY, Some("supersedes"));
+        refused.json["detail"]
+            .as_str()
+            .unwrap()
+            .replace(predecessor, "<id>")
+    };
+    let details = [refusal(theirs).await, refusal(unknown).await];
+    assert_eq!(details[0], details[1]);
+}

@@ -341,3 +341,36 @@ async fn get_with(app: &TestApp, uri: &str, key: &str) -> Value {
     assert_eq!(response.status, StatusCode::OK, "{}", response.text);
     response.json
 }
+
+#[tokio::test]
+async fn a_skipped_files_reason_never_names_another_namespace() {
+    let temp = tempfile::tempdir().unwrap();
+    for dir in ["repos/secret", "users/ana"] {
+        fs::create_dir_all(temp.path().join(dir)).unwrap();
+    }
+    fs::write(
+        temp.path()
+            .join(format!("repos/secret/{HAND_WRITTEN_ID}.md")),
+        hand_written(HAND_WRITTEN_ID, "repo"),
+    )
+    .unwrap();
+    fs::write(
+        temp.path().join(format!("users/ana/{HAND_WRITTEN_ID}.md")),
+        hand_written(HAND_WRITTEN_ID, "user"),
+    )
+    .unwrap();
+    let app = spawn_app_on(temp.path(), |config| {
+        config.api_key = Some(ApiKey::new(ROOT));
+        config.auth.keys = vec![limited_to_forge_and_ana()];
+    })
+    .await;
+
+    let stats = get_with(&app, "/stats", LIMITED).await;
+    let skipped = &stats["store"]["skipped"];
+    assert_eq!(
+        skipped[0]["path"],
+        format!("users/ana/{HAND_WRITTEN_ID}.md"),
+        "{stats}"
+    );
+    assert!(!skipped.to_string().contains("secret"), "{skipped}");
+}
