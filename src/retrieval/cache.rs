@@ -14,8 +14,10 @@ use crate::memory::{RepoId, UserId};
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct TurnKey {
-    pub repo: RepoId,
-    pub user: UserId,
+    /// `None`: the repo was left out of the retrieval.
+    pub repo: Option<RepoId>,
+    /// `None`: the user was left out of the retrieval.
+    pub user: Option<UserId>,
     pub turn_id: String,
 }
 
@@ -107,8 +109,8 @@ mod tests {
 
     fn key(turn: &str) -> TurnKey {
         TurnKey {
-            repo: "r".parse().unwrap(),
-            user: "u".parse().unwrap(),
+            repo: "r".parse().ok(),
+            user: "u".parse().ok(),
             turn_id: turn.to_owned(),
         }
     }
