@@ -182,15 +182,12 @@ impl Caller {
     ) -> Result<Reach, ApiError> {
         let repo = held(&self.0.repos, repo, &defaults.repo, "repo")?;
         let user = held(&self.0.users, user, &defaults.user, "user")?;
-        if repo.is_none() && user.is_none() {
-            return Err(ApiError::Forbidden {
-                detail: format!(
-                    "this API key holds neither repo/{} nor user/{}: name a repo or user it holds",
-                    defaults.repo, defaults.user
-                ),
-            });
-        }
-        Ok(Reach { repo, user })
+        Reach::new(repo, user).ok_or_else(|| ApiError::Forbidden {
+            detail: format!(
+                "this API key holds neither repo/{} nor user/{}: name a repo or user it holds",
+                defaults.repo, defaults.user
+            ),
+        })
     }
 }
 

@@ -463,8 +463,8 @@ impl Retriever {
     async fn run_uncounted(&self, request: Request, started: Instant) -> Outcome {
         let inner = &self.inner;
         let key = TurnKey {
-            repo: request.pair.repo.clone(),
-            user: request.pair.user.clone(),
+            repo: request.pair.repo().cloned(),
+            user: request.pair.user().cloned(),
             turn_id: request.turn_id.clone(),
         };
         let generations = inner.store.generations(&request.pair);

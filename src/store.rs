@@ -84,11 +84,25 @@ impl NamespacePair {
 /// key does not hold that owner's default. Never empty.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Reach {
-    pub repo: Option<RepoId>,
-    pub user: Option<UserId>,
+    repo: Option<RepoId>,
+    user: Option<UserId>,
 }
 
 impl Reach {
+    /// `None` when both are left out: an empty reach would read as "no
+    /// restriction" to a listing.
+    pub fn new(repo: Option<RepoId>, user: Option<UserId>) -> Option<Self> {
+        (repo.is_some() || user.is_some()).then_some(Self { repo, user })
+    }
+
+    pub fn repo(&self) -> Option<&RepoId> {
+        self.repo.as_ref()
+    }
+
+    pub fn user(&self) -> Option<&UserId> {
+        self.user.as_ref()
+    }
+
     /// The namespaces reached: `repo/<repo>`, `user/<user>` or both.
     pub fn namespaces(&self) -> Vec<Namespace> {
         let repo = self.repo.clone().map(Namespace::Repo);
@@ -405,14 +419,8 @@ impl Store {
         changes
     }
 
-    /// A number that changes whenever a memory of `namespace` is written
-    /// or deleted.
-    pub fn generation(&self, namespace: &Namespace) -> u64 {
-        self.read().generations.get(namespace).copied().unwrap_or(0)
-    }
-
-    /// The generations of `reach`'s repo and user namespaces (0 for one it
-    /// leaves out).
+    /// Numbers that change whenever a memory of `reach`'s repo or user
+    /// namespace is written or deleted (0 for one it leaves out).
     pub fn generations(&self, reach: &Reach) -> (u64, u64) {
         let view = self.read();
         let of = |namespace: Option<Namespace>| {

@@ -31,14 +31,7 @@ async fn fixture() -> Fixture {
         embed_with(&upstream, config);
         llm_with(&upstream, config);
         config.api_key = Some(ApiKey::new(ROOT));
-        config.auth.keys = vec![KeyGrant {
-            sha256: Sha256::digest(LIMITED)
-                .iter()
-                .map(|b| format!("{b:02x}"))
-                .collect(),
-            repos: vec!["forge".into()],
-            users: vec!["ana".into()],
-        }];
+        config.auth.keys = vec![grant(LIMITED, &["forge"], &["ana"])];
     })
     .await;
     let create = async |body: Value| {
@@ -308,7 +301,7 @@ async fn wrong_and_missing_keys_are_refused_everywhere() {
 }
 
 /// A key limited to these repos and users.
-fn grant(key: &str, repos: &[&str], users: &[&str]) -> KeyGrant {
+pub fn grant(key: &str, repos: &[&str], users: &[&str]) -> KeyGrant {
     KeyGrant {
         sha256: Sha256::digest(key)
             .iter()
@@ -459,9 +452,7 @@ async fn another_namespaces_ids_never_show_and_read_like_unknown_ids() {
     );
     body["repo"] = json!("secret");
     body["related"] = json!([{"id": theirs, "relationship": "refines"}]);
-    let linked = send(&f.app, Method::POST, "/memories", Some(body), ROOT).await;
-    assert_eq!(linked.status, StatusCode::CREATED, "{}", linked.text);
-    let linked = id(&linked.json).to_owned();
+    let linked = created_by_root(&f.app, body).await;
     // /similar searches one namespace: a neighbour of the linked memory.
     let mut near = memory(
         "user",
@@ -470,9 +461,7 @@ async fn another_namespaces_ids_never_show_and_read_like_unknown_ids() {
         "Ana deploys the blue pipeline on Fridays.",
     );
     near["repo"] = json!("forge");
-    let near = send(&f.app, Method::POST, "/memories", Some(near), ROOT).await;
-    assert_eq!(near.status, StatusCode::CREATED, "{}", near.text);
-    let near = id(&near.json).to_owned();
+    let near = created_by_root(&f.app, near).await;
     f.app.wait_indexed_with(ROOT).await;
     let as_root = send(
         &f.app,
@@ -534,11 +523,7 @@ async fn another_namespaces_ids_never_show_and_read_like_unknown_ids() {
 /// The fixture plus memories of repo/default and user/ana, which share
 /// words with repo/forge's, written with the root key.
 async fn with_defaults(f: &Fixture) -> (String, String) {
-    let create = async |body: Value| {
-        let response = send(&f.app, Method::POST, "/memories", Some(body), ROOT).await;
-        assert_eq!(response.status, StatusCode::CREATED, "{}", response.text);
-        id(&response.json).to_owned()
-    };
+    let create = |body: Value| created_by_root(&f.app, body);
     let default_repo = create(memory(
         "repo",
         "default",
@@ -635,29 +620,18 @@ async fn a_retrieval_leaves_out_an_omitted_owner_the_key_does_not_hold() {
         everything.text
     );
 
-    let user_only = retrieve(
-        json!({"turn_id": "t", "user": "ana", "query": "blue pipeline deploys", "top_k": 10}),
-    )
-    .await;
-    assert_eq!(user_only.status, StatusCode::OK, "{}", user_only.text);
-    assert_eq!(
-        ids_of(&user_only.json["memories"]),
-        [ana.as_str()],
-        "{}",
-        user_only.text
-    );
-
-    let repo_only = retrieve(
-        json!({"turn_id": "t", "repo": "forge", "query": "blue pipeline deploys", "top_k": 10}),
-    )
-    .await;
-    assert_eq!(repo_only.status, StatusCode::OK, "{}", repo_only.text);
-    assert_eq!(
-        ids_of(&repo_only.json["memories"]),
-        [id(&f.mine)],
-        "{}",
-        repo_only.text
-    );
+    for (owner, only) in [
+        (json!({"user": "ana"}), ana.as_str()),
+        (json!({"repo": "forge"}), id(&f.mine)),
+    ] {
+        let mut body = json!({"turn_id": "t", "query": "blue pipeline deploys", "top_k": 10});
+        body.as_object_mut()
+            .unwrap()
+            .extend(owner.as_object().unwrap().clone());
+        let found = retrieve(body).await;
+        assert_eq!(found.status, StatusCode::OK, "{}", found.text);
+        assert_eq!(ids_of(&found.json["memories"]), [only], "{}", found.text);
+    }
 
     // Named owners it does not hold, or nothing held at all: 403.
     retrieve(json!({"turn_id": "t", "repo": "secret", "user": "ana", "query": "pipeline"}))
@@ -666,4 +640,11 @@ async fn a_retrieval_leaves_out_an_omitted_owner_the_key_does_not_hold() {
     retrieve(json!({"turn_id": "t", "query": "pipeline"}))
         .await
         .assert_problem(StatusCode::FORBIDDEN, None);
+}
+
+/// Writes a memory with the root key and returns its id.
+async fn created_by_root(app: &TestApp, body: Value) -> String {
+    let response = send(app, Method::POST, "/memories", Some(body), ROOT).await;
+    assert_eq!(response.status, StatusCode::CREATED, "{}", response.text);
+    id(&response.json).to_owned()
 }
