@@ -22,10 +22,10 @@ use axum::response::{IntoResponse, Response};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use crate::config::{self, ApiKey};
+use crate::config::{self, ApiKey, Defaults};
 use crate::error::ApiError;
-use crate::memory::Namespace;
-use crate::store::NamespacePair;
+use crate::memory::{Namespace, RepoId, UserId};
+use crate::store::{NamespacePair, Reach};
 
 /// Which owners (repos or users) a key reaches.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -168,6 +168,46 @@ impl Caller {
     }
 }
 
+impl Caller {
+    /// The namespaces a read or write for (`repo`, `user`) reaches. An
+    /// owner the request names must be held, or it is a 403; an owner it
+    /// leaves out is the configured default when held, and left out of the
+    /// reach when not (a key for `ana` alone may still write ana's user
+    /// memories without naming a repo). A 403 when nothing is left.
+    pub fn reach(
+        &self,
+        repo: Option<RepoId>,
+        user: Option<UserId>,
+        defaults: &Defaults,
+    ) -> Result<Reach, ApiError> {
+        let repo = held(&self.0.repos, repo, &defaults.repo, "repo")?;
+        let user = held(&self.0.users, user, &defaults.user, "user")?;
+        Reach::new(repo, user).ok_or_else(|| ApiError::Forbidden {
+            detail: format!(
+                "this API key holds neither repo/{} nor user/{}: name a repo or user it holds",
+                defaults.repo, defaults.user
+            ),
+        })
+    }
+}
+
+/// The owner a request names (which must be held) or, when it names none,
+/// the default if held.
+fn held<T: AsRef<str> + Clone + std::fmt::Display>(
+    owners: &Owners,
+    named: Option<T>,
+    default: &T,
+    kind: &str,
+) -> Result<Option<T>, ApiError> {
+    match named {
+        Some(owner) if owners.contains(owner.as_ref()) => Ok(Some(owner)),
+        Some(owner) => Err(ApiError::Forbidden {
+            detail: format!("this API key may not use {kind}/{owner}"),
+        }),
+        None => Ok(owners.contains(default.as_ref()).then(|| default.clone())),
+    }
+}
+
 impl<S: Send + Sync> FromRequestParts<S> for Caller {
     type Rejection = ApiError;
 
@@ -241,6 +281,36 @@ mod tests {
         assert!(keys.grant_of("limite").is_none());
         assert!(keys.grant_of("").is_none());
         assert!(ApiKeys::default().is_open());
+    }
+
+    #[test]
+    fn a_reach_leaves_out_omitted_owners_the_key_does_not_hold() {
+        let caller = Caller(Arc::new(Grant {
+            repos: Owners::from_list(&["forge".into()]),
+            users: Owners::from_list(&["ana".into()]),
+        }));
+        let defaults = Defaults::default();
+        let reach = |repo: Option<&str>, user: Option<&str>| {
+            caller.reach(
+                repo.map(|r| r.parse().unwrap()),
+                user.map(|u| u.parse().unwrap()),
+                &defaults,
+            )
+        };
+        let user_only = reach(None, Some("ana")).unwrap();
+        assert_eq!(
+            user_only.namespaces(),
+            [Namespace::User("ana".parse().unwrap())]
+        );
+        let both = reach(Some("forge"), Some("ana")).unwrap();
+        assert_eq!(both.namespaces().len(), 2);
+        assert!(
+            reach(Some("secret"), Some("ana")).is_err(),
+            "named, not held"
+        );
+        assert!(reach(None, None).is_err(), "nothing left");
+        let everything = Caller::everything().reach(None, None, &defaults).unwrap();
+        assert_eq!(everything.namespaces().len(), 2);
     }
 
     #[test]

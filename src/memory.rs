@@ -67,6 +67,12 @@ macro_rules! name_type {
             }
         }
 
+        impl AsRef<str> for $name {
+            fn as_ref(&self) -> &str {
+                &self.0
+            }
+        }
+
         impl From<$name> for String {
             fn from(value: $name) -> String {
                 value.0

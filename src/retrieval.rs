@@ -40,7 +40,7 @@ use crate::memory::{Category, Memory, MemoryId, Namespace, Relationship, Scope};
 use crate::metrics::Metrics;
 use crate::routes::memories::MemoryView;
 use crate::state::Readiness;
-use crate::store::{ListFilter, NamespacePair, Store};
+use crate::store::{ListFilter, Reach, Store};
 use crate::upstream;
 use crate::window::{self, Line};
 use access::AccessCounts;
@@ -78,7 +78,8 @@ const MAX_FILTERED: usize = 100_000;
 #[derive(Clone, Debug)]
 pub struct Request {
     pub turn_id: String,
-    pub pair: NamespacePair,
+    /// The namespaces searched: the pair's, or one of them (see `Reach`).
+    pub pair: Reach,
     pub input: Input,
     pub top_k: usize,
     pub hop_depth: usize,
@@ -462,16 +463,12 @@ impl Retriever {
 
     async fn run_uncounted(&self, request: Request, started: Instant) -> Outcome {
         let inner = &self.inner;
-        let namespaces = request.pair.namespaces();
         let key = TurnKey {
-            repo: request.pair.repo.clone(),
-            user: request.pair.user.clone(),
+            repo: request.pair.repo().cloned(),
+            user: request.pair.user().cloned(),
             turn_id: request.turn_id.clone(),
         };
-        let generations = (
-            inner.store.generation(&namespaces[0]),
-            inner.store.generation(&namespaces[1]),
-        );
+        let generations = inner.store.generations(&request.pair);
         if request.use_cache
             && let Some(mut hit) = inner.cache.get(&key, generations)
         {

@@ -79,6 +79,61 @@ impl NamespacePair {
     }
 }
 
+/// The namespaces a read or write reaches: both of a (repo, user) pair, or
+/// one of them when the request left the other owner out and the caller's
+/// key does not hold that owner's default. Never empty.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Reach {
+    repo: Option<RepoId>,
+    user: Option<UserId>,
+}
+
+impl Reach {
+    /// `None` when both are left out: an empty reach would read as "no
+    /// restriction" to a listing.
+    pub fn new(repo: Option<RepoId>, user: Option<UserId>) -> Option<Self> {
+        (repo.is_some() || user.is_some()).then_some(Self { repo, user })
+    }
+
+    pub fn repo(&self) -> Option<&RepoId> {
+        self.repo.as_ref()
+    }
+
+    pub fn user(&self) -> Option<&UserId> {
+        self.user.as_ref()
+    }
+
+    /// The namespaces reached: `repo/<repo>`, `user/<user>` or both.
+    pub fn namespaces(&self) -> Vec<Namespace> {
+        let repo = self.repo.clone().map(Namespace::Repo);
+        let user = self.user.clone().map(Namespace::User);
+        repo.into_iter().chain(user).collect()
+    }
+
+    pub fn contains(&self, namespace: &Namespace) -> bool {
+        match namespace {
+            Namespace::Repo(repo) => self.repo.as_ref() == Some(repo),
+            Namespace::User(user) => self.user.as_ref() == Some(user),
+        }
+    }
+}
+
+impl From<NamespacePair> for Reach {
+    fn from(pair: NamespacePair) -> Self {
+        Self {
+            repo: Some(pair.repo),
+            user: Some(pair.user),
+        }
+    }
+}
+
+impl std::fmt::Display for Reach {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<String> = self.namespaces().iter().map(ToString::to_string).collect();
+        f.write_str(&names.join(" or "))
+    }
+}
+
 /// A memory to be written; the store assigns id, version and timestamps.
 #[derive(Clone, Debug)]
 pub struct NewMemory {
@@ -364,10 +419,19 @@ impl Store {
         changes
     }
 
-    /// A number that changes whenever a memory of `namespace` is written
-    /// or deleted.
-    pub fn generation(&self, namespace: &Namespace) -> u64 {
-        self.read().generations.get(namespace).copied().unwrap_or(0)
+    /// Numbers that change whenever a memory of `reach`'s repo or user
+    /// namespace is written or deleted (0 for one it leaves out).
+    pub fn generations(&self, reach: &Reach) -> (u64, u64) {
+        let view = self.read();
+        let of = |namespace: Option<Namespace>| {
+            namespace.map_or(0, |namespace| {
+                view.generations.get(&namespace).copied().unwrap_or(0)
+            })
+        };
+        (
+            of(reach.repo.clone().map(Namespace::Repo)),
+            of(reach.user.clone().map(Namespace::User)),
+        )
     }
 
     /// Whether a change the index has not taken in may touch one of
@@ -574,10 +638,23 @@ impl Store {
         stats
     }
 
-    /// Validates and durably writes a new memory.
+    /// Validates and durably writes a new memory; its `related` edges may
+    /// name memories of both namespaces of its pair.
     pub async fn create(&self, new: NewMemory) -> Result<Arc<Memory>, WriteError> {
+        let reach = Reach::from(new.pair.clone());
+        self.create_within(new, reach).await
+    }
+
+    /// [`Self::create`] for a caller that reaches only `reach` (within the
+    /// pair): `related` may name only memories there, and one elsewhere is
+    /// refused exactly like one that does not exist.
+    pub async fn create_within(
+        &self,
+        new: NewMemory,
+        reach: Reach,
+    ) -> Result<Arc<Memory>, WriteError> {
         let store = self.clone();
-        tokio::task::spawn_blocking(move || store.create_blocking(new))
+        tokio::task::spawn_blocking(move || store.create_blocking(new, &reach))
             .await
             .map_err(Error::from)?
     }
@@ -590,10 +667,10 @@ impl Store {
             .map_err(Error::from)?
     }
 
-    fn create_blocking(&self, new: NewMemory) -> Result<Arc<Memory>, WriteError> {
+    fn create_blocking(&self, new: NewMemory, reach: &Reach) -> Result<Arc<Memory>, WriteError> {
         let _writer = self.lock_writer();
         let namespace = new.pair.owner(new.scope);
-        let version = self.check_links(&new, &namespace)?;
+        let version = self.check_links(&new, &namespace, reach)?;
         let now = Utc::now().trunc_subsecs(0);
         let memory = Arc::new(Memory {
             id: MemoryId::new(),
@@ -624,7 +701,12 @@ impl Store {
 
     /// Checks `supersedes` and `related` against the current view and
     /// returns the new memory's version.
-    fn check_links(&self, new: &NewMemory, namespace: &Namespace) -> Result<u32, WriteError> {
+    fn check_links(
+        &self,
+        new: &NewMemory,
+        namespace: &Namespace,
+        reach: &Reach,
+    ) -> Result<u32, WriteError> {
         let view = self.read();
         let version = match new.supersedes {
             None => 1,
@@ -655,17 +737,13 @@ impl Store {
             }
         };
         for (index, edge) in new.related.iter().enumerate() {
-            let visible = view
-                .by_id
-                .get(&edge.id)
-                .is_some_and(|target| new.pair.contains(&target.namespace));
+            let visible = view.by_id.get(&edge.id).is_some_and(|target| {
+                new.pair.contains(&target.namespace) && reach.contains(&target.namespace)
+            });
             if !visible {
                 return Err(WriteError::Invalid {
                     field: format!("related[{index}].id"),
-                    reason: format!(
-                        "names no memory of repo/{} or user/{}: {}",
-                        new.pair.repo, new.pair.user, edge.id
-                    ),
+                    reason: format!("names no memory of {reach}: {}", edge.id),
                 });
             }
         }

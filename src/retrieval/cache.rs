@@ -20,8 +20,10 @@ use super::{Outcome, RetrievedMemory};
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct TurnKey {
-    pub repo: RepoId,
-    pub user: UserId,
+    /// `None`: the repo was left out of the retrieval.
+    pub repo: Option<RepoId>,
+    /// `None`: the user was left out of the retrieval.
+    pub user: Option<UserId>,
     pub turn_id: String,
 }
 
@@ -229,8 +231,8 @@ mod tests {
 
     fn key(turn: &str) -> TurnKey {
         TurnKey {
-            repo: "r".parse().unwrap(),
-            user: "u".parse().unwrap(),
+            repo: "r".parse().ok(),
+            user: "u".parse().ok(),
             turn_id: turn.to_owned(),
         }
     }

@@ -128,6 +128,7 @@ pub struct CreateMemoryRequest {
         (status = 401, description = "An API key is configured and the request lacks it", body = Problem, content_type = "application/problem+json"),
         (status = 201, description = "The memory, as written", body = MemoryView),
         (status = 400, description = "The body is not JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "The API key does not hold the namespace written, or a repo or user the request names", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "`supersedes` names a memory that is already superseded, or the namespace's directory in the data directory is a symbolic link (never written through)", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "The body is too large", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "The body is not JSON", body = Problem, content_type = "application/problem+json"),
@@ -150,11 +151,20 @@ pub async fn create_memory(
             .map_err(|err| ApiError::invalid("importance", format!("`importance` {err}")))?;
     }
     check_related(&request.related)?;
+    // Only what the write touches must be held: the namespace written (and
+    // so its `supersedes`) and those its `related` edges name; an omitted
+    // owner the key does not hold is simply out of reach.
+    let reach = caller.reach(request.repo.clone(), request.user.clone(), &defaults)?;
     let pair = NamespacePair {
         repo: request.repo.unwrap_or(defaults.repo),
         user: request.user.unwrap_or(defaults.user),
     };
-    caller.check_pair(&pair)?;
+    let written = pair.owner(request.scope);
+    if !reach.contains(&written) {
+        return Err(ApiError::Forbidden {
+            detail: format!("this API key may not write to {written}"),
+        });
+    }
     let new = NewMemory {
         pair,
         scope: request.scope,
@@ -167,7 +177,7 @@ pub async fn create_memory(
         trigger: Trigger::Manual,
     };
     crate::disk::ensure_free_space(&config.data_dir, config.limits.min_free_disk_bytes)?;
-    let memory = store.create(new).await?;
+    let memory = store.create_within(new, reach).await?;
     Ok((
         StatusCode::CREATED,
         Json(MemoryView::seen_by(&memory, &store, &caller)),

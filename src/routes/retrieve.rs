@@ -16,7 +16,6 @@ use crate::memory::{Category, MemoryId, RepoId, Scope, UserId};
 use crate::retrieval::{Degraded, Filters, Input, Outcome, Request, Retriever};
 use crate::routes::extract::{self, ApiJson, in_range};
 use crate::routes::memories::MemoryView;
-use crate::store::NamespacePair;
 use crate::window::{self, Line, Message};
 
 /// The longest `query`, in characters.
@@ -105,7 +104,7 @@ pub struct FiltersRequest {
         (status = 200, body = Outcome),
         (status = 400, description = "The body is not JSON", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "An API key is configured and the request lacks it", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "The API key does not reach this repo or user", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "The API key does not hold a repo or user the request names, or holds neither default when it names none", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "The body is too large", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "The body is not JSON", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "A field is invalid", body = Problem, content_type = "application/problem+json"),
@@ -117,8 +116,7 @@ pub async fn retrieve_memories(
     caller: Caller,
     ApiJson(request): ApiJson<RetrieveRequest>,
 ) -> Result<Json<Outcome>, ApiError> {
-    let request = parse(request, &config)?;
-    caller.check_pair(&request.pair)?;
+    let request = parse(request, &config, &caller)?;
     let mut outcome = retriever.run(request).await;
     // The outcome (perhaps cached for another caller) holds the memories
     // as stored; each caller sees them as its key allows.
@@ -131,8 +129,10 @@ pub async fn retrieve_memories(
     Ok(Json(outcome))
 }
 
-/// Checks every field and fills in the configured defaults.
-fn parse(request: RetrieveRequest, config: &Config) -> Result<Request, ApiError> {
+/// Checks every field and fills in the configured defaults. A repo or
+/// user the request leaves out and `caller` does not hold is left out of
+/// the search (see [`Caller::reach`]).
+fn parse(request: RetrieveRequest, config: &Config, caller: &Caller) -> Result<Request, ApiError> {
     let defaults = &config.retrieval;
     let turn_id = extract::turn_id(&request.turn_id)?;
     let input = match (&request.query, &request.messages) {
@@ -194,10 +194,7 @@ fn parse(request: RetrieveRequest, config: &Config) -> Result<Request, ApiError>
     }
     Ok(Request {
         turn_id,
-        pair: NamespacePair {
-            repo: request.repo.unwrap_or_else(|| config.defaults.repo.clone()),
-            user: request.user.unwrap_or_else(|| config.defaults.user.clone()),
-        },
+        pair: caller.reach(request.repo, request.user, &config.defaults)?,
         input,
         top_k,
         hop_depth,

@@ -31,14 +31,7 @@ async fn fixture() -> Fixture {
         embed_with(&upstream, config);
         llm_with(&upstream, config);
         config.api_key = Some(ApiKey::new(ROOT));
-        config.auth.keys = vec![KeyGrant {
-            sha256: Sha256::digest(LIMITED)
-                .iter()
-                .map(|b| format!("{b:02x}"))
-                .collect(),
-            repos: vec!["forge".into()],
-            users: vec!["ana".into()],
-        }];
+        config.auth.keys = vec![grant(LIMITED, &["forge"], &["ana"])];
     })
     .await;
     let create = async |body: Value| {
@@ -308,7 +301,7 @@ async fn wrong_and_missing_keys_are_refused_everywhere() {
 }
 
 /// A key limited to these repos and users.
-fn grant(key: &str, repos: &[&str], users: &[&str]) -> KeyGrant {
+pub fn grant(key: &str, repos: &[&str], users: &[&str]) -> KeyGrant {
     KeyGrant {
         sha256: Sha256::digest(key)
             .iter()
@@ -459,9 +452,7 @@ async fn another_namespaces_ids_never_show_and_read_like_unknown_ids() {
     );
     body["repo"] = json!("secret");
     body["related"] = json!([{"id": theirs, "relationship": "refines"}]);
-    let linked = send(&f.app, Method::POST, "/memories", Some(body), ROOT).await;
-    assert_eq!(linked.status, StatusCode::CREATED, "{}", linked.text);
-    let linked = id(&linked.json).to_owned();
+    let linked = created_by_root(&f.app, body).await;
     // /similar searches one namespace: a neighbour of the linked memory.
     let mut near = memory(
         "user",
@@ -470,9 +461,7 @@ async fn another_namespaces_ids_never_show_and_read_like_unknown_ids() {
         "Ana deploys the blue pipeline on Fridays.",
     );
     near["repo"] = json!("forge");
-    let near = send(&f.app, Method::POST, "/memories", Some(near), ROOT).await;
-    assert_eq!(near.status, StatusCode::CREATED, "{}", near.text);
-    let near = id(&near.json).to_owned();
+    let near = created_by_root(&f.app, near).await;
     f.app.wait_indexed_with(ROOT).await;
     let as_root = send(
         &f.app,
@@ -529,4 +518,133 @@ async fn another_namespaces_ids_never_show_and_read_like_unknown_ids() {
     };
     let details = [refusal(theirs).await, refusal(unknown).await];
     assert_eq!(details[0], details[1]);
+}
+
+/// The fixture plus memories of repo/default and user/ana, which share
+/// words with repo/forge's, written with the root key.
+async fn with_defaults(f: &Fixture) -> (String, String) {
+    let create = |body: Value| created_by_root(&f.app, body);
+    let default_repo = create(memory(
+        "repo",
+        "default",
+        "patterns",
+        "Deploys use the blue pipeline by default.",
+    ))
+    .await;
+    let ana = create(memory(
+        "user",
+        "ana",
+        "patterns",
+        "Ana deploys the blue pipeline herself.",
+    ))
+    .await;
+    f.app.wait_indexed_with(ROOT).await;
+    (default_repo, ana)
+}
+
+#[tokio::test]
+async fn a_key_for_a_user_writes_its_user_memories_without_naming_a_repo() {
+    let f = fixture().await;
+    let (default_repo, _) = with_defaults(&f).await;
+    let mut own = memory("user", "ana", "user-facts", "Ana reviews on Mondays.");
+    let written = send(
+        &f.app,
+        Method::POST,
+        "/memories",
+        Some(own.clone()),
+        LIMITED,
+    )
+    .await;
+    assert_eq!(written.status, StatusCode::CREATED, "{}", written.text);
+    assert!(
+        f.app
+            .files()
+            .contains(&format!("users/ana/{}.md", id(&written.json))),
+        "{:?}",
+        f.app.files()
+    );
+
+    // The namespace written must be held: repo/default is not.
+    let mut repo_scoped = memory("repo", "forge", "patterns", "Reviews on Mondays.");
+    repo_scoped.as_object_mut().unwrap().remove("repo");
+    repo_scoped["user"] = json!("ana");
+    send(
+        &f.app,
+        Method::POST,
+        "/memories",
+        Some(repo_scoped),
+        LIMITED,
+    )
+    .await
+    .assert_problem(StatusCode::FORBIDDEN, None);
+    // A repo the request names must be held even for a user-scoped write.
+    own["repo"] = json!("secret");
+    send(&f.app, Method::POST, "/memories", Some(own), LIMITED)
+        .await
+        .assert_problem(StatusCode::FORBIDDEN, None);
+
+    // An edge into the omitted, unheld repo reads like one to no memory.
+    let unknown = "0193f0c2-0000-7000-8000-00000000ffff";
+    let refusal = async |target: &str| {
+        let mut body = memory("user", "ana", "user-facts", "Ana reviews on Tuesdays.");
+        body["related"] = json!([{"id": target, "relationship": "refines"}]);
+        let refused = send(&f.app, Method::POST, "/memories", Some(body), LIMITED).await;
+        refused.assert_problem(StatusCode::UNPROCESSABLE_ENTITY, Some("related[0].id"));
+        refused.json["detail"]
+            .as_str()
+            .unwrap()
+            .replace(target, "<id>")
+    };
+    assert_eq!(refusal(&default_repo).await, refusal(unknown).await);
+}
+
+#[tokio::test]
+async fn a_retrieval_leaves_out_an_omitted_owner_the_key_does_not_hold() {
+    let f = fixture().await;
+    let (default_repo, ana) = with_defaults(&f).await;
+    let retrieve = |body: Value| send(&f.app, Method::POST, "/retrieve", Some(body), LIMITED);
+
+    // The root key's answer for (default, ana) is cached first: the
+    // limited key must not get it.
+    let everything = send(
+        &f.app,
+        Method::POST,
+        "/retrieve",
+        Some(json!({"turn_id": "t", "user": "ana", "query": "blue pipeline deploys", "top_k": 10})),
+        ROOT,
+    )
+    .await;
+    assert!(
+        everything.text.contains(&default_repo),
+        "{}",
+        everything.text
+    );
+
+    for (owner, only) in [
+        (json!({"user": "ana"}), ana.as_str()),
+        (json!({"repo": "forge"}), id(&f.mine)),
+    ] {
+        let mut body = json!({"turn_id": "t", "query": "blue pipeline deploys", "top_k": 10});
+        body.as_object_mut()
+            .unwrap()
+            .extend(owner.as_object().unwrap().clone());
+        let found = retrieve(body).await;
+        assert_eq!(found.status, StatusCode::OK, "{}", found.text);
+        assert_eq!(ids_of(&found.json["memories"]), [only], "{}", found.text);
+    }
+
+    // Named owners it does not hold, or nothing held at all: 403.
+    retrieve(json!({"turn_id": "t", "repo": "secret", "user": "ana", "query": "pipeline"}))
+        .await
+        .assert_problem(StatusCode::FORBIDDEN, None);
+    retrieve(json!({"turn_id": "t", "query": "pipeline"}))
+        .await
+        .assert_problem(StatusCode::FORBIDDEN, None);
+}
+
+/// Writes a memory with the root key and returns its id.
+async fn created_by_root(app: &TestApp, body: Value) -> String {
+    let response = send(app, Method::POST, "/memories", Some(body), ROOT).await;
+    assert_eq!(response.status, StatusCode::CREATED, "{}", response.text);
+    id(&response.json).to_owned()
 }

@@ -9,8 +9,8 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use engram::config::{ApiKey, KeyGrant};
 use serde_json::{Value, json};
-use sha2::{Digest, Sha256};
 
+use crate::grants::grant;
 use crate::helpers::{TestApp, spawn_app_on};
 
 const HAND_WRITTEN_ID: &str = "0193f0c2-6a55-7b1e-9c2d-5f1e2a3b4c5d";
@@ -321,14 +321,7 @@ const ROOT: &str = "root-key";
 const LIMITED: &str = "forge-ana-key";
 
 fn limited_to_forge_and_ana() -> KeyGrant {
-    KeyGrant {
-        sha256: Sha256::digest(LIMITED)
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect(),
-        repos: vec!["forge".into()],
-        users: vec!["ana".into()],
-    }
+    grant(LIMITED, &["forge"], &["ana"])
 }
 
 async fn get_with(app: &TestApp, uri: &str, key: &str) -> Value {
