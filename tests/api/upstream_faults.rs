@@ -21,6 +21,9 @@ async fn app_with(
     spawn_app_on(dir, |config| {
         embed_with(upstream, config);
         llm_with(upstream, config);
+        // Generous timeouts: these tests are about failures, not slowness.
+        config.embedding.timeout_ms = 1000;
+        config.llm.as_mut().unwrap().retrieval_timeout_ms = 1000;
         config.capture.retry_base_ms = 10;
         adjust(config);
     })
@@ -145,4 +148,41 @@ async fn zero_vectors_are_refused_and_the_memory_is_found_once_the_embedder_reco
         similarity > 0.5,
         "found by its vector, not only its words: {result:#}"
     );
+}
+
+#[tokio::test]
+async fn a_slow_expansion_leaves_the_search_its_share_of_the_budget() {
+    let upstream = Upstream::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let app = app_with(&upstream, dir.path(), |config| {
+        // The retrieval model may take the whole budget, as by default.
+        config.llm.as_mut().unwrap().retrieval_timeout_ms = config.retrieval.budget_ms;
+    })
+    .await;
+    let written = app
+        .create(memory(
+            "repo",
+            "forge",
+            "patterns",
+            "Flaky tests go into quarantine.",
+        ))
+        .await;
+    app.wait_indexed().await;
+    let query = |turn: &str| json!({"turn_id": turn, "repo": "forge", "query": "quarantine flaky tests", "expand_query": true});
+
+    upstream.set_chat(Behaviour::Delay(Duration::from_secs(30)), "isolation");
+    let result = app.retrieve(query("t1")).await;
+    assert_eq!(result["degraded"], "expansion_timeout", "{result:#}");
+    assert_eq!(result["expanded_query"], Value::Null);
+    assert_eq!(ids(&result), [written["id"].as_str().unwrap()]);
+
+    upstream.set_chat(Behaviour::Fail(500), "");
+    let result = app.retrieve(query("t2")).await;
+    assert_eq!(result["degraded"], "expansion_failed", "{result:#}");
+    assert_eq!(ids(&result), [written["id"].as_str().unwrap()]);
+
+    upstream.set_chat(Behaviour::Answer, "isolation");
+    let result = app.retrieve(query("t3")).await;
+    assert_eq!(result["degraded"], Value::Null, "{result:#}");
+    assert_eq!(result["added_terms"], json!(["isolation"]));
 }
