@@ -447,6 +447,10 @@ impl Retriever {
         self.inner.embedder.model_key()
     }
 
+    pub fn embedder(&self) -> &Embedder {
+        &self.inner.embedder
+    }
+
     /// Retrieves for `request` within the configured budget.
     pub async fn run(&self, request: Request) -> Outcome {
         let started = Instant::now();

@@ -186,3 +186,87 @@ async fn a_slow_expansion_leaves_the_search_its_share_of_the_budget() {
     assert_eq!(result["degraded"], Value::Null, "{result:#}");
     assert_eq!(result["added_terms"], json!(["isolation"]));
 }
+
+#[tokio::test]
+async fn an_unconfigured_length_is_learned_and_kept_across_restarts() {
+    let upstream = Upstream::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let unset = |config: &mut engram::config::Config| config.embedding.dimensions = None;
+    let app = app_with(&upstream, dir.path(), unset).await;
+
+    // Capture writes a memory, and retrieval finds it.
+    upstream.set_chat(
+        Behaviour::Answer,
+        r#"[{"content": "The forge repo formats Go with gofumpt.", "scope": "repo", "category": "project-conventions"}]"#,
+    );
+    let accepted = app
+        .post(
+            "/turns",
+            &json!({"session_id": "s1", "repo": "forge", "user": "ana",
+                    "messages": [{"role": "user", "content": "We run gofumpt here."}]}),
+        )
+        .await;
+    assert_eq!(accepted.status, axum::http::StatusCode::ACCEPTED);
+    let stats = settled(&app).await;
+    assert_eq!(stats["capture"]["written"], 1, "{stats:#}");
+    let stats = app.wait_indexed().await;
+    assert_eq!(stats["embedding"]["dimensions"], 64, "{stats:#}");
+    assert_eq!(stats["index"]["dimensions"], 64);
+    assert_eq!(stats["embedding"]["dimension_mismatches"], 0);
+    let query = json!({"turn_id": "t1", "repo": "forge", "query": "formats Go gofumpt"});
+    let result = app.retrieve(query.clone()).await;
+    assert_eq!(result["degraded"], Value::Null, "{result:#}");
+    assert_eq!(
+        result["memories"].as_array().unwrap().len(),
+        1,
+        "{result:#}"
+    );
+    drop(app);
+
+    // A restart knows the length from the cache before any call.
+    let calls = upstream.embedding_calls();
+    let app = app_with(&upstream, dir.path(), unset).await;
+    let stats = app.wait_indexed().await;
+    assert_eq!(stats["embedding"]["dimensions"], 64, "{stats:#}");
+    assert_eq!(stats["index"]["cache_hits"], 1);
+    assert_eq!(
+        upstream.embedding_calls(),
+        calls,
+        "a warm restart embeds nothing"
+    );
+}
+
+#[tokio::test]
+async fn a_configured_length_the_model_does_not_return_is_named_in_stats() {
+    let upstream = Upstream::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let app = app_with(&upstream, dir.path(), |config| {
+        config.embedding.dimensions = Some(32);
+    })
+    .await;
+    app.create(memory(
+        "repo",
+        "forge",
+        "patterns",
+        "Flaky tests go into quarantine.",
+    ))
+    .await;
+    let result = app
+        .retrieve(json!({"turn_id": "t1", "repo": "forge", "query": "flaky tests"}))
+        .await;
+    assert_eq!(result["degraded"], "embedding_failed", "{result:#}");
+    let stats = app.get("/stats").await.json;
+    let embedding = &stats["embedding"];
+    assert!(
+        embedding["dimension_mismatches"].as_u64().unwrap() >= 1,
+        "{stats:#}"
+    );
+    assert_eq!(embedding["dimensions"], 32);
+    let last_error = embedding["last_error"].as_str().unwrap();
+    assert!(
+        last_error.contains("64 dimensions") && last_error.contains("embedding.dimensions is 32"),
+        "{last_error}"
+    );
+    assert!(embedding["last_error_at"].is_string(), "{stats:#}");
+    assert_eq!(stats["index"]["memories"], 0);
+}
