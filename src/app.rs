@@ -20,7 +20,6 @@ use crate::capture::queue::{self, Queue};
 use crate::capture::worker::Worker;
 use crate::capture::{self, Capture, CaptureStats};
 use crate::config::Config;
-use crate::embed::cache::EmbeddingCache;
 use crate::embed::{self, Embedder};
 use crate::index::Index;
 use crate::index::indexer::{Indexer, IndexerStats};
@@ -74,8 +73,7 @@ impl App {
                 let queue = Arc::new(Queue::open(&data_dir.join("queue"), queue_limits)?);
                 let embedder = Embedder::from_config(&embedding)?;
                 let cache_dir = data_dir.join(".cache");
-                let cache =
-                    EmbeddingCache::open(&cache_dir, &embedder.model_key(), embedder.dimensions());
+                let cache = embedder.open_cache(&cache_dir);
                 Ok((
                     store,
                     embedder,

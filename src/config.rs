@@ -137,8 +137,10 @@ pub struct Embedding {
     pub api_key_env: String,
     /// `openai`: the model name sent with each request.
     pub model: String,
-    /// `openai`: the length of the vectors the model returns.
-    pub dimensions: usize,
+    /// `openai`: the length of the vectors the model returns, checked on
+    /// every reply; unset, it is learned from the first reply (and kept in
+    /// the embedding cache's header).
+    pub dimensions: Option<usize>,
     /// `openai`: how long one embeddings request may take, in ms.
     pub timeout_ms: u64,
     /// `openai`: the largest embeddings reply read, in bytes; a larger one
@@ -157,7 +159,7 @@ impl Default for Embedding {
             base_url: "https://api.openai.com/v1".to_owned(),
             api_key_env: "OPENAI_API_KEY".to_owned(),
             model: "text-embedding-3-small".to_owned(),
-            dimensions: 1536,
+            dimensions: None,
             timeout_ms: 2000,
             max_reply_bytes: DEFAULT_EMBEDDING_REPLY_BYTES,
             api_key: None,
@@ -526,7 +528,10 @@ impl Config {
             );
         }
         let embedding = &self.embedding;
-        if !bounds::EMBEDDING_DIMENSIONS.contains(&embedding.dimensions) {
+        if embedding
+            .dimensions
+            .is_some_and(|dimensions| !bounds::EMBEDDING_DIMENSIONS.contains(&dimensions))
+        {
             return key_error("embedding.dimensions", "must be between 1 and 8192");
         }
         if !bounds::UPSTREAM_REPLY_BYTES.contains(&embedding.max_reply_bytes) {

@@ -4,11 +4,18 @@
 //!
 //! Both return one vector per text, in order, of [`Embedder::dimensions`]
 //! floats; the local model is CPU-bound and runs on a blocking thread so it
-//! never stalls the runtime. A vector with a zero norm or a non-finite
-//! value is refused for either: it would match nothing, and
-//! once indexed and cached it would stay unfindable after the embedder
-//! recovers, so the call fails instead (and is retried). A model directory is loaded once per process
+//! never stalls the runtime. A model directory is loaded once per process
 //! and shared, however many embedders are built from it.
+//!
+//! A vector with a zero norm or a non-finite value is refused for either: it
+//! would match nothing, and once indexed and cached it would stay
+//! unfindable after the embedder recovers, so the call fails instead (and
+//! is retried). The last failure is kept for `/stats`.
+//!
+//! The remote model's vector length may be left unconfigured: it is then
+//! learned from the first reply and kept in the embedding cache's header,
+//! whose file is named by a model key without a length, so a restart knows
+//! the length before any call.
 
 pub mod cache;
 pub mod local;
@@ -19,10 +26,14 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use chrono::{DateTime, Utc};
+
 pub use local::LocalEmbedder;
 pub use openai::OpenAiEmbedder;
 
 use crate::config::{self, EmbeddingProvider};
+use crate::error::error_chain;
+use cache::{EmbeddingCache, StoredVectors};
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -36,17 +47,38 @@ pub enum Error {
     Degenerate(&'static str),
 }
 
+/// An embedder and what it last went through; clones share both.
 #[derive(Clone)]
-pub enum Embedder {
+pub struct Embedder {
+    backend: Backend,
+    last_error: Arc<Mutex<LastError>>,
+}
+
+/// When the last call failed, and why.
+type LastError = Option<(DateTime<Utc>, String)>;
+
+#[derive(Clone)]
+enum Backend {
     Local(Arc<LocalEmbedder>),
     OpenAi(OpenAiEmbedder),
+}
+
+/// How the embedder is doing, for `/stats`.
+#[derive(Clone, Debug)]
+pub struct Health {
+    pub model: String,
+    /// `None` until learned from the first reply (when not configured).
+    pub dimensions: Option<usize>,
+    pub dimension_mismatches: u64,
+    /// The last failed call since start.
+    pub last_error: LastError,
 }
 
 impl Embedder {
     /// The embedder the configuration asks for. Loading the local model
     /// reads and verifies about 90 MB: call it from a blocking thread.
     pub fn from_config(config: &config::Embedding) -> Result<Self, Error> {
-        match config.provider {
+        let backend = match config.provider {
             EmbeddingProvider::Local => {
                 let dir = match &config.model_dir {
                     Some(dir) => dir.clone(),
@@ -54,42 +86,95 @@ impl Embedder {
                         PathBuf::from(local::BUNDLED_MODEL_DIR.ok_or(local::Error::NotBundled)?)
                     }
                 };
-                Ok(Self::Local(load_shared(&dir)?))
+                Backend::Local(load_shared(&dir)?)
             }
-            EmbeddingProvider::Openai => Ok(Self::OpenAi(OpenAiEmbedder::new(openai::Settings {
+            EmbeddingProvider::Openai => Backend::OpenAi(OpenAiEmbedder::new(openai::Settings {
                 base_url: config.base_url.clone(),
                 model: config.model.clone(),
                 api_key: config.api_key.as_ref().map(|key| key.expose().to_owned()),
                 timeout: Duration::from_millis(config.timeout_ms),
                 dimensions: config.dimensions,
                 max_reply_bytes: config.max_reply_bytes,
-            }))),
-        }
+            })),
+        };
+        Ok(Self {
+            backend,
+            last_error: Arc::default(),
+        })
     }
 
     /// Names the vector space: vectors from embedders with different model
-    /// keys are never compared or cached together.
+    /// keys are never compared or cached together. A configured length is
+    /// part of it; a learned one is kept in the cache file's header.
     pub fn model_key(&self) -> String {
-        match self {
-            Self::Local(_) => format!("local/all-MiniLM-L6-v2/{}", local::DIMENSIONS),
-            Self::OpenAi(embedder) => {
-                format!("openai/{}/{}", embedder.model(), embedder.dimensions())
-            }
+        match &self.backend {
+            Backend::Local(_) => format!("local/all-MiniLM-L6-v2/{}", local::DIMENSIONS),
+            Backend::OpenAi(embedder) if embedder.dimensions_configured() => format!(
+                "openai/{}/{}",
+                embedder.model(),
+                embedder.dimensions().unwrap_or_default()
+            ),
+            Backend::OpenAi(embedder) => format!("openai/{}", embedder.model()),
         }
     }
 
-    /// The length of every vector this embedder returns.
-    pub fn dimensions(&self) -> usize {
-        match self {
-            Self::Local(_) => local::DIMENSIONS,
-            Self::OpenAi(embedder) => embedder.dimensions(),
+    /// The length of every vector this embedder returns; `None` until the
+    /// first reply when it is learned.
+    pub fn dimensions(&self) -> Option<usize> {
+        match &self.backend {
+            Backend::Local(_) => Some(local::DIMENSIONS),
+            Backend::OpenAi(embedder) => embedder.dimensions(),
+        }
+    }
+
+    /// Opens this model's embedding cache under `cache_dir`. When the
+    /// length is still to be learned, the cache's header supplies the one
+    /// learned on an earlier run.
+    pub fn open_cache(&self, cache_dir: &Path) -> (EmbeddingCache, StoredVectors) {
+        let (cache, stored) = EmbeddingCache::open(cache_dir, &self.model_key(), self.dimensions());
+        if let (Backend::OpenAi(embedder), Some(dimensions)) = (&self.backend, cache.dimensions()) {
+            embedder.adopt_dimensions(dimensions);
+        }
+        (cache, stored)
+    }
+
+    pub fn health(&self) -> Health {
+        Health {
+            model: self.model_key(),
+            dimensions: self.dimensions(),
+            dimension_mismatches: match &self.backend {
+                Backend::Local(_) => 0,
+                Backend::OpenAi(embedder) => embedder.dimension_mismatches(),
+            },
+            last_error: self
+                .last_error
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone(),
         }
     }
 
     /// One vector per text, in order, each finite and not all zeros.
     pub async fn embed(&self, texts: Vec<String>) -> Result<Vec<Vec<f32>>, Error> {
-        let vectors = match self {
-            Self::Local(embedder) => {
+        let result = self.embed_unchecked(texts).await.and_then(|vectors| {
+            match vectors.iter().find_map(|vector| degenerate(vector)) {
+                Some(what) => Err(Error::Degenerate(what)),
+                None => Ok(vectors),
+            }
+        });
+        if let Err(err) = &result {
+            // Poisoned only by a panic while storing a string.
+            *self
+                .last_error
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner) = Some((Utc::now(), error_chain(err)));
+        }
+        result
+    }
+
+    async fn embed_unchecked(&self, texts: Vec<String>) -> Result<Vec<Vec<f32>>, Error> {
+        Ok(match &self.backend {
+            Backend::Local(embedder) => {
                 let embedder = embedder.clone();
                 tokio::task::spawn_blocking(move || {
                     let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
@@ -97,12 +182,8 @@ impl Embedder {
                 })
                 .await??
             }
-            Self::OpenAi(embedder) => embedder.embed(&texts).await?,
-        };
-        match vectors.iter().find_map(|vector| degenerate(vector)) {
-            Some(what) => Err(Error::Degenerate(what)),
-            None => Ok(vectors),
-        }
+            Backend::OpenAi(embedder) => embedder.embed(&texts).await?,
+        })
     }
 }
 

@@ -18,7 +18,7 @@ pub mod lexical;
 
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashMap, HashSet};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use arc_swap::ArcSwap;
 
@@ -60,23 +60,31 @@ pub struct Hit {
 
 /// The vector index. Cheap to share behind an `Arc`.
 pub struct Index {
-    dimensions: usize,
+    /// Set at construction, or by the first vector applied when the
+    /// embedder's length is learned from its first reply.
+    dimensions: OnceLock<usize>,
     snapshot: ArcSwap<Snapshot>,
     /// Where each indexed id lives; only the (serialized) writer reads it.
     writer: Mutex<HashMap<MemoryId, Namespace>>,
 }
 
 impl Index {
-    pub fn new(dimensions: usize) -> Self {
+    /// An index of vectors of `dimensions` floats; `None`: of the length of
+    /// the first vector applied.
+    pub fn new(dimensions: impl Into<Option<usize>>) -> Self {
+        let known = OnceLock::new();
+        if let Some(dimensions) = dimensions.into() {
+            known.set(dimensions).expect("a fresh OnceLock is empty");
+        }
         Self {
-            dimensions,
+            dimensions: known,
             snapshot: ArcSwap::from_pointee(Snapshot::default()),
             writer: Mutex::new(HashMap::new()),
         }
     }
 
-    pub fn dimensions(&self) -> usize {
-        self.dimensions
+    pub fn dimensions(&self) -> Option<usize> {
+        self.dimensions.get().copied()
     }
 
     /// The current snapshot; it stays valid (and unchanged) while held.
@@ -96,6 +104,15 @@ impl Index {
         // Poisoned only if a writer panicked; the location map is updated
         // together with the snapshot swap, so it is still consistent.
         let mut locations = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
+        let first_length = changes.iter().find_map(|change| match change {
+            Change::Upsert(entry) => Some(entry.vector.len()),
+            Change::Remove(_) => None,
+        });
+        // Unknown only while nothing was ever added, so 0 matters nowhere.
+        let dimensions = match first_length {
+            Some(length) => *self.dimensions.get_or_init(|| length),
+            None => self.dimensions().unwrap_or(0),
+        };
         let mut removals: HashMap<Namespace, HashSet<MemoryId>> = HashMap::new();
         let mut additions: HashMap<Namespace, Vec<Entry>> = HashMap::new();
         for change in changes {
@@ -117,7 +134,7 @@ impl Index {
             if let Change::Upsert(mut entry) = change {
                 assert_eq!(
                     entry.vector.len(),
-                    self.dimensions,
+                    dimensions,
                     "the indexer checks dimensions before applying"
                 );
                 normalise(&mut entry.vector);
@@ -137,7 +154,7 @@ impl Index {
             let existing = namespaces.remove(&namespace);
             let next = NamespaceIndex::updated(
                 existing.as_deref(),
-                self.dimensions,
+                dimensions,
                 removals.get(&namespace),
                 additions.remove(&namespace).unwrap_or_default(),
             );
@@ -147,7 +164,7 @@ impl Index {
         }
         self.snapshot.store(Arc::new(Snapshot {
             namespaces,
-            dimensions: self.dimensions,
+            dimensions,
         }));
     }
 }

@@ -156,6 +156,12 @@ pub enum Degraded {
     /// The retrieval model's reply held no hypothesis; the latest user
     /// message was searched for instead.
     HydeUnusable,
+    /// With `expand_query`: the retrieval model did not expand the query in
+    /// its share of the budget; the query was searched for unexpanded.
+    ExpansionTimeout,
+    /// With `expand_query`: the retrieval model answered with an error;
+    /// the query was searched for unexpanded.
+    ExpansionFailed,
     /// The embedder did not answer within its timeout or the budget.
     EmbeddingTimeout,
     /// The embedder answered with an error.
@@ -176,6 +182,8 @@ impl Degraded {
             Self::HydeTimeout => "hyde_timeout",
             Self::HydeFailed => "hyde_failed",
             Self::HydeUnusable => "hyde_unusable",
+            Self::ExpansionTimeout => "expansion_timeout",
+            Self::ExpansionFailed => "expansion_failed",
             Self::EmbeddingTimeout => "embedding_timeout",
             Self::EmbeddingFailed => "embedding_failed",
             Self::BudgetExhausted => "budget_exhausted",
@@ -440,6 +448,10 @@ impl Retriever {
         self.inner.embedder.model_key()
     }
 
+    pub fn embedder(&self) -> &Embedder {
+        &self.inner.embedder
+    }
+
     /// Retrieves for `request` within the configured budget.
     pub async fn run(&self, request: Request) -> Outcome {
         let started = Instant::now();
@@ -574,11 +586,25 @@ impl Retriever {
             && outcome.mode == Mode::Query
         {
             let started = Instant::now();
-            let timeout = deadline.saturating_duration_since(Deadline::now());
-            if let Some(expansion) = expand::with_model(llm, &texts[0], timeout).await {
-                outcome.expanded_query = Some(expansion.expanded.clone());
-                outcome.added_terms = expansion.added_terms;
-                texts.push(expansion.expanded);
+            // Like HyDE, expansion leaves the search its share of the budget.
+            let timeout = deadline
+                .saturating_duration_since(Deadline::now())
+                .saturating_sub(inner.budget / FALLBACK_RESERVE_DIVISOR);
+            match expand::with_model(llm, &texts[0], timeout).await {
+                Ok(Some(expansion)) => {
+                    outcome.expanded_query = Some(expansion.expanded.clone());
+                    outcome.added_terms = expansion.added_terms;
+                    texts.push(expansion.expanded);
+                }
+                Ok(None) => {}
+                Err(err) => {
+                    inner.metrics.upstream_error("chat", &err);
+                    tracing::warn!(error = %error_chain(&err), "query expansion failed; searching for the query as it is");
+                    outcome.degraded = Some(match err {
+                        upstream::Error::Timeout { .. } => Degraded::ExpansionTimeout,
+                        _ => Degraded::ExpansionFailed,
+                    });
+                }
             }
             outcome.timings_ms.hyde += millis(started.elapsed());
         }

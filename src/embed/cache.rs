@@ -7,6 +7,10 @@
 //! Everything here is derived data: a missing, foreign or damaged file
 //! means "start empty", a torn last record from a crash is ignored, and
 //! deleting the directory is always safe.
+//!
+//! When the model's vector length is not configured, the file is opened
+//! without it: the length in its header (learned on an earlier run) is
+//! taken, and a new file gets its header with the first vectors appended.
 
 use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
@@ -35,23 +39,28 @@ pub type StoredVectors = HashMap<ContentKey, Vec<f32>>;
 /// Appends new vectors to the model's cache file.
 pub struct EmbeddingCache {
     path: PathBuf,
-    header: Vec<u8>,
-    dimensions: usize,
-    /// `None` once a write failed: the cache is then off until restart,
-    /// which costs only re-embedding.
+    model_key: String,
+    /// `None` until known: then no file is written yet.
+    dimensions: Option<usize>,
+    /// `None` once a write failed (the cache is then off until restart,
+    /// which costs only re-embedding), or while the length is unknown.
     file: Option<BufWriter<File>>,
 }
 
 impl EmbeddingCache {
     /// Opens the cache of `model_key` under `cache_dir`, returning it and
-    /// the vectors it already holds. Never fails: problems are logged and
-    /// the cache starts empty (or stays off).
-    pub fn open(cache_dir: &Path, model_key: &str, dimensions: usize) -> (Self, StoredVectors) {
+    /// the vectors it already holds. With `dimensions` unknown, a file of
+    /// this model supplies them ([`Self::dimensions`]). Never fails:
+    /// problems are logged and the cache starts empty (or stays off).
+    pub fn open(
+        cache_dir: &Path,
+        model_key: &str,
+        dimensions: Option<usize>,
+    ) -> (Self, StoredVectors) {
         let digest = Sha256::digest(model_key.as_bytes());
         let name: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
         let path = cache_dir.join("embeddings").join(format!("{name}.bin"));
-        let header = header(model_key, dimensions);
-        let stored = match read_records(&path, &header, dimensions) {
+        let stored = match read_records(&path, model_key, dimensions) {
             Ok(stored) => stored,
             Err(err) => {
                 if err.kind() != io::ErrorKind::NotFound {
@@ -62,32 +71,51 @@ impl EmbeddingCache {
         };
         let mut cache = Self {
             path,
-            header,
+            model_key: model_key.to_owned(),
             dimensions,
             file: None,
         };
         let stored = match stored {
-            Some(stored) => {
+            Some((dimensions, stored)) => {
+                cache.dimensions = Some(dimensions);
                 cache.file = cache.open_append().map_err(|err| cache.disable(&err)).ok();
                 stored
             }
             None => {
-                cache.rewrite(std::iter::empty());
+                if cache.dimensions.is_some() {
+                    cache.rewrite(std::iter::empty());
+                }
                 StoredVectors::new()
             }
         };
         (cache, stored)
     }
 
+    /// The length of the vectors it holds, once known.
+    pub fn dimensions(&self) -> Option<usize> {
+        self.dimensions
+    }
+
     /// Adds vectors for these contents; they are on disk when this returns
     /// (not fsynced: losing them only means embedding again).
     pub fn append<'a>(&mut self, entries: impl IntoIterator<Item = (ContentKey, &'a [f32])>) {
+        let mut entries = entries.into_iter().peekable();
+        if self.dimensions.is_none() {
+            // The first vectors of a learned length: the file starts here.
+            let Some((_, first)) = entries.peek() else {
+                return;
+            };
+            self.dimensions = Some(first.len());
+            self.rewrite(entries);
+            return;
+        }
+        let dimensions = self.dimensions;
         let Some(file) = self.file.as_mut() else {
             return;
         };
         let write = || -> io::Result<()> {
             for (key, vector) in entries {
-                debug_assert_eq!(vector.len(), self.dimensions);
+                debug_assert_eq!(Some(vector.len()), dimensions);
                 file.write_all(&key.0)?;
                 for value in vector {
                     file.write_all(&value.to_le_bytes())?;
@@ -103,7 +131,10 @@ impl EmbeddingCache {
     /// Replaces the file with only `live` entries, dropping vectors of
     /// memories that are gone.
     pub fn rewrite<'a>(&mut self, live: impl IntoIterator<Item = (ContentKey, &'a [f32])>) {
-        let mut bytes = self.header.clone();
+        let Some(dimensions) = self.dimensions else {
+            return; // nothing was ever stored
+        };
+        let mut bytes = header(&self.model_key, dimensions);
         for (key, vector) in live {
             bytes.extend_from_slice(&key.0);
             bytes.extend(vector.iter().flat_map(|value| value.to_le_bytes()));
@@ -142,18 +173,22 @@ fn header(model_key: &str, dimensions: usize) -> Vec<u8> {
     header
 }
 
-/// The records of the file at `path`; `None` when it belongs to another
-/// model or format. A torn last record is dropped.
+/// The length and records of the file at `path`; `None` when it belongs
+/// to another model, length or format. A torn last record is dropped.
 fn read_records(
     path: &Path,
-    header: &[u8],
-    dimensions: usize,
-) -> io::Result<Option<StoredVectors>> {
+    model_key: &str,
+    dimensions: Option<usize>,
+) -> io::Result<Option<(usize, StoredVectors)>> {
     let mut bytes = Vec::new();
     File::open(path)?.read_to_end(&mut bytes)?;
-    let Some(body) = bytes.strip_prefix(header) else {
+    let Some((stored_dimensions, body)) = parse_header(&bytes, model_key) else {
         return Ok(None);
     };
+    if dimensions.is_some_and(|dimensions| dimensions != stored_dimensions) {
+        return Ok(None);
+    }
+    let dimensions = stored_dimensions;
     let record_len = 32 + dimensions * 4;
     let mut stored = StoredVectors::with_capacity(body.len() / record_len);
     for record in body.chunks_exact(record_len) {
@@ -168,7 +203,21 @@ fn read_records(
             stored.insert(key, vector);
         }
     }
-    Ok(Some(stored))
+    Ok(Some((dimensions, stored)))
+}
+
+/// The length a file's header names, and the records after it, if the
+/// header is this format's and names `model_key`.
+fn parse_header<'a>(bytes: &'a [u8], model_key: &str) -> Option<(usize, &'a [u8])> {
+    let rest = bytes.strip_prefix(MAGIC)?;
+    let (key_len, rest) = rest.split_first_chunk::<4>()?;
+    let (key, rest) = rest.split_at_checked(u32::from_le_bytes(*key_len) as usize)?;
+    if key != model_key.as_bytes() {
+        return None;
+    }
+    let (dimensions, body) = rest.split_first_chunk::<4>()?;
+    let dimensions = u32::from_le_bytes(*dimensions) as usize;
+    (dimensions > 0).then_some((dimensions, body))
 }
 
 #[cfg(test)]
@@ -178,19 +227,19 @@ mod tests {
     #[test]
     fn vectors_survive_a_reopen_for_the_same_model_only() {
         let dir = tempfile::tempdir().unwrap();
-        let (mut cache, stored) = EmbeddingCache::open(dir.path(), "model-a", 2);
+        let (mut cache, stored) = EmbeddingCache::open(dir.path(), "model-a", Some(2));
         assert!(stored.is_empty());
         cache.append([(ContentKey::of("hello"), &[1.0f32, 2.0][..])]);
         cache.append([(ContentKey::of("world"), &[3.0f32, 4.0][..])]);
         drop(cache);
 
-        let (_, stored) = EmbeddingCache::open(dir.path(), "model-a", 2);
+        let (_, stored) = EmbeddingCache::open(dir.path(), "model-a", Some(2));
         assert_eq!(stored.len(), 2);
         assert_eq!(stored[&ContentKey::of("world")], [3.0, 4.0]);
 
-        let (_, other) = EmbeddingCache::open(dir.path(), "model-b", 2);
+        let (_, other) = EmbeddingCache::open(dir.path(), "model-b", Some(2));
         assert!(other.is_empty(), "another model never sees these vectors");
-        let (_, resized) = EmbeddingCache::open(dir.path(), "model-a", 3);
+        let (_, resized) = EmbeddingCache::open(dir.path(), "model-a", Some(3));
         assert!(
             resized.is_empty(),
             "nor does the same name with other dimensions"
@@ -200,28 +249,28 @@ mod tests {
     #[test]
     fn a_torn_tail_or_a_garbage_file_is_survivable() {
         let dir = tempfile::tempdir().unwrap();
-        let (mut cache, _) = EmbeddingCache::open(dir.path(), "m", 2);
+        let (mut cache, _) = EmbeddingCache::open(dir.path(), "m", Some(2));
         cache.append([(ContentKey::of("kept"), &[1.0f32, 0.0][..])]);
         let path = cache.path.clone();
         drop(cache);
         let mut file = OpenOptions::new().append(true).open(&path).unwrap();
         file.write_all(&[7; 20]).unwrap();
         drop(file);
-        let (_, stored) = EmbeddingCache::open(dir.path(), "m", 2);
+        let (_, stored) = EmbeddingCache::open(dir.path(), "m", Some(2));
         assert_eq!(stored.len(), 1);
 
         fs::write(&path, b"not a cache").unwrap();
-        let (mut cache, stored) = EmbeddingCache::open(dir.path(), "m", 2);
+        let (mut cache, stored) = EmbeddingCache::open(dir.path(), "m", Some(2));
         assert!(stored.is_empty());
         cache.append([(ContentKey::of("again"), &[0.0f32, 1.0][..])]);
         drop(cache);
-        assert_eq!(EmbeddingCache::open(dir.path(), "m", 2).1.len(), 1);
+        assert_eq!(EmbeddingCache::open(dir.path(), "m", Some(2)).1.len(), 1);
     }
 
     #[test]
     fn rewrite_keeps_only_the_live_entries() {
         let dir = tempfile::tempdir().unwrap();
-        let (mut cache, _) = EmbeddingCache::open(dir.path(), "m", 1);
+        let (mut cache, _) = EmbeddingCache::open(dir.path(), "m", Some(1));
         cache.append([
             (ContentKey::of("gone"), &[1.0f32][..]),
             (ContentKey::of("live"), &[2.0f32][..]),
@@ -229,7 +278,7 @@ mod tests {
         cache.rewrite([(ContentKey::of("live"), &[2.0f32][..])]);
         cache.append([(ContentKey::of("new"), &[3.0f32][..])]);
         drop(cache);
-        let (_, stored) = EmbeddingCache::open(dir.path(), "m", 1);
+        let (_, stored) = EmbeddingCache::open(dir.path(), "m", Some(1));
         let mut values: Vec<f32> = stored.values().map(|v| v[0]).collect();
         values.sort_by(f32::total_cmp);
         assert_eq!(values, [2.0, 3.0]);
@@ -238,15 +287,38 @@ mod tests {
     #[test]
     fn degenerate_vectors_left_by_older_versions_are_not_read_back() {
         let dir = tempfile::tempdir().unwrap();
-        let (mut cache, _) = EmbeddingCache::open(dir.path(), "m", 2);
+        let (mut cache, _) = EmbeddingCache::open(dir.path(), "m", Some(2));
         cache.append([
             (ContentKey::of("zeros"), &[0.0f32, 0.0][..]),
             (ContentKey::of("nan"), &[f32::NAN, 1.0][..]),
             (ContentKey::of("fine"), &[0.0f32, 1.0][..]),
         ]);
         drop(cache);
-        let (_, stored) = EmbeddingCache::open(dir.path(), "m", 2);
+        let (_, stored) = EmbeddingCache::open(dir.path(), "m", Some(2));
         assert_eq!(stored.len(), 1);
         assert!(stored.contains_key(&ContentKey::of("fine")));
+    }
+
+    #[test]
+    fn a_learned_length_is_written_with_the_first_vectors_and_read_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut cache, stored) = EmbeddingCache::open(dir.path(), "m", None);
+        assert!(stored.is_empty());
+        assert_eq!(cache.dimensions(), None);
+        cache.rewrite(std::iter::empty());
+        assert!(!cache.path.exists(), "no file before the length is known");
+        cache.append([(ContentKey::of("a"), &[1.0f32, 2.0, 3.0][..])]);
+        cache.append([(ContentKey::of("b"), &[4.0f32, 5.0, 6.0][..])]);
+        assert_eq!(cache.dimensions(), Some(3));
+        drop(cache);
+
+        let (cache, stored) = EmbeddingCache::open(dir.path(), "m", None);
+        assert_eq!(cache.dimensions(), Some(3));
+        assert_eq!(stored.len(), 2);
+        let (_, stored) = EmbeddingCache::open(dir.path(), "m", Some(3));
+        assert_eq!(stored.len(), 2, "the configured length agrees");
+        let (cache, stored) = EmbeddingCache::open(dir.path(), "m", Some(4));
+        assert!(stored.is_empty(), "another length never reuses them");
+        assert_eq!(cache.dimensions(), Some(4));
     }
 }

@@ -3,11 +3,20 @@
 //!
 //! Replies are checked, not trusted: one vector per text (matched by its
 //! `index`), all of the expected dimension, all finite.
+//!
+//! The expected dimension is `embedding.dimensions` when configured, else
+//! learned once from the first reply (or adopted from the embedding
+//! cache's header) and shared by every clone. A reply of another length is
+//! refused and counted; the first time each wrong length is seen, one
+//! `warn` line names the key and both lengths.
 
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::config::bounds;
 use crate::upstream::Endpoint;
 
 pub use crate::upstream::Error;
@@ -21,8 +30,8 @@ pub struct Settings {
     /// Sent as `Authorization: Bearer …` when present.
     pub api_key: Option<String>,
     pub timeout: Duration,
-    /// The length every vector must have.
-    pub dimensions: usize,
+    /// The length every vector must have; `None`: learn it.
+    pub dimensions: Option<usize>,
     /// The largest reply read, in bytes.
     pub max_reply_bytes: usize,
 }
@@ -31,6 +40,18 @@ pub struct Settings {
 pub struct OpenAiEmbedder {
     endpoint: Endpoint,
     settings: Settings,
+    space: Arc<VectorSpace>,
+}
+
+/// What is known of the model's vector length, shared by every clone.
+#[derive(Debug, Default)]
+struct VectorSpace {
+    /// Learned from the first reply or the cache, when not configured.
+    learned: OnceLock<usize>,
+    /// Replies refused for vectors of another length.
+    mismatches: AtomicU64,
+    /// The last wrong length warned about, so a steady mismatch logs once.
+    warned_length: AtomicUsize,
 }
 
 #[derive(Serialize)]
@@ -61,6 +82,7 @@ impl OpenAiEmbedder {
                 settings.max_reply_bytes,
             ),
             settings,
+            space: Arc::default(),
         }
     }
 
@@ -68,8 +90,29 @@ impl OpenAiEmbedder {
         &self.settings.model
     }
 
-    pub fn dimensions(&self) -> usize {
-        self.settings.dimensions
+    /// The configured length, else the learned one, else `None`.
+    pub fn dimensions(&self) -> Option<usize> {
+        self.settings
+            .dimensions
+            .or_else(|| self.space.learned.get().copied())
+    }
+
+    /// Whether the length comes from `embedding.dimensions`.
+    pub fn dimensions_configured(&self) -> bool {
+        self.settings.dimensions.is_some()
+    }
+
+    /// Takes `dimensions` (from the embedding cache) as learned, unless a
+    /// length is configured or already known.
+    pub fn adopt_dimensions(&self, dimensions: usize) {
+        if self.settings.dimensions.is_none() {
+            let _ = self.space.learned.set(dimensions);
+        }
+    }
+
+    /// Replies refused since start for vectors of another length.
+    pub fn dimension_mismatches(&self) -> u64 {
+        self.space.mismatches.load(Ordering::Relaxed)
     }
 
     /// One vector per text, in order, in one request.
@@ -85,6 +128,49 @@ impl OpenAiEmbedder {
         self.order_and_check(reply, texts.len())
     }
 
+    /// Checks a vector's length against the expected one, learning it from
+    /// this vector when none is known yet.
+    fn check_length(&self, length: usize) -> Result<(), Error> {
+        if !bounds::EMBEDDING_DIMENSIONS.contains(&length) {
+            return Err(self
+                .endpoint
+                .malformed(format!("a vector of {length} dimensions")));
+        }
+        let expected = match self.settings.dimensions {
+            Some(configured) => configured,
+            None => *self.space.learned.get_or_init(|| {
+                tracing::info!(embedding.model = %self.settings.model, embedding.dimensions = length, "learned the embedding length from the first reply");
+                length
+            }),
+        };
+        if length == expected {
+            return Ok(());
+        }
+        self.space.mismatches.fetch_add(1, Ordering::Relaxed);
+        if self.space.warned_length.swap(length, Ordering::Relaxed) != length {
+            let fix = if self.dimensions_configured() {
+                "leave embedding.dimensions unset to learn the length, or point it at the model it names"
+            } else {
+                "the index holds vectors of the learned length: set embedding.dimensions to the new one to rebuild it"
+            };
+            tracing::warn!(
+                config.key = "embedding.dimensions",
+                embedding.model = %self.settings.model,
+                dimensions.expected = expected,
+                dimensions.received = length,
+                "the embedding model returns vectors of {length} dimensions, not {expected}; every embedding is refused until they agree ({fix})"
+            );
+        }
+        Err(self.endpoint.malformed(format!(
+            "a vector of {length} dimensions; embedding.dimensions is {expected}{}",
+            if self.dimensions_configured() {
+                ""
+            } else {
+                " (learned)"
+            }
+        )))
+    }
+
     fn order_and_check(
         &self,
         reply: EmbeddingsResponse,
@@ -96,13 +182,7 @@ impl OpenAiEmbedder {
                 self.endpoint
                     .malformed(format!("index {} for {expected} texts", item.index))
             })?;
-            if item.embedding.len() != self.settings.dimensions {
-                return Err(self.endpoint.malformed(format!(
-                    "a vector of {} dimensions; the index holds {}",
-                    item.embedding.len(),
-                    self.settings.dimensions
-                )));
-            }
+            self.check_length(item.embedding.len())?;
             if !item.embedding.iter().all(|x| x.is_finite()) {
                 return Err(self.endpoint.malformed("a vector with a non-finite value"));
             }
@@ -170,7 +250,7 @@ mod tests {
             model: "text-embedding-3-small".to_owned(),
             api_key: Some("sk-test".to_owned()),
             timeout: Duration::from_millis(300),
-            dimensions,
+            dimensions: Some(dimensions),
             max_reply_bytes: 64 * 1024,
         })
     }
@@ -235,5 +315,34 @@ mod tests {
         .await;
         let err = embedder(url, 2).embed(&texts(&["a"])).await.unwrap_err();
         assert!(matches!(err, Error::Timeout { .. }), "{err}");
+    }
+
+    #[tokio::test]
+    async fn an_unset_length_is_learned_from_the_first_reply_then_checked() {
+        let reply = json!({"data": [{"index": 0, "embedding": [0.5, 0.5, 0.5]}]});
+        let (url, _) = upstream((StatusCode::OK, reply), Duration::ZERO).await;
+        let learning = OpenAiEmbedder::new(Settings {
+            dimensions: None,
+            ..embedder(url, 1).settings
+        });
+        assert_eq!(learning.dimensions(), None);
+        learning.embed(&texts(&["a"])).await.unwrap();
+        assert_eq!(learning.clone().dimensions(), Some(3), "clones share it");
+
+        let reply = json!({"data": [{"index": 0, "embedding": [1.0, 0.0]}]});
+        let (url, _) = upstream((StatusCode::OK, reply), Duration::ZERO).await;
+        let moved = OpenAiEmbedder {
+            endpoint: embedder(url, 1).endpoint,
+            ..learning.clone()
+        };
+        for _ in 0..2 {
+            let err = moved.embed(&texts(&["a"])).await.unwrap_err();
+            assert!(
+                err.to_string().contains("embedding.dimensions is 3"),
+                "{err}"
+            );
+        }
+        assert_eq!(learning.dimension_mismatches(), 2);
+        assert_eq!(learning.dimensions(), Some(3));
     }
 }

@@ -155,7 +155,7 @@ impl Indexer {
                 terms: lexical::terms(&memory.content),
             };
             match self.stored.remove(&key) {
-                Some(vector) if vector.len() == self.index.dimensions() => {
+                Some(vector) if Some(vector.len()) == self.embedder.dimensions() => {
                     self.stats.cache_hits.fetch_add(1, Ordering::Relaxed);
                     changes.push(Change::Upsert(Entry { vector, ..entry }));
                 }

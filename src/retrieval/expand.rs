@@ -6,6 +6,7 @@ use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use crate::llm::{Llm, Purpose};
+use crate::upstream;
 
 use super::hyde_reply::parse_hypotheses;
 
@@ -32,20 +33,22 @@ pub struct Expansion {
     pub added_terms: Vec<String>,
 }
 
-/// Related terms from the retrieval model; `None` when it fails or adds
-/// nothing new (the query is then searched for as it is).
-pub async fn with_model(llm: &Llm, query: &str, timeout: Duration) -> Option<Expansion> {
+/// Related terms from the retrieval model within `timeout`; `None` when
+/// it adds nothing new (the query is then searched for as it is).
+pub async fn with_model(
+    llm: &Llm,
+    query: &str,
+    timeout: Duration,
+) -> Result<Option<Expansion>, upstream::Error> {
     let reply = llm
         .complete(Purpose::Retrieval, SYSTEM_PROMPT, query, timeout)
-        .await
-        .inspect_err(|err| tracing::warn!(error = %err, "query expansion failed"))
-        .ok()?;
+        .await?;
     let known = words(query);
     let terms: Vec<String> = parse_hypotheses(&reply, MAX_TERMS)
         .into_iter()
         .filter(|term| !known.contains(&term.to_lowercase()))
         .collect();
-    (!terms.is_empty()).then(|| expansion(query, terms))
+    Ok((!terms.is_empty()).then(|| expansion(query, terms)))
 }
 
 /// The words the best `matches` share most, that the query lacks.

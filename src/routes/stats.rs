@@ -8,11 +8,13 @@ use std::sync::atomic::Ordering;
 
 use axum::Json;
 use axum::extract::State;
+use chrono::{DateTime, Utc};
 use serde::Serialize;
 use utoipa::ToSchema;
 
 use crate::auth::Caller;
 use crate::capture::{Capture, CaptureStatsView};
+use crate::embed;
 use crate::error::Problem;
 use crate::index::indexer::IndexerStats;
 use crate::retrieval::Retriever;
@@ -33,6 +35,37 @@ pub struct StatsResponse {
     /// Service-wide counters: only for keys that see every namespace.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub capture: Option<CaptureStatsView>,
+    /// The embedder's health: only for keys that see every namespace (an
+    /// upstream's error may quote what it was sent).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub embedding: Option<EmbeddingStatsView>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct EmbeddingStatsView {
+    /// The embedding model's key.
+    pub model: String,
+    /// The vector length: `embedding.dimensions`, or learned from the first
+    /// reply; null until then.
+    pub dimensions: Option<usize>,
+    /// Replies refused since start for vectors of another length.
+    pub dimension_mismatches: u64,
+    /// The last failed embedding call since start, and when it failed.
+    pub last_error: Option<String>,
+    pub last_error_at: Option<DateTime<Utc>>,
+}
+
+impl From<embed::Health> for EmbeddingStatsView {
+    fn from(health: embed::Health) -> Self {
+        let (last_error_at, last_error) = health.last_error.unzip();
+        Self {
+            model: health.model,
+            dimensions: health.dimensions,
+            dimension_mismatches: health.dimension_mismatches,
+            last_error,
+            last_error_at,
+        }
+    }
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -41,7 +74,8 @@ pub struct IndexStatsView {
     pub ready: bool,
     /// The embedding model's key: its vectors are never mixed with another's.
     pub model: String,
-    pub dimensions: usize,
+    /// Null until learned from the embedder's first reply.
+    pub dimensions: Option<usize>,
     /// Memories in the index.
     pub memories: usize,
     /// Per namespace.
@@ -130,6 +164,7 @@ pub async fn get_stats(
         index,
         retrieval: everything.then(|| retriever.stats().view()),
         capture: everything.then(|| capture.stats()),
+        embedding: everything.then(|| retriever.embedder().health().into()),
         store: StoreStatsView {
             memories: stats.memories,
             namespaces: stats

@@ -21,6 +21,9 @@ async fn app_with(
     spawn_app_on(dir, |config| {
         embed_with(upstream, config);
         llm_with(upstream, config);
+        // Generous timeouts: these tests are about failures, not slowness.
+        config.embedding.timeout_ms = 1000;
+        config.llm.as_mut().unwrap().retrieval_timeout_ms = 1000;
         config.capture.retry_base_ms = 10;
         adjust(config);
     })
@@ -145,4 +148,125 @@ async fn zero_vectors_are_refused_and_the_memory_is_found_once_the_embedder_reco
         similarity > 0.5,
         "found by its vector, not only its words: {result:#}"
     );
+}
+
+#[tokio::test]
+async fn a_slow_expansion_leaves_the_search_its_share_of_the_budget() {
+    let upstream = Upstream::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let app = app_with(&upstream, dir.path(), |config| {
+        // The retrieval model may take the whole budget, as by default.
+        config.llm.as_mut().unwrap().retrieval_timeout_ms = config.retrieval.budget_ms;
+    })
+    .await;
+    let written = app
+        .create(memory(
+            "repo",
+            "forge",
+            "patterns",
+            "Flaky tests go into quarantine.",
+        ))
+        .await;
+    app.wait_indexed().await;
+    let query = |turn: &str| json!({"turn_id": turn, "repo": "forge", "query": "quarantine flaky tests", "expand_query": true});
+
+    upstream.set_chat(Behaviour::Delay(Duration::from_secs(30)), "isolation");
+    let result = app.retrieve(query("t1")).await;
+    assert_eq!(result["degraded"], "expansion_timeout", "{result:#}");
+    assert_eq!(result["expanded_query"], Value::Null);
+    assert_eq!(ids(&result), [written["id"].as_str().unwrap()]);
+
+    upstream.set_chat(Behaviour::Fail(500), "");
+    let result = app.retrieve(query("t2")).await;
+    assert_eq!(result["degraded"], "expansion_failed", "{result:#}");
+    assert_eq!(ids(&result), [written["id"].as_str().unwrap()]);
+
+    upstream.set_chat(Behaviour::Answer, "isolation");
+    let result = app.retrieve(query("t3")).await;
+    assert_eq!(result["degraded"], Value::Null, "{result:#}");
+    assert_eq!(result["added_terms"], json!(["isolation"]));
+}
+
+#[tokio::test]
+async fn an_unconfigured_length_is_learned_and_kept_across_restarts() {
+    let upstream = Upstream::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let unset = |config: &mut engram::config::Config| config.embedding.dimensions = None;
+    let app = app_with(&upstream, dir.path(), unset).await;
+
+    // Capture writes a memory, and retrieval finds it.
+    upstream.set_chat(
+        Behaviour::Answer,
+        r#"[{"content": "The forge repo formats Go with gofumpt.", "scope": "repo", "category": "project-conventions"}]"#,
+    );
+    let accepted = app
+        .post(
+            "/turns",
+            &json!({"session_id": "s1", "repo": "forge", "user": "ana",
+                    "messages": [{"role": "user", "content": "We run gofumpt here."}]}),
+        )
+        .await;
+    assert_eq!(accepted.status, axum::http::StatusCode::ACCEPTED);
+    let stats = settled(&app).await;
+    assert_eq!(stats["capture"]["written"], 1, "{stats:#}");
+    let stats = app.wait_indexed().await;
+    assert_eq!(stats["embedding"]["dimensions"], 64, "{stats:#}");
+    assert_eq!(stats["index"]["dimensions"], 64);
+    assert_eq!(stats["embedding"]["dimension_mismatches"], 0);
+    let query = json!({"turn_id": "t1", "repo": "forge", "query": "formats Go gofumpt"});
+    let result = app.retrieve(query.clone()).await;
+    assert_eq!(result["degraded"], Value::Null, "{result:#}");
+    assert_eq!(
+        result["memories"].as_array().unwrap().len(),
+        1,
+        "{result:#}"
+    );
+    drop(app);
+
+    // A restart knows the length from the cache before any call.
+    let calls = upstream.embedding_calls();
+    let app = app_with(&upstream, dir.path(), unset).await;
+    let stats = app.wait_indexed().await;
+    assert_eq!(stats["embedding"]["dimensions"], 64, "{stats:#}");
+    assert_eq!(stats["index"]["cache_hits"], 1);
+    assert_eq!(
+        upstream.embedding_calls(),
+        calls,
+        "a warm restart embeds nothing"
+    );
+}
+
+#[tokio::test]
+async fn a_configured_length_the_model_does_not_return_is_named_in_stats() {
+    let upstream = Upstream::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let app = app_with(&upstream, dir.path(), |config| {
+        config.embedding.dimensions = Some(32);
+    })
+    .await;
+    app.create(memory(
+        "repo",
+        "forge",
+        "patterns",
+        "Flaky tests go into quarantine.",
+    ))
+    .await;
+    let result = app
+        .retrieve(json!({"turn_id": "t1", "repo": "forge", "query": "flaky tests"}))
+        .await;
+    assert_eq!(result["degraded"], "embedding_failed", "{result:#}");
+    let stats = app.get("/stats").await.json;
+    let embedding = &stats["embedding"];
+    assert!(
+        embedding["dimension_mismatches"].as_u64().unwrap() >= 1,
+        "{stats:#}"
+    );
+    assert_eq!(embedding["dimensions"], 32);
+    let last_error = embedding["last_error"].as_str().unwrap();
+    assert!(
+        last_error.contains("64 dimensions") && last_error.contains("embedding.dimensions is 32"),
+        "{last_error}"
+    );
+    assert!(embedding["last_error_at"].is_string(), "{stats:#}");
+    assert_eq!(stats["index"]["memories"], 0);
 }

@@ -53,7 +53,7 @@ impl Server {
             config.embedding.provider = EmbeddingProvider::Openai;
             config.embedding.base_url = upstream_url;
             config.embedding.model = "bench-fake".to_owned();
-            config.embedding.dimensions = upstream::DIMENSIONS;
+            config.embedding.dimensions = Some(upstream::DIMENSIONS);
         }
         adjust(&mut config);
         let started = Instant::now();
