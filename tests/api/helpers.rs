@@ -239,6 +239,18 @@ pub async fn wait_until(what: &str, mut condition: impl FnMut() -> bool) {
     }
 }
 
+/// Like [`wait_until`], for a condition that has to await (a request).
+pub async fn wait_until_async(what: &str, mut condition: impl AsyncFnMut() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !condition().await {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "gave up waiting for {what}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+}
+
 fn collect_files(root: &Path, dir: &Path, files: &mut Vec<String>) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;

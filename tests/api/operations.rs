@@ -1,7 +1,6 @@
 //! Running it: `/metrics` in Prometheus text, load shedding, slow clients,
 //! CORS, and the refusal to serve a public address without a key.
 
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::body::Body;
@@ -10,9 +9,7 @@ use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::helpers::{
-    RunningApp, embed_with, memory, spawn_app, spawn_app_on, spawn_unready_app_on, test_config,
-};
+use crate::helpers::{RunningApp, memory, spawn_app, spawn_app_on, test_config, wait_until_async};
 use crate::upstream::{Behaviour, Upstream};
 
 /// The value of the sample `name` (with its labels, as written).
@@ -56,6 +53,7 @@ async fn metrics_are_prometheus_text_and_their_counters_move() {
         "Metrics are scraped every 15 seconds.",
     ))
     .await;
+    app.wait_indexed().await;
     app.retrieve(json!({"turn_id": "m", "repo": "forge", "query": "scrape interval"}))
         .await;
     let metrics = app.get("/metrics").await.text;
@@ -256,54 +254,13 @@ async fn a_body_dribbled_byte_by_byte_is_cut_off_with_408() {
     }
 }
 
-/// Log lines written while the guard lives (this thread only).
-#[derive(Clone, Default)]
-struct CapturedLogs(Arc<Mutex<Vec<u8>>>);
-
-impl CapturedLogs {
-    fn install(&self) -> tracing::subscriber::DefaultGuard {
-        let subscriber = tracing_subscriber::fmt()
-            .with_writer(self.clone())
-            .with_max_level(tracing::Level::DEBUG)
-            .with_ansi(false)
-            .finish();
-        tracing::subscriber::set_default(subscriber)
-    }
-
-    fn lines(&self) -> Vec<String> {
-        String::from_utf8_lossy(&self.0.lock().unwrap())
-            .lines()
-            .map(str::to_owned)
-            .collect()
-    }
-}
-
-impl std::io::Write for CapturedLogs {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(bytes);
-        Ok(bytes.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for CapturedLogs {
-    type Writer = Self;
-
-    fn make_writer(&'a self) -> Self {
-        self.clone()
-    }
-}
-
+/// The real binary's log, so that no other test's thread shares the
+/// logger: probes before the index is built, then after.
 #[tokio::test]
 async fn not_being_ready_yet_is_not_logged_as_an_error_and_readiness_once_at_info() {
-    let logs = CapturedLogs::default();
-    let _capture = logs.install();
     let upstream = Upstream::start().await;
     let dir = tempfile::tempdir().unwrap();
-    let folder = dir.path().join("repos/forge");
+    let folder = dir.path().join("data/repos/forge");
     std::fs::create_dir_all(&folder).unwrap();
     std::fs::write(
         folder.join("0193f0c2-6a55-7b1e-9c2d-5f1e2a3b4c5d.md"),
@@ -313,24 +270,48 @@ async fn not_being_ready_yet_is_not_logged_as_an_error_and_readiness_once_at_inf
     .unwrap();
     // The start-up build waits on the embedder until it answers again.
     upstream.set(Behaviour::Delay(Duration::from_secs(30)));
-    let app = spawn_unready_app_on(dir.path(), |config| embed_with(&upstream, config)).await;
-    // Another test's thread may have cached "never" for the request log's
-    // callsites while racing this subscriber's registration: ask again.
-    tracing::callsite::rebuild_interest_cache();
-    for _ in 0..3 {
-        app.get("/readyz")
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let log_path = dir.path().join("engram.log");
+    let mut engram = std::process::Command::new(env!("CARGO_BIN_EXE_engram"))
+        .env_remove("ENGRAM_CONFIG")
+        .env_remove("RUST_LOG")
+        .env("ENGRAM_LISTEN", format!("127.0.0.1:{port}"))
+        .env("ENGRAM_DATA_DIR", dir.path().join("data"))
+        .env("ENGRAM_EMBEDDING__PROVIDER", "openai")
+        .env("ENGRAM_EMBEDDING__BASE_URL", &upstream.base_url)
+        .env("ENGRAM_LOG__FILTER", "debug")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log_path).unwrap())
+        .spawn()
+        .unwrap();
+    let client = reqwest::Client::new();
+    let readyz = format!("http://127.0.0.1:{port}/readyz");
+    let status = async || {
+        client
+            .get(&readyz)
+            .send()
             .await
-            .assert_problem(StatusCode::SERVICE_UNAVAILABLE, None);
+            .map_or(None, |response| Some(response.status()))
+    };
+    wait_until_async("the service to answer", async || status().await.is_some()).await;
+    for _ in 0..3 {
+        assert_eq!(status().await, Some(StatusCode::SERVICE_UNAVAILABLE));
     }
     upstream.set(Behaviour::Answer);
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    while app.get("/readyz").await.status != StatusCode::OK {
-        assert!(std::time::Instant::now() < deadline, "never became ready");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    app.get("/readyz").await;
+    wait_until_async("the index to be ready", async || {
+        status().await == Some(StatusCode::OK)
+    })
+    .await;
+    assert_eq!(status().await, Some(StatusCode::OK));
+    engram.kill().unwrap();
+    engram.wait().unwrap();
 
-    let lines = logs.lines();
+    let log = std::fs::read_to_string(&log_path).unwrap();
+    let lines: Vec<&str> = log.lines().collect();
     let not_ready: Vec<_> = lines
         .iter()
         .filter(|line| line.contains("/readyz") && line.contains("503"))
