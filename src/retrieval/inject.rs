@@ -46,6 +46,12 @@ pub fn render(memories: &[&Memory], token_budget: usize) -> (String, Vec<bool>) 
     let entries: Vec<String> = memories.iter().map(|memory| entry(memory)).collect();
     let mut used = header_tokens;
     for (slot, entry) in entries.iter().enumerate() {
+        // Counting is the costly part (a large top_k of long memories is
+        // megabytes of text); an entry with more words than there are
+        // tokens left cannot fit, so it is not counted at all.
+        if token_floor(entry) > token_budget - used {
+            continue;
+        }
         let cost = count_tokens(entry);
         if used + cost <= token_budget {
             used += cost;
@@ -68,6 +74,14 @@ pub fn render(memories: &[&Memory], token_budget: usize) -> (String, Vec<bool>) 
             .expect("one is kept");
         included[last] = false;
     }
+}
+
+/// A floor under the number of tokens `text` counts as: `o200k_base`
+/// splits text into pieces none of which holds whitespace between two
+/// other characters, and each piece is at least one token, so each
+/// whitespace-separated word is at least one token of its own.
+fn token_floor(text: &str) -> usize {
+    text.split_whitespace().count()
 }
 
 fn assemble(entries: &[String], included: &[bool]) -> String {
@@ -161,6 +175,11 @@ mod tests {
     }
 
     proptest! {
+        #[test]
+        fn words_never_outnumber_tokens(text in "\\PC{0,400}|[a-z ,.\n]{0,400}") {
+            prop_assert!(token_floor(&text) <= count_tokens(&text));
+        }
+
         #[test]
         fn never_over_budget(
             contents in prop::collection::vec("\\PC{1,300}", 1..12),
