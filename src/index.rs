@@ -177,6 +177,13 @@ pub struct LexicalHit {
     pub score: f32,
     /// The share of the query's summed idf its words match, 0..1.
     pub coverage: f32,
+    /// The summed idf of the query words it holds: how much its match
+    /// narrows this store down, in nats.
+    pub matched_idf: f32,
+    /// Cosine similarity to the closest of the queries' vectors (0 without
+    /// them), so that a memory only the words found still says how close
+    /// in meaning it is.
+    pub similarity: f32,
 }
 
 /// One immutable state of the index.
@@ -261,15 +268,7 @@ impl Snapshot {
         limit: usize,
         accept: impl Fn(MemoryId, Category) -> bool,
     ) -> Vec<Hit> {
-        let queries: Vec<Vec<f32>> = queries
-            .iter()
-            .filter(|query| query.len() == self.dimensions)
-            .map(|query| {
-                let mut query = query.clone();
-                normalise(&mut query);
-                query
-            })
-            .collect();
+        let queries = self.normalised(queries);
         if queries.is_empty() || limit == 0 {
             return Vec::new();
         }
@@ -280,12 +279,7 @@ impl Snapshot {
             .flat_map(|index| index.chunks.iter());
         for chunk in chunks {
             for slot in 0..chunk.ids.len() {
-                let vector = chunk.vector(slot, self.dimensions);
-                let (query, similarity) = queries
-                    .iter()
-                    .map(|query| dot(query, vector))
-                    .enumerate()
-                    .max_by(|a, b| a.1.total_cmp(&b.1))
+                let (query, similarity) = best_of(&queries, chunk.vector(slot, self.dimensions))
                     .expect("queries is not empty");
                 if best.admits(similarity) && accept(chunk.ids[slot], chunk.categories[slot]) {
                     best.push(Hit {
@@ -298,17 +292,43 @@ impl Snapshot {
         }
         best.into_sorted()
     }
+
+    /// `queries` of the index's dimensions, normalised; others dropped.
+    fn normalised(&self, queries: &[Vec<f32>]) -> Vec<Vec<f32>> {
+        queries
+            .iter()
+            .filter(|query| query.len() == self.dimensions)
+            .map(|query| {
+                let mut query = query.clone();
+                normalise(&mut query);
+                query
+            })
+            .collect()
+    }
+}
+
+/// The query closest to `vector` (unit length) and its cosine; `None`
+/// without queries.
+fn best_of(queries: &[Vec<f32>], vector: &[f32]) -> Option<(usize, f32)> {
+    queries
+        .iter()
+        .map(|query| dot(query, vector))
+        .enumerate()
+        .max_by(|a, b| a.1.total_cmp(&b.1))
 }
 
 impl Snapshot {
     /// The `limit` entries of `namespaces` with the best BM25 score for
     /// `terms` (positive scores only), best first, among those `accept`
-    /// lets through; each with its score and its coverage: the share of
-    /// the query's weight (summed idf) that its words match.
+    /// lets through; each with its score, its coverage (the share of the
+    /// query's weight, summed idf, that its words match) and its cosine
+    /// similarity to the closest of `queries` (vectors, as for
+    /// [`Self::search`]).
     pub fn lexical_search(
         &self,
         namespaces: &[Namespace],
         terms: &[lexical::Term],
+        queries: &[Vec<f32>],
         limit: usize,
         accept: impl Fn(MemoryId, Category) -> bool,
     ) -> Vec<LexicalHit> {
@@ -340,7 +360,9 @@ impl Snapshot {
             .collect();
         let query_weight: f32 = idfs.iter().map(|(_, idf)| idf).sum();
         let mut best = TopK::new(limit);
-        let mut coverage: HashMap<MemoryId, f32> = HashMap::new();
+        let queries = self.normalised(queries);
+        // Coverage and cosine of each hit that entered the top list.
+        let mut found: HashMap<MemoryId, (f32, f32, f32)> = HashMap::new();
         let mut scores = Vec::new();
         let mut matched = Vec::new();
         for chunk in chunks {
@@ -366,9 +388,15 @@ impl Snapshot {
                     && best.admits(score)
                     && accept(chunk.ids[slot], chunk.categories[slot])
                 {
-                    coverage.insert(
+                    let similarity = best_of(&queries, chunk.vector(slot, self.dimensions))
+                        .map_or(0.0, |(_, similarity)| similarity);
+                    found.insert(
                         chunk.ids[slot],
-                        matched[slot] / query_weight.max(f32::EPSILON),
+                        (
+                            matched[slot] / query_weight.max(f32::EPSILON),
+                            matched[slot],
+                            similarity,
+                        ),
                     );
                     best.push(Hit {
                         id: chunk.ids[slot],
@@ -380,10 +408,16 @@ impl Snapshot {
         }
         best.into_sorted()
             .into_iter()
-            .map(|hit| LexicalHit {
-                id: hit.id,
-                score: hit.similarity,
-                coverage: coverage.get(&hit.id).copied().unwrap_or_default(),
+            .map(|hit| {
+                let (coverage, matched_idf, similarity) =
+                    found.get(&hit.id).copied().unwrap_or_default();
+                LexicalHit {
+                    id: hit.id,
+                    score: hit.similarity,
+                    coverage,
+                    matched_idf,
+                    similarity,
+                }
             })
             .collect()
     }
@@ -643,16 +677,34 @@ mod tests {
         let query = lexical::query_terms("Postgres pool?");
         let hits = index
             .snapshot()
-            .lexical_search(std::slice::from_ref(&ns), &query, 10, all);
+            .lexical_search(std::slice::from_ref(&ns), &query, &[], 10, all);
         assert_eq!(hits.iter().map(|h| h.id).collect::<Vec<_>>(), [exact.id]);
         assert!(
             (hits[0].coverage - 1.0).abs() < 1e-6,
             "both query words match"
         );
         let query = lexical::query_terms("connection");
-        let hits = index.snapshot().lexical_search(&[ns], &query, 10, all);
+        let hits = index.snapshot().lexical_search(&[ns], &query, &[], 10, all);
         assert_eq!(hits.len(), 2);
         assert_eq!(hits[0].id, exact.id, "the shorter document ranks first");
+    }
+
+    #[test]
+    fn lexical_hits_carry_their_cosine_to_the_closest_query() {
+        let ns = repo("a");
+        let index = Index::new(2);
+        let hit = text_entry(&ns, "postgres pool"); // its vector is (1, 0)
+        index.apply(vec![Change::Upsert(hit.clone())]);
+        let query = lexical::query_terms("postgres");
+        let hits = index.snapshot().lexical_search(
+            &[ns],
+            &query,
+            &[vec![0.0, 2.0], vec![3.0, 4.0]],
+            10,
+            all,
+        );
+        assert_eq!(hits.iter().map(|h| h.id).collect::<Vec<_>>(), [hit.id]);
+        assert!((hits[0].similarity - 0.6).abs() < 1e-6, "{hits:?}");
     }
 
     fn all(_: MemoryId, _: Category) -> bool {

@@ -15,6 +15,7 @@
 pub mod access;
 pub mod cache;
 pub mod expand;
+pub mod fusion;
 pub mod hops;
 pub mod hyde;
 pub mod hyde_reply;
@@ -34,7 +35,7 @@ use utoipa::ToSchema;
 use crate::config::Weights;
 use crate::embed::{self, Embedder};
 use crate::error::error_chain;
-use crate::index::{Index, cosine, lexical};
+use crate::index::{Hit, Index, cosine, lexical};
 use crate::llm::Llm;
 use crate::memory::{Category, Memory, MemoryId, Namespace, Relationship, Scope};
 use crate::metrics::Metrics;
@@ -54,9 +55,6 @@ use stats::RetrievalStats;
 /// among the closest few.
 const CANDIDATE_FACTOR: usize = 4;
 const MIN_CANDIDATES: usize = 32;
-/// Reciprocal-rank fusion of the vector and lexical rankings: the rank
-/// offset (chosen on LoCoMo's dev split; the weights are configured).
-const FUSION_K: f64 = 5.0;
 /// The least cosine similarity at which the vector search counts as having
 /// found a memory (unrelated sentences score about 0 to 0.1 with MiniLM).
 const MIN_VECTOR_EVIDENCE: f32 = 0.1;
@@ -369,31 +367,11 @@ struct Candidate {
     similarity: f32,
     /// BM25 score relative to the best of this retrieval, 0..1.
     lexical: f32,
-    /// The share of the query's (idf-weighted) words it holds, 0..1.
-    coverage: f32,
-    /// The fused rank score, 0..1.
+    /// The fused match score, 0..1.
     fused: f64,
-    dense_rank: Option<usize>,
-    lexical_rank: Option<usize>,
+    dense: Option<fusion::Dense>,
+    lexical_match: Option<fusion::Lexical>,
     reason: Reason,
-}
-
-/// Reciprocal-rank fusion: the vector list contributes
-/// `(1 - lexical_weight) / (K + rank)` (rank from 1) and the lexical list
-/// `lexical_weight / (K + rank)`, half of it always and half in proportion
-/// to the share of the query's words the memory holds (so one shared common
-/// word is weaker evidence than all of them), scaled so that first place in
-/// both lists, matching every word, is 1. On LoCoMo's dev split the
-/// coverage term lifts MRR from 48.0 to 48.3; it also keeps a tiny store
-/// from ranking a memory first for one generic word.
-fn fuse(dense_rank: Option<usize>, lexical: Option<(usize, f32)>, lexical_weight: f64) -> f64 {
-    #[expect(clippy::cast_precision_loss, reason = "ranks are small")]
-    let part = |rank: usize, weight: f64| weight / (FUSION_K + rank as f64 + 1.0);
-    let dense = dense_rank.map_or(0.0, |rank| part(rank, 1.0 - lexical_weight));
-    let lexical = lexical.map_or(0.0, |(rank, coverage)| {
-        part(rank, lexical_weight) * (0.5 + 0.5 * f64::from(coverage))
-    });
-    (dense + lexical) * (FUSION_K + 1.0)
 }
 
 /// A candidate on its way to the result.
@@ -713,9 +691,10 @@ impl Retriever {
     }
 
     /// The vector search and the lexical (BM25) search over the request's
-    /// namespaces, fused by weighted reciprocal rank, with heads standing in
-    /// for matched old versions; best first. The first `hypotheses` vectors
-    /// are HyDE hypotheses, the rest queries.
+    /// namespaces, fused ([`fusion`]), with heads standing in for matched
+    /// old versions; best first. The first `hypotheses` vectors are HyDE
+    /// hypotheses, the rest queries. With a lexical weight of 0 the lexical
+    /// search does not run.
     async fn candidates(
         &self,
         request: &Request,
@@ -728,11 +707,12 @@ impl Retriever {
         let namespaces = request.pair.namespaces();
         let limit = (request.top_k * CANDIDATE_FACTOR).max(MIN_CANDIDATES);
         let filters = request.filters.clone();
+        let lexical_limit = if inner.lexical_weight > 0.0 { limit } else { 0 };
         let (dense, sparse) = tokio::task::spawn_blocking(move || {
             let admit = |_: MemoryId, category: Category| filters.admit_category(category);
             (
                 snapshot.search(&namespaces, &vectors, limit, admit),
-                snapshot.lexical_search(&namespaces, &terms, limit, admit),
+                snapshot.lexical_search(&namespaces, &terms, &vectors, lexical_limit, admit),
             )
         })
         .await
@@ -742,16 +722,20 @@ impl Retriever {
         let best_lexical = sparse.first().map_or(1.0, |hit| hit.score);
         // A memory barely like the query is no evidence, however it ranks:
         // in a small store every memory is in the vector list.
-        let hits = dense
+        let dense: Vec<&Hit> = dense
             .iter()
             .filter(|hit| hit.similarity >= MIN_VECTOR_EVIDENCE)
+            .collect();
+        let best_similarity = dense.first().map_or(1.0, |hit| hit.similarity);
+        let hits = dense
+            .into_iter()
             .enumerate()
             .map(|(rank, hit)| (hit.id, Some((rank, hit)), None))
             .chain(
                 sparse
                     .iter()
                     .enumerate()
-                    .map(|(rank, hit)| (hit.id, None, Some((rank, hit.score, hit.coverage)))),
+                    .map(|(rank, hit)| (hit.id, None, Some((rank, hit)))),
             );
         for (id, dense_hit, lexical_hit) in hits {
             let Some(head) = inner.store.head_of(id) else {
@@ -765,19 +749,21 @@ impl Retriever {
                 memory: head,
                 similarity: 0.0,
                 lexical: 0.0,
-                coverage: 0.0,
                 fused: 0.0,
-                dense_rank: None,
-                lexical_rank: None,
+                dense: None,
+                lexical_match: None,
                 reason: Reason::Query {
                     found_by: FoundBy::Lexical,
                     matched_version,
                 },
             });
             if let Some((rank, hit)) = dense_hit
-                && candidate.dense_rank.is_none_or(|best| rank < best)
+                && candidate.dense.is_none_or(|best| rank < best.rank)
             {
-                candidate.dense_rank = Some(rank);
+                candidate.dense = Some(fusion::Dense {
+                    rank,
+                    relative_similarity: hit.similarity / best_similarity,
+                });
                 candidate.similarity = hit.similarity;
                 candidate.reason = if hit.query < hypotheses {
                     Reason::Hypothesis {
@@ -792,25 +778,31 @@ impl Retriever {
                     }
                 };
             }
-            if let Some((rank, score, coverage)) = lexical_hit
-                && candidate.lexical_rank.is_none_or(|best| rank < best)
+            if let Some((rank, hit)) = lexical_hit
+                && candidate.lexical_match.is_none_or(|best| rank < best.rank)
             {
-                candidate.lexical_rank = Some(rank);
-                candidate.lexical = score / best_lexical;
-                candidate.coverage = coverage;
+                candidate.lexical_match = Some(fusion::Lexical {
+                    rank,
+                    coverage: hit.coverage,
+                    matched_idf: hit.matched_idf,
+                });
+                candidate.lexical = hit.score / best_lexical;
+                if candidate.dense.is_none() {
+                    // Found by its words alone: still say how close it is
+                    // in meaning.
+                    candidate.similarity = candidate.similarity.max(hit.similarity);
+                }
             }
         }
         let mut candidates: Vec<Candidate> = by_head
             .into_values()
             .map(|mut candidate| {
-                candidate.fused = fuse(
-                    candidate.dense_rank,
-                    candidate
-                        .lexical_rank
-                        .map(|rank| (rank, candidate.coverage)),
+                candidate.fused = fusion::fuse(
+                    candidate.dense,
+                    candidate.lexical_match,
                     inner.lexical_weight,
                 );
-                let found_by = match (candidate.dense_rank, candidate.lexical_rank) {
+                let found_by = match (candidate.dense, candidate.lexical_match) {
                     (Some(_), Some(_)) => FoundBy::Both,
                     (Some(_), None) => FoundBy::Vector,
                     _ => FoundBy::Lexical,
@@ -1081,27 +1073,4 @@ fn finish(outcome: &mut Outcome, ranked: Vec<Ranked>, token_budget: usize) {
 
 fn millis(duration: Duration) -> f64 {
     duration.as_secs_f64() * 1000.0
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn fusion_rewards_agreement_and_whole_word_matches() {
-        let weight = 0.6;
-        let top_of_both = fuse(Some(0), Some((0, 1.0)), weight);
-        assert!((top_of_both - 1.0).abs() < 1e-12);
-        // Second in both beats first in one list alone.
-        assert!(fuse(Some(1), Some((1, 1.0)), weight) > fuse(Some(0), None, weight));
-        assert!(fuse(Some(1), Some((1, 1.0)), weight) > fuse(None, Some((0, 1.0)), weight));
-        // The lexical list weighs more, but a match on few of the words less.
-        assert!(fuse(None, Some((0, 1.0)), weight) > fuse(Some(0), None, weight));
-        assert!(fuse(None, Some((0, 0.2)), weight) < fuse(Some(0), None, weight));
-        assert_eq!(
-            fuse(None, Some((0, 1.0)), 0.0),
-            0.0,
-            "weight 0: vector only"
-        );
-    }
 }

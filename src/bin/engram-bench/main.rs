@@ -10,6 +10,7 @@ mod abuse;
 mod corpus;
 mod locomo;
 mod measure;
+mod semantic;
 mod server;
 mod soak;
 mod upstream;
@@ -108,6 +109,15 @@ enum Command {
         #[arg(long, default_value_t = 0.6)]
         lexical_weight: f64,
     },
+    /// Retrieval by meaning on the repository's own eval set
+    /// (`semantic_eval.jsonl`): top-1 and R@5, fused and vector only.
+    Semantic {
+        #[arg(long, value_enum, default_value_t = EmbedderChoice::Local)]
+        embedder: EmbedderChoice,
+        /// `retrieval.lexical_weight` of the fused run.
+        #[arg(long, default_value_t = 0.6)]
+        lexical_weight: f64,
+    },
     /// Every workload at the sizes the README reports.
     All,
 }
@@ -158,6 +168,10 @@ fn main() -> ExitCode {
                 out,
                 lexical_weight,
             } => locomo::locomo(&mut report, split, &data, embedder, out, lexical_weight).await,
+            Command::Semantic {
+                embedder,
+                lexical_weight,
+            } => semantic::semantic(&mut report, embedder, lexical_weight).await,
             Command::All => all(&mut report).await,
         }
     });

@@ -1,0 +1,138 @@
+//! Retrieval by meaning: `semantic_eval.jsonl`, a hand-written set of 150
+//! memories, each with a question that asks for it in other words, and a
+//! distractor that shares the question's incidental words ("the user",
+//! "the team") but not its meaning. Every memory and distractor goes into
+//! one user namespace; every question is asked in query mode, once with the
+//! lexical fusion and once vector only, and the figures say how often the
+//! memory comes first (top-1) and in the top five (R@5).
+//!
+//! The set is written for this repository (preferences, conventions,
+//! decisions, facts about people and projects); it is no benchmark's data.
+
+use std::collections::HashMap;
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::measure::Report;
+use crate::server::Server;
+use crate::{EmbedderChoice, Result, ScratchDir};
+
+const EVAL_SET: &str = include_str!("semantic_eval.jsonl");
+
+/// Results asked for per question.
+const TOP_K: usize = 5;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Item {
+    memory: String,
+    question: String,
+    distractor: String,
+}
+
+fn items() -> Result<Vec<Item>> {
+    EVAL_SET
+        .lines()
+        .filter(|line| !line.trim().is_empty())
+        .map(|line| serde_json::from_str(line).map_err(Into::into))
+        .collect()
+}
+
+/// Top-1 and R@5 over the eval set, fused (at `lexical_weight`) and
+/// vector only.
+pub async fn semantic(
+    report: &mut Report,
+    embedder: EmbedderChoice,
+    lexical_weight: f64,
+) -> Result {
+    let items = items()?;
+    for (label, weight) in [("fused", lexical_weight), ("vector only", 0.0)] {
+        let (top1, recall) = run(&items, embedder, weight).await?;
+        report.figure(
+            format!("semantic eval top-1, {label} (lexical_weight {weight})"),
+            top1,
+            "%",
+        );
+        report.figure(
+            format!("semantic eval R@{TOP_K}, {label} (lexical_weight {weight})"),
+            recall,
+            "%",
+        );
+    }
+    #[expect(clippy::cast_precision_loss, reason = "a small count")]
+    report.figure("semantic eval questions", items.len() as f64, "");
+    Ok(())
+}
+
+/// Loads the set into a fresh service and asks every question: the share
+/// (%) answered first and within the top five.
+async fn run(items: &[Item], embedder: EmbedderChoice, lexical_weight: f64) -> Result<(f64, f64)> {
+    let dir = ScratchDir::new()?;
+    let (server, _) = Server::start_with(dir.path(), embedder, |config| {
+        config.retrieval.lexical_weight = lexical_weight;
+    })
+    .await?;
+    let client = server.client();
+    let mut id_of: HashMap<usize, String> = HashMap::new();
+    for (number, item) in items.iter().enumerate() {
+        for (content, answer) in [(&item.memory, true), (&item.distractor, false)] {
+            let body = json!({"scope": "user", "user": "eval", "category": "user-facts", "content": content});
+            let created = client.create(&body).await?;
+            if answer {
+                let id = created["id"]
+                    .as_str()
+                    .ok_or_else(|| format!("no id in {created}"))?;
+                id_of.insert(number, id.to_owned());
+            }
+        }
+    }
+    server.wait_indexed().await?;
+
+    let (mut first, mut within) = (0usize, 0usize);
+    for (number, item) in items.iter().enumerate() {
+        let answer = client
+            .retrieve(&json!({
+                "turn_id": format!("semantic-{number}"),
+                "user": "eval",
+                "query": item.question,
+                "top_k": TOP_K,
+                "hop_depth": 0,
+                "weights": {"similarity": 1.0, "recency": 0.0, "importance": 0.0, "access": 0.0},
+            }))
+            .await?;
+        if answer["degraded"] != Value::Null {
+            return Err(format!("a retrieval came back degraded: {answer}").into());
+        }
+        let returned: Vec<&str> = answer["memories"]
+            .as_array()
+            .map(Vec::as_slice)
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|memory| memory["id"].as_str())
+            .collect();
+        let expected = id_of[&number].as_str();
+        first += usize::from(returned.first() == Some(&expected));
+        within += usize::from(returned.contains(&expected));
+    }
+    server.stop().await;
+    #[expect(clippy::cast_precision_loss, reason = "small counts")]
+    let share = |count: usize| 100.0 * count as f64 / items.len() as f64;
+    Ok((share(first), share(within)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_eval_set_parses_and_holds_at_least_150_pairs() {
+        let items = items().unwrap();
+        assert!(items.len() >= 150, "{}", items.len());
+        assert!(
+            items
+                .iter()
+                .all(|item| !item.memory.is_empty() && !item.question.is_empty())
+        );
+    }
+}
