@@ -505,7 +505,14 @@ impl Retriever {
     async fn pipeline(&self, request: &Request, deadline: Deadline) -> Outcome {
         let inner = &self.inner;
         let window = match &request.input {
-            Input::Filters => return self.filter_only(request),
+            Input::Filters => {
+                // Ranks up to every memory of the pair: CPU work, like the
+                // ranking after a search.
+                let request = request.clone();
+                return self
+                    .on_blocking_pool(move |retriever| retriever.filter_only(&request))
+                    .await;
+            }
             Input::Query(query) => {
                 let mut outcome = Outcome::empty(request, Mode::Query);
                 outcome.query = Some(query.clone());
@@ -639,13 +646,54 @@ impl Retriever {
                 }
             }
         }
-        let mut ranked = self.rank(request, candidates, context.as_deref());
+        // Ranking, hops and the injection text are CPU work that grows with
+        // `top_k` and `token_budget` (megabytes of text to count at the
+        // limits): off the async workers, so that health checks and other
+        // requests are never starved by a few large retrievals.
+        let request = request.clone();
+        self.on_blocking_pool(move |retriever| {
+            retriever.rank_and_render(
+                &request,
+                outcome,
+                candidates,
+                &vectors,
+                context.as_deref(),
+                search_started,
+            )
+        })
+        .await
+    }
+
+    /// Runs CPU-bound `work` on the blocking pool; a panic in it is raised
+    /// again here, as if it had run in place.
+    async fn on_blocking_pool<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(&Self) -> T + Send + 'static,
+    ) -> T {
+        let retriever = self.clone();
+        tokio::task::spawn_blocking(move || work(&retriever))
+            .await
+            .unwrap_or_else(|err| std::panic::resume_unwind(err.into_panic()))
+    }
+
+    /// Ranks the candidates, follows hops from the best and renders the
+    /// injection into `outcome`.
+    fn rank_and_render(
+        &self,
+        request: &Request,
+        mut outcome: Outcome,
+        candidates: Vec<Candidate>,
+        vectors: &[Vec<f32>],
+        context: Option<&[f32]>,
+        search_started: Instant,
+    ) -> Outcome {
+        let mut ranked = self.rank(request, candidates, context);
         outcome.total_matches = ranked.len();
         ranked.truncate(request.top_k);
         outcome.timings_ms.search = millis(search_started.elapsed());
 
         let hops_started = Instant::now();
-        let hopped = self.hops(request, &ranked, &vectors, context.as_deref());
+        let hopped = self.hops(request, &ranked, vectors, context);
         ranked.extend(hopped);
         ranked.sort_by(|a, b| {
             b.relevance
