@@ -7,7 +7,7 @@ use std::time::Duration;
 use axum::http::StatusCode;
 use serde_json::{Value, json};
 
-use crate::helpers::{TestApp, embed_with, llm_with, spawn_app, spawn_app_on, wait_until};
+use crate::helpers::{TestApp, embed_with, llm_with, settled, spawn_app, spawn_app_on, wait_until};
 use crate::upstream::{Behaviour, Upstream};
 
 async fn app_on(
@@ -38,24 +38,6 @@ async fn accept(app: &TestApp, path: &str, body: &Value) -> Value {
     let response = app.post(path, body).await;
     assert_eq!(response.status, StatusCode::ACCEPTED, "{}", response.text);
     response.json
-}
-
-/// Waits until `done` triggers were processed or failed.
-async fn settled(app: &TestApp, done: u64) -> Value {
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        let stats = app.get("/stats").await.json;
-        let capture = &stats["capture"];
-        let finished = capture["processed"].as_u64().unwrap() + capture["failed"].as_u64().unwrap();
-        if finished >= done && capture["queue_depth"] == 0 {
-            return stats;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "capture never settled: {stats:#}"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
 }
 
 fn memories(app: &TestApp) -> Vec<String> {

@@ -239,6 +239,24 @@ pub async fn wait_until(what: &str, mut condition: impl FnMut() -> bool) {
     }
 }
 
+/// Waits until `done` triggers were processed or failed.
+pub async fn settled(app: &TestApp, done: u64) -> Value {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let stats = app.get("/stats").await.json;
+        let capture = &stats["capture"];
+        let finished = capture["processed"].as_u64().unwrap() + capture["failed"].as_u64().unwrap();
+        if finished >= done && capture["queue_depth"] == 0 {
+            return stats;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "capture never settled: {stats:#}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+}
+
 /// Like [`wait_until`], for a condition that has to await (a request).
 pub async fn wait_until_async(what: &str, mut condition: impl AsyncFnMut() -> bool) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);

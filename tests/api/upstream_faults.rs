@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::helpers::{TestApp, embed_with, ids, llm_with, memory, spawn_app_on, wait_until};
+use crate::helpers::{
+    TestApp, embed_with, ids, llm_with, memory, settled, spawn_app_on, wait_until,
+};
 use crate::upstream::{Behaviour, Upstream};
 
 /// The reply cap the tests configure, so that oversized replies stay cheap.
@@ -82,28 +84,10 @@ async fn an_oversized_reply_is_a_failed_call_for_hyde_embedding_and_the_classifi
         )
         .await;
     assert_eq!(accepted.status, axum::http::StatusCode::ACCEPTED);
-    let stats = settled(&app).await;
+    let stats = settled(&app, 1).await;
     assert_eq!(stats["capture"]["failed"], 1, "{stats:#}");
     assert_eq!(stats["capture"]["written"], 0, "{stats:#}");
     assert_eq!(stats["store"]["memories"], 1);
-}
-
-/// Waits until every accepted trigger was processed or failed.
-async fn settled(app: &TestApp) -> Value {
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        let stats = app.get("/stats").await.json;
-        let capture = &stats["capture"];
-        let finished = capture["processed"].as_u64().unwrap() + capture["failed"].as_u64().unwrap();
-        if finished >= capture["accepted"].as_u64().unwrap() && capture["queue_depth"] == 0 {
-            return stats;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "capture never settled: {stats:#}"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
 }
 
 #[tokio::test]
@@ -209,7 +193,7 @@ async fn an_unconfigured_length_is_learned_and_kept_across_restarts() {
         )
         .await;
     assert_eq!(accepted.status, axum::http::StatusCode::ACCEPTED);
-    let stats = settled(&app).await;
+    let stats = settled(&app, 1).await;
     assert_eq!(stats["capture"]["written"], 1, "{stats:#}");
     let stats = app.wait_indexed().await;
     assert_eq!(stats["embedding"]["dimensions"], 64, "{stats:#}");
