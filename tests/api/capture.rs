@@ -484,3 +484,48 @@ async fn triggers_are_checked_and_need_a_classifier() {
         .await
         .assert_problem(StatusCode::CONFLICT, None);
 }
+
+#[tokio::test]
+async fn metrics_show_each_classifier_call_and_the_capture_counters() {
+    let upstream = Upstream::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let app = app_on(&upstream, dir.path(), |_| {}).await;
+    upstream.set_chat(
+        Behaviour::Answer,
+        r#"[{"content": "The forge repo deploys on Fridays.", "scope": "repo", "category": "project-conventions"}]"#,
+    );
+    accept(
+        &app,
+        "/turns",
+        &turn("s1", "forge", "We deploy on Fridays."),
+    )
+    .await;
+    settled(&app, 1).await;
+
+    let metrics = app.get("/metrics").await.text;
+    let sample = |name: &str| {
+        metrics
+            .lines()
+            .find(|line| line.split_whitespace().next() == Some(name))
+            .and_then(|line| line.split_whitespace().nth(1))
+            .map(str::to_owned)
+    };
+    assert_eq!(
+        sample("engram_capture_classifier_duration_seconds_count").as_deref(),
+        Some("1"),
+        "{metrics}"
+    );
+    assert_eq!(
+        sample(r#"engram_capture_triggers_total{outcome="processed"}"#).as_deref(),
+        Some("1")
+    );
+    assert_eq!(
+        sample(r#"engram_capture_memories_total{outcome="written"}"#).as_deref(),
+        Some("1")
+    );
+    assert_eq!(sample("engram_capture_queue_bytes").as_deref(), Some("0"));
+    assert_eq!(
+        sample(r#"engram_capture_triggers_total{outcome="refused_over_budget"}"#).as_deref(),
+        Some("0")
+    );
+}
