@@ -20,11 +20,11 @@ use utoipa::ToSchema;
 use crate::auth::Caller;
 use crate::capture::{Capture, CaptureStatsView};
 use crate::embed;
-use crate::error::Problem;
 use crate::index::indexer::IndexerStats;
 use crate::readiness::Readiness;
 use crate::retrieval::Retriever;
 use crate::retrieval::stats::RetrievalStatsView;
+use crate::routes::problems::Unauthorized;
 use crate::store::Store;
 
 /// The most skipped files listed by name; the count is always complete.
@@ -132,8 +132,8 @@ pub struct SkippedFileView {
     path = "/stats",
     tag = "operations",
     responses(
+        Unauthorized,
         (status = 200, body = StatsResponse),
-        (status = 401, description = "An API key is configured and the request lacks it", body = Problem, content_type = "application/problem+json"),
     )
 )]
 pub async fn get_stats(State(sources): State<StatsSources>, caller: Caller) -> Json<StatsResponse> {
