@@ -257,6 +257,31 @@ pub async fn settled(app: &TestApp, done: u64) -> Value {
     }
 }
 
+/// GET `{base}{path}` over a real socket; the answer as JSON.
+pub async fn get_json(base: &str, path: &str) -> Value {
+    let response = reqwest::get(format!("{base}{path}")).await.unwrap();
+    response.json().await.unwrap()
+}
+
+/// POST `body` to `{base}{path}` over a real socket; the answer as JSON.
+pub async fn post_json(base: &str, path: &str, body: &Value) -> Value {
+    let client = reqwest::Client::new();
+    let response = client
+        .post(format!("{base}{path}"))
+        .json(body)
+        .send()
+        .await
+        .unwrap();
+    response.json().await.unwrap()
+}
+
+/// Whether `{base}/readyz` answers 200 over a real socket.
+pub async fn is_ready(base: &str) -> bool {
+    reqwest::get(format!("{base}/readyz"))
+        .await
+        .is_ok_and(|response| response.status() == 200)
+}
+
 /// Like [`wait_until`], for a condition that has to await (a request).
 pub async fn wait_until_async(what: &str, mut condition: impl AsyncFnMut() -> bool) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
