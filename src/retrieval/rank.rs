@@ -87,24 +87,18 @@ mod tests {
     use chrono::Duration;
 
     use super::*;
-    use crate::memory::{Category, MemoryId, Namespace, Trigger};
+    use crate::memory::{Category, Namespace};
 
     fn memory(age: Duration, importance: Option<f64>) -> Memory {
-        let now = Utc::now();
-        Memory {
-            id: MemoryId::new(),
-            version: 1,
-            namespace: Namespace::Repo("r".parse().unwrap()),
-            category: Category::Patterns,
-            created_at: now - age,
-            updated_at: now - age,
-            supersedes: None,
-            related: Vec::new(),
-            importance,
-            session_id: None,
-            trigger: Trigger::Manual,
-            content: "x".into(),
-        }
+        let mut memory = Memory::example(
+            Namespace::Repo("r".parse().unwrap()),
+            Category::Patterns,
+            "x",
+        );
+        memory.created_at -= age;
+        memory.updated_at = memory.created_at;
+        memory.importance = importance;
+        memory
     }
 
     #[test]

@@ -7,7 +7,10 @@ use std::time::Duration;
 use axum::http::StatusCode;
 use serde_json::{Value, json};
 
-use crate::helpers::{TestApp, embed_with, llm_with, settled, spawn_app, spawn_app_on, wait_until};
+use crate::helpers::{
+    TestApp, embed_with, get_json, is_ready, llm_with, settled, spawn_app, spawn_app_on,
+    wait_until, wait_until_async,
+};
 use crate::upstream::{Behaviour, Upstream};
 
 async fn app_on(
@@ -186,26 +189,9 @@ async fn a_kill_between_accept_and_processing_loses_nothing_and_repeats_nothing(
         (child, format!("http://127.0.0.1:{port}"))
     };
     let client = reqwest::Client::new();
-    let ready = async |base: &str| {
-        let deadline = std::time::Instant::now() + Duration::from_secs(30);
-        while client
-            .get(format!("{base}/readyz"))
-            .send()
-            .await
-            .map(|r| r.status() != 200)
-            .unwrap_or(true)
-        {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "engram never got ready"
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    };
-
     upstream.set_chat(Behaviour::Delay(Duration::from_secs(60)), "[]");
     let (mut first, base) = engram(&upstream);
-    ready(&base).await;
+    wait_until_async("engram to get ready", async || is_ready(&base).await).await;
     let response = client
         .post(format!("{base}/turns"))
         .json(&turn("s1", "forge", "We deploy with Helm."))
@@ -233,23 +219,11 @@ async fn a_kill_between_accept_and_processing_loses_nothing_and_repeats_nothing(
     );
     for _ in 0..2 {
         let (mut again, base) = engram(&upstream);
-        ready(&base).await;
-        let deadline = std::time::Instant::now() + Duration::from_secs(30);
-        loop {
-            let stats: Value = client
-                .get(format!("{base}/stats"))
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
-            if stats["capture"]["queue_depth"] == 0 {
-                break;
-            }
-            assert!(std::time::Instant::now() < deadline, "{stats:#}");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        wait_until_async("engram to get ready", async || is_ready(&base).await).await;
+        wait_until_async("the queue to drain", async || {
+            get_json(&base, "/stats").await["capture"]["queue_depth"] == 0
+        })
+        .await;
         again.kill().unwrap();
         again.wait().unwrap();
     }
