@@ -808,10 +808,7 @@ impl Retriever {
             if let Some((rank, hit)) = dense_hit
                 && candidate.dense.is_none_or(|best| rank < best.rank)
             {
-                candidate.dense = Some(fusion::Dense {
-                    rank,
-                    relative_similarity: hit.similarity / best_similarity,
-                });
+                candidate.dense = Some(fusion::Dense { rank });
                 candidate.similarity = hit.similarity;
                 candidate.reason = if hit.query < hypotheses {
                     Reason::Hypothesis {
@@ -846,7 +843,7 @@ impl Retriever {
             .into_values()
             .map(|mut candidate| {
                 candidate.fused = fusion::fuse(
-                    candidate.dense,
+                    candidate.similarity / best_similarity,
                     candidate.lexical_match,
                     inner.lexical_weight,
                 );
