@@ -150,6 +150,22 @@ pub async fn remember(app: &RunningApp, content: &str) {
     .await;
 }
 
+/// [`remember`], with HyDE scripted to hypothesise the same fact.
+pub async fn remember_and_expect(app: &RunningApp, upstream: &Upstream, fact: &str) {
+    remember(app, fact).await;
+    upstream.set_chat(Behaviour::Answer, &json!([fact]).to_string());
+}
+
+/// The context a successful hook printed for `event`, checking the shape
+/// of the agent's output.
+pub fn printed_context(output: &Output, event: &str) -> String {
+    assert!(output.status.success(), "{output:?}");
+    let printed: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let specific = &printed["hookSpecificOutput"];
+    assert_eq!(specific["hookEventName"], event, "{printed}");
+    specific["additionalContext"].as_str().unwrap().to_owned()
+}
+
 async fn get(app: &RunningApp, path: &str) -> Value {
     reqwest::get(format!("{}{path}", app.base_url))
         .await
@@ -209,29 +225,15 @@ async fn a_claude_code_prompt_gets_the_memories_for_its_window_as_context() {
     let dir = tempfile::tempdir().unwrap();
     let app = start_engram(&upstream, dir.path()).await;
     let project = Project::new("claude-code/transcript.jsonl");
-    remember(
-        &app,
-        "The forge client wraps every error with fmt.Errorf and %w.",
-    )
-    .await;
-    upstream.set_chat(
-        Behaviour::Answer,
-        r#"["The forge client wraps every error with fmt.Errorf and %w."]"#,
-    );
+    let fact = "The forge client wraps every error with fmt.Errorf and %w.";
+    remember_and_expect(&app, &upstream, fact).await;
 
     let payload = project.payload("claude-code/user-prompt-submit.json");
     let args = ["claude-code", "user-prompt-submit"];
     let output = hook(&project, &app.base_url, &args, payload.clone()).await;
 
-    assert!(output.status.success(), "{output:?}");
-    let printed: Value = serde_json::from_slice(&output.stdout).unwrap();
-    let context = &printed["hookSpecificOutput"];
-    assert_eq!(context["hookEventName"], "UserPromptSubmit", "{printed}");
-    let injection = context["additionalContext"].as_str().unwrap();
-    assert!(
-        injection.contains("The forge client wraps every error with fmt.Errorf and %w."),
-        "{injection}"
-    );
+    let injection = printed_context(&output, "UserPromptSubmit");
+    assert!(injection.contains(fact), "{injection}");
     let prompt = last_prompt(&upstream);
     assert!(
         prompt.contains("Now add error handling to the forge HTTP client."),
@@ -271,15 +273,7 @@ async fn a_claude_code_session_start_with_no_past_asks_for_the_project() {
     )
     .await;
 
-    assert!(output.status.success(), "{output:?}");
-    let printed: Value = serde_json::from_slice(&output.stdout).unwrap();
-    assert_eq!(
-        printed["hookSpecificOutput"]["hookEventName"],
-        "SessionStart"
-    );
-    let injection = printed["hookSpecificOutput"]["additionalContext"]
-        .as_str()
-        .unwrap();
+    let injection = printed_context(&output, "SessionStart");
     assert!(injection.contains("docs/adr"), "{injection}");
     assert!(
         upstream.chat_requests().is_empty(),
@@ -327,15 +321,8 @@ async fn codex_hooks_use_its_turn_id_and_its_event_stream() {
     let dir = tempfile::tempdir().unwrap();
     let app = start_engram(&upstream, dir.path()).await;
     let project = Project::new("codex/rollout.jsonl");
-    remember(
-        &app,
-        "Migrations in forge live in db/migrations, numbered by date.",
-    )
-    .await;
-    upstream.set_chat(
-        Behaviour::Answer,
-        r#"["Migrations in forge live in db/migrations, numbered by date."]"#,
-    );
+    let fact = "Migrations in forge live in db/migrations, numbered by date.";
+    remember_and_expect(&app, &upstream, fact).await;
 
     let payload = project.payload("codex/user-prompt-submit.json");
     let output = hook(
@@ -345,19 +332,8 @@ async fn codex_hooks_use_its_turn_id_and_its_event_stream() {
         payload,
     )
     .await;
-    assert!(output.status.success(), "{output:?}");
-    let printed: Value = serde_json::from_slice(&output.stdout).unwrap();
-    assert_eq!(
-        printed["hookSpecificOutput"]["hookEventName"],
-        "UserPromptSubmit"
-    );
-    assert!(
-        printed["hookSpecificOutput"]["additionalContext"]
-            .as_str()
-            .unwrap()
-            .contains("db/migrations, numbered by date"),
-        "{printed}"
-    );
+    let injection = printed_context(&output, "UserPromptSubmit");
+    assert!(injection.contains(fact), "{injection}");
     let prompt = last_prompt(&upstream);
     assert!(
         prompt.contains("Add a migration for the users table."),

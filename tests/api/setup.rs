@@ -7,8 +7,8 @@ use std::process::Output;
 use serde_json::{Value, json};
 
 use crate::helpers::RunningApp;
-use crate::hooks::{Project, engram, remember, run, start_engram};
-use crate::upstream::{Behaviour, Upstream};
+use crate::hooks::{Project, engram, printed_context, remember_and_expect, run, start_engram};
+use crate::upstream::Upstream;
 
 const EVENTS: [(&str, &str); 4] = [
     ("SessionStart", "session-start"),
@@ -172,15 +172,8 @@ async fn the_command_setup_writes_runs_as_the_agent_would_run_it() {
     let dir = tempfile::tempdir().unwrap();
     let app: RunningApp = start_engram(&upstream, dir.path()).await;
     let project = Project::new("claude-code/transcript.jsonl");
-    remember(
-        &app,
-        "The forge client wraps every error with fmt.Errorf and %w.",
-    )
-    .await;
-    upstream.set_chat(
-        Behaviour::Answer,
-        r#"["The forge client wraps every error with fmt.Errorf and %w."]"#,
-    );
+    let fact = "The forge client wraps every error with fmt.Errorf and %w.";
+    remember_and_expect(&app, &upstream, fact).await;
     let output = setup(&project, &["claude-code", "--url", &app.base_url]).await;
     assert!(output.status.success(), "{output:?}");
     let settings = read_json(&project.home().join(".claude/settings.json"));
@@ -197,14 +190,7 @@ async fn the_command_setup_writes_runs_as_the_agent_would_run_it() {
         project.payload("claude-code/user-prompt-submit.json"),
     )
     .await;
-    assert!(output.status.success(), "{output:?}");
-    let printed: Value = serde_json::from_slice(&output.stdout).unwrap();
-    assert!(
-        printed["hookSpecificOutput"]["additionalContext"]
-            .as_str()
-            .unwrap()
-            .contains("fmt.Errorf and %w"),
-        "{printed}"
-    );
+    let injection = printed_context(&output, "UserPromptSubmit");
+    assert!(injection.contains(fact), "{injection}");
     app.stop().await;
 }
