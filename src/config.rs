@@ -4,8 +4,9 @@
 //! The three layers are merged as YAML trees and deserialized once with
 //! `deny_unknown_fields`, so an unknown key or a bad value anywhere is a
 //! startup error that names the key. `validate` then checks ranges.
-//! `ENGRAM_CONFIG`, `ENGRAM_API_KEY` and `ENGRAM_MODEL_DIR` are not keys and
-//! never enter the tree; the last sets `embedding.model_dir`. Secrets (the
+//! `ENGRAM_CONFIG`, `ENGRAM_API_KEY`, `ENGRAM_MODEL_DIR` and `ENGRAM_URL` (the
+//! clients' server address) are not keys and never enter the tree;
+//! `ENGRAM_MODEL_DIR` sets `embedding.model_dir`. Secrets (the
 //! embeddings key) are read from the variable the configuration names, kept
 //! out of the tree and never printed.
 
@@ -20,7 +21,12 @@ use crate::memory::{RepoId, UserId};
 /// The prefix of environment variables that override keys.
 const ENV_PREFIX: &str = "ENGRAM_";
 /// Variables with the prefix that are not configuration keys.
-const NOT_KEYS: &[&str] = &["ENGRAM_CONFIG", "ENGRAM_API_KEY", "ENGRAM_MODEL_DIR"];
+const NOT_KEYS: &[&str] = &[
+    "ENGRAM_CONFIG",
+    "ENGRAM_API_KEY",
+    "ENGRAM_MODEL_DIR",
+    "ENGRAM_URL",
+];
 
 /// A configuration that cannot be used, with the key at fault.
 #[derive(Debug, thiserror::Error)]
@@ -825,6 +831,7 @@ mod tests {
                 ("ENGRAM_CONFIG", "ignored.yaml"),
                 ("ENGRAM_API_KEY", "not-a-key"),
                 ("ENGRAM_MODEL_DIR", "/opt/model"),
+                ("ENGRAM_URL", "http://127.0.0.1:9999"),
             ],
         )
         .unwrap();

@@ -15,6 +15,8 @@ pub mod disk;
 pub mod embed;
 /// API errors as `application/problem+json`.
 pub mod error;
+/// `engram hook`: coding-agent hooks that call a running Engram.
+pub mod hook;
 /// The vector index and the indexer task that keeps it current.
 pub mod index;
 /// The chat model (OpenAI-compatible chat completions).
@@ -33,6 +35,8 @@ pub mod retrieval;
 pub mod routes;
 /// The accept loop: connections, header timeouts, graceful stop.
 pub mod serve;
+/// `engram setup`: merges Engram's hooks into a coding agent's settings.
+pub mod setup;
 /// Handler state: clonable handles to each component.
 pub mod state;
 /// The markdown file store and its in-memory view.
