@@ -37,9 +37,9 @@ use crate::embed::{self, Embedder};
 use crate::error::error_chain;
 use crate::index::{Hit, Index, cosine, lexical};
 use crate::llm::Llm;
-use crate::memory::{Category, Memory, MemoryId, Namespace, Relationship, Scope};
+use crate::memory::{Category, Memory, MemoryId, MemoryView, Namespace, Relationship, Scope};
 use crate::metrics::Metrics;
-use crate::routes::memories::MemoryView;
+
 use crate::state::Readiness;
 use crate::store::{ListFilter, Reach, Store};
 use crate::upstream;

@@ -12,10 +12,10 @@ use utoipa::ToSchema;
 use crate::auth::Caller;
 use crate::config::{Config, Weights, bounds};
 use crate::error::{ApiError, Problem};
-use crate::memory::{Category, MemoryId, RepoId, Scope, UserId};
+use crate::memory::{Category, MemoryId, MemoryView, RepoId, Scope, UserId};
 use crate::retrieval::{Degraded, Filters, Input, Outcome, Request, Retriever};
 use crate::routes::extract::{self, ApiJson, in_range};
-use crate::routes::memories::MemoryView;
+
 use crate::window::{self, Line, Message};
 
 /// The longest `query`, in characters.
