@@ -32,6 +32,7 @@ use serde::Serialize;
 use tokio::time::Instant as Deadline;
 use utoipa::ToSchema;
 
+use crate::blocking;
 use crate::config::Weights;
 use crate::embed::{self, Embedder};
 use crate::error::error_chain;
@@ -664,16 +665,13 @@ impl Retriever {
         .await
     }
 
-    /// Runs CPU-bound `work` on the blocking pool; a panic in it is raised
-    /// again here, as if it had run in place.
+    /// Runs CPU-bound `work` on the blocking pool ([`blocking::run`]).
     async fn on_blocking_pool<T: Send + 'static>(
         &self,
         work: impl FnOnce(&Self) -> T + Send + 'static,
     ) -> T {
         let retriever = self.clone();
-        tokio::task::spawn_blocking(move || work(&retriever))
-            .await
-            .unwrap_or_else(|err| std::panic::resume_unwind(err.into_panic()))
+        blocking::run(move || work(&retriever)).await
     }
 
     /// Ranks the candidates, follows hops from the best and renders the
@@ -756,15 +754,14 @@ impl Retriever {
         let limit = (request.top_k * CANDIDATE_FACTOR).max(MIN_CANDIDATES);
         let filters = request.filters.clone();
         let lexical_limit = if inner.lexical_weight > 0.0 { limit } else { 0 };
-        let (dense, sparse) = tokio::task::spawn_blocking(move || {
+        let (dense, sparse) = blocking::run(move || {
             let admit = |_: MemoryId, category: Category| filters.admit_category(category);
             (
                 snapshot.search(&namespaces, &vectors, limit, admit),
                 snapshot.lexical_search(&namespaces, &terms, &vectors, lexical_limit, admit),
             )
         })
-        .await
-        .unwrap_or_default();
+        .await;
 
         let mut by_head: HashMap<MemoryId, Candidate> = HashMap::new();
         let best_lexical = sparse.first().map_or(1.0, |hit| hit.score);
@@ -1078,13 +1075,12 @@ impl Retriever {
         let candidates = limit * CANDIDATE_FACTOR + chain.len();
         let hits = {
             let chain = chain.clone();
-            tokio::task::spawn_blocking(move || {
+            blocking::run(move || {
                 snapshot.search(&[namespace], &[vector], candidates, |id, _| {
                     !chain.contains(&id)
                 })
             })
             .await
-            .unwrap_or_default()
         };
         let mut seen = HashSet::new();
         let mut similar = Vec::new();
