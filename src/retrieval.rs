@@ -33,7 +33,7 @@ use tokio::time::Instant as Deadline;
 use utoipa::ToSchema;
 
 use crate::blocking;
-use crate::config::Weights;
+use crate::config::{self, Weights};
 use crate::embed::{self, Embedder};
 use crate::error::error_chain;
 use crate::index::{Hit, Index, cosine, lexical};
@@ -80,12 +80,8 @@ pub struct Request {
     /// The namespaces searched: the pair's, or one of them (see `Reach`).
     pub pair: Reach,
     pub input: Input,
-    pub top_k: usize,
-    pub hop_depth: usize,
-    pub hypothesis_count: usize,
-    pub token_budget: usize,
-    pub min_relevance: f64,
-    pub weights: Weights,
+    /// The configured settings with the request's overrides, checked.
+    pub settings: config::Retrieval,
     pub filters: Filters,
     pub exclude_ids: HashSet<MemoryId>,
     pub use_cache: bool,
@@ -537,7 +533,8 @@ impl Retriever {
         let timeout = deadline
             .saturating_duration_since(Deadline::now())
             .saturating_sub(reserve);
-        let hypotheses = hyde::hypotheses(llm, window, request.hypothesis_count, timeout).await;
+        let hypotheses =
+            hyde::hypotheses(llm, window, request.settings.hypothesis_count, timeout).await;
         outcome.timings_ms.hyde = millis(hyde_started.elapsed());
         match hypotheses {
             Ok(hypotheses) => {
@@ -687,7 +684,7 @@ impl Retriever {
     ) -> Outcome {
         let mut ranked = self.rank(request, candidates, context);
         outcome.total_matches = ranked.len();
-        ranked.truncate(request.top_k);
+        ranked.truncate(request.settings.top_k);
         outcome.timings_ms.search = millis(search_started.elapsed());
 
         let hops_started = Instant::now();
@@ -699,7 +696,7 @@ impl Retriever {
                 .then_with(|| a.memory.id.cmp(&b.memory.id))
         });
         outcome.timings_ms.hops = millis(hops_started.elapsed());
-        finish(&mut outcome, ranked, request.token_budget);
+        finish(&mut outcome, ranked, request.settings.token_budget);
         outcome
     }
 
@@ -751,7 +748,7 @@ impl Retriever {
         let inner = &self.inner;
         let snapshot = inner.index.snapshot();
         let namespaces = request.pair.namespaces();
-        let limit = (request.top_k * CANDIDATE_FACTOR).max(MIN_CANDIDATES);
+        let limit = (request.settings.top_k * CANDIDATE_FACTOR).max(MIN_CANDIDATES);
         let filters = request.filters.clone();
         let lexical_limit = if inner.lexical_weight > 0.0 { limit } else { 0 };
         let (dense, sparse) = blocking::run(move || {
@@ -900,7 +897,7 @@ impl Retriever {
                 );
                 scores.lexical = f64::from(candidate.lexical);
                 scores.matched = candidate.fused;
-                let mut relevance = scores.relevance(&request.weights);
+                let mut relevance = scores.relevance(&request.settings.weights);
                 if let (Some(context), Some(vector)) = (context, context_vectors.get(&memory.id)) {
                     let boost = f64::from(cosine(context, vector)).clamp(0.0, 1.0);
                     scores.context_boost = Some(boost);
@@ -913,7 +910,7 @@ impl Retriever {
                     reason: candidate.reason,
                 }
             })
-            .filter(|ranked| ranked.relevance >= request.min_relevance)
+            .filter(|ranked| ranked.relevance >= request.settings.min_relevance)
             .collect();
         ranked.sort_by(|a, b| {
             b.relevance
@@ -931,7 +928,7 @@ impl Retriever {
         vectors: &[Vec<f32>],
         context: Option<&[f32]>,
     ) -> Vec<Ranked> {
-        if request.hop_depth == 0 || seeds.is_empty() {
+        if request.settings.hop_depth == 0 || seeds.is_empty() {
             return Vec::new();
         }
         let inner = &self.inner;
@@ -939,11 +936,16 @@ impl Retriever {
             .iter()
             .map(|ranked| (ranked.memory.id, ranked.relevance))
             .collect();
-        let hopped = hops::follow(&inner.store, &seed_ids, request.hop_depth, |memory| {
-            request.pair.contains(&memory.namespace)
-                && request.filters.admit(memory)
-                && !request.exclude_ids.contains(&memory.id)
-        });
+        let hopped = hops::follow(
+            &inner.store,
+            &seed_ids,
+            request.settings.hop_depth,
+            |memory| {
+                request.pair.contains(&memory.namespace)
+                    && request.filters.admit(memory)
+                    && !request.exclude_ids.contains(&memory.id)
+            },
+        );
         let ids = hopped.iter().map(|hop| hop.memory.id).collect();
         let stored = inner
             .index
@@ -982,7 +984,7 @@ impl Retriever {
                     },
                 }
             })
-            .filter(|ranked| ranked.relevance >= request.min_relevance)
+            .filter(|ranked| ranked.relevance >= request.settings.min_relevance)
             .collect()
     }
 
@@ -999,7 +1001,7 @@ impl Retriever {
         };
         let weights = Weights {
             similarity: 0.0,
-            ..request.weights
+            ..request.settings.weights
         };
         let now = Utc::now();
         let page = inner.store.list(&listing, MAX_FILTERED, None, |_| true);
@@ -1021,7 +1023,7 @@ impl Retriever {
                     reason: Reason::Filter,
                 }
             })
-            .filter(|ranked| ranked.relevance >= request.min_relevance)
+            .filter(|ranked| ranked.relevance >= request.settings.min_relevance)
             .collect();
         ranked.sort_by(|a, b| {
             b.relevance
@@ -1029,9 +1031,9 @@ impl Retriever {
                 .then_with(|| b.memory.created_at.cmp(&a.memory.created_at))
         });
         outcome.total_matches = ranked.len();
-        ranked.truncate(request.top_k);
+        ranked.truncate(request.settings.top_k);
         outcome.timings_ms.search = millis(started.elapsed());
-        finish(&mut outcome, ranked, request.token_budget);
+        finish(&mut outcome, ranked, request.settings.token_budget);
         outcome
     }
 
