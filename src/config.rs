@@ -474,6 +474,22 @@ pub struct KeyGrant {
     pub users: Vec<String>,
 }
 
+impl KeyGrant {
+    /// The key's SHA-256 as bytes, when `sha256` is 64 hex digits.
+    pub fn digest(&self) -> Option<[u8; 32]> {
+        let hex = self.sha256.as_bytes();
+        if hex.len() != 64 {
+            return None;
+        }
+        let mut bytes = [0u8; 32];
+        for (byte, pair) in bytes.iter_mut().zip(hex.chunks_exact(2)) {
+            let text = std::str::from_utf8(pair).ok()?;
+            *byte = u8::from_str_radix(text, 16).ok()?;
+        }
+        Some(bytes)
+    }
+}
+
 fn everything() -> Vec<String> {
     vec!["*".to_owned()]
 }
@@ -710,7 +726,7 @@ impl Config {
             );
         }
         for (at, key) in self.auth.keys.iter().enumerate() {
-            if crate::auth::decode_hex(&key.sha256).is_none() {
+            if key.digest().is_none() {
                 return key_error(
                     &format!("auth.keys[{at}].sha256"),
                     "must be 64 hex digits (the SHA-256 of the key, never the key)",
@@ -830,6 +846,20 @@ fn apply_env(tree: &mut Value, var: &str, value: &str) -> Result<(), Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn key_digests_are_decoded_strictly() {
+        let grant = |sha256: &str| KeyGrant {
+            sha256: sha256.to_owned(),
+            repos: everything(),
+            users: everything(),
+        };
+        let hex = "ab".repeat(32);
+        assert_eq!(grant(&hex).digest(), Some([0xab; 32]));
+        assert_eq!(grant(&hex.to_uppercase()).digest(), Some([0xab; 32]));
+        assert!(grant("abc").digest().is_none());
+        assert!(grant(&"zz".repeat(32)).digest().is_none());
+    }
 
     fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
         pairs

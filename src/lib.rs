@@ -27,6 +27,8 @@ pub mod memory;
 pub mod metrics;
 /// `engram healthcheck`: a dependency-free probe of `/healthz`.
 pub mod probe;
+/// Whether start-up work is done (`/readyz`).
+pub mod readiness;
 /// Retrieval: search, ranking, injection text, degradation.
 pub mod retrieval;
 /// Routes, OpenAPI, Swagger UI and middleware.

@@ -366,6 +366,29 @@ impl From<&Memory> for MemoryView {
     }
 }
 
+#[cfg(test)]
+impl Memory {
+    /// A fresh first version written by hand now, for unit tests: callers
+    /// change the fields their case is about.
+    pub fn example(namespace: Namespace, category: Category, content: &str) -> Self {
+        let now = Utc::now();
+        Self {
+            id: MemoryId::new(),
+            version: 1,
+            namespace,
+            category,
+            created_at: now,
+            updated_at: now,
+            supersedes: None,
+            related: Vec::new(),
+            importance: None,
+            session_id: None,
+            trigger: Trigger::Manual,
+            content: content.to_owned(),
+        }
+    }
+}
+
 /// The longest memory content, in characters.
 pub const MAX_CONTENT_CHARS: usize = 8_000;
 

@@ -40,8 +40,7 @@ use crate::index::{Hit, Index, cosine, lexical};
 use crate::llm::Llm;
 use crate::memory::{Category, Memory, MemoryId, MemoryView, Namespace, Relationship, Scope};
 use crate::metrics::Metrics;
-
-use crate::state::Readiness;
+use crate::readiness::Readiness;
 use crate::store::{ListFilter, Reach, Store};
 use crate::upstream;
 use crate::window::{self, Line};
@@ -802,10 +801,7 @@ impl Retriever {
             if let Some((rank, hit)) = dense_hit
                 && candidate.dense.is_none_or(|best| rank < best.rank)
             {
-                candidate.dense = Some(fusion::Dense {
-                    rank,
-                    relative_similarity: hit.similarity / best_similarity,
-                });
+                candidate.dense = Some(fusion::Dense { rank });
                 candidate.similarity = hit.similarity;
                 candidate.reason = if hit.query < hypotheses {
                     Reason::Hypothesis {
@@ -840,7 +836,7 @@ impl Retriever {
             .into_values()
             .map(|mut candidate| {
                 candidate.fused = fusion::fuse(
-                    candidate.dense,
+                    candidate.similarity / best_similarity,
                     candidate.lexical_match,
                     inner.lexical_weight,
                 );

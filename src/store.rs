@@ -21,6 +21,7 @@ use std::time::Duration;
 use chrono::{DateTime, SubsecRound, Utc};
 
 use crate::blocking;
+use crate::config::Defaults;
 use crate::memory::{
     Category, Memory, MemoryId, Namespace, RelatedEdge, RepoId, Scope, SessionId, Trigger, UserId,
 };
@@ -61,6 +62,14 @@ pub struct NamespacePair {
 }
 
 impl NamespacePair {
+    /// The pair a request names, an omitted owner standing for its default.
+    pub fn or_defaults(repo: Option<RepoId>, user: Option<UserId>, defaults: &Defaults) -> Self {
+        Self {
+            repo: repo.unwrap_or_else(|| defaults.repo.clone()),
+            user: user.unwrap_or_else(|| defaults.user.clone()),
+        }
+    }
+
     pub fn owner(&self, scope: Scope) -> Namespace {
         Namespace::for_scope(scope, &self.repo, &self.user)
     }

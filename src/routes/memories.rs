@@ -17,6 +17,7 @@ use crate::memory::{
 };
 use crate::retrieval::{Degraded, Retriever};
 use crate::routes::extract::{ApiJson, ApiPath, ApiQuery, in_range};
+use crate::routes::problems::{BodyProblems, Unauthorized};
 use crate::store::{Cursor, ListFilter, MAX_RELATED, NamespacePair, NewMemory, Store};
 
 /// The default and largest page sizes of a listing.
@@ -72,13 +73,11 @@ pub struct CreateMemoryRequest {
     tag = "memories",
     request_body = CreateMemoryRequest,
     responses(
-        (status = 401, description = "An API key is configured and the request lacks it", body = Problem, content_type = "application/problem+json"),
+        BodyProblems,
+        Unauthorized,
         (status = 201, description = "The memory, as written", body = MemoryView),
-        (status = 400, description = "The body is not JSON", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "The API key does not hold the namespace written, or a repo or user the request names", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "`supersedes` names a memory that is already superseded, or the namespace's directory in the data directory is a symbolic link (never written through)", body = Problem, content_type = "application/problem+json"),
-        (status = 413, description = "The body is too large", body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "The body is not JSON", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "A field is invalid, or `content` looks like a secret (`urn:engram:problem:secret-content`)", body = Problem, content_type = "application/problem+json"),
         (status = 507, description = "The data directory is below its free-space floor (`limits.min_free_disk_bytes`); nothing was written", body = Problem, content_type = "application/problem+json"),
     )
@@ -102,10 +101,7 @@ pub async fn create_memory(
     // so its `supersedes`) and those its `related` edges name; an omitted
     // owner the key does not hold is simply out of reach.
     let reach = caller.reach(request.repo.clone(), request.user.clone(), &defaults)?;
-    let pair = NamespacePair {
-        repo: request.repo.unwrap_or(defaults.repo),
-        user: request.user.unwrap_or(defaults.user),
-    };
+    let pair = NamespacePair::or_defaults(request.repo, request.user, &defaults);
     let written = pair.owner(request.scope);
     if !reach.contains(&written) {
         return Err(ApiError::Forbidden {
@@ -191,7 +187,7 @@ pub struct ListMemoriesResponse {
     tag = "memories",
     params(ListMemoriesQuery),
     responses(
-        (status = 401, description = "An API key is configured and the request lacks it", body = Problem, content_type = "application/problem+json"),
+        Unauthorized,
         (status = 200, body = ListMemoriesResponse),
         (status = 422, description = "A query parameter is invalid", body = Problem, content_type = "application/problem+json"),
     )
@@ -267,7 +263,7 @@ pub struct MemoryDetail {
     tag = "memories",
     params(("id" = String, Path, description = "The memory id (a UUID)")),
     responses(
-        (status = 401, description = "An API key is configured and the request lacks it", body = Problem, content_type = "application/problem+json"),
+        Unauthorized,
         (status = 200, body = MemoryDetail),
         (status = 404, description = "No such memory", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "The id is not a UUID", body = Problem, content_type = "application/problem+json"),
@@ -301,7 +297,7 @@ pub async fn get_memory(
     tag = "memories",
     params(("id" = String, Path, description = "The memory id (a UUID)")),
     responses(
-        (status = 401, description = "An API key is configured and the request lacks it", body = Problem, content_type = "application/problem+json"),
+        Unauthorized,
         (status = 204, description = "The memory is gone"),
         (status = 404, description = "No such memory", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "The memory's namespace directory in the data directory has become a symbolic link (never removed through)", body = Problem, content_type = "application/problem+json"),
@@ -359,7 +355,7 @@ const MAX_SIMILAR: usize = 100;
     tag = "memories",
     params(("id" = String, Path, description = "The memory id (a UUID)"), SimilarMemoriesQuery),
     responses(
-        (status = 401, description = "An API key is configured and the request lacks it", body = Problem, content_type = "application/problem+json"),
+        Unauthorized,
         (status = 200, body = SimilarMemoriesResponse),
         (status = 404, description = "No such memory", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "The id or `limit` is invalid", body = Problem, content_type = "application/problem+json"),

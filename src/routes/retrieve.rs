@@ -15,7 +15,7 @@ use crate::error::{ApiError, Problem};
 use crate::memory::{Category, MemoryId, MemoryView, RepoId, Scope, UserId};
 use crate::retrieval::{Degraded, Filters, Input, Outcome, Request, Retriever};
 use crate::routes::extract::{self, ApiJson, in_range};
-
+use crate::routes::problems::{BodyProblems, Unauthorized};
 use crate::window::{self, Line, Message};
 
 /// The longest `query`, in characters.
@@ -101,12 +101,10 @@ pub struct FiltersRequest {
     tag = "retrieval",
     request_body = RetrieveRequest,
     responses(
+        BodyProblems,
+        Unauthorized,
         (status = 200, body = Outcome),
-        (status = 400, description = "The body is not JSON", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "An API key is configured and the request lacks it", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "The API key does not hold a repo or user the request names, or holds neither default when it names none", body = Problem, content_type = "application/problem+json"),
-        (status = 413, description = "The body is too large", body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "The body is not JSON", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "A field is invalid", body = Problem, content_type = "application/problem+json"),
     )
 )]
@@ -231,11 +229,9 @@ pub struct SuggestionsResponse {
     tag = "retrieval",
     request_body = SuggestionsRequest,
     responses(
+        BodyProblems,
+        Unauthorized,
         (status = 200, body = SuggestionsResponse),
-        (status = 400, description = "The body is not JSON", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "An API key is configured and the request lacks it", body = Problem, content_type = "application/problem+json"),
-        (status = 413, description = "The body is too large", body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "The body is not JSON", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "A field is invalid", body = Problem, content_type = "application/problem+json"),
     )
 )]
