@@ -21,7 +21,9 @@ pub mod hyde;
 pub mod hyde_reply;
 pub mod inject;
 pub mod rank;
+pub mod similar;
 pub mod stats;
+pub mod suggestions;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -1031,67 +1033,6 @@ impl Retriever {
         outcome.timings_ms.search = millis(started.elapsed());
         finish(&mut outcome, ranked, request.settings.token_budget);
         outcome
-    }
-
-    /// Up to `count` suggested queries for `window` (the HyDE hypotheses,
-    /// without the search).
-    pub async fn suggestions(
-        &self,
-        window: &[Line],
-        count: usize,
-    ) -> Result<Vec<String>, Degraded> {
-        let Some(llm) = &self.inner.llm else {
-            return Err(Degraded::LlmNotConfigured);
-        };
-        hyde::hypotheses(llm, window, count, self.inner.budget)
-            .await
-            .map_err(|failure| {
-                tracing::warn!(error = %error_chain(&failure), "suggestions failed");
-                Degraded::of_hyde(&failure)
-            })
-    }
-
-    /// The memories nearest to `memory` in its own namespace, current
-    /// versions only, leaving out its own chain.
-    pub async fn similar(
-        &self,
-        memory: &Memory,
-        limit: usize,
-    ) -> Result<Vec<(Arc<Memory>, f32)>, Degraded> {
-        let inner = &self.inner;
-        if !inner.index_ready.is_ready() {
-            return Err(Degraded::IndexNotReady);
-        }
-        let snapshot = inner.index.snapshot();
-        let vector = snapshot
-            .vector(&memory.namespace, memory.id)
-            .ok_or(Degraded::MemoryNotIndexed)?
-            .to_vec();
-        let chain: HashSet<MemoryId> = inner.store.chain(memory.id).iter().map(|m| m.id).collect();
-        let namespace = memory.namespace.clone();
-        // Versions of one chain collapse into its head, so ask for spares.
-        let candidates = limit * CANDIDATE_FACTOR + chain.len();
-        let hits = {
-            let chain = chain.clone();
-            blocking::run(move || {
-                snapshot.search(&[namespace], &[vector], candidates, |id, _| {
-                    !chain.contains(&id)
-                })
-            })
-            .await
-        };
-        let mut seen = HashSet::new();
-        let mut similar = Vec::new();
-        for hit in hits {
-            let Some(head) = inner.store.head_of(hit.id) else {
-                continue;
-            };
-            if !chain.contains(&head.id) && seen.insert(head.id) {
-                similar.push((head, hit.similarity));
-            }
-        }
-        similar.truncate(limit);
-        Ok(similar)
     }
 }
 
