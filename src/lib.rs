@@ -5,6 +5,8 @@
 pub mod app;
 /// API keys and the middleware that checks them.
 pub mod auth;
+/// Blocking work off the async workers; a panic in it is resumed.
+pub mod blocking;
 /// Capture: triggers queued durably, classified, guarded and written.
 pub mod capture;
 /// Configuration: defaults, YAML file, environment; validated at start.

@@ -5,7 +5,6 @@ use std::collections::HashSet;
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
-use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
@@ -13,8 +12,8 @@ use crate::auth::Caller;
 use crate::config::Defaults;
 use crate::error::{ApiError, Problem};
 use crate::memory::{
-    Category, Memory, MemoryId, Namespace, RelatedEdge, RepoId, Scope, SessionId, Trigger, UserId,
-    parse_content, parse_importance,
+    Category, Memory, MemoryId, MemoryView, Namespace, RelatedEdge, RepoId, Scope, SessionId,
+    Trigger, UserId, parse_content, parse_importance,
 };
 use crate::retrieval::{Degraded, Retriever};
 use crate::routes::extract::{ApiJson, ApiPath, ApiQuery, in_range};
@@ -27,60 +26,8 @@ const MAX_LIMIT: usize = 1000;
 /// The longest `text` filter, in characters.
 const MAX_TEXT_FILTER_CHARS: usize = 1000;
 
-/// A memory: its front-matter plus its content and owner.
-#[derive(Clone, Debug, Serialize, ToSchema)]
-pub struct MemoryView {
-    pub id: MemoryId,
-    pub version: u32,
-    pub scope: Scope,
-    /// The owning repo, for repo-scoped memories.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub repo: Option<RepoId>,
-    /// The owning user, for user-scoped memories.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub user: Option<UserId>,
-    pub category: Category,
-    pub created_at: DateTime<Utc>,
-    pub updated_at: DateTime<Utc>,
-    /// The previous version, which this one replaces.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub supersedes: Option<MemoryId>,
-    /// The memory's edges; for a key limited to some namespaces, only
-    /// those to memories it can see.
-    pub related: Vec<RelatedEdge>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub importance: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub session_id: Option<SessionId>,
-    pub trigger: Trigger,
-    pub content: String,
-}
-
-impl From<&Memory> for MemoryView {
-    fn from(memory: &Memory) -> Self {
-        let (repo, user) = match &memory.namespace {
-            Namespace::Repo(repo) => (Some(repo.clone()), None),
-            Namespace::User(user) => (None, Some(user.clone())),
-        };
-        Self {
-            id: memory.id,
-            version: memory.version,
-            scope: memory.namespace.scope(),
-            repo,
-            user,
-            category: memory.category,
-            created_at: memory.created_at,
-            updated_at: memory.updated_at,
-            supersedes: memory.supersedes,
-            related: memory.related.clone(),
-            importance: memory.importance,
-            session_id: memory.session_id.clone(),
-            trigger: memory.trigger,
-            content: memory.content.clone(),
-        }
-    }
-}
-
+// The view itself lives beside `Memory`; trimming it to a caller needs the
+// store and the key, which only the routes hold.
 impl MemoryView {
     /// `memory` as `caller` sees it. A key limited to some namespaces gets
     /// in `related` only the edges to memories it can see, so an edge to a

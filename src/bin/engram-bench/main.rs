@@ -200,8 +200,7 @@ async fn all(report: &mut Report) -> Result {
 }
 
 async fn embed(report: &mut Report, sentences: usize) -> Result {
-    let embedder =
-        tokio::task::spawn_blocking(|| Embedder::from_config(&Default::default())).await??;
+    let embedder = engram::blocking::run(|| Embedder::from_config(&Default::default())).await?;
     let mut rng = corpus::Rng::new(7);
     let texts: Vec<String> = (0..sentences)
         .map(|i| corpus::sentence(&mut rng, i))
