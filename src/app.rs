@@ -17,19 +17,23 @@ use tokio_util::sync::CancellationToken;
 
 use crate::auth::ApiKeys;
 use crate::capture::queue::{self, Queue};
-use crate::capture::worker::Worker;
-use crate::capture::{self, Capture, CaptureStats};
+use crate::capture::worker::{Worker, WorkerDeps};
+use crate::capture::{Capture, CaptureStats};
 use crate::config::Config;
 use crate::embed::{self, Embedder};
 use crate::index::Index;
-use crate::index::indexer::{Indexer, IndexerStats};
+use crate::index::indexer::{Indexer, IndexerDeps};
 use crate::llm::Llm;
-use crate::metrics::{Metrics, StateCollector};
+use crate::metrics::Metrics;
+use crate::readiness::Readiness;
 use crate::retrieval::access::AccessCounts;
 use crate::retrieval::{Parts, Retriever, inject};
 use crate::routes;
+use crate::routes::extract::BodyLimit;
+use crate::routes::stats::StatsSources;
+use crate::routes::stats::scrape::StatsCollector;
 use crate::serve::{self, ConnectionLimits};
-use crate::state::{AppState, Readiness};
+use crate::state::AppState;
 use crate::store::{self, Store};
 
 #[derive(Debug, thiserror::Error)]
@@ -96,19 +100,17 @@ impl App {
         let readiness = Readiness::default();
         let metrics = Metrics::default();
         let index = Arc::new(Index::new(embedder.dimensions()));
-        let indexer_stats = Arc::new(IndexerStats::default());
         let stop = CancellationToken::new();
-        let indexer = tokio::spawn(
-            Indexer::new(
-                store.clone(),
-                index.clone(),
-                embedder.clone(),
+        let (indexer_stats, indexer) = Indexer::spawn(
+            IndexerDeps {
+                store: store.clone(),
+                index: index.clone(),
+                embedder: embedder.clone(),
                 cache,
-                readiness.clone(),
-                indexer_stats.clone(),
-                metrics.clone(),
-            )
-            .run(stop.clone()),
+                readiness: readiness.clone(),
+                metrics: metrics.clone(),
+            },
+            stop.clone(),
         );
         let llm = config.llm.clone().map(Llm::new);
         let capture_stats = Arc::new(CaptureStats::default());
@@ -121,23 +123,17 @@ impl App {
         );
         let mut background = vec![indexer];
         if let Some(llm) = &llm {
-            let worker = Arc::new(Worker {
+            let deps = WorkerDeps {
                 queue,
                 store: store.clone(),
                 index: index.clone(),
                 embedder: embedder.clone(),
                 llm: llm.clone(),
-                settings: capture::Settings {
-                    max_concurrent: config.capture.max_concurrent,
-                    duplicate_threshold: config.capture.duplicate_threshold,
-                    max_attempts: config.capture.max_attempts,
-                    retry_base: Duration::from_millis(config.capture.retry_base_ms),
-                },
                 stats: capture_stats,
                 wake,
                 metrics: metrics.clone(),
-            });
-            background.push(tokio::spawn(worker.run(stop.clone())));
+            };
+            background.push(Worker::spawn(&config.capture, deps, stop.clone()));
         }
         let retriever = Retriever::new(Parts {
             store: store.clone(),
@@ -158,12 +154,13 @@ impl App {
             stop.clone(),
         )));
         let api_keys = ApiKeys::from_config(&config.auth, config.api_key.as_ref());
-        let registry = Arc::new(metrics.registry(StateCollector {
+        let registry = Arc::new(metrics.registry(StatsCollector(StatsSources {
             store: store.clone(),
             retriever: retriever.clone(),
             capture: capture.clone(),
             indexer: indexer_stats.clone(),
-        }));
+            readiness: readiness.clone(),
+        })));
         let state = AppState {
             api_keys,
             store,
@@ -172,6 +169,8 @@ impl App {
             metrics,
             registry,
             indexer_stats,
+            body_limit: BodyLimit(config.limits.max_body_bytes),
+            defaults: config.defaults.clone(),
             config: Arc::new(config),
             readiness,
         };

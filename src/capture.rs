@@ -24,6 +24,7 @@ use serde::Serialize;
 use tokio::sync::Notify;
 use utoipa::ToSchema;
 
+use crate::blocking;
 use queue::{EnqueueStatus, Queue, Trigger};
 
 /// How the worker runs, from the configuration.
@@ -122,9 +123,7 @@ impl Capture {
     /// wakes the worker.
     pub async fn enqueue(&self, trigger: Trigger) -> Result<EnqueueStatus, queue::Error> {
         let queue = self.queue.clone();
-        let enqueued = tokio::task::spawn_blocking(move || queue.enqueue(trigger))
-            .await
-            .unwrap_or_else(|err| std::panic::resume_unwind(err.into_panic()));
+        let enqueued = blocking::run(move || queue.enqueue(trigger)).await;
         let refusals = match &enqueued {
             Err(queue::Error::OverBudget { .. } | queue::Error::TooLarge { .. }) => {
                 Some(&self.stats.refused_over_budget)

@@ -4,8 +4,9 @@
 //! The three layers are merged as YAML trees and deserialized once with
 //! `deny_unknown_fields`, so an unknown key or a bad value anywhere is a
 //! startup error that names the key. `validate` then checks ranges.
-//! `ENGRAM_CONFIG`, `ENGRAM_API_KEY` and `ENGRAM_MODEL_DIR` are not keys and
-//! never enter the tree; the last sets `embedding.model_dir`. Secrets (the
+//! `ENGRAM_CONFIG`, `ENGRAM_API_KEY`, `ENGRAM_MODEL_DIR` and `ENGRAM_URL` (the
+//! clients' server address) are not keys and never enter the tree;
+//! `ENGRAM_MODEL_DIR` sets `embedding.model_dir`. Secrets (the
 //! embeddings key) are read from the variable the configuration names, kept
 //! out of the tree and never printed.
 
@@ -20,7 +21,12 @@ use crate::memory::{RepoId, UserId};
 /// The prefix of environment variables that override keys.
 const ENV_PREFIX: &str = "ENGRAM_";
 /// Variables with the prefix that are not configuration keys.
-const NOT_KEYS: &[&str] = &["ENGRAM_CONFIG", "ENGRAM_API_KEY", "ENGRAM_MODEL_DIR"];
+const NOT_KEYS: &[&str] = &[
+    "ENGRAM_CONFIG",
+    "ENGRAM_API_KEY",
+    "ENGRAM_MODEL_DIR",
+    "ENGRAM_URL",
+];
 
 /// A configuration that cannot be used, with the key at fault.
 #[derive(Debug, thiserror::Error)]
@@ -292,21 +298,126 @@ impl Default for Weights {
 }
 
 impl Weights {
-    /// The first weight outside 0..1, or a note that all are zero.
-    pub fn check(&self) -> Result<(), (&'static str, &'static str)> {
+    /// The first weight outside 0..1, or that all are zero.
+    pub fn check(&self) -> Result<(), SettingError> {
         let named = [
-            ("similarity", self.similarity),
-            ("recency", self.recency),
-            ("importance", self.importance),
-            ("access", self.access),
+            ("weights.similarity", self.similarity),
+            ("weights.recency", self.recency),
+            ("weights.importance", self.importance),
+            ("weights.access", self.access),
         ];
-        if let Some((name, _)) = named.iter().find(|(_, w)| !(0.0..=1.0).contains(w)) {
-            return Err((name, "must be between 0 and 1"));
+        for (field, weight) in named {
+            within(field, weight, 0.0..=1.0)?;
         }
-        if named.iter().all(|(_, w)| *w == 0.0) {
-            return Err(("similarity", "the weights must not all be zero"));
+        if named.iter().all(|(_, weight)| *weight == 0.0) {
+            return Err(SettingError::AllWeightsZero);
         }
         Ok(())
+    }
+}
+
+/// What a request may override of the configured [`Retrieval`]; `None`
+/// keeps the configured value.
+#[derive(Clone, Debug, Default)]
+pub struct RetrievalOverrides {
+    pub top_k: Option<usize>,
+    pub hop_depth: Option<usize>,
+    pub hypothesis_count: Option<usize>,
+    pub token_budget: Option<usize>,
+    pub min_relevance: Option<f64>,
+    pub similarity: Option<f64>,
+    pub recency: Option<f64>,
+    pub importance: Option<f64>,
+    pub access: Option<f64>,
+}
+
+/// A retrieval setting outside its limits. `field` is its name within
+/// `retrieval` (`top_k`, `weights.recency`): the configuration reports it
+/// as `retrieval.top_k`, a request as `top_k`.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum SettingError {
+    #[error("must be between {low} and {high}, got {got}")]
+    OutOfRange {
+        field: &'static str,
+        low: String,
+        high: String,
+        got: String,
+    },
+    #[error("the weights must not all be zero")]
+    AllWeightsZero,
+}
+
+impl SettingError {
+    /// The setting at fault, relative to `retrieval`.
+    pub fn field(&self) -> &'static str {
+        match self {
+            Self::OutOfRange { field, .. } => field,
+            Self::AllWeightsZero => "weights.similarity",
+        }
+    }
+}
+
+/// `value` if it lies in `range`, else the error naming `field`.
+fn within<T: PartialOrd + std::fmt::Display>(
+    field: &'static str,
+    value: T,
+    range: std::ops::RangeInclusive<T>,
+) -> Result<(), SettingError> {
+    if range.contains(&value) {
+        Ok(())
+    } else {
+        Err(SettingError::OutOfRange {
+            field,
+            low: range.start().to_string(),
+            high: range.end().to_string(),
+            got: value.to_string(),
+        })
+    }
+}
+
+impl Retrieval {
+    /// These settings with a request's `overrides` applied, checked.
+    pub fn with(&self, overrides: &RetrievalOverrides) -> Result<Self, SettingError> {
+        let weights = self.weights;
+        let settings = Self {
+            top_k: overrides.top_k.unwrap_or(self.top_k),
+            hop_depth: overrides.hop_depth.unwrap_or(self.hop_depth),
+            hypothesis_count: overrides.hypothesis_count.unwrap_or(self.hypothesis_count),
+            token_budget: overrides.token_budget.unwrap_or(self.token_budget),
+            min_relevance: overrides.min_relevance.unwrap_or(self.min_relevance),
+            weights: Weights {
+                similarity: overrides.similarity.unwrap_or(weights.similarity),
+                recency: overrides.recency.unwrap_or(weights.recency),
+                importance: overrides.importance.unwrap_or(weights.importance),
+                access: overrides.access.unwrap_or(weights.access),
+            },
+            ..self.clone()
+        };
+        settings.check()?;
+        Ok(settings)
+    }
+
+    /// The first setting outside its limits, in the order of the fields.
+    pub fn check(&self) -> Result<(), SettingError> {
+        within("top_k", self.top_k, bounds::TOP_K)?;
+        within("hop_depth", self.hop_depth, bounds::HOP_DEPTH)?;
+        within(
+            "hypothesis_count",
+            self.hypothesis_count,
+            bounds::HYPOTHESIS_COUNT,
+        )?;
+        within("lexical_weight", self.lexical_weight, 0.0..=1.0)?;
+        within("cache_ttl_s", self.cache_ttl_s, 1..=86_400)?;
+        within("cache_capacity", self.cache_capacity, 1..=1_000_000)?;
+        within(
+            "cache_max_bytes",
+            self.cache_max_bytes,
+            64 * 1024..=64 * 1024 * 1024 * 1024,
+        )?;
+        within("token_budget", self.token_budget, bounds::TOKEN_BUDGET)?;
+        within("min_relevance", self.min_relevance, 0.0..=1.0)?;
+        within("budget_ms", self.budget_ms, bounds::BUDGET_MS)?;
+        self.weights.check()
     }
 }
 
@@ -367,6 +478,22 @@ pub struct KeyGrant {
     pub repos: Vec<String>,
     #[serde(default = "everything")]
     pub users: Vec<String>,
+}
+
+impl KeyGrant {
+    /// The key's SHA-256 as bytes, when `sha256` is 64 hex digits.
+    pub fn digest(&self) -> Option<[u8; 32]> {
+        let hex = self.sha256.as_bytes();
+        if hex.len() != 64 {
+            return None;
+        }
+        let mut bytes = [0u8; 32];
+        for (byte, pair) in bytes.iter_mut().zip(hex.chunks_exact(2)) {
+            let text = std::str::from_utf8(pair).ok()?;
+            *byte = u8::from_str_radix(text, 16).ok()?;
+        }
+        Some(bytes)
+    }
 }
 
 fn everything() -> Vec<String> {
@@ -573,45 +700,8 @@ impl Config {
                 return key_error("llm.max_reply_bytes", "must be between 1024 and 1073741824");
             }
         }
-        let retrieval = &self.retrieval;
-        if !bounds::TOP_K.contains(&retrieval.top_k) {
-            return key_error("retrieval.top_k", "must be between 1 and 1000");
-        }
-        if !bounds::HOP_DEPTH.contains(&retrieval.hop_depth) {
-            return key_error("retrieval.hop_depth", "must be between 0 and 3");
-        }
-        if !bounds::HYPOTHESIS_COUNT.contains(&retrieval.hypothesis_count) {
-            return key_error("retrieval.hypothesis_count", "must be between 1 and 10");
-        }
-        if !(0.0..=1.0).contains(&retrieval.lexical_weight) {
-            return key_error("retrieval.lexical_weight", "must be between 0 and 1");
-        }
-        if !(1..=86_400).contains(&retrieval.cache_ttl_s) {
-            return key_error("retrieval.cache_ttl_s", "must be between 1 and 86400");
-        }
-        if !(1..=1_000_000).contains(&retrieval.cache_capacity) {
-            return key_error("retrieval.cache_capacity", "must be between 1 and 1000000");
-        }
-        if !(64 * 1024..=64 * 1024 * 1024 * 1024).contains(&retrieval.cache_max_bytes) {
-            return key_error(
-                "retrieval.cache_max_bytes",
-                "must be between 65536 and 68719476736",
-            );
-        }
-        if !bounds::TOKEN_BUDGET.contains(&retrieval.token_budget) {
-            return key_error("retrieval.token_budget", "must be between 1 and 128000");
-        }
-        if !(0.0..=1.0).contains(&retrieval.min_relevance) {
-            return key_error("retrieval.min_relevance", "must be between 0 and 1");
-        }
-        if !bounds::BUDGET_MS.contains(&retrieval.budget_ms) {
-            return key_error("retrieval.budget_ms", "must be between 50 and 60000");
-        }
-        if let Err((weight, reason)) = retrieval.weights.check() {
-            return Err(Error::Key {
-                key: format!("retrieval.weights.{weight}"),
-                reason: reason.to_owned(),
-            });
+        if let Err(err) = self.retrieval.check() {
+            return key_error(&format!("retrieval.{}", err.field()), &err.to_string());
         }
         let capture = &self.capture;
         if !(1..=100_000).contains(&capture.queue_capacity) {
@@ -642,7 +732,7 @@ impl Config {
             );
         }
         for (at, key) in self.auth.keys.iter().enumerate() {
-            if crate::auth::decode_hex(&key.sha256).is_none() {
+            if key.digest().is_none() {
                 return key_error(
                     &format!("auth.keys[{at}].sha256"),
                     "must be 64 hex digits (the SHA-256 of the key, never the key)",
@@ -763,6 +853,20 @@ fn apply_env(tree: &mut Value, var: &str, value: &str) -> Result<(), Error> {
 mod tests {
     use super::*;
 
+    #[test]
+    fn key_digests_are_decoded_strictly() {
+        let grant = |sha256: &str| KeyGrant {
+            sha256: sha256.to_owned(),
+            repos: everything(),
+            users: everything(),
+        };
+        let hex = "ab".repeat(32);
+        assert_eq!(grant(&hex).digest(), Some([0xab; 32]));
+        assert_eq!(grant(&hex.to_uppercase()).digest(), Some([0xab; 32]));
+        assert!(grant("abc").digest().is_none());
+        assert!(grant(&"zz".repeat(32)).digest().is_none());
+    }
+
     fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
         pairs
             .iter()
@@ -795,6 +899,7 @@ mod tests {
                 ("ENGRAM_CONFIG", "ignored.yaml"),
                 ("ENGRAM_API_KEY", "not-a-key"),
                 ("ENGRAM_MODEL_DIR", "/opt/model"),
+                ("ENGRAM_URL", "http://127.0.0.1:9999"),
             ],
         )
         .unwrap();
@@ -872,6 +977,51 @@ mod tests {
 
         let err = Config::load(None, env(&[("ENGRAM_RETRIEVAL__TOPK", "3")])).unwrap_err();
         assert!(err.to_string().contains("retrieval"), "{err}");
+    }
+
+    #[test]
+    fn a_request_overrides_the_configured_retrieval_within_the_same_limits() {
+        let configured = Retrieval::default();
+        let settings = configured
+            .with(&RetrievalOverrides {
+                top_k: Some(7),
+                recency: Some(0.0),
+                ..RetrievalOverrides::default()
+            })
+            .unwrap();
+        assert_eq!(settings.top_k, 7);
+        assert_eq!(settings.weights.recency, 0.0);
+        assert_eq!(settings.hop_depth, configured.hop_depth);
+        assert_eq!(settings.weights.similarity, configured.weights.similarity);
+
+        let too_deep = configured.with(&RetrievalOverrides {
+            hop_depth: Some(4),
+            ..RetrievalOverrides::default()
+        });
+        let err = too_deep.unwrap_err();
+        assert_eq!(err.field(), "hop_depth");
+        assert_eq!(err.to_string(), "must be between 0 and 3, got 4");
+        let no_weights = configured.with(&RetrievalOverrides {
+            similarity: Some(0.0),
+            recency: Some(0.0),
+            importance: Some(0.0),
+            access: Some(0.0),
+            ..RetrievalOverrides::default()
+        });
+        assert_eq!(no_weights.unwrap_err(), SettingError::AllWeightsZero);
+
+        let config = Config {
+            retrieval: Retrieval {
+                hop_depth: 4,
+                ..Retrieval::default()
+            },
+            ..Config::default()
+        };
+        let Err(Error::Key { key, reason }) = config.validate() else {
+            panic!("an out-of-range hop_depth is refused");
+        };
+        assert_eq!(key, "retrieval.hop_depth");
+        assert_eq!(reason, "must be between 0 and 3, got 4");
     }
 
     #[test]

@@ -31,6 +31,7 @@ use chrono::{DateTime, Utc};
 pub use local::LocalEmbedder;
 pub use openai::OpenAiEmbedder;
 
+use crate::blocking;
 use crate::config::{self, EmbeddingProvider};
 use crate::error::error_chain;
 use cache::{EmbeddingCache, StoredVectors};
@@ -41,8 +42,6 @@ pub enum Error {
     Local(#[from] local::Error),
     #[error("the embeddings endpoint failed")]
     OpenAi(#[from] openai::Error),
-    #[error("the local embedder's task failed")]
-    Task(#[from] tokio::task::JoinError),
     #[error("the embedder returned a vector that is {0}")]
     Degenerate(&'static str),
 }
@@ -176,11 +175,11 @@ impl Embedder {
         Ok(match &self.backend {
             Backend::Local(embedder) => {
                 let embedder = embedder.clone();
-                tokio::task::spawn_blocking(move || {
+                blocking::run(move || {
                     let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
                     embedder.embed(&texts)
                 })
-                .await??
+                .await?
             }
             Backend::OpenAi(embedder) => embedder.embed(&texts).await?,
         })

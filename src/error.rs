@@ -4,6 +4,22 @@
 //! handler returns `ApiError`, and every `type` is a stable URN clients may
 //! match on. A 5xx carries a generic `detail`; its cause is logged here, once,
 //! inside the request's span.
+//!
+//! The error policy, for the whole crate:
+//!
+//! - **Bad input** is a 4xx problem naming the field, and changes nothing.
+//! - **A blocking task that panics is a bug.** Every `spawn_blocking` is
+//!   awaited through [`crate::blocking::run`], which resumes the panic on the
+//!   awaiting task: a request's `CatchPanicLayer` answers a 500 problem and
+//!   logs it once; a long-lived task's `JoinHandle` reports it. A panic
+//!   never becomes an error value, an empty result or a default.
+//! - **Upstream faults** (the embedder, the LLM: slow, down, or answering
+//!   nonsense) are no fault of the request and never a 5xx. Retrieval
+//!   reports them as data (`degraded`) and serves what it still can;
+//!   capture and the indexer keep their work and retry it with backoff.
+//! - **Disk faults** (a file that cannot be read or written) are a 5xx, or
+//!   `507` when the disk is full; nothing accepted is lost.
+//! - Errors are typed (a `thiserror` enum per component), never `String`s.
 
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};

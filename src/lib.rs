@@ -5,6 +5,8 @@
 pub mod app;
 /// API keys and the middleware that checks them.
 pub mod auth;
+/// Blocking work off the async workers; a panic in it is resumed.
+pub mod blocking;
 /// Capture: triggers queued durably, classified, guarded and written.
 pub mod capture;
 /// Configuration: defaults, YAML file, environment; validated at start.
@@ -15,6 +17,8 @@ pub mod disk;
 pub mod embed;
 /// API errors as `application/problem+json`.
 pub mod error;
+/// `engram hook`: coding-agent hooks that call a running Engram.
+pub mod hook;
 /// The vector index and the indexer task that keeps it current.
 pub mod index;
 /// The chat model (OpenAI-compatible chat completions).
@@ -25,12 +29,16 @@ pub mod memory;
 pub mod metrics;
 /// `engram healthcheck`: a dependency-free probe of `/healthz`.
 pub mod probe;
+/// Whether start-up work is done (`/readyz`).
+pub mod readiness;
 /// Retrieval: search, ranking, injection text, degradation.
 pub mod retrieval;
 /// Routes, OpenAPI, Swagger UI and middleware.
 pub mod routes;
 /// The accept loop: connections, header timeouts, graceful stop.
 pub mod serve;
+/// `engram setup`: merges Engram's hooks into a coding agent's settings.
+pub mod setup;
 /// Handler state: clonable handles to each component.
 pub mod state;
 /// The markdown file store and its in-memory view.

@@ -2,6 +2,8 @@
 //! call with a system and a user message, returning the reply's text.
 //! Errors say whether trying again may help ([`upstream::Error::is_transient`]).
 
+pub mod reply;
+
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};

@@ -32,11 +32,28 @@ enum Command {
     Openapi,
     /// Exit 0 if the configured server answers /healthz (for container health checks).
     Healthcheck,
+    /// Run as a coding agent's hook: read its JSON on stdin, call a running
+    /// Engram, print what the agent expects. Always exits 0; failures go to
+    /// a log file.
+    Hook(engram::hook::HookArgs),
+    /// Merge Engram's hooks into a coding agent's settings file.
+    Setup(engram::setup::SetupArgs),
 }
 
 fn main() -> ExitCode {
-    let args = Args::parse();
+    let args = match Args::try_parse() {
+        Ok(args) => args,
+        // A mistyped hook command must not fail the agent's prompt: log it
+        // and exit 0 like any other hook failure.
+        Err(err) if is_hook_run(&err) => {
+            engram::hook::log_usage_error(&err.to_string());
+            return ExitCode::SUCCESS;
+        }
+        Err(err) => err.exit(),
+    };
     match args.command.unwrap_or(Command::Serve) {
+        Command::Hook(hook) => engram::hook::run(&hook),
+        Command::Setup(setup) => engram::setup::run(&setup),
         Command::Openapi => print_yaml(&engram::routes::openapi()),
         Command::Config => match load_config(args.config.as_deref()) {
             Ok(config) => print_yaml(&config),
@@ -57,6 +74,19 @@ fn main() -> ExitCode {
             Err(code) => code,
         },
     }
+}
+
+/// Whether `err` is from an `engram hook …` invocation rather than a
+/// request for help or version.
+fn is_hook_run(err: &clap::Error) -> bool {
+    use clap::error::ErrorKind;
+    let asked_for_help = matches!(
+        err.kind(),
+        ErrorKind::DisplayHelp
+            | ErrorKind::DisplayVersion
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    );
+    !asked_for_help && std::env::args().nth(1).as_deref() == Some("hook")
 }
 
 fn load_config(path: Option<&std::path::Path>) -> Result<Config, ExitCode> {

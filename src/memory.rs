@@ -312,6 +312,83 @@ pub struct Memory {
     pub content: String,
 }
 
+/// A memory: its front-matter plus its content and owner.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct MemoryView {
+    pub id: MemoryId,
+    pub version: u32,
+    pub scope: Scope,
+    /// The owning repo, for repo-scoped memories.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub repo: Option<RepoId>,
+    /// The owning user, for user-scoped memories.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub user: Option<UserId>,
+    pub category: Category,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    /// The previous version, which this one replaces.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub supersedes: Option<MemoryId>,
+    /// The memory's edges; for a key limited to some namespaces, only
+    /// those to memories it can see.
+    pub related: Vec<RelatedEdge>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub importance: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<SessionId>,
+    pub trigger: Trigger,
+    pub content: String,
+}
+
+impl From<&Memory> for MemoryView {
+    fn from(memory: &Memory) -> Self {
+        let (repo, user) = match &memory.namespace {
+            Namespace::Repo(repo) => (Some(repo.clone()), None),
+            Namespace::User(user) => (None, Some(user.clone())),
+        };
+        Self {
+            id: memory.id,
+            version: memory.version,
+            scope: memory.namespace.scope(),
+            repo,
+            user,
+            category: memory.category,
+            created_at: memory.created_at,
+            updated_at: memory.updated_at,
+            supersedes: memory.supersedes,
+            related: memory.related.clone(),
+            importance: memory.importance,
+            session_id: memory.session_id.clone(),
+            trigger: memory.trigger,
+            content: memory.content.clone(),
+        }
+    }
+}
+
+#[cfg(test)]
+impl Memory {
+    /// A fresh first version written by hand now, for unit tests: callers
+    /// change the fields their case is about.
+    pub fn example(namespace: Namespace, category: Category, content: &str) -> Self {
+        let now = Utc::now();
+        Self {
+            id: MemoryId::new(),
+            version: 1,
+            namespace,
+            category,
+            created_at: now,
+            updated_at: now,
+            supersedes: None,
+            related: Vec::new(),
+            importance: None,
+            session_id: None,
+            trigger: Trigger::Manual,
+            content: content.to_owned(),
+        }
+    }
+}
+
 /// The longest memory content, in characters.
 pub const MAX_CONTENT_CHARS: usize = 8_000;
 

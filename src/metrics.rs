@@ -1,29 +1,22 @@
 //! Prometheus metrics (`GET /metrics`, text format, `prometheus-client`).
 //!
 //! Latencies and error counts are recorded as they happen, into the
-//! families of [`Metrics`]. Everything the service already counts for
-//! `/stats` (retrievals, capture, index and store sizes) is read at scrape
-//! time by [`StateCollector`], so each number has one source.
+//! families of [`Metrics`]; components below the routes record into it and
+//! it imports none of them. Everything the service already counts for
+//! `/stats` (retrievals, capture, index and store sizes) is encoded at
+//! scrape time by the collector handed to [`Metrics::registry`]
+//! (`routes::stats::scrape`), so each number has one source.
 
-use std::fmt;
-use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use prometheus_client::collector::Collector;
-use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric, MetricEncoder};
-use prometheus_client::metrics::MetricType;
-use prometheus_client::metrics::counter::{ConstCounter, Counter};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-use crate::capture::Capture;
 use crate::embed;
-use crate::index::indexer::IndexerStats;
-use crate::retrieval::Retriever;
-use crate::store::Store;
 use crate::upstream;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -136,7 +129,7 @@ impl Metrics {
     }
 
     /// The registry to encode at `/metrics`, with `state` read at scrape.
-    pub fn registry(&self, state: StateCollector) -> Registry {
+    pub fn registry(&self, state: impl Collector + 'static) -> Registry {
         let mut registry = Registry::with_prefix("engram");
         registry.register(
             "http_requests",
@@ -165,182 +158,5 @@ impl Metrics {
         );
         registry.register_collector(Box::new(state));
         registry
-    }
-}
-
-/// Reads the service's own counters at scrape time.
-pub struct StateCollector {
-    pub store: Store,
-    pub retriever: Retriever,
-    pub capture: Capture,
-    pub indexer: Arc<IndexerStats>,
-}
-
-impl fmt::Debug for StateCollector {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("StateCollector")
-    }
-}
-
-impl Collector for StateCollector {
-    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), fmt::Error> {
-        let store = self.store.stats(|_| true, true);
-        let snapshot = self.retriever.index().snapshot();
-        let retrieval = self.retriever.stats().view();
-        let capture = self.capture.stats();
-        let count = |n: usize| u64::try_from(n).unwrap_or(u64::MAX);
-
-        let memories: Vec<(String, u64)> = store
-            .by_namespace
-            .iter()
-            .map(|(namespace, counts)| (namespace.clone(), count(counts.memories)))
-            .collect();
-        labelled(
-            &mut encoder,
-            "memories",
-            "Memories in the store by namespace",
-            MetricType::Gauge,
-            "namespace",
-            &memories,
-        )?;
-        let indexed: Vec<(String, u64)> = snapshot
-            .namespace_sizes()
-            .map(|(namespace, size)| (namespace.to_string(), count(size)))
-            .collect();
-        labelled(
-            &mut encoder,
-            "index_memories",
-            "Memories in the vector index by namespace",
-            MetricType::Gauge,
-            "namespace",
-            &indexed,
-        )?;
-        single(
-            &mut encoder,
-            "index_pending",
-            "Writes and deletes not yet in the index",
-            MetricType::Gauge,
-            count(self.store.pending_change_count()),
-        )?;
-        single(
-            &mut encoder,
-            "index_embedded",
-            "Texts embedded by the indexer",
-            MetricType::Counter,
-            self.indexer.embedded.load(Ordering::Relaxed),
-        )?;
-        single(
-            &mut encoder,
-            "store_skipped_files",
-            "Memory files skipped because they do not parse",
-            MetricType::Gauge,
-            count(store.skipped.len()),
-        )?;
-        single(
-            &mut encoder,
-            "retrieval_requests",
-            "Retrievals answered",
-            MetricType::Counter,
-            retrieval.requests,
-        )?;
-        single(
-            &mut encoder,
-            "retrieval_cache_hits",
-            "Retrievals answered from the per-turn cache",
-            MetricType::Counter,
-            retrieval.cache_hits,
-        )?;
-        let degraded: Vec<(String, u64)> = retrieval.degraded.into_iter().collect();
-        labelled(
-            &mut encoder,
-            "retrieval_degraded",
-            "Degraded retrievals by reason",
-            MetricType::Counter,
-            "reason",
-            &degraded,
-        )?;
-        single(
-            &mut encoder,
-            "capture_queue_depth",
-            "Capture triggers waiting or in flight",
-            MetricType::Gauge,
-            count(capture.queue_depth),
-        )?;
-        let triggers = [
-            ("accepted", capture.accepted),
-            ("coalesced", capture.coalesced),
-            ("dropped", capture.dropped),
-            ("processed", capture.processed),
-            ("retried", capture.retried),
-            ("failed", capture.failed),
-            ("parse_failure", capture.parse_failures),
-        ]
-        .map(|(outcome, n)| (outcome.to_owned(), n));
-        labelled(
-            &mut encoder,
-            "capture_triggers",
-            "Capture triggers by outcome",
-            MetricType::Counter,
-            "outcome",
-            &triggers,
-        )?;
-        let memories = [
-            ("written", capture.written),
-            ("superseded", capture.superseded),
-            ("refused_secret", capture.refused_secret),
-            ("refused_invalid", capture.refused_invalid),
-            ("skipped_duplicate", capture.skipped_duplicate),
-        ]
-        .map(|(outcome, n)| (outcome.to_owned(), n));
-        labelled(
-            &mut encoder,
-            "capture_memories",
-            "Classified memories by outcome",
-            MetricType::Counter,
-            "outcome",
-            &memories,
-        )
-    }
-}
-
-/// One unlabelled value.
-fn single(
-    encoder: &mut DescriptorEncoder,
-    name: &str,
-    help: &str,
-    metric_type: MetricType,
-    value: u64,
-) -> Result<(), fmt::Error> {
-    let metric = encoder.encode_descriptor(name, help, None, metric_type)?;
-    encode_value(metric, metric_type, value)
-}
-
-/// One value per label value, under one name.
-fn labelled(
-    encoder: &mut DescriptorEncoder,
-    name: &str,
-    help: &str,
-    metric_type: MetricType,
-    label: &str,
-    values: &[(String, u64)],
-) -> Result<(), fmt::Error> {
-    let mut family = encoder.encode_descriptor(name, help, None, metric_type)?;
-    for (label_value, value) in values {
-        let labels = [(label, label_value.as_str())];
-        let labels = labels.as_slice();
-        let metric = family.encode_family(&labels)?;
-        encode_value(metric, metric_type, *value)?;
-    }
-    Ok(())
-}
-
-fn encode_value(
-    metric: MetricEncoder,
-    metric_type: MetricType,
-    value: u64,
-) -> Result<(), fmt::Error> {
-    match metric_type {
-        MetricType::Counter => ConstCounter::new(value).encode(metric),
-        _ => ConstGauge::new(i64::try_from(value).unwrap_or(i64::MAX)).encode(metric),
     }
 }

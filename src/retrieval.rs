@@ -21,7 +21,9 @@ pub mod hyde;
 pub mod hyde_reply;
 pub mod inject;
 pub mod rank;
+pub mod similar;
 pub mod stats;
+pub mod suggestions;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -32,15 +34,15 @@ use serde::Serialize;
 use tokio::time::Instant as Deadline;
 use utoipa::ToSchema;
 
-use crate::config::Weights;
+use crate::blocking;
+use crate::config::{self, Weights};
 use crate::embed::{self, Embedder};
 use crate::error::error_chain;
 use crate::index::{Hit, Index, cosine, lexical};
 use crate::llm::Llm;
-use crate::memory::{Category, Memory, MemoryId, Namespace, Relationship, Scope};
+use crate::memory::{Category, Memory, MemoryId, MemoryView, Namespace, Relationship, Scope};
 use crate::metrics::Metrics;
-use crate::routes::memories::MemoryView;
-use crate::state::Readiness;
+use crate::readiness::Readiness;
 use crate::store::{ListFilter, Reach, Store};
 use crate::upstream;
 use crate::window::{self, Line};
@@ -79,12 +81,8 @@ pub struct Request {
     /// The namespaces searched: the pair's, or one of them (see `Reach`).
     pub pair: Reach,
     pub input: Input,
-    pub top_k: usize,
-    pub hop_depth: usize,
-    pub hypothesis_count: usize,
-    pub token_budget: usize,
-    pub min_relevance: f64,
-    pub weights: Weights,
+    /// The configured settings with the request's overrides, checked.
+    pub settings: config::Retrieval,
     pub filters: Filters,
     pub exclude_ids: HashSet<MemoryId>,
     pub use_cache: bool,
@@ -536,7 +534,8 @@ impl Retriever {
         let timeout = deadline
             .saturating_duration_since(Deadline::now())
             .saturating_sub(reserve);
-        let hypotheses = hyde::hypotheses(llm, window, request.hypothesis_count, timeout).await;
+        let hypotheses =
+            hyde::hypotheses(llm, window, request.settings.hypothesis_count, timeout).await;
         outcome.timings_ms.hyde = millis(hyde_started.elapsed());
         match hypotheses {
             Ok(hypotheses) => {
@@ -664,16 +663,13 @@ impl Retriever {
         .await
     }
 
-    /// Runs CPU-bound `work` on the blocking pool; a panic in it is raised
-    /// again here, as if it had run in place.
+    /// Runs CPU-bound `work` on the blocking pool ([`blocking::run`]).
     async fn on_blocking_pool<T: Send + 'static>(
         &self,
         work: impl FnOnce(&Self) -> T + Send + 'static,
     ) -> T {
         let retriever = self.clone();
-        tokio::task::spawn_blocking(move || work(&retriever))
-            .await
-            .unwrap_or_else(|err| std::panic::resume_unwind(err.into_panic()))
+        blocking::run(move || work(&retriever)).await
     }
 
     /// Ranks the candidates, follows hops from the best and renders the
@@ -689,7 +685,7 @@ impl Retriever {
     ) -> Outcome {
         let mut ranked = self.rank(request, candidates, context);
         outcome.total_matches = ranked.len();
-        ranked.truncate(request.top_k);
+        ranked.truncate(request.settings.top_k);
         outcome.timings_ms.search = millis(search_started.elapsed());
 
         let hops_started = Instant::now();
@@ -701,7 +697,7 @@ impl Retriever {
                 .then_with(|| a.memory.id.cmp(&b.memory.id))
         });
         outcome.timings_ms.hops = millis(hops_started.elapsed());
-        finish(&mut outcome, ranked, request.token_budget);
+        finish(&mut outcome, ranked, request.settings.token_budget);
         outcome
     }
 
@@ -753,7 +749,7 @@ impl Retriever {
         let inner = &self.inner;
         let snapshot = inner.index.snapshot();
         let namespaces = request.pair.namespaces();
-        let limit = (request.top_k * CANDIDATE_FACTOR).max(MIN_CANDIDATES);
+        let limit = (request.settings.top_k * CANDIDATE_FACTOR).max(MIN_CANDIDATES);
         let filters = request.filters.clone();
         let lexical_limit = if inner.lexical_weight > 0.0 { limit } else { 0 };
         let small = snapshot.is_small_search(&namespaces, vectors.len());
@@ -768,7 +764,7 @@ impl Retriever {
         let (dense, sparse) = if small {
             scan()
         } else {
-            tokio::task::spawn_blocking(scan).await.unwrap_or_default()
+            blocking::run(scan).await
         };
 
         let mut by_head: HashMap<MemoryId, Candidate> = HashMap::new();
@@ -813,10 +809,7 @@ impl Retriever {
             if let Some((rank, hit)) = dense_hit
                 && candidate.dense.is_none_or(|best| rank < best.rank)
             {
-                candidate.dense = Some(fusion::Dense {
-                    rank,
-                    relative_similarity: hit.similarity / best_similarity,
-                });
+                candidate.dense = Some(fusion::Dense { rank });
                 candidate.similarity = hit.similarity;
                 candidate.reason = if hit.query < hypotheses {
                     Reason::Hypothesis {
@@ -851,7 +844,7 @@ impl Retriever {
             .into_values()
             .map(|mut candidate| {
                 candidate.fused = fusion::fuse(
-                    candidate.dense,
+                    candidate.similarity / best_similarity,
                     candidate.lexical_match,
                     inner.lexical_weight,
                 );
@@ -908,7 +901,7 @@ impl Retriever {
                 );
                 scores.lexical = f64::from(candidate.lexical);
                 scores.matched = candidate.fused;
-                let mut relevance = scores.relevance(&request.weights);
+                let mut relevance = scores.relevance(&request.settings.weights);
                 if let (Some(context), Some(vector)) = (context, context_vectors.get(&memory.id)) {
                     let boost = f64::from(cosine(context, vector)).clamp(0.0, 1.0);
                     scores.context_boost = Some(boost);
@@ -921,7 +914,7 @@ impl Retriever {
                     reason: candidate.reason,
                 }
             })
-            .filter(|ranked| ranked.relevance >= request.min_relevance)
+            .filter(|ranked| ranked.relevance >= request.settings.min_relevance)
             .collect();
         ranked.sort_by(|a, b| {
             b.relevance
@@ -939,7 +932,7 @@ impl Retriever {
         vectors: &[Vec<f32>],
         context: Option<&[f32]>,
     ) -> Vec<Ranked> {
-        if request.hop_depth == 0 || seeds.is_empty() {
+        if request.settings.hop_depth == 0 || seeds.is_empty() {
             return Vec::new();
         }
         let inner = &self.inner;
@@ -947,11 +940,16 @@ impl Retriever {
             .iter()
             .map(|ranked| (ranked.memory.id, ranked.relevance))
             .collect();
-        let hopped = hops::follow(&inner.store, &seed_ids, request.hop_depth, |memory| {
-            request.pair.contains(&memory.namespace)
-                && request.filters.admit(memory)
-                && !request.exclude_ids.contains(&memory.id)
-        });
+        let hopped = hops::follow(
+            &inner.store,
+            &seed_ids,
+            request.settings.hop_depth,
+            |memory| {
+                request.pair.contains(&memory.namespace)
+                    && request.filters.admit(memory)
+                    && !request.exclude_ids.contains(&memory.id)
+            },
+        );
         let ids = hopped.iter().map(|hop| hop.memory.id).collect();
         let stored = inner
             .index
@@ -990,7 +988,7 @@ impl Retriever {
                     },
                 }
             })
-            .filter(|ranked| ranked.relevance >= request.min_relevance)
+            .filter(|ranked| ranked.relevance >= request.settings.min_relevance)
             .collect()
     }
 
@@ -1007,7 +1005,7 @@ impl Retriever {
         };
         let weights = Weights {
             similarity: 0.0,
-            ..request.weights
+            ..request.settings.weights
         };
         let now = Utc::now();
         let page = inner.store.list(&listing, MAX_FILTERED, None, |_| true);
@@ -1029,7 +1027,7 @@ impl Retriever {
                     reason: Reason::Filter,
                 }
             })
-            .filter(|ranked| ranked.relevance >= request.min_relevance)
+            .filter(|ranked| ranked.relevance >= request.settings.min_relevance)
             .collect();
         ranked.sort_by(|a, b| {
             b.relevance
@@ -1037,72 +1035,10 @@ impl Retriever {
                 .then_with(|| b.memory.created_at.cmp(&a.memory.created_at))
         });
         outcome.total_matches = ranked.len();
-        ranked.truncate(request.top_k);
+        ranked.truncate(request.settings.top_k);
         outcome.timings_ms.search = millis(started.elapsed());
-        finish(&mut outcome, ranked, request.token_budget);
+        finish(&mut outcome, ranked, request.settings.token_budget);
         outcome
-    }
-
-    /// Up to `count` suggested queries for `window` (the HyDE hypotheses,
-    /// without the search).
-    pub async fn suggestions(
-        &self,
-        window: &[Line],
-        count: usize,
-    ) -> Result<Vec<String>, Degraded> {
-        let Some(llm) = &self.inner.llm else {
-            return Err(Degraded::LlmNotConfigured);
-        };
-        hyde::hypotheses(llm, window, count, self.inner.budget)
-            .await
-            .map_err(|failure| {
-                tracing::warn!(error = %error_chain(&failure), "suggestions failed");
-                Degraded::of_hyde(&failure)
-            })
-    }
-
-    /// The memories nearest to `memory` in its own namespace, current
-    /// versions only, leaving out its own chain.
-    pub async fn similar(
-        &self,
-        memory: &Memory,
-        limit: usize,
-    ) -> Result<Vec<(Arc<Memory>, f32)>, Degraded> {
-        let inner = &self.inner;
-        if !inner.index_ready.is_ready() {
-            return Err(Degraded::IndexNotReady);
-        }
-        let snapshot = inner.index.snapshot();
-        let vector = snapshot
-            .vector(&memory.namespace, memory.id)
-            .ok_or(Degraded::MemoryNotIndexed)?
-            .to_vec();
-        let chain: HashSet<MemoryId> = inner.store.chain(memory.id).iter().map(|m| m.id).collect();
-        let namespace = memory.namespace.clone();
-        // Versions of one chain collapse into its head, so ask for spares.
-        let candidates = limit * CANDIDATE_FACTOR + chain.len();
-        let hits = {
-            let chain = chain.clone();
-            tokio::task::spawn_blocking(move || {
-                snapshot.search(&[namespace], &[vector], candidates, |id, _| {
-                    !chain.contains(&id)
-                })
-            })
-            .await
-            .unwrap_or_default()
-        };
-        let mut seen = HashSet::new();
-        let mut similar = Vec::new();
-        for hit in hits {
-            let Some(head) = inner.store.head_of(hit.id) else {
-                continue;
-            };
-            if !chain.contains(&head.id) && seen.insert(head.id) {
-                similar.push((head, hit.similarity));
-            }
-        }
-        similar.truncate(limit);
-        Ok(similar)
     }
 }
 

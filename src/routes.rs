@@ -7,6 +7,7 @@
 pub mod extract;
 pub mod health;
 pub mod memories;
+pub mod problems;
 pub mod retrieve;
 pub mod stats;
 pub mod turns;

@@ -1,8 +1,8 @@
 //! The state handlers share: cheap clonable handles, one per component,
-//! with `FromRef` so a handler asks only for what it uses.
+//! with `FromRef` (derived, one per field) so a handler asks only for what
+//! it uses.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use axum::extract::FromRef;
 
@@ -11,12 +11,14 @@ use crate::capture::Capture;
 use crate::config::{Config, Defaults};
 use crate::index::indexer::IndexerStats;
 use crate::metrics::Metrics;
+use crate::readiness::Readiness;
 use crate::retrieval::Retriever;
 use crate::routes::extract::BodyLimit;
+use crate::routes::stats::StatsSources;
 use crate::store::Store;
 use prometheus_client::registry::Registry;
 
-#[derive(Clone)]
+#[derive(Clone, FromRef)]
 pub struct AppState {
     pub store: Store,
     pub capture: Capture,
@@ -28,83 +30,21 @@ pub struct AppState {
     pub config: Arc<Config>,
     pub readiness: Readiness,
     pub api_keys: ApiKeys,
+    /// `limits.max_body_bytes`, for the JSON extractor.
+    pub body_limit: BodyLimit,
+    /// The owners an omitted `repo` or `user` stands for.
+    pub defaults: Defaults,
 }
 
-impl FromRef<AppState> for Capture {
+/// What `/stats` and `/metrics` ask for their views.
+impl FromRef<AppState> for StatsSources {
     fn from_ref(state: &AppState) -> Self {
-        state.capture.clone()
-    }
-}
-
-impl FromRef<AppState> for Retriever {
-    fn from_ref(state: &AppState) -> Self {
-        state.retriever.clone()
-    }
-}
-
-impl FromRef<AppState> for Arc<IndexerStats> {
-    fn from_ref(state: &AppState) -> Self {
-        state.indexer_stats.clone()
-    }
-}
-
-impl FromRef<AppState> for Arc<Registry> {
-    fn from_ref(state: &AppState) -> Self {
-        state.registry.clone()
-    }
-}
-
-impl FromRef<AppState> for Metrics {
-    fn from_ref(state: &AppState) -> Self {
-        state.metrics.clone()
-    }
-}
-
-impl FromRef<AppState> for Arc<Config> {
-    fn from_ref(state: &AppState) -> Self {
-        state.config.clone()
-    }
-}
-
-impl FromRef<AppState> for Store {
-    fn from_ref(state: &AppState) -> Self {
-        state.store.clone()
-    }
-}
-
-impl FromRef<AppState> for Readiness {
-    fn from_ref(state: &AppState) -> Self {
-        state.readiness.clone()
-    }
-}
-
-impl FromRef<AppState> for BodyLimit {
-    fn from_ref(state: &AppState) -> Self {
-        BodyLimit(state.config.limits.max_body_bytes)
-    }
-}
-
-impl FromRef<AppState> for Defaults {
-    fn from_ref(state: &AppState) -> Self {
-        state.config.defaults.clone()
-    }
-}
-
-/// Whether the start-up work (loading the store, building the vector
-/// index) is done and the service answers with complete data. `/readyz`
-/// reports it.
-#[derive(Clone, Default)]
-pub struct Readiness(Arc<AtomicBool>);
-
-impl Readiness {
-    pub fn is_ready(&self) -> bool {
-        self.0.load(Ordering::Acquire)
-    }
-
-    /// Marks start-up done; the first call logs the transition.
-    pub fn set_ready(&self) {
-        if !self.0.swap(true, Ordering::AcqRel) {
-            tracing::info!("engram is ready: /readyz answers 200");
+        Self {
+            store: state.store.clone(),
+            retriever: state.retriever.clone(),
+            capture: state.capture.clone(),
+            indexer: state.indexer_stats.clone(),
+            readiness: state.readiness.clone(),
         }
     }
 }

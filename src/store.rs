@@ -20,6 +20,8 @@ use std::time::Duration;
 
 use chrono::{DateTime, SubsecRound, Utc};
 
+use crate::blocking;
+use crate::config::Defaults;
 use crate::memory::{
     Category, Memory, MemoryId, Namespace, RelatedEdge, RepoId, Scope, SessionId, Trigger, UserId,
 };
@@ -36,8 +38,6 @@ pub enum Error {
     Write { path: PathBuf, source: io::Error },
     #[error("removing {path}")]
     Remove { path: PathBuf, source: io::Error },
-    #[error("the store's blocking task failed")]
-    Task(#[from] tokio::task::JoinError),
 }
 
 /// Why a new memory was refused.
@@ -62,6 +62,14 @@ pub struct NamespacePair {
 }
 
 impl NamespacePair {
+    /// The pair a request names, an omitted owner standing for its default.
+    pub fn or_defaults(repo: Option<RepoId>, user: Option<UserId>, defaults: &Defaults) -> Self {
+        Self {
+            repo: repo.unwrap_or_else(|| defaults.repo.clone()),
+            user: user.unwrap_or_else(|| defaults.user.clone()),
+        }
+    }
+
     pub fn owner(&self, scope: Scope) -> Namespace {
         Namespace::for_scope(scope, &self.repo, &self.user)
     }
@@ -654,17 +662,13 @@ impl Store {
         reach: Reach,
     ) -> Result<Arc<Memory>, WriteError> {
         let store = self.clone();
-        tokio::task::spawn_blocking(move || store.create_blocking(new, &reach))
-            .await
-            .map_err(Error::from)?
+        blocking::run(move || store.create_blocking(new, &reach)).await
     }
 
     /// Removes a memory's file. `None` when there is no such memory.
     pub async fn delete(&self, id: MemoryId) -> Result<Option<Arc<Memory>>, WriteError> {
         let store = self.clone();
-        tokio::task::spawn_blocking(move || store.delete_blocking(id))
-            .await
-            .map_err(Error::from)?
+        blocking::run(move || store.delete_blocking(id)).await
     }
 
     fn create_blocking(&self, new: NewMemory, reach: &Reach) -> Result<Arc<Memory>, WriteError> {

@@ -5,11 +5,10 @@
 
 use serde_json::Value;
 
+use crate::llm::reply;
+
 /// The largest reply read; anything longer is not a classifier's answer.
 const MAX_REPLY_BYTES: usize = 1024 * 1024;
-/// Brackets tried as the start of the array: each try scans to the end, so
-/// a reply full of brackets must not make this quadratic.
-const MAX_CANDIDATES: usize = 32;
 
 /// A memory the model proposed, still unchecked against the store.
 #[derive(Clone, Debug, PartialEq)]
@@ -41,7 +40,7 @@ pub fn parse(reply: &str) -> Reply {
             ..Reply::default()
         };
     }
-    let Some(items) = find_array(reply) else {
+    let Some(items) = reply::find_json_array(reply) else {
         return Reply {
             unparseable: true,
             ..Reply::default()
@@ -55,94 +54,6 @@ pub fn parse(reply: &str) -> Reply {
         }
     }
     read
-}
-
-/// The first JSON array in `reply` (bare, or the single array-valued field
-/// of an object), trying each `[` or `{` in turn.
-fn find_array(reply: &str) -> Option<Vec<Value>> {
-    let starts = reply
-        .char_indices()
-        .filter(|(_, c)| matches!(c, '[' | '{'))
-        .map(|(at, _)| at)
-        .take(MAX_CANDIDATES);
-    for start in starts {
-        let Some(end) = balanced_end(&reply[start..]) else {
-            continue;
-        };
-        let candidate = without_trailing_commas(&reply[start..start + end]);
-        match serde_json::from_str::<Value>(&candidate) {
-            Ok(Value::Array(items)) => return Some(items),
-            Ok(Value::Object(object)) => {
-                let mut arrays = object.into_iter().filter_map(|(_, value)| match value {
-                    Value::Array(items) => Some(items),
-                    _ => None,
-                });
-                if let (Some(items), None) = (arrays.next(), arrays.next()) {
-                    return Some(items);
-                }
-            }
-            _ => {}
-        }
-    }
-    None
-}
-
-/// The length of the bracketed run `text` starts with, minding strings and
-/// escapes; `None` if it never closes.
-fn balanced_end(text: &str) -> Option<usize> {
-    let mut depth = 0usize;
-    let mut in_string = false;
-    let mut escaped = false;
-    for (at, c) in text.char_indices() {
-        if in_string {
-            match c {
-                _ if escaped => escaped = false,
-                '\\' => escaped = true,
-                '"' => in_string = false,
-                _ => {}
-            }
-            continue;
-        }
-        match c {
-            '"' => in_string = true,
-            '[' | '{' => depth += 1,
-            ']' | '}' => {
-                depth = depth.checked_sub(1)?;
-                if depth == 0 {
-                    return Some(at + 1);
-                }
-            }
-            _ => {}
-        }
-    }
-    None
-}
-
-/// `json` without commas that directly precede `]` or `}` (outside strings).
-fn without_trailing_commas(json: &str) -> String {
-    let mut out = String::with_capacity(json.len());
-    let mut in_string = false;
-    let mut escaped = false;
-    let chars: Vec<char> = json.chars().collect();
-    for (at, &c) in chars.iter().enumerate() {
-        if in_string {
-            match c {
-                _ if escaped => escaped = false,
-                '\\' => escaped = true,
-                '"' => in_string = false,
-                _ => {}
-            }
-        } else if c == '"' {
-            in_string = true;
-        } else if c == ',' {
-            let next = chars[at + 1..].iter().find(|c| !c.is_whitespace());
-            if matches!(next, Some(']' | '}')) {
-                continue;
-            }
-        }
-        out.push(c);
-    }
-    out
 }
 
 fn proposed(item: &Value) -> Result<Proposed, String> {

@@ -6,6 +6,7 @@
 
 use std::sync::Arc;
 
+use crate::blocking;
 use crate::embed::{self, Embedder};
 use crate::index::{Index, cosine};
 use crate::store::{NewMemory, Store};
@@ -38,7 +39,7 @@ pub async fn near_duplicates(
     let snapshot = index.snapshot();
     let nearest = {
         let vectors = vectors.clone();
-        tokio::task::spawn_blocking(move || {
+        blocking::run(move || {
             vectors
                 .iter()
                 .zip(&namespaces)
@@ -52,7 +53,7 @@ pub async fn near_duplicates(
                 })
                 .collect::<Vec<_>>()
         })
-        .await?
+        .await
     };
     let mut verdicts = Vec::with_capacity(memories.len());
     for (at, hits) in nearest.iter().enumerate() {

@@ -14,6 +14,8 @@
 //! trigger file or of `queue/failed/` is left alone (not read, not removed,
 //! nothing written through it) and counted.
 
+mod group_sync;
+
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read};
@@ -32,6 +34,7 @@ use crate::disk::{self, LowSpace};
 use crate::memory::{RepoId, SessionId, UserId};
 use crate::store::{NamespacePair, atomic};
 use crate::window::Speaker;
+use group_sync::GroupSync;
 
 /// What fired a capture.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -162,6 +165,8 @@ pub struct Queue {
     dir: PathBuf,
     limits: Limits,
     state: Mutex<State>,
+    /// Accepts share directory syncs (group commit), outside `state`'s lock.
+    dir_sync: GroupSync,
     /// Symbolic links found in place of a trigger file or of `failed/`.
     skipped_symlinks: AtomicU64,
 }
@@ -173,6 +178,11 @@ type SessionKey = (NamespacePair, SessionId);
 struct State {
     /// Triggers not in flight, oldest first (UUID v7 ids sort by time).
     waiting: BTreeMap<Uuid, Waiting>,
+    /// Accepted triggers whose files are not durable yet: counted against
+    /// the capacity and the budgets, never handed to the worker.
+    pending: HashMap<Uuid, (SessionKey, Kind)>,
+    /// The last acceptance number given (see `Waiting::accepted`).
+    accepted: u64,
     in_flight: HashSet<Uuid>,
     /// Pairs with a trigger in flight: one at a time per pair.
     busy: HashSet<NamespacePair>,
@@ -226,6 +236,10 @@ enum FailedDir {
 
 struct Waiting {
     trigger: Trigger,
+    /// In which order the queue took triggers in: a turn accepted later
+    /// replaces an earlier one of its session, whichever file is durable
+    /// first. Triggers found at start or back from a retry count as 0.
+    accepted: u64,
     /// Not before this instant (a retry's backoff).
     not_before: Option<Instant>,
 }
@@ -239,6 +253,7 @@ impl Queue {
             dir: dir.to_owned(),
             limits,
             state: Mutex::new(State::default()),
+            dir_sync: GroupSync::default(),
             skipped_symlinks: AtomicU64::new(0),
         };
         fs::create_dir_all(dir).map_err(|source| Error::Write {
@@ -302,6 +317,7 @@ impl Queue {
                         trigger.id,
                         Waiting {
                             trigger,
+                            accepted: 0,
                             not_before: None,
                         },
                     );
@@ -326,52 +342,134 @@ impl Queue {
     }
 
     /// Stores `trigger` (or not) by the coalescing, capacity and budget
-    /// rules. Blocking (it writes and fsyncs a file): call it from a
-    /// blocking thread.
+    /// rules, and returns once its file is durable. Blocking (it writes and
+    /// fsyncs): call it from a blocking thread.
+    ///
+    /// Group commit: the decision is taken under the lock, the file is
+    /// written and synced outside it, concurrent accepts share one sync of
+    /// the directory, and only then does the trigger become visible to the
+    /// worker and replace an older turn of its session.
     pub fn enqueue(&self, trigger: Trigger) -> Result<EnqueueStatus, Error> {
-        let mut state = self.lock();
-        let replaced = match trigger.kind {
-            Kind::Turn => state
-                .waiting
-                .iter()
-                .find(|(_, waiting)| {
-                    waiting.trigger.kind == Kind::Turn
-                        && waiting.trigger.session_id == trigger.session_id
-                        && waiting.trigger.pair() == trigger.pair()
-                })
-                .map(|(id, _)| *id),
-            Kind::Compaction => None,
-        };
-        if replaced.is_none()
-            && trigger.kind == Kind::Turn
-            && state.waiting.len() >= self.limits.capacity
-        {
-            return Ok(EnqueueStatus::Dropped);
-        }
         let bytes = serialize(&trigger);
-        if trigger.kind == Kind::Compaction {
-            self.check_budgets(&state, &trigger, bytes.len() as u64)?;
+        let accepted = match self.reserve(&trigger, bytes.len() as u64)? {
+            Some(accepted) => accepted,
+            None => return Ok(EnqueueStatus::Dropped),
+        };
+        let stored = disk::ensure_free_space(&self.dir, self.limits.min_free_disk_bytes)
+            .map_err(Error::from)
+            .and_then(|()| self.store_durably(trigger.id, &bytes));
+        let mut state = self.lock();
+        state.pending.remove(&trigger.id);
+        if let Err(err) = stored {
+            state.unaccount(trigger.id);
+            drop(state);
+            // Not acknowledged, so not kept: a file a crash keeps anyway is
+            // processed once more at the next start, which is harmless.
+            let _ = fs::remove_file(self.dir.join(file_name(trigger.id)));
+            return Err(err);
         }
-        disk::ensure_free_space(&self.dir, self.limits.min_free_disk_bytes)?;
-        self.write(trigger.id, &bytes)?;
-        if let Some(old) = replaced {
-            state.waiting.remove(&old);
-            state.unaccount(old);
-            self.remove_file(old);
+        let key = session_key(&trigger);
+        let same_session = |waiting: &Waiting| {
+            trigger.kind == Kind::Turn
+                && waiting.trigger.kind == Kind::Turn
+                && session_key(&waiting.trigger) == key
+        };
+        if state
+            .waiting
+            .values()
+            .any(|waiting| same_session(waiting) && waiting.accepted > accepted)
+        {
+            // A later turn of the session got there first: its window holds
+            // this one's.
+            state.unaccount(trigger.id);
+            drop(state);
+            self.forget_file(trigger.id);
+            return Ok(EnqueueStatus::Coalesced);
         }
-        state.account(&trigger, bytes.len() as u64);
+        let replaced: Vec<Uuid> = state
+            .waiting
+            .iter()
+            .filter(|(_, waiting)| same_session(waiting))
+            .map(|(id, _)| *id)
+            .collect();
+        for old in &replaced {
+            state.waiting.remove(old);
+            state.unaccount(*old);
+        }
         state.waiting.insert(
             trigger.id,
             Waiting {
                 trigger,
+                accepted,
                 not_before: None,
             },
         );
-        Ok(if replaced.is_some() {
-            EnqueueStatus::Coalesced
-        } else {
+        drop(state);
+        for old in &replaced {
+            self.forget_file(*old);
+        }
+        Ok(if replaced.is_empty() {
             EnqueueStatus::Queued
+        } else {
+            EnqueueStatus::Coalesced
         })
+    }
+
+    /// Takes `trigger` into account as pending, or refuses it: `None` is a
+    /// turn dropped for a full queue; a compaction past a budget is an error.
+    fn reserve(&self, trigger: &Trigger, bytes: u64) -> Result<Option<u64>, Error> {
+        let mut state = self.lock();
+        let key = session_key(trigger);
+        let replaces = trigger.kind == Kind::Turn
+            && (state.waiting.values().any(|waiting| {
+                waiting.trigger.kind == Kind::Turn && session_key(&waiting.trigger) == key
+            }) || state
+                .pending
+                .values()
+                .any(|(pending, kind)| *kind == Kind::Turn && *pending == key));
+        if !replaces
+            && trigger.kind == Kind::Turn
+            && state.waiting.len() + state.pending.len() >= self.limits.capacity
+        {
+            return Ok(None);
+        }
+        if trigger.kind == Kind::Compaction {
+            self.check_budgets(&state, trigger, bytes)?;
+        }
+        state.account(trigger, bytes);
+        state.pending.insert(trigger.id, (key, trigger.kind));
+        state.accepted += 1;
+        Ok(Some(state.accepted))
+    }
+
+    /// Writes the trigger's file and waits for a directory sync after it.
+    fn store_durably(&self, id: Uuid, bytes: &[u8]) -> Result<(), Error> {
+        let path = self.dir.join(file_name(id));
+        let write_error = |source| Error::Write {
+            path: path.clone(),
+            source,
+        };
+        atomic::replace(&path, bytes).map_err(write_error)?;
+        self.dir_sync
+            .wait_durable(|| atomic::sync_dir(&self.dir))
+            .map_err(write_error)
+    }
+
+    /// Removes the file of a trigger another one stands in for, without a
+    /// directory sync: should a crash bring it back, it is processed once
+    /// more and its memories are found already written.
+    fn forget_file(&self, id: Uuid) {
+        let path = self.dir.join(file_name(id));
+        if let Err(err) = fs::remove_file(&path)
+            && err.kind() != io::ErrorKind::NotFound
+        {
+            tracing::warn!(file.path = %path.display(), error = %err, "could not remove a coalesced trigger");
+        }
+    }
+
+    /// Directory syncs run by accepts so far (one per group).
+    pub fn sync_rounds(&self) -> u64 {
+        self.dir_sync.syncs()
     }
 
     /// A compaction may not take its session's files, or the queue's, past
@@ -470,6 +568,7 @@ impl Queue {
             trigger.id,
             Waiting {
                 trigger,
+                accepted: 0,
                 not_before: Some(at),
             },
         );
@@ -626,6 +725,42 @@ mod tests {
             .unwrap()
             .filter(|entry| entry.as_ref().unwrap().path().is_file())
             .count()
+    }
+
+    #[test]
+    fn concurrent_accepts_are_all_on_disk_and_one_session_keeps_one_turn() {
+        let dir = tempfile::tempdir().unwrap();
+        let queue = std::sync::Arc::new(Queue::open(dir.path(), limits(64)).unwrap());
+        let accept = |trigger: Trigger| {
+            let queue = queue.clone();
+            std::thread::spawn(move || (trigger.id, queue.enqueue(trigger).unwrap()))
+        };
+        let compactions: Vec<_> = (0..16)
+            .map(|n| accept(trigger(Kind::Compaction, &format!("c{n}"), "forge")))
+            .collect();
+        let turns: Vec<_> = (0..16)
+            .map(|_| accept(trigger(Kind::Turn, "s1", "forge")))
+            .collect();
+        for handle in compactions {
+            let (id, status) = handle.join().unwrap();
+            assert_eq!(status, EnqueueStatus::Queued);
+            assert!(
+                dir.path().join(file_name(id)).is_file(),
+                "acknowledged, so on disk"
+            );
+        }
+        let statuses: Vec<_> = turns.into_iter().map(|h| h.join().unwrap().1).collect();
+        assert!(
+            statuses.iter().all(|s| *s != EnqueueStatus::Dropped),
+            "{statuses:?}"
+        );
+        assert_eq!(queue.depth(), 17, "16 compactions and one turn of s1");
+        assert_eq!(files(dir.path()), 17);
+        assert!(queue.sync_rounds() >= 1);
+        assert_eq!(queue.bytes(), {
+            let state = queue.lock();
+            state.sizes.values().map(|(_, bytes)| bytes).sum::<u64>()
+        });
     }
 
     #[test]

@@ -9,13 +9,14 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use tokio::sync::{Notify, Semaphore};
-use tokio::task::JoinSet;
+use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 
 use crate::capture::classify::{self, Classified};
 use crate::capture::guard::{self, Verdict};
 use crate::capture::queue::{Queue, Trigger};
 use crate::capture::{CaptureStats, Settings};
+use crate::config::CaptureConfig;
 use crate::embed::Embedder;
 use crate::error::error_chain;
 use crate::index::Index;
@@ -41,12 +42,17 @@ pub enum Step {
 }
 
 pub struct Worker {
+    deps: WorkerDeps,
+    settings: Settings,
+}
+
+/// What the worker works with.
+pub struct WorkerDeps {
     pub queue: Arc<Queue>,
     pub store: Store,
     pub index: Arc<Index>,
     pub embedder: Embedder,
     pub llm: Llm,
-    pub settings: Settings,
     pub stats: Arc<CaptureStats>,
     /// Rung when a trigger arrives or a slot frees up.
     pub wake: Arc<Notify>,
@@ -54,10 +60,26 @@ pub struct Worker {
 }
 
 impl Worker {
+    /// Starts the worker, which runs until `stop` is cancelled; its task is
+    /// for the caller to join.
+    pub fn spawn(
+        config: &CaptureConfig,
+        deps: WorkerDeps,
+        stop: CancellationToken,
+    ) -> JoinHandle<()> {
+        let settings = Settings {
+            max_concurrent: config.max_concurrent,
+            duplicate_threshold: config.duplicate_threshold,
+            max_attempts: config.max_attempts,
+            retry_base: Duration::from_millis(config.retry_base_ms),
+        };
+        tokio::spawn(Arc::new(Self { deps, settings }).run(stop))
+    }
+
     /// Dispatches triggers until `stop` is cancelled; steps in flight are
     /// then abandoned, and their triggers, still in `queue/`, run again at
     /// the next start.
-    pub async fn run(self: Arc<Self>, stop: CancellationToken) {
+    async fn run(self: Arc<Self>, stop: CancellationToken) {
         let slots = Arc::new(Semaphore::new(self.settings.max_concurrent));
         let mut steps = JoinSet::new();
         loop {
@@ -66,19 +88,19 @@ impl Worker {
                 permit = slots.clone().acquire_owned() => permit.expect("the semaphore is never closed"),
                 () = stop.cancelled() => break,
             };
-            if let Some(trigger) = self.queue.take_next() {
+            if let Some(trigger) = self.deps.queue.take_next() {
                 let worker = self.clone();
                 steps.spawn(async move {
                     worker.step(trigger).await;
                     drop(permit);
-                    worker.wake.notify_one();
+                    worker.deps.wake.notify_one();
                 });
                 continue;
             }
             drop(permit);
-            let retry = self.queue.next_retry_at();
+            let retry = self.deps.queue.next_retry_at();
             tokio::select! {
-                () = self.wake.notified() => {}
+                () = self.deps.wake.notified() => {}
                 () = sleep_until(retry) => {}
                 () = stop.cancelled() => break,
             }
@@ -90,12 +112,13 @@ impl Worker {
     pub async fn step(&self, trigger: Trigger) -> Step {
         let started = Instant::now();
         let classified = classify::classify(
-            &self.llm,
-            &self.store,
+            &self.deps.llm,
+            &self.deps.store,
             &trigger,
-            self.llm.timeout(Purpose::Classifier),
+            self.deps.llm.timeout(Purpose::Classifier),
         )
         .await;
+        self.deps.metrics.classifier_call(started.elapsed());
         let outcome = match classified {
             Ok(classified) => self.write(&trigger, classified).await,
             Err(err) => Err(Fault {
@@ -103,10 +126,10 @@ impl Worker {
                 message: error_chain(&err),
             }),
         };
-        let stats = &self.stats;
+        let stats = &self.deps.stats;
         match outcome {
             Ok(written) => {
-                self.queue.finish(&trigger);
+                self.deps.queue.finish(&trigger);
                 stats.processed.fetch_add(1, Ordering::Relaxed);
                 tracing::info!(trigger.id = %trigger.id, memories.written = written, duration_ms = started.elapsed().as_millis(), "capture pass finished");
                 Step::Processed { written }
@@ -116,14 +139,15 @@ impl Worker {
                 let backoff = backoff.min(MAX_BACKOFF);
                 tracing::warn!(trigger.id = %trigger.id, error = %fault.message, retry_in_ms = backoff.as_millis(), "capture pass failed; retrying");
                 stats.retried.fetch_add(1, Ordering::Relaxed);
-                self.queue
+                self.deps
+                    .queue
                     .retry_later(trigger, fault.message, Instant::now() + backoff);
                 Step::Retrying
             }
             Err(fault) => {
                 tracing::error!(trigger.id = %trigger.id, error = %fault.message, "capture pass failed for good; moved to queue/failed/");
                 stats.failed.fetch_add(1, Ordering::Relaxed);
-                self.queue.fail(trigger, fault.message);
+                self.deps.queue.fail(trigger, fault.message);
                 Step::Failed
             }
         }
@@ -131,7 +155,7 @@ impl Worker {
 
     /// Guards and writes the classified memories; the number written.
     async fn write(&self, trigger: &Trigger, classified: Classified) -> Result<usize, Fault> {
-        let stats = &self.stats;
+        let stats = &self.deps.stats;
         if classified.unparseable {
             stats.parse_failures.fetch_add(1, Ordering::Relaxed);
             tracing::warn!(trigger.id = %trigger.id, "the classifier's reply held no JSON array; nothing to remember");
@@ -146,15 +170,15 @@ impl Worker {
             return Ok(0);
         }
         let verdicts = guard::near_duplicates(
-            &self.embedder,
-            &self.index,
-            &self.store,
+            &self.deps.embedder,
+            &self.deps.index,
+            &self.deps.store,
             &classified.memories,
             self.settings.duplicate_threshold,
         )
         .await
         .map_err(|err| {
-            self.metrics.embedding_error(&err);
+            self.deps.metrics.embedding_error(&err);
             Fault {
                 transient: true,
                 message: error_chain(&err),
@@ -169,7 +193,7 @@ impl Worker {
                 continue;
             }
             let supersedes = memory.supersedes.is_some();
-            match self.store.create(memory).await {
+            match self.deps.store.create(memory).await {
                 Ok(_) => {
                     written += 1;
                     stats.written.fetch_add(1, Ordering::Relaxed);
@@ -191,7 +215,8 @@ impl Worker {
             }
         }
         if written > 0 {
-            self.store
+            self.deps
+                .store
                 .wait_until_indexed(&pair.namespaces(), INDEX_WAIT)
                 .await;
         }

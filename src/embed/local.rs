@@ -11,7 +11,7 @@
 //! cosine similarity is a dot product; a text's vector does not depend on the
 //! batch it is embedded in, because padding is masked out of attention and
 //! pooling. [`LocalEmbedder::embed`] is synchronous and CPU-bound (candle
-//! spreads each matrix product over all cores): call it from `spawn_blocking`.
+//! spreads each matrix product over all cores): call it through `crate::blocking::run`.
 
 mod pinned;
 

@@ -14,13 +14,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::embed::cache::{ContentKey, EmbeddingCache, StoredVectors};
 use crate::embed::{self, Embedder};
 use crate::index::{Change, Entry, Index, lexical};
 use crate::metrics::Metrics;
-use crate::state::Readiness;
+use crate::readiness::Readiness;
 use crate::store::{PendingChange, Store};
 
 /// Changes per batch: one embedding call, one snapshot swap.
@@ -41,6 +42,28 @@ pub struct IndexerStats {
     pub startup_ms: AtomicU64,
 }
 
+/// A snapshot of [`IndexerStats`].
+#[derive(Clone, Copy, Debug)]
+pub struct IndexerView {
+    pub embedded: u64,
+    pub cache_hits: u64,
+    pub failed_batches: u64,
+    /// `None` until the start-up pass is done.
+    pub startup_ms: Option<u64>,
+}
+
+impl IndexerStats {
+    pub fn view(&self) -> IndexerView {
+        let startup_ms = self.startup_ms.load(Ordering::Relaxed);
+        IndexerView {
+            embedded: self.embedded.load(Ordering::Relaxed),
+            cache_hits: self.cache_hits.load(Ordering::Relaxed),
+            failed_batches: self.failed_batches.load(Ordering::Relaxed),
+            startup_ms: (startup_ms > 0).then_some(startup_ms),
+        }
+    }
+}
+
 pub struct Indexer {
     store: Store,
     index: Arc<Index>,
@@ -56,18 +79,35 @@ pub struct Indexer {
     metrics: Metrics,
 }
 
+/// What the indexer works with.
+pub struct IndexerDeps {
+    pub store: Store,
+    pub index: Arc<Index>,
+    pub embedder: Embedder,
+    /// The embedding cache, and its contents as read at start.
+    pub cache: (EmbeddingCache, StoredVectors),
+    /// Set once the start-up pass is done.
+    pub readiness: Readiness,
+    pub metrics: Metrics,
+}
+
 impl Indexer {
-    pub fn new(
-        store: Store,
-        index: Arc<Index>,
-        embedder: Embedder,
-        cache: (EmbeddingCache, StoredVectors),
-        readiness: Readiness,
-        stats: Arc<IndexerStats>,
-        metrics: Metrics,
-    ) -> Self {
-        let (cache, stored) = cache;
-        Self {
+    /// Starts the indexer, which runs until `stop` is cancelled: its
+    /// counters, and its task for the caller to join.
+    pub fn spawn(
+        deps: IndexerDeps,
+        stop: CancellationToken,
+    ) -> (Arc<IndexerStats>, JoinHandle<()>) {
+        let IndexerDeps {
+            store,
+            index,
+            embedder,
+            cache: (cache, stored),
+            readiness,
+            metrics,
+        } = deps;
+        let stats = Arc::new(IndexerStats::default());
+        let indexer = Self {
             store,
             index,
             embedder,
@@ -75,13 +115,14 @@ impl Indexer {
             stored_at_start: stored.len(),
             stored,
             readiness,
-            stats,
+            stats: stats.clone(),
             metrics,
-        }
+        };
+        (stats, tokio::spawn(indexer.run(stop)))
     }
 
     /// Runs until `stop` is cancelled (between batches).
-    pub async fn run(mut self, stop: CancellationToken) {
+    async fn run(mut self, stop: CancellationToken) {
         let started = Instant::now();
         let mut backoff = MIN_BACKOFF;
         let mut starting = true;

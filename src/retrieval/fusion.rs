@@ -1,44 +1,34 @@
-//! Fusion of the vector and the lexical (BM25) rankings into one match
-//! score, 0..1: a weighted reciprocal-rank fusion in which each list's vote
-//! is scaled by how strong its evidence is, not only by where it ranks.
+//! Fusion of the vector and the lexical (BM25) evidence about a memory into
+//! one match score, 0..1: a convex combination of two normalised scores,
+//! computed for every candidate, whichever search found it.
 //!
-//! Plain reciprocal-rank fusion gives any first place a full vote. In a
-//! small store a memory that shares one common word with the query ("the
-//! user") is first, and often alone, in the lexical list, and that vote
-//! outweighs a clearly better match by meaning. So:
+//! - Meaning: the memory's cosine over the best cosine of this retrieval,
+//!   squared ([`CLOSENESS_EXPONENT`]). A memory only the lexical search
+//!   found still has a cosine, and it counts here too: words that the
+//!   vector side does not back lift little.
+//! - Words: the share of the query's information (summed idf) that the
+//!   memory's words hold, its coverage, times how much that match narrows
+//!   the store, its matched idf in nats up to [`CERTAIN_IDF`]. One word
+//!   that a sixth of the store holds ("the user") carries a small share of
+//!   the question and narrows little, so it cannot outweigh a clearly
+//!   closer meaning; a match on most of the question's rare words can.
 //!
-//! - the lexical vote is scaled by how much the match tells: half of it
-//!   always and half by the share of the query's summed idf the memory's
-//!   words hold (its coverage), and all of it by the matched idf itself, in
-//!   nats, up to [`CERTAIN_IDF`]. One word that a sixth of the store (or a
-//!   third, or every memory) holds narrows little and votes little; a rare
-//!   name or id votes in full, in a store of any size;
-//! - the vector vote is scaled by the memory's cosine relative to the best
-//!   of this retrieval, raised to [`DENSE_SHARPNESS`]: second place well
-//!   behind the first is not nearly first.
-//!
-//! First place in both lists, with every query word and the best cosine,
-//! scores 1. The constants were chosen on LoCoMo's dev split and the
-//! repository's own semantic eval set (see README, "Retrieval quality").
+//! Neither rank enters: plain reciprocal-rank fusion gives any first place a
+//! full vote, so in a small store one shared common word outranked the
+//! answer. The best cosine with every query word scores 1. The constants
+//! were chosen on LoCoMo's dev split and the repository's semantic eval set
+//! (see README, "Retrieval quality").
 
-/// The rank offset of reciprocal-rank fusion: small, so that first place
-/// counts clearly more than tenth.
-const K: f64 = 5.0;
-/// The matched idf (nats) at which a lexical match counts in full: about
-/// what one word held by a twentieth of the store is worth.
-const CERTAIN_IDF: f64 = 3.0;
-/// How sharply the vector vote falls with the cosine's distance from the
-/// best.
-const DENSE_SHARPNESS: i32 = 2;
-
-/// What the vector search says about a memory.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Dense {
-    /// 0-based place among the memories the vector search found.
-    pub rank: usize,
-    /// Its cosine over the best cosine of this retrieval, 0..1.
-    pub relative_similarity: f32,
-}
+/// How sharply the meaning score falls with the cosine's distance from the
+/// best: squared, a memory at 0.9 of the best cosine scores 0.81, so a
+/// small lexical lift can reorder near-ties but not close a clear gap.
+/// (Linear let one shared rare word win over a clearly closer meaning on
+/// the semantic eval set; the cube cost LoCoMo dev recall.)
+const CLOSENESS_EXPONENT: i32 = 2;
+/// The matched idf (nats) at which a lexical match counts in full: a
+/// match that singles out about one memory in e⁶ ≈ 400, or two words each
+/// held by one in twenty. LoCoMo dev ranked best between 5 and 8.
+const CERTAIN_IDF: f64 = 6.0;
 
 /// What the lexical search says about a memory.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -51,65 +41,49 @@ pub struct Lexical {
     pub matched_idf: f32,
 }
 
-/// The fused match score, 0..1, for a memory one or both searches found;
-/// `lexical_weight` (0..1) is the lexical list's share of the vote.
-pub fn fuse(dense: Option<Dense>, lexical: Option<Lexical>, lexical_weight: f64) -> f64 {
-    let dense = dense.map_or(0.0, |dense| {
-        let closeness = f64::from(dense.relative_similarity).clamp(0.0, 1.0);
-        vote(dense.rank, 1.0 - lexical_weight) * closeness.powi(DENSE_SHARPNESS)
-    });
-    let lexical = lexical.map_or(0.0, |lexical| {
-        let coverage = f64::from(lexical.coverage).clamp(0.0, 1.0);
-        let certainty = (f64::from(lexical.matched_idf) / CERTAIN_IDF).clamp(0.0, 1.0);
-        vote(lexical.rank, lexical_weight) * (0.5 + 0.5 * coverage) * certainty
-    });
-    (dense + lexical) * (K + 1.0)
+/// What the vector search says about a memory it found.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Dense {
+    /// 0-based place among the memories the vector search found.
+    pub rank: usize,
 }
 
-/// The reciprocal-rank vote of place `rank` (0-based) in a list of share
-/// `weight`.
-fn vote(rank: usize, weight: f64) -> f64 {
-    #[expect(clippy::cast_precision_loss, reason = "ranks are small")]
-    let place = rank as f64 + 1.0;
-    weight / (K + place)
+/// The fused match score, 0..1, of a memory whose cosine is `closeness`
+/// times the best cosine of this retrieval (whichever search found it),
+/// with its `lexical` match if the lexical search found it;
+/// `lexical_weight` (0..1) is the words' share of the score.
+pub fn fuse(closeness: f32, lexical: Option<Lexical>, lexical_weight: f64) -> f64 {
+    let meaning = f64::from(closeness)
+        .clamp(0.0, 1.0)
+        .powi(CLOSENESS_EXPONENT);
+    let words = lexical.map_or(0.0, |lexical| {
+        let coverage = f64::from(lexical.coverage).clamp(0.0, 1.0);
+        let certainty = (f64::from(lexical.matched_idf) / CERTAIN_IDF).clamp(0.0, 1.0);
+        coverage * certainty
+    });
+    (1.0 - lexical_weight) * meaning + lexical_weight * words
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn dense(rank: usize) -> Option<Dense> {
-        Some(Dense {
-            rank,
-            relative_similarity: 1.0,
-        })
-    }
+    const WEIGHT: f64 = 0.6;
 
     /// A match on rare words: its idf is no limit.
-    fn lexical(rank: usize, coverage: f32) -> Option<Lexical> {
+    fn words(coverage: f32) -> Option<Lexical> {
         Some(Lexical {
-            rank,
+            rank: 0,
             coverage,
-            matched_idf: 8.0,
+            matched_idf: 12.0,
         })
     }
 
     #[test]
-    fn fusion_rewards_agreement_and_whole_word_matches() {
-        let weight = 0.6;
-        let top_of_both = fuse(dense(0), lexical(0, 1.0), weight);
-        assert!((top_of_both - 1.0).abs() < 1e-12);
-        // Second in both beats first in one list alone.
-        assert!(fuse(dense(1), lexical(1, 1.0), weight) > fuse(dense(0), None, weight));
-        assert!(fuse(dense(1), lexical(1, 1.0), weight) > fuse(None, lexical(0, 1.0), weight));
-        // The lexical list weighs more, but a match on few of the words less.
-        assert!(fuse(None, lexical(0, 1.0), weight) > fuse(dense(0), None, weight));
-        assert!(fuse(None, lexical(0, 0.2), weight) < fuse(dense(0), None, weight));
-        assert_eq!(
-            fuse(None, lexical(0, 1.0), 0.0),
-            0.0,
-            "weight 0: vector only"
-        );
+    fn the_best_cosine_with_every_query_word_scores_one_and_weight_zero_is_vector_only() {
+        assert!((fuse(1.0, words(1.0), WEIGHT) - 1.0).abs() < 1e-12);
+        assert!((fuse(0.7, words(1.0), 0.0) - 0.49).abs() < 1e-6);
+        assert!(fuse(0.9, None, 0.0) > fuse(0.8, words(1.0), 0.0));
     }
 
     #[test]
@@ -118,49 +92,60 @@ mod tests {
         // and shares no word with the question; another memory shares only
         // "user" (held by one memory in six: idf 1.54 nats, a third of the
         // question's) and is further by cosine (0.15).
-        let weight = 0.6;
-        let answer = fuse(dense(0), None, weight);
+        let answer = fuse(1.0, None, WEIGHT);
         let one_word = fuse(
-            Some(Dense {
-                rank: 1,
-                relative_similarity: 0.15 / 0.23,
-            }),
+            0.15 / 0.23,
             Some(Lexical {
                 rank: 0,
                 coverage: 0.37,
                 matched_idf: 1.54,
             }),
-            weight,
+            WEIGHT,
         );
         assert!(answer > one_word, "{answer} <= {one_word}");
+        // Nor one rare word that holds a fifth of the question, against a
+        // memory a fifth closer in meaning.
+        let rare_word = fuse(
+            0.8,
+            Some(Lexical {
+                rank: 0,
+                coverage: 0.2,
+                matched_idf: 5.0,
+            }),
+            WEIGHT,
+        );
+        assert!(answer > rare_word, "{answer} <= {rare_word}");
     }
 
     #[test]
-    fn a_rare_word_votes_in_full_and_a_common_one_little() {
+    fn strong_lexical_evidence_that_the_vector_side_backs_lifts() {
+        // Most of the question's rare words, at 0.8 of the best cosine,
+        // beat the best cosine alone and the same words without meaning.
+        let backed = fuse(0.8, words(0.9), WEIGHT);
+        assert!(backed > fuse(1.0, None, WEIGHT));
+        assert!(backed > fuse(0.2, words(0.9), WEIGHT));
+        // More of the question's words, more lift.
+        assert!(fuse(0.8, words(0.9), WEIGHT) > fuse(0.8, words(0.5), WEIGHT));
+    }
+
+    #[test]
+    fn a_rare_match_votes_in_full_and_a_common_one_little() {
         let common = Lexical {
             rank: 0,
             coverage: 0.5,
-            matched_idf: 0.3,
+            matched_idf: 0.6,
         };
         let rare = Lexical {
-            matched_idf: 6.0,
+            matched_idf: 8.0,
             ..common
         };
-        assert!(fuse(None, Some(rare), 0.6) > 5.0 * fuse(None, Some(common), 0.6));
+        let lift = |lexical| fuse(0.5, Some(lexical), WEIGHT) - fuse(0.5, None, WEIGHT);
+        assert!(lift(rare) > 5.0 * lift(common));
     }
 
     #[test]
-    fn a_weaker_cosine_is_a_weaker_vote() {
-        let at = |relative_similarity| {
-            fuse(
-                Some(Dense {
-                    rank: 1,
-                    relative_similarity,
-                }),
-                None,
-                0.6,
-            )
-        };
-        assert!(at(0.95) > at(0.5));
+    fn a_weaker_cosine_is_a_weaker_score() {
+        assert!(fuse(0.95, words(0.5), WEIGHT) > fuse(0.5, words(0.5), WEIGHT));
+        assert!(fuse(0.95, None, WEIGHT) > fuse(0.5, None, WEIGHT));
     }
 }

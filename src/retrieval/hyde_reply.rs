@@ -23,9 +23,7 @@ pub fn parse_hypotheses(reply: &str, max: usize) -> Vec<String> {
 /// The strings of a JSON array in the reply, fenced or bare (an empty
 /// array means the model found nothing).
 fn json_strings(reply: &str) -> Option<Vec<String>> {
-    let start = reply.find('[')?;
-    let end = reply.rfind(']')?;
-    let items: Vec<serde_json::Value> = serde_json::from_str(reply.get(start..=end)?).ok()?;
+    let items = crate::llm::reply::find_json_array(reply)?;
     Some(
         items
             .into_iter()

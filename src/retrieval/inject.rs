@@ -116,27 +116,14 @@ fn entry(memory: &Memory) -> String {
 
 #[cfg(test)]
 mod tests {
-    use chrono::Utc;
     use proptest::prelude::*;
 
     use super::*;
-    use crate::memory::{Category, MemoryId, Namespace, Trigger};
+    use crate::memory::{Category, MemoryId, Namespace};
 
     fn memory(content: &str) -> Memory {
-        Memory {
-            id: MemoryId::new(),
-            version: 1,
-            namespace: Namespace::User("ana".parse().unwrap()),
-            category: Category::CodingPreferences,
-            created_at: Utc::now(),
-            updated_at: Utc::now(),
-            supersedes: None,
-            related: Vec::new(),
-            importance: None,
-            session_id: None,
-            trigger: Trigger::Manual,
-            content: content.into(),
-        }
+        let ana = Namespace::User("ana".parse().unwrap());
+        Memory::example(ana, Category::CodingPreferences, content)
     }
 
     #[test]

@@ -20,11 +20,11 @@ const ACCESS_LOG_SCALE: f64 = 3.0;
 /// The per-factor scores behind a relevance, for introspection.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, ToSchema)]
 pub struct Scores {
-    /// How well it matches, 0..1: the fusion of its place and strength in
-    /// the vector ranking (cosine relative to the best) and in the lexical
-    /// (BM25) ranking (the share of the query's information its words
-    /// hold), 1 for first in both with every query word (plain cosine
-    /// similarity for hops). The `similarity` weight applies to this score.
+    /// How well it matches, 0..1: the fusion of its meaning (cosine
+    /// relative to the best) and its words (the share of the query's
+    /// information they hold), 1 for the best cosine with every query word
+    /// (plain cosine similarity for hops). The `similarity` weight applies
+    /// to this score.
     #[serde(rename = "match")]
     pub matched: f64,
     /// Cosine similarity to the query (its best text), clamped to 0..1,
@@ -87,24 +87,18 @@ mod tests {
     use chrono::Duration;
 
     use super::*;
-    use crate::memory::{Category, MemoryId, Namespace, Trigger};
+    use crate::memory::{Category, Namespace};
 
     fn memory(age: Duration, importance: Option<f64>) -> Memory {
-        let now = Utc::now();
-        Memory {
-            id: MemoryId::new(),
-            version: 1,
-            namespace: Namespace::Repo("r".parse().unwrap()),
-            category: Category::Patterns,
-            created_at: now - age,
-            updated_at: now - age,
-            supersedes: None,
-            related: Vec::new(),
-            importance,
-            session_id: None,
-            trigger: Trigger::Manual,
-            content: "x".into(),
-        }
+        let mut memory = Memory::example(
+            Namespace::Repo("r".parse().unwrap()),
+            Category::Patterns,
+            "x",
+        );
+        memory.created_at -= age;
+        memory.updated_at = memory.created_at;
+        memory.importance = importance;
+        memory
     }
 
     #[test]

@@ -13,7 +13,7 @@ use utoipa::ToSchema;
 
 use crate::auth::Caller;
 use crate::error::{ApiError, Problem};
-use crate::state::Readiness;
+use crate::readiness::Readiness;
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct HealthResponse {

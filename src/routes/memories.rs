@@ -5,7 +5,6 @@ use std::collections::HashSet;
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
-use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
@@ -13,11 +12,12 @@ use crate::auth::Caller;
 use crate::config::Defaults;
 use crate::error::{ApiError, Problem};
 use crate::memory::{
-    Category, Memory, MemoryId, Namespace, RelatedEdge, RepoId, Scope, SessionId, Trigger, UserId,
-    parse_content, parse_importance,
+    Category, Memory, MemoryId, MemoryView, Namespace, RelatedEdge, RepoId, Scope, SessionId,
+    Trigger, UserId, parse_content, parse_importance,
 };
 use crate::retrieval::{Degraded, Retriever};
 use crate::routes::extract::{ApiJson, ApiPath, ApiQuery, in_range};
+use crate::routes::problems::{BodyProblems, Unauthorized};
 use crate::store::{Cursor, ListFilter, MAX_RELATED, NamespacePair, NewMemory, Store};
 
 /// The default and largest page sizes of a listing.
@@ -26,60 +26,8 @@ const MAX_LIMIT: usize = 1000;
 /// The longest `text` filter, in characters.
 const MAX_TEXT_FILTER_CHARS: usize = 1000;
 
-/// A memory: its front-matter plus its content and owner.
-#[derive(Clone, Debug, Serialize, ToSchema)]
-pub struct MemoryView {
-    pub id: MemoryId,
-    pub version: u32,
-    pub scope: Scope,
-    /// The owning repo, for repo-scoped memories.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub repo: Option<RepoId>,
-    /// The owning user, for user-scoped memories.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub user: Option<UserId>,
-    pub category: Category,
-    pub created_at: DateTime<Utc>,
-    pub updated_at: DateTime<Utc>,
-    /// The previous version, which this one replaces.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub supersedes: Option<MemoryId>,
-    /// The memory's edges; for a key limited to some namespaces, only
-    /// those to memories it can see.
-    pub related: Vec<RelatedEdge>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub importance: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub session_id: Option<SessionId>,
-    pub trigger: Trigger,
-    pub content: String,
-}
-
-impl From<&Memory> for MemoryView {
-    fn from(memory: &Memory) -> Self {
-        let (repo, user) = match &memory.namespace {
-            Namespace::Repo(repo) => (Some(repo.clone()), None),
-            Namespace::User(user) => (None, Some(user.clone())),
-        };
-        Self {
-            id: memory.id,
-            version: memory.version,
-            scope: memory.namespace.scope(),
-            repo,
-            user,
-            category: memory.category,
-            created_at: memory.created_at,
-            updated_at: memory.updated_at,
-            supersedes: memory.supersedes,
-            related: memory.related.clone(),
-            importance: memory.importance,
-            session_id: memory.session_id.clone(),
-            trigger: memory.trigger,
-            content: memory.content.clone(),
-        }
-    }
-}
-
+// The view itself lives beside `Memory`; trimming it to a caller needs the
+// store and the key, which only the routes hold.
 impl MemoryView {
     /// `memory` as `caller` sees it. A key limited to some namespaces gets
     /// in `related` only the edges to memories it can see, so an edge to a
@@ -125,13 +73,11 @@ pub struct CreateMemoryRequest {
     tag = "memories",
     request_body = CreateMemoryRequest,
     responses(
-        (status = 401, description = "An API key is configured and the request lacks it", body = Problem, content_type = "application/problem+json"),
+        BodyProblems,
+        Unauthorized,
         (status = 201, description = "The memory, as written", body = MemoryView),
-        (status = 400, description = "The body is not JSON", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "The API key does not hold the namespace written, or a repo or user the request names", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "`supersedes` names a memory that is already superseded, or the namespace's directory in the data directory is a symbolic link (never written through)", body = Problem, content_type = "application/problem+json"),
-        (status = 413, description = "The body is too large", body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "The body is not JSON", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "A field is invalid, or `content` looks like a secret (`urn:engram:problem:secret-content`)", body = Problem, content_type = "application/problem+json"),
         (status = 507, description = "The data directory is below its free-space floor (`limits.min_free_disk_bytes`); nothing was written", body = Problem, content_type = "application/problem+json"),
     )
@@ -155,10 +101,7 @@ pub async fn create_memory(
     // so its `supersedes`) and those its `related` edges name; an omitted
     // owner the key does not hold is simply out of reach.
     let reach = caller.reach(request.repo.clone(), request.user.clone(), &defaults)?;
-    let pair = NamespacePair {
-        repo: request.repo.unwrap_or(defaults.repo),
-        user: request.user.unwrap_or(defaults.user),
-    };
+    let pair = NamespacePair::or_defaults(request.repo, request.user, &defaults);
     let written = pair.owner(request.scope);
     if !reach.contains(&written) {
         return Err(ApiError::Forbidden {
@@ -244,7 +187,7 @@ pub struct ListMemoriesResponse {
     tag = "memories",
     params(ListMemoriesQuery),
     responses(
-        (status = 401, description = "An API key is configured and the request lacks it", body = Problem, content_type = "application/problem+json"),
+        Unauthorized,
         (status = 200, body = ListMemoriesResponse),
         (status = 422, description = "A query parameter is invalid", body = Problem, content_type = "application/problem+json"),
     )
@@ -320,7 +263,7 @@ pub struct MemoryDetail {
     tag = "memories",
     params(("id" = String, Path, description = "The memory id (a UUID)")),
     responses(
-        (status = 401, description = "An API key is configured and the request lacks it", body = Problem, content_type = "application/problem+json"),
+        Unauthorized,
         (status = 200, body = MemoryDetail),
         (status = 404, description = "No such memory", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "The id is not a UUID", body = Problem, content_type = "application/problem+json"),
@@ -354,7 +297,7 @@ pub async fn get_memory(
     tag = "memories",
     params(("id" = String, Path, description = "The memory id (a UUID)")),
     responses(
-        (status = 401, description = "An API key is configured and the request lacks it", body = Problem, content_type = "application/problem+json"),
+        Unauthorized,
         (status = 204, description = "The memory is gone"),
         (status = 404, description = "No such memory", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "The memory's namespace directory in the data directory has become a symbolic link (never removed through)", body = Problem, content_type = "application/problem+json"),
@@ -412,7 +355,7 @@ const MAX_SIMILAR: usize = 100;
     tag = "memories",
     params(("id" = String, Path, description = "The memory id (a UUID)"), SimilarMemoriesQuery),
     responses(
-        (status = 401, description = "An API key is configured and the request lacks it", body = Problem, content_type = "application/problem+json"),
+        Unauthorized,
         (status = 200, body = SimilarMemoriesResponse),
         (status = 404, description = "No such memory", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "The id or `limit` is invalid", body = Problem, content_type = "application/problem+json"),

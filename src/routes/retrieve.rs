@@ -10,12 +10,12 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::auth::Caller;
-use crate::config::{Config, Weights, bounds};
+use crate::config::{Config, RetrievalOverrides, bounds};
 use crate::error::{ApiError, Problem};
-use crate::memory::{Category, MemoryId, RepoId, Scope, UserId};
+use crate::memory::{Category, MemoryId, MemoryView, RepoId, Scope, UserId};
 use crate::retrieval::{Degraded, Filters, Input, Outcome, Request, Retriever};
 use crate::routes::extract::{self, ApiJson, in_range};
-use crate::routes::memories::MemoryView;
+use crate::routes::problems::{BodyProblems, Unauthorized};
 use crate::window::{self, Line, Message};
 
 /// The longest `query`, in characters.
@@ -101,12 +101,10 @@ pub struct FiltersRequest {
     tag = "retrieval",
     request_body = RetrieveRequest,
     responses(
+        BodyProblems,
+        Unauthorized,
         (status = 200, body = Outcome),
-        (status = 400, description = "The body is not JSON", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "An API key is configured and the request lacks it", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "The API key does not hold a repo or user the request names, or holds neither default when it names none", body = Problem, content_type = "application/problem+json"),
-        (status = 413, description = "The body is too large", body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "The body is not JSON", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "A field is invalid", body = Problem, content_type = "application/problem+json"),
     )
 )]
@@ -133,7 +131,6 @@ pub async fn retrieve_memories(
 /// user the request leaves out and `caller` does not hold is left out of
 /// the search (see [`Caller::reach`]).
 fn parse(request: RetrieveRequest, config: &Config, caller: &Caller) -> Result<Request, ApiError> {
-    let defaults = &config.retrieval;
     let turn_id = extract::turn_id(&request.turn_id)?;
     let input = match (&request.query, &request.messages) {
         (Some(query), _) => Input::Query(extract::bounded_text("query", query, MAX_QUERY_CHARS)?),
@@ -145,40 +142,24 @@ fn parse(request: RetrieveRequest, config: &Config, caller: &Caller) -> Result<R
         .as_deref()
         .map(|text| extract::bounded_text("context_boost", text, MAX_QUERY_CHARS))
         .transpose()?;
-    let top_k = in_range("top_k", request.top_k, defaults.top_k, bounds::TOP_K)?;
-    let hop_depth = in_range(
-        "hop_depth",
-        request.hop_depth,
-        defaults.hop_depth,
-        bounds::HOP_DEPTH,
-    )?;
-    let hypothesis_count = in_range(
-        "hypothesis_count",
-        request.hypothesis_count,
-        defaults.hypothesis_count,
-        bounds::HYPOTHESIS_COUNT,
-    )?;
-    let token_budget = in_range(
-        "token_budget",
-        request.token_budget,
-        defaults.token_budget,
-        bounds::TOKEN_BUDGET,
-    )?;
-    let min_relevance = request.min_relevance.unwrap_or(defaults.min_relevance);
-    if !(0.0..=1.0).contains(&min_relevance) {
-        return Err(ApiError::invalid(
-            "min_relevance",
-            "`min_relevance` must be between 0 and 1",
-        ));
-    }
-    let weights = merge_weights(request.weights.unwrap_or_default(), defaults.weights);
-    if let Err((weight, reason)) = weights.check() {
-        let field = format!("weights.{weight}");
-        return Err(ApiError::invalid(
-            field.clone(),
-            format!("`{field}`: {reason}"),
-        ));
-    }
+    let weights = request.weights.unwrap_or_default();
+    let settings = config
+        .retrieval
+        .with(&RetrievalOverrides {
+            top_k: request.top_k,
+            hop_depth: request.hop_depth,
+            hypothesis_count: request.hypothesis_count,
+            token_budget: request.token_budget,
+            min_relevance: request.min_relevance,
+            similarity: weights.similarity,
+            recency: weights.recency,
+            importance: weights.importance,
+            access: weights.access,
+        })
+        .map_err(|err| {
+            let field = err.field();
+            ApiError::invalid(field, format!("`{field}` {err}"))
+        })?;
     let filters = request.filters.unwrap_or_default();
     if filters.categories.as_ref().is_some_and(Vec::is_empty) {
         return Err(ApiError::invalid(
@@ -196,12 +177,7 @@ fn parse(request: RetrieveRequest, config: &Config, caller: &Caller) -> Result<R
         turn_id,
         pair: caller.reach(request.repo, request.user, &config.defaults)?,
         input,
-        top_k,
-        hop_depth,
-        hypothesis_count,
-        token_budget,
-        min_relevance,
-        weights,
+        settings,
         filters: Filters {
             scope: filters.scope,
             categories: filters.categories,
@@ -253,11 +229,9 @@ pub struct SuggestionsResponse {
     tag = "retrieval",
     request_body = SuggestionsRequest,
     responses(
+        BodyProblems,
+        Unauthorized,
         (status = 200, body = SuggestionsResponse),
-        (status = 400, description = "The body is not JSON", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "An API key is configured and the request lacks it", body = Problem, content_type = "application/problem+json"),
-        (status = 413, description = "The body is too large", body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "The body is not JSON", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "A field is invalid", body = Problem, content_type = "application/problem+json"),
     )
 )]
@@ -286,13 +260,4 @@ pub async fn suggest_queries(
             degraded: Some(degraded),
         },
     }))
-}
-
-fn merge_weights(request: WeightsRequest, defaults: Weights) -> Weights {
-    Weights {
-        similarity: request.similarity.unwrap_or(defaults.similarity),
-        recency: request.recency.unwrap_or(defaults.recency),
-        importance: request.importance.unwrap_or(defaults.importance),
-        access: request.access.unwrap_or(defaults.access),
-    }
 }

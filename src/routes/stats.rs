@@ -1,10 +1,15 @@
 //! `GET /stats`: what the service holds, what it skipped and how far the
 //! index is, for people. A key limited to some namespaces sees only
 //! theirs, and no service-wide counters.
+//!
+//! [`StatsResponse::gather`] asks each component for its view once; the
+//! same snapshot is what `/metrics` encodes ([`scrape`]), so each number
+//! has one source.
+
+pub mod scrape;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 
 use axum::Json;
 use axum::extract::State;
@@ -15,11 +20,11 @@ use utoipa::ToSchema;
 use crate::auth::Caller;
 use crate::capture::{Capture, CaptureStatsView};
 use crate::embed;
-use crate::error::Problem;
 use crate::index::indexer::IndexerStats;
+use crate::readiness::Readiness;
 use crate::retrieval::Retriever;
 use crate::retrieval::stats::RetrievalStatsView;
-use crate::state::Readiness;
+use crate::routes::problems::Unauthorized;
 use crate::store::Store;
 
 /// The most skipped files listed by name; the count is always complete.
@@ -127,74 +132,91 @@ pub struct SkippedFileView {
     path = "/stats",
     tag = "operations",
     responses(
+        Unauthorized,
         (status = 200, body = StatsResponse),
-        (status = 401, description = "An API key is configured and the request lacks it", body = Problem, content_type = "application/problem+json"),
     )
 )]
-pub async fn get_stats(
-    State(store): State<Store>,
-    State(retriever): State<Retriever>,
-    State(indexer): State<Arc<IndexerStats>>,
-    State(readiness): State<Readiness>,
-    State(capture): State<Capture>,
-    caller: Caller,
-) -> Json<StatsResponse> {
-    let everything = caller.sees_everything();
-    let stats = store.stats(|namespace| caller.can_see(namespace), everything);
-    let snapshot = retriever.index().snapshot();
-    let startup_ms = indexer.startup_ms.load(Ordering::Relaxed);
-    let namespaces: BTreeMap<String, usize> = snapshot
-        .namespace_sizes()
-        .filter(|(namespace, _)| caller.can_see(namespace))
-        .map(|(namespace, n)| (namespace.to_string(), n))
-        .collect();
-    let index = IndexStatsView {
-        ready: readiness.is_ready(),
-        model: retriever.model_key(),
-        dimensions: retriever.index().dimensions(),
-        memories: namespaces.values().sum(),
-        namespaces,
-        pending: store.pending_change_count(),
-        embedded: indexer.embedded.load(Ordering::Relaxed),
-        cache_hits: indexer.cache_hits.load(Ordering::Relaxed),
-        failed_batches: indexer.failed_batches.load(Ordering::Relaxed),
-        startup_ms: (startup_ms > 0).then_some(startup_ms),
-    };
-    Json(StatsResponse {
-        index,
-        retrieval: everything.then(|| retriever.stats().view()),
-        capture: everything.then(|| capture.stats()),
-        embedding: everything.then(|| retriever.embedder().health().into()),
-        store: StoreStatsView {
-            memories: stats.memories,
-            namespaces: stats
-                .by_namespace
-                .into_iter()
-                .map(|(namespace, counts)| {
-                    let categories = counts
-                        .by_category
-                        .into_iter()
-                        .map(|(category, n)| (category.to_owned(), n))
-                        .collect();
-                    (
-                        namespace,
-                        NamespaceStatsView {
-                            memories: counts.memories,
-                            categories,
-                        },
-                    )
-                })
-                .collect(),
-            skipped_files: stats.skipped.len(),
-            skipped: stats
-                .skipped
-                .into_iter()
-                .take(MAX_SKIPPED_LISTED)
-                .map(|file| SkippedFileView {
-                    path: file.path,
-                    reason: file.reason,
-                })
-                .collect(),
-        },
-    })
+pub async fn get_stats(State(sources): State<StatsSources>, caller: Caller) -> Json<StatsResponse> {
+    Json(StatsResponse::gather(&sources, &caller))
+}
+
+/// The components `/stats` and `/metrics` ask for their views.
+#[derive(Clone)]
+pub struct StatsSources {
+    pub store: Store,
+    pub retriever: Retriever,
+    pub capture: Capture,
+    pub indexer: Arc<IndexerStats>,
+    pub readiness: Readiness,
+}
+
+impl StatsResponse {
+    /// What `caller` may see of every component's current view.
+    pub fn gather(sources: &StatsSources, caller: &Caller) -> Self {
+        let StatsSources {
+            store,
+            retriever,
+            capture,
+            indexer,
+            readiness,
+        } = sources;
+        let everything = caller.sees_everything();
+        let stats = store.stats(|namespace| caller.can_see(namespace), everything);
+        let snapshot = retriever.index().snapshot();
+        let indexer = indexer.view();
+        let namespaces: BTreeMap<String, usize> = snapshot
+            .namespace_sizes()
+            .filter(|(namespace, _)| caller.can_see(namespace))
+            .map(|(namespace, n)| (namespace.to_string(), n))
+            .collect();
+        let index = IndexStatsView {
+            ready: readiness.is_ready(),
+            model: retriever.model_key(),
+            dimensions: retriever.index().dimensions(),
+            memories: namespaces.values().sum(),
+            namespaces,
+            pending: store.pending_change_count(),
+            embedded: indexer.embedded,
+            cache_hits: indexer.cache_hits,
+            failed_batches: indexer.failed_batches,
+            startup_ms: indexer.startup_ms,
+        };
+        Self {
+            index,
+            retrieval: everything.then(|| retriever.stats().view()),
+            capture: everything.then(|| capture.stats()),
+            embedding: everything.then(|| retriever.embedder().health().into()),
+            store: StoreStatsView {
+                memories: stats.memories,
+                namespaces: stats
+                    .by_namespace
+                    .into_iter()
+                    .map(|(namespace, counts)| {
+                        let categories = counts
+                            .by_category
+                            .into_iter()
+                            .map(|(category, n)| (category.to_owned(), n))
+                            .collect();
+                        (
+                            namespace,
+                            NamespaceStatsView {
+                                memories: counts.memories,
+                                categories,
+                            },
+                        )
+                    })
+                    .collect(),
+                skipped_files: stats.skipped.len(),
+                skipped: stats
+                    .skipped
+                    .into_iter()
+                    .take(MAX_SKIPPED_LISTED)
+                    .map(|file| SkippedFileView {
+                        path: file.path,
+                        reason: file.reason,
+                    })
+                    .collect(),
+            },
+        }
+    }
 }

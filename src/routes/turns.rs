@@ -16,6 +16,7 @@ use crate::config::Defaults;
 use crate::error::{ApiError, Problem};
 use crate::memory::{RepoId, SessionId, UserId};
 use crate::routes::extract::{self, ApiJson};
+use crate::routes::problems::{BodyProblems, CaptureProblems, Unauthorized};
 use crate::store::NamespacePair;
 use crate::window::{self, Message};
 
@@ -53,15 +54,10 @@ pub struct TriggerResponse {
     tag = "capture",
     request_body = TriggerRequest,
     responses(
+        CaptureProblems,
+        BodyProblems,
+        Unauthorized,
         (status = 202, body = TriggerResponse),
-        (status = 400, description = "The body is not JSON", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "An API key is configured and the request lacks it", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "The API key does not reach this repo or user", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "Capture is off: no `llm` is configured", body = Problem, content_type = "application/problem+json"),
-        (status = 413, description = "The body is too large", body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "The body is not JSON", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "A field is invalid", body = Problem, content_type = "application/problem+json"),
-        (status = 507, description = "The data directory is below its free-space floor (`limits.min_free_disk_bytes`); nothing was queued", body = Problem, content_type = "application/problem+json"),
     )
 )]
 pub async fn capture_turn(
@@ -85,17 +81,12 @@ pub async fn capture_turn(
     tag = "capture",
     request_body = TriggerRequest,
     responses(
+        CaptureProblems,
+        BodyProblems,
+        Unauthorized,
         (status = 202, body = TriggerResponse),
-        (status = 400, description = "The body is not JSON", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "An API key is configured and the request lacks it", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "The API key does not reach this repo or user", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "Capture is off: no `llm` is configured", body = Problem, content_type = "application/problem+json"),
-        (status = 413, description = "The body is too large", body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "The body is not JSON", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "A field is invalid", body = Problem, content_type = "application/problem+json"),
         (status = 429, description = "The queue is at its byte budget for this session (`capture.session_queue_bytes`) or in all (`capture.queue_bytes`); nothing was queued: send it again after `Retry-After` seconds", body = Problem, content_type = "application/problem+json",
             headers(("Retry-After" = u64, description = "Seconds to wait before sending the compaction again"))),
-        (status = 507, description = "The data directory is below its free-space floor (`limits.min_free_disk_bytes`); nothing was queued", body = Problem, content_type = "application/problem+json"),
     )
 )]
 pub async fn capture_compaction(
@@ -117,10 +108,7 @@ async fn accept(
     if !capture.is_enabled() {
         return Err(ApiError::CaptureDisabled);
     }
-    let pair = NamespacePair {
-        repo: request.repo.unwrap_or(defaults.repo),
-        user: request.user.unwrap_or(defaults.user),
-    };
+    let pair = NamespacePair::or_defaults(request.repo, request.user, &defaults);
     caller.check_pair(&pair)?;
     let turn_id = request
         .turn_id

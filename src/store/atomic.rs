@@ -19,6 +19,14 @@ pub fn write(path: &Path, bytes: &[u8]) -> io::Result<()> {
         .parent()
         .ok_or_else(|| io::Error::other("the target has no parent directory"))?;
     create_dir_all_durably(dir)?;
+    replace(path, bytes)?;
+    sync_dir(dir)
+}
+
+/// Puts `bytes` at `path` atomically, its contents synced, but leaves the
+/// directory entry to the caller's [`sync_dir`]: until then a crash may
+/// leave the old file. The parent directory must exist.
+pub fn replace(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let temp = temp_path(path);
     let result = write_temp_then_rename(&temp, path, bytes);
     if result.is_err() {
@@ -26,8 +34,7 @@ pub fn write(path: &Path, bytes: &[u8]) -> io::Result<()> {
         // sweeps any that a crash leaves behind.
         let _ = fs::remove_file(&temp);
     }
-    result?;
-    sync_dir(dir)
+    result
 }
 
 /// Removes `path` durably. A file that is already gone is not an error.
@@ -88,7 +95,8 @@ pub fn create_dir_durably(dir: &Path) -> io::Result<()> {
     }
 }
 
-fn sync_dir(dir: &Path) -> io::Result<()> {
+/// Makes the renames and removals done in `dir` so far durable.
+pub fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
 }
 

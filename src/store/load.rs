@@ -282,26 +282,12 @@ fn read_dir_sorted(dir: &Path) -> Result<Vec<Entry>, Error> {
 
 #[cfg(test)]
 mod tests {
-    use chrono::Utc;
 
     use super::*;
-    use crate::memory::{Category, RelatedEdge, Relationship, Trigger};
+    use crate::memory::{Category, RelatedEdge, Relationship};
 
     fn memory(namespace: &Namespace) -> Memory {
-        Memory {
-            id: MemoryId::new(),
-            version: 1,
-            namespace: namespace.clone(),
-            category: Category::Patterns,
-            created_at: Utc::now(),
-            updated_at: Utc::now(),
-            supersedes: None,
-            related: Vec::new(),
-            importance: None,
-            session_id: None,
-            trigger: Trigger::Manual,
-            content: "x".to_owned(),
-        }
+        Memory::example(namespace.clone(), Category::Patterns, "x")
     }
 
     #[test]

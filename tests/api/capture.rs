@@ -7,7 +7,10 @@ use std::time::Duration;
 use axum::http::StatusCode;
 use serde_json::{Value, json};
 
-use crate::helpers::{TestApp, embed_with, llm_with, settled, spawn_app, spawn_app_on, wait_until};
+use crate::helpers::{
+    TestApp, embed_with, get_json, is_ready, llm_with, settled, spawn_app, spawn_app_on,
+    wait_until, wait_until_async,
+};
 use crate::upstream::{Behaviour, Upstream};
 
 async fn app_on(
@@ -186,26 +189,9 @@ async fn a_kill_between_accept_and_processing_loses_nothing_and_repeats_nothing(
         (child, format!("http://127.0.0.1:{port}"))
     };
     let client = reqwest::Client::new();
-    let ready = async |base: &str| {
-        let deadline = std::time::Instant::now() + Duration::from_secs(30);
-        while client
-            .get(format!("{base}/readyz"))
-            .send()
-            .await
-            .map(|r| r.status() != 200)
-            .unwrap_or(true)
-        {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "engram never got ready"
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    };
-
     upstream.set_chat(Behaviour::Delay(Duration::from_secs(60)), "[]");
     let (mut first, base) = engram(&upstream);
-    ready(&base).await;
+    wait_until_async("engram to get ready", async || is_ready(&base).await).await;
     let response = client
         .post(format!("{base}/turns"))
         .json(&turn("s1", "forge", "We deploy with Helm."))
@@ -233,23 +219,11 @@ async fn a_kill_between_accept_and_processing_loses_nothing_and_repeats_nothing(
     );
     for _ in 0..2 {
         let (mut again, base) = engram(&upstream);
-        ready(&base).await;
-        let deadline = std::time::Instant::now() + Duration::from_secs(30);
-        loop {
-            let stats: Value = client
-                .get(format!("{base}/stats"))
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
-            if stats["capture"]["queue_depth"] == 0 {
-                break;
-            }
-            assert!(std::time::Instant::now() < deadline, "{stats:#}");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        wait_until_async("engram to get ready", async || is_ready(&base).await).await;
+        wait_until_async("the queue to drain", async || {
+            get_json(&base, "/stats").await["capture"]["queue_depth"] == 0
+        })
+        .await;
         again.kill().unwrap();
         again.wait().unwrap();
     }
@@ -483,4 +457,49 @@ async fn triggers_are_checked_and_need_a_classifier() {
         .post("/turns", &turn("s", "forge", "x"))
         .await
         .assert_problem(StatusCode::CONFLICT, None);
+}
+
+#[tokio::test]
+async fn metrics_show_each_classifier_call_and_the_capture_counters() {
+    let upstream = Upstream::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let app = app_on(&upstream, dir.path(), |_| {}).await;
+    upstream.set_chat(
+        Behaviour::Answer,
+        r#"[{"content": "The forge repo deploys on Fridays.", "scope": "repo", "category": "project-conventions"}]"#,
+    );
+    accept(
+        &app,
+        "/turns",
+        &turn("s1", "forge", "We deploy on Fridays."),
+    )
+    .await;
+    settled(&app, 1).await;
+
+    let metrics = app.get("/metrics").await.text;
+    let sample = |name: &str| {
+        metrics
+            .lines()
+            .find(|line| line.split_whitespace().next() == Some(name))
+            .and_then(|line| line.split_whitespace().nth(1))
+            .map(str::to_owned)
+    };
+    assert_eq!(
+        sample("engram_capture_classifier_duration_seconds_count").as_deref(),
+        Some("1"),
+        "{metrics}"
+    );
+    assert_eq!(
+        sample(r#"engram_capture_triggers_total{outcome="processed"}"#).as_deref(),
+        Some("1")
+    );
+    assert_eq!(
+        sample(r#"engram_capture_memories_total{outcome="written"}"#).as_deref(),
+        Some("1")
+    );
+    assert_eq!(sample("engram_capture_queue_bytes").as_deref(), Some("0"));
+    assert_eq!(
+        sample(r#"engram_capture_triggers_total{outcome="refused_over_budget"}"#).as_deref(),
+        Some("0")
+    );
 }

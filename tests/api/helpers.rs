@@ -16,7 +16,7 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tower::ServiceExt;
 
-use crate::upstream::{self, Upstream};
+use crate::upstream::{self, Behaviour, Upstream};
 
 pub struct TestApp {
     pub router: Router,
@@ -255,6 +255,69 @@ pub async fn settled(app: &TestApp, done: u64) -> Value {
         );
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
+}
+
+/// Writes a memory of `content` while the embedder fails as `fault`: the
+/// write lands and stays pending in the index; then the embedder recovers
+/// and the memory is indexed after at least one failed batch. Returns the
+/// written memory.
+pub async fn write_through_embedder_fault(
+    app: &TestApp,
+    upstream: &Upstream,
+    fault: Behaviour,
+    content: &str,
+) -> Value {
+    upstream.set(fault);
+    let written = app
+        .create(memory("repo", "forge", "patterns", content))
+        .await;
+    wait_until("the indexer to try the new memory", || {
+        upstream.embedded_texts().iter().any(|text| text == content)
+    })
+    .await;
+    let stats = app.get("/stats").await.json;
+    assert_eq!(
+        stats["store"]["memories"], 1,
+        "the write landed while the embedder is down"
+    );
+    assert_eq!(
+        stats["index"]["pending"], 1,
+        "not indexed while failing: {stats:#}"
+    );
+
+    upstream.set(Behaviour::Answer);
+    let stats = app.wait_indexed().await;
+    assert_eq!(stats["index"]["memories"], 1);
+    assert!(
+        stats["index"]["failed_batches"].as_u64().unwrap() >= 1,
+        "{stats:#}"
+    );
+    written
+}
+
+/// GET `{base}{path}` over a real socket; the answer as JSON.
+pub async fn get_json(base: &str, path: &str) -> Value {
+    let response = reqwest::get(format!("{base}{path}")).await.unwrap();
+    response.json().await.unwrap()
+}
+
+/// POST `body` to `{base}{path}` over a real socket; the answer as JSON.
+pub async fn post_json(base: &str, path: &str, body: &Value) -> Value {
+    let client = reqwest::Client::new();
+    let response = client
+        .post(format!("{base}{path}"))
+        .json(body)
+        .send()
+        .await
+        .unwrap();
+    response.json().await.unwrap()
+}
+
+/// Whether `{base}/readyz` answers 200 over a real socket.
+pub async fn is_ready(base: &str) -> bool {
+    reqwest::get(format!("{base}/readyz"))
+        .await
+        .is_ok_and(|response| response.status() == 200)
 }
 
 /// Like [`wait_until`], for a condition that has to await (a request).

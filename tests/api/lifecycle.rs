@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::helpers::{RunningApp, test_config};
+use crate::helpers::{RunningApp, get_json, post_json, test_config};
 
 #[tokio::test]
 async fn a_restart_on_the_same_data_directory_finds_everything_written() {
@@ -21,15 +21,7 @@ async fn a_restart_on_the_same_data_directory_finds_everything_written() {
         if let Some(previous) = &previous {
             body["supersedes"] = previous["id"].clone();
         }
-        let created: Value = client
-            .post(format!("{}/memories", app.base_url))
-            .json(&body)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let created = post_json(&app.base_url, "/memories", &body).await;
         written.push(created.clone());
         previous = Some(created);
     }
@@ -47,14 +39,7 @@ async fn a_restart_on_the_same_data_directory_finds_everything_written() {
     app.stop().await;
 
     let app = RunningApp::start(test_config(temp.path(), |_| {})).await;
-    let listed: Value = client
-        .get(format!("{}/memories?repo=forge", app.base_url))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let listed = get_json(&app.base_url, "/memories?repo=forge").await;
     written.reverse();
     assert_eq!(listed["memories"], Value::Array(written));
     app.stop().await;

@@ -9,7 +9,7 @@ use engram::retrieval::inject::count_tokens;
 use serde_json::{Value, json};
 
 use crate::helpers::{
-    RunningApp, TestApp, embed_with, ids, llm_with, memory, spawn_app_on, test_config,
+    RunningApp, TestApp, embed_with, ids, llm_with, memory, post_json, spawn_app_on, test_config,
 };
 use crate::upstream::{Behaviour, Upstream};
 
@@ -355,27 +355,16 @@ async fn access_counts_rise_with_use_and_survive_a_restart() {
     let dir = tempfile::tempdir().unwrap();
     let config = test_config(dir.path(), |config| embed_with(&upstream, config));
     let app = RunningApp::start(config.clone()).await;
-    let client = reqwest::Client::new();
-    let created: Value = client
-        .post(format!("{}/memories", app.base_url))
-        .json(&memory("repo", "forge", "patterns", "Logs are JSON lines."))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let created = post_json(
+        &app.base_url,
+        "/memories",
+        &memory("repo", "forge", "patterns", "Logs are JSON lines."),
+    )
+    .await;
     let mut access = Vec::new();
     for turn in 0..3 {
-        let result: Value = client
-            .post(format!("{}/retrieve", app.base_url))
-            .json(&json!({"turn_id": format!("t{turn}"), "repo": "forge", "query": "JSON logs"}))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let query = json!({"turn_id": format!("t{turn}"), "repo": "forge", "query": "JSON logs"});
+        let result = post_json(&app.base_url, "/retrieve", &query).await;
         assert_eq!(result["memories"][0]["id"], created["id"], "{result:#}");
         access.push(result["memories"][0]["scores"]["access"].as_f64().unwrap());
     }

@@ -9,7 +9,8 @@ use engram::retrieval::inject::count_tokens;
 use serde_json::{Value, json};
 
 use crate::helpers::{
-    embed_with, ids, memory, spawn_app, spawn_app_on, spawn_unready_app_on, wait_until,
+    embed_with, ids, memory, spawn_app, spawn_app_on, spawn_unready_app_on,
+    write_through_embedder_fault,
 };
 use crate::upstream::{Behaviour, Upstream};
 
@@ -382,29 +383,13 @@ async fn an_embedder_that_fails_or_hangs_degrades_and_writes_still_land() {
     let result = app.retrieve(query.clone()).await;
     assert_eq!(result["degraded"], "embedding_timeout");
 
-    upstream.set(Behaviour::Fail(500));
-    let content = "Flaky tests go into quarantine.";
-    let written = app
-        .create(memory("repo", "forge", "patterns", content))
-        .await;
-    wait_until("the indexer to try the new memory", || {
-        upstream.embedded_texts().iter().any(|text| text == content)
-    })
+    let written = write_through_embedder_fault(
+        &app,
+        &upstream,
+        Behaviour::Fail(500),
+        "Flaky tests go into quarantine.",
+    )
     .await;
-    let stats = app.get("/stats").await.json;
-    assert_eq!(
-        stats["store"]["memories"], 1,
-        "the write landed while the embedder is down"
-    );
-    assert_eq!(stats["index"]["pending"], 1, "{stats:#}");
-
-    upstream.set(Behaviour::Answer);
-    let stats = app.wait_indexed().await;
-    assert_eq!(stats["index"]["memories"], 1);
-    assert!(
-        stats["index"]["failed_batches"].as_u64().unwrap() >= 1,
-        "{stats:#}"
-    );
     let result = app.retrieve(query).await;
     assert_eq!(result["degraded"], Value::Null);
     assert_eq!(ids(&result), [id(&written)]);

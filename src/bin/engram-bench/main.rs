@@ -201,8 +201,7 @@ async fn all(report: &mut Report) -> Result {
 }
 
 async fn embed(report: &mut Report, sentences: usize) -> Result {
-    let embedder =
-        tokio::task::spawn_blocking(|| Embedder::from_config(&Default::default())).await??;
+    let embedder = engram::blocking::run(|| Embedder::from_config(&Default::default())).await?;
     let mut rng = corpus::Rng::new(7);
     let texts: Vec<String> = (0..sentences)
         .map(|i| corpus::sentence(&mut rng, i))
@@ -476,12 +475,38 @@ async fn turns(report: &mut Report, requests: usize) -> Result {
     let mut latencies: Vec<Duration> = samples.into_iter().map(|(took, _)| took).collect();
     report.rows.push(Row::from_samples(
         "POST /turns, 32 concurrent clients",
-        "256 sessions, every trigger stored",
+        "256 sessions, every trigger stored, the worker classifying",
         &mut latencies,
         wall,
     ));
     server.stop().await;
+    let (mut syncs, wall) = bare_fsyncs(dir.path(), 200)?;
+    report.rows.push(Row::from_samples(
+        "bare fsync, one at a time",
+        "write 1 KiB, fsync it, fsync its directory: the bound for one durable accept",
+        &mut syncs,
+        wall,
+    ));
     Ok(())
+}
+
+/// The machine's own cost of one durable small file, measured in `dir`.
+fn bare_fsyncs(dir: &std::path::Path, count: usize) -> std::io::Result<(Vec<Duration>, Duration)> {
+    use std::io::Write;
+    let started = Instant::now();
+    let directory = std::fs::File::open(dir)?;
+    let mut samples = Vec::with_capacity(count);
+    for serial in 0..count {
+        let began = Instant::now();
+        let path = dir.join(format!("fsync-probe-{serial}"));
+        let mut file = std::fs::File::create(&path)?;
+        file.write_all(&[b'x'; 1024])?;
+        file.sync_all()?;
+        directory.sync_all()?;
+        samples.push(began.elapsed());
+        std::fs::remove_file(&path)?;
+    }
+    Ok((samples, started.elapsed()))
 }
 
 /// A data directory for one workload, removed when dropped.

@@ -1,0 +1,300 @@
+//! Agent transcripts (JSON Lines files) reduced to the window: the user
+//! and assistant text since the last compaction, in order, with tool calls,
+//! tool results, reasoning and agent-injected lines left out.
+//!
+//! Neither agent publishes its transcript as a format; what is read here is
+//! the shape their transcripts have, read tolerantly. A line that does not
+//! parse (the one being written, say) or that holds nothing we know is
+//! skipped, never an error.
+//!
+//! - Claude Code: one JSON object per line. `type` `user` or `assistant`
+//!   lines carry `message.role` and `message.content` (a string, or blocks
+//!   of which only `type: text` ones are read; `tool_use`, `tool_result`,
+//!   `thinking` and images are not). Lines marked `isSidechain` (subagents)
+//!   or `isMeta` (injected by the CLI) are skipped. A compaction leaves a
+//!   `type: system, subtype: compact_boundary` line and a user line with
+//!   `isCompactSummary: true` holding the summary: both start a new window.
+//! - Codex: one `{type, payload}` object per line. `event_msg` lines with
+//!   `payload.type` `user_message` or `agent_message` hold what the user
+//!   typed and what the agent answered (`payload.message`); the model-level
+//!   `response_item` lines are not read, since Codex also files its own
+//!   instructions there under the user role. A `compacted` line starts a
+//!   new window.
+
+use std::fs::File;
+use std::io::{self, Read, Seek, SeekFrom};
+use std::path::Path;
+
+use serde_json::Value;
+
+/// The most transcript read, from its end: older text cannot matter once
+/// the window is cut to [`MAX_WINDOW_BYTES`], and a long session's
+/// transcript (tool output included) can be far larger.
+const MAX_TRANSCRIPT_BYTES: u64 = 32 * 1024 * 1024;
+
+/// The most window text sent to Engram, kept from the end, well inside the
+/// server's default 1 MiB body limit.
+pub const MAX_WINDOW_BYTES: usize = 512 * 1024;
+
+/// Whose transcript this is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    ClaudeCode,
+    Codex,
+}
+
+/// Who said a message of the window.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    User,
+    Assistant,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::User => "user",
+            Self::Assistant => "assistant",
+        }
+    }
+}
+
+/// One message of the window, reduced to its text.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Message {
+    pub role: Role,
+    pub text: String,
+}
+
+/// The window of the transcript at `path`: its last
+/// [`MAX_TRANSCRIPT_BYTES`] read, reduced by [`window`].
+pub fn read_window(path: &Path, format: Format) -> io::Result<Vec<Message>> {
+    let mut file = File::open(path)?;
+    let len = file.metadata()?.len();
+    let mut bytes = Vec::new();
+    if len > MAX_TRANSCRIPT_BYTES {
+        file.seek(SeekFrom::Start(len - MAX_TRANSCRIPT_BYTES))?;
+        file.take(MAX_TRANSCRIPT_BYTES).read_to_end(&mut bytes)?;
+        // The first line is cut somewhere inside: drop it.
+        let start = bytes
+            .iter()
+            .position(|&b| b == b'\n')
+            .map_or(bytes.len(), |i| i + 1);
+        bytes.drain(..start);
+    } else {
+        file.read_to_end(&mut bytes)?;
+    }
+    Ok(window(&String::from_utf8_lossy(&bytes), format))
+}
+
+/// The window of a transcript's text: messages since the last compaction,
+/// consecutive ones of the same role joined, cut to [`MAX_WINDOW_BYTES`].
+pub fn window(transcript: &str, format: Format) -> Vec<Message> {
+    let mut messages: Vec<Message> = Vec::new();
+    for line in transcript.lines() {
+        let Ok(entry) = serde_json::from_str::<Value>(line) else {
+            continue;
+        };
+        let read = match format {
+            Format::ClaudeCode => claude_code_line(&entry),
+            Format::Codex => codex_line(&entry),
+        };
+        match read {
+            Line::Compaction => messages.clear(),
+            Line::Message(role, text) => push(&mut messages, role, text),
+            Line::Other => {}
+        }
+    }
+    cut_to_budget(messages, MAX_WINDOW_BYTES)
+}
+
+/// What one transcript line means for the window.
+enum Line {
+    Compaction,
+    Message(Role, String),
+    Other,
+}
+
+fn claude_code_line(entry: &Value) -> Line {
+    let is = |flag: &str| entry[flag].as_bool() == Some(true);
+    if (entry["type"] == "system" && entry["subtype"] == "compact_boundary")
+        || is("isCompactSummary")
+    {
+        return Line::Compaction;
+    }
+    if is("isSidechain") || is("isMeta") {
+        return Line::Other;
+    }
+    let role = match entry["type"].as_str() {
+        Some("user") => Role::User,
+        Some("assistant") => Role::Assistant,
+        _ => return Line::Other,
+    };
+    let text = match &entry["message"]["content"] {
+        Value::String(text) => text.clone(),
+        Value::Array(blocks) => blocks
+            .iter()
+            .filter(|block| block["type"] == "text")
+            .filter_map(|block| block["text"].as_str())
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => return Line::Other,
+    };
+    // Slash commands and their local output are echoed as user lines
+    // wrapped in the CLI's own tags: not something the user said.
+    let trimmed = text.trim_start();
+    if trimmed.starts_with("<command-") || trimmed.starts_with("<local-command-") {
+        return Line::Other;
+    }
+    Line::Message(role, text)
+}
+
+fn codex_line(entry: &Value) -> Line {
+    match entry["type"].as_str() {
+        Some("compacted") => Line::Compaction,
+        Some("event_msg") => {
+            let payload = &entry["payload"];
+            let role = match payload["type"].as_str() {
+                Some("user_message") => Role::User,
+                Some("agent_message") => Role::Assistant,
+                _ => return Line::Other,
+            };
+            match payload["message"].as_str() {
+                Some(text) => Line::Message(role, text.to_owned()),
+                None => Line::Other,
+            }
+        }
+        _ => Line::Other,
+    }
+}
+
+/// Appends `text` as a message of `role`, joined to the previous message
+/// when it has the same role (an answer written in several pieces).
+fn push(messages: &mut Vec<Message>, role: Role, text: String) {
+    let text = text.trim();
+    if text.is_empty() {
+        return;
+    }
+    match messages.last_mut() {
+        Some(last) if last.role == role => {
+            last.text.push_str("\n\n");
+            last.text.push_str(text);
+        }
+        _ => messages.push(Message {
+            role,
+            text: text.to_owned(),
+        }),
+    }
+}
+
+/// The newest messages whose text fits in `budget` bytes; the oldest one
+/// kept may be cut to its end.
+pub fn cut_to_budget(messages: Vec<Message>, budget: usize) -> Vec<Message> {
+    let mut kept = Vec::new();
+    let mut used = 0;
+    for mut message in messages.into_iter().rev() {
+        let left = budget - used;
+        if left == 0 {
+            break;
+        }
+        if message.text.len() > left {
+            let mut cut = message.text.len() - left;
+            while !message.text.is_char_boundary(cut) {
+                cut += 1;
+            }
+            message.text.drain(..cut);
+        }
+        used += message.text.len();
+        kept.push(message);
+    }
+    kept.reverse();
+    kept
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn user(text: &str) -> Message {
+        Message {
+            role: Role::User,
+            text: text.to_owned(),
+        }
+    }
+
+    fn assistant(text: &str) -> Message {
+        Message {
+            role: Role::Assistant,
+            text: text.to_owned(),
+        }
+    }
+
+    #[test]
+    fn claude_code_keeps_text_and_drops_tools_meta_and_sidechains() {
+        let transcript = [
+            r#"{"type":"user","message":{"role":"user","content":"Use tabs."}}"#,
+            r#"{"type":"assistant","message":{"role":"assistant","content":[{"type":"thinking","thinking":"hm"},{"type":"text","text":"Will do."},{"type":"tool_use","id":"t1","name":"Bash","input":{"command":"ls"}}]}}"#,
+            r#"{"type":"user","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"SECRET TOOL OUTPUT"}]}}"#,
+            r#"{"type":"user","isMeta":true,"message":{"role":"user","content":"Caveat: injected"}}"#,
+            r#"{"type":"assistant","isSidechain":true,"message":{"role":"assistant","content":[{"type":"text","text":"subagent"}]}}"#,
+            r#"{"type":"user","message":{"role":"user","content":"<command-name>/clear</command-name>"}}"#,
+            r#"{"type":"assistant","message":{"role":"assistant","content":[{"type":"text","text":"Done."}]}}"#,
+            r#"{"type":"user","message":{"role":"user","con"#,
+        ]
+        .join("\n");
+        assert_eq!(
+            window(&transcript, Format::ClaudeCode),
+            vec![user("Use tabs."), assistant("Will do.\n\nDone.")]
+        );
+    }
+
+    #[test]
+    fn claude_code_window_starts_after_the_last_compaction() {
+        let transcript = [
+            r#"{"type":"user","message":{"role":"user","content":"old"}}"#,
+            r#"{"type":"system","subtype":"compact_boundary","content":"Conversation compacted"}"#,
+            r#"{"type":"user","isCompactSummary":true,"message":{"role":"user","content":"This session is being continued..."}}"#,
+            r#"{"type":"user","message":{"role":"user","content":"new"}}"#,
+        ]
+        .join("\n");
+        assert_eq!(window(&transcript, Format::ClaudeCode), vec![user("new")]);
+    }
+
+    #[test]
+    fn codex_reads_the_event_stream_after_the_last_compaction() {
+        let transcript = [
+            r#"{"type":"event_msg","payload":{"type":"user_message","message":"old"}}"#,
+            r#"{"type":"compacted","payload":{"message":"summary"}}"#,
+            r#"{"type":"response_item","payload":{"type":"message","role":"user","content":[{"type":"input_text","text":"<environment_context>"}]}}"#,
+            r#"{"type":"event_msg","payload":{"type":"user_message","message":"Use tabs."}}"#,
+            r#"{"type":"response_item","payload":{"type":"function_call","name":"shell","arguments":"{}"}}"#,
+            r#"{"type":"event_msg","payload":{"type":"exec_command_end","stdout":"TOOL"}}"#,
+            r#"{"type":"event_msg","payload":{"type":"agent_message","message":"Will do."}}"#,
+        ]
+        .join("\n");
+        assert_eq!(
+            window(&transcript, Format::Codex),
+            vec![user("Use tabs."), assistant("Will do.")]
+        );
+    }
+
+    #[test]
+    fn a_long_window_keeps_its_end_within_the_budget() {
+        let messages = vec![user("aaaa"), assistant("bbbb"), user("éééé")];
+        let cut = cut_to_budget(messages, 11);
+        assert_eq!(cut, vec![assistant("bbb"), user("éééé")], "é is two bytes");
+        let cut = cut_to_budget(vec![user("éé")], 3);
+        assert_eq!(cut, vec![user("é")], "never splits a character");
+    }
+
+    proptest! {
+        #[test]
+        fn any_transcript_reads_without_panicking(text in ".*", budget in 0usize..64) {
+            let messages = window(&text, Format::ClaudeCode);
+            let _ = window(&text, Format::Codex);
+            let cut = cut_to_budget(messages, budget);
+            prop_assert!(cut.iter().map(|m| m.text.len()).sum::<usize>() <= budget);
+        }
+    }
+}
