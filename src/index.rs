@@ -12,9 +12,18 @@
 //!
 //! Beside the vectors, each chunk keeps BM25 postings of its entries'
 //! words ([`lexical`]), for [`Snapshot::lexical_search`].
+//!
+//! The vector search scans 8-bit codes of the vectors ([`quantized`]), a
+//! quarter of the bytes, sharing a long scan with idle cores ([`scan`]),
+//! and rescores its best candidates with the exact `f32` vectors, which
+//! stay beside the codes: results carry exact similarities, and only
+//! memories whose similarities lie within the quantization error bound of
+//! each other can change places against an exact scan.
 
 pub mod indexer;
 pub mod lexical;
+pub mod quantized;
+mod scan;
 
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashMap, HashSet};
@@ -27,6 +36,19 @@ use crate::memory::{Category, MemoryId, Namespace};
 /// Entries per chunk: small enough that copying one on update is cheap,
 /// large enough that a scan is mostly straight-line arithmetic.
 const CHUNK_CAPACITY: usize = 1024;
+
+/// How many candidates of the approximate scan are rescored exactly, for
+/// a search of `limit`: enough that a true top-`limit` memory pushed out
+/// by quantization noise (a few thousandths of similarity) is still among
+/// them; rescoring one costs a single `f32` dot product.
+fn rescore_pool(limit: usize) -> usize {
+    limit.saturating_mul(2).max(limit + 64)
+}
+
+/// Below this many entries × queries a search is a few tens of
+/// microseconds of work: cheaper done in place than handed to another
+/// thread (see [`Snapshot::is_small_search`]).
+const SMALL_SEARCH: usize = 16 * 1024;
 
 /// A memory's place in the index.
 #[derive(Clone, Debug)]
@@ -257,10 +279,13 @@ impl Snapshot {
 
     /// The `limit` entries of `namespaces` most similar to any of `queries`,
     /// best first, among those `accept` lets through. Each memory appears
-    /// once, with its best similarity and the query that gave it.
+    /// once, with its best (exact) similarity and the query that gave it.
     ///
     /// Queries are normalised here; a query of the wrong length matches
-    /// nothing.
+    /// nothing. The scan is approximate ([`quantized`]); the best
+    /// candidates are rescored exactly, so a memory whose similarity beats
+    /// the `limit`-th best by more than twice the error bound is always
+    /// found, and results are in exact order.
     pub fn search(
         &self,
         namespaces: &[Namespace],
@@ -272,16 +297,60 @@ impl Snapshot {
         if queries.is_empty() || limit == 0 {
             return Vec::new();
         }
+        let coded: Arc<Vec<quantized::Query>> = Arc::new(
+            queries
+                .iter()
+                .map(|query| quantized::Query::new(query))
+                .collect(),
+        );
+        let chunks: Vec<Arc<Chunk>> = self.chunks_of(namespaces).cloned().collect();
+        let mut candidates = TopK::new(rescore_pool(limit));
+        scan::approximate(&chunks, &coded, self.dimensions, |index, best| {
+            let chunk = &chunks[index];
+            for (slot, &(_, similarity)) in best.iter().enumerate() {
+                if candidates.admits(similarity, chunk.ids[slot])
+                    && accept(chunk.ids[slot], chunk.categories[slot])
+                {
+                    candidates.push(Candidate {
+                        id: chunk.ids[slot],
+                        similarity,
+                        chunk: index,
+                        slot,
+                    });
+                }
+            }
+        });
         let mut best = TopK::new(limit);
-        let chunks = namespaces
-            .iter()
-            .filter_map(|namespace| self.namespaces.get(namespace))
-            .flat_map(|index| index.chunks.iter());
-        for chunk in chunks {
+        for candidate in candidates.into_unsorted() {
+            let vector = chunks[candidate.chunk].vector(candidate.slot, self.dimensions);
+            let (query, similarity) = best_of(&queries, vector).expect("queries is not empty");
+            best.push(Hit {
+                id: candidate.id,
+                similarity,
+                query,
+            });
+        }
+        best.into_sorted()
+    }
+
+    /// The exact scan that [`Self::search`] approximates: every vector of
+    /// `namespaces` compared in `f32`. For measuring the approximation.
+    pub fn exact_search(
+        &self,
+        namespaces: &[Namespace],
+        queries: &[Vec<f32>],
+        limit: usize,
+    ) -> Vec<Hit> {
+        let queries = self.normalised(queries);
+        if queries.is_empty() || limit == 0 {
+            return Vec::new();
+        }
+        let mut best = TopK::new(limit);
+        for chunk in self.chunks_of(namespaces) {
             for slot in 0..chunk.ids.len() {
                 let (query, similarity) = best_of(&queries, chunk.vector(slot, self.dimensions))
                     .expect("queries is not empty");
-                if best.admits(similarity) && accept(chunk.ids[slot], chunk.categories[slot]) {
+                if best.admits(similarity, chunk.ids[slot]) {
                     best.push(Hit {
                         id: chunk.ids[slot],
                         similarity,
@@ -291,6 +360,28 @@ impl Snapshot {
             }
         }
         best.into_sorted()
+    }
+
+    /// Whether a search of `namespaces` with `queries` vectors is small
+    /// enough to run in place rather than on another thread: a hand-off
+    /// costs two thread wake-ups, each a chance to wait for a busy core.
+    pub fn is_small_search(&self, namespaces: &[Namespace], queries: usize) -> bool {
+        let entries: usize = self
+            .chunks_of(namespaces)
+            .map(|chunk| chunk.ids.len())
+            .sum();
+        entries.saturating_mul(queries.max(1)) <= SMALL_SEARCH
+    }
+
+    /// The chunks of `namespaces`.
+    fn chunks_of<'a>(
+        &'a self,
+        namespaces: &'a [Namespace],
+    ) -> impl Iterator<Item = &'a Arc<Chunk>> {
+        namespaces
+            .iter()
+            .filter_map(|namespace| self.namespaces.get(namespace))
+            .flat_map(|index| index.chunks.iter())
     }
 
     /// `queries` of the index's dimensions, normalised; others dropped.
@@ -332,11 +423,7 @@ impl Snapshot {
         limit: usize,
         accept: impl Fn(MemoryId, Category) -> bool,
     ) -> Vec<LexicalHit> {
-        let chunks: Vec<&Chunk> = namespaces
-            .iter()
-            .filter_map(|namespace| self.namespaces.get(namespace))
-            .flat_map(|index| index.chunks.iter().map(AsRef::as_ref))
-            .collect();
+        let chunks: Vec<&Chunk> = self.chunks_of(namespaces).map(AsRef::as_ref).collect();
         let documents: usize = chunks.iter().map(|chunk| chunk.ids.len()).sum();
         if documents == 0 || terms.is_empty() || limit == 0 {
             return Vec::new();
@@ -379,13 +466,13 @@ impl Snapshot {
                 {
                     let slot = usize::from(slot);
                     scores[slot] +=
-                        lexical::weight(*idf, frequency, chunk.terms[slot].length, average_length);
+                        lexical::weight(*idf, frequency, chunk.lengths[slot], average_length);
                     matched[slot] += idf;
                 }
             }
             for (slot, &score) in scores.iter().enumerate() {
                 if score > 0.0
-                    && best.admits(score)
+                    && best.admits(score, chunk.ids[slot])
                     && accept(chunk.ids[slot], chunk.categories[slot])
                 {
                     let similarity = best_of(&queries, chunk.vector(slot, self.dimensions))
@@ -468,7 +555,7 @@ impl NamespaceIndex {
             };
             while last.ids.len() < CHUNK_CAPACITY {
                 let Some(entry) = added.next() else { break };
-                last.push(entry.id, entry.category, &entry.vector, entry.terms);
+                last.push(entry.id, entry.category, &entry.vector, &entry.terms);
             }
             chunks.push(Arc::new(last));
         }
@@ -483,8 +570,12 @@ struct Chunk {
     ids: Vec<MemoryId>,
     categories: Vec<Category>,
     vectors: Vec<f32>,
-    terms: Vec<lexical::Terms>,
-    /// term → (slot, frequency) of every entry holding it.
+    /// `vectors` coded for the scan, row for row.
+    codes: Vec<i8>,
+    codings: Vec<quantized::Coding>,
+    /// Each entry's length in tokens (its terms live in `postings` only).
+    lengths: Vec<u32>,
+    /// term → (slot, frequency) of every entry holding it, by slot.
     postings: HashMap<lexical::Term, Vec<(u16, u32)>>,
     total_length: u64,
 }
@@ -494,31 +585,81 @@ impl Chunk {
         &self.vectors[slot * dimensions..(slot + 1) * dimensions]
     }
 
-    fn push(&mut self, id: MemoryId, category: Category, vector: &[f32], terms: lexical::Terms) {
-        let slot = u16::try_from(self.ids.len()).expect("a chunk holds at most 1024 entries");
+    fn codes(&self, slot: usize, dimensions: usize) -> &[i8] {
+        &self.codes[slot * dimensions..(slot + 1) * dimensions]
+    }
+
+    /// Each slot's approximate best query and similarity, into `best`.
+    fn approximate(
+        &self,
+        queries: &[quantized::Query],
+        dimensions: usize,
+        best: &mut Vec<(usize, f32)>,
+    ) {
+        quantized::scan(queries, &self.codes, &self.codings, dimensions, best);
+    }
+
+    /// Adds an entry: its vector is coded here.
+    fn push(&mut self, id: MemoryId, category: Category, vector: &[f32], terms: &lexical::Terms) {
+        let slot = self.next_slot();
         for &(term, frequency) in &terms.counts {
             self.postings
                 .entry(term)
                 .or_default()
                 .push((slot, frequency));
         }
-        self.total_length += u64::from(terms.length);
+        let coding = quantized::encode(vector, &mut self.codes);
+        self.push_row(id, category, vector, coding, terms.length);
+    }
+
+    fn next_slot(&self) -> u16 {
+        u16::try_from(self.ids.len()).expect("a chunk holds at most 1024 entries")
+    }
+
+    /// Adds an entry's columns, its codes already in `codes`.
+    fn push_row(
+        &mut self,
+        id: MemoryId,
+        category: Category,
+        vector: &[f32],
+        coding: quantized::Coding,
+        length: u32,
+    ) {
         self.ids.push(id);
         self.categories.push(category);
         self.vectors.extend_from_slice(vector);
-        self.terms.push(terms);
+        self.codings.push(coding);
+        self.lengths.push(length);
+        self.total_length += u64::from(length);
     }
 
+    /// A copy without the `removed` entries; the others keep their order,
+    /// codes and postings.
     fn without(&self, removed: &HashSet<MemoryId>, dimensions: usize) -> Self {
         let mut kept = Self::default();
+        let mut moved_to = vec![None; self.ids.len()];
         for (slot, id) in self.ids.iter().enumerate() {
             if !removed.contains(id) {
-                kept.push(
+                moved_to[slot] = Some(kept.next_slot());
+                kept.codes.extend_from_slice(self.codes(slot, dimensions));
+                kept.push_row(
                     *id,
                     self.categories[slot],
                     self.vector(slot, dimensions),
-                    self.terms[slot].clone(),
+                    self.codings[slot],
+                    self.lengths[slot],
                 );
+            }
+        }
+        for (term, postings) in &self.postings {
+            let postings: Vec<(u16, u32)> = postings
+                .iter()
+                .filter_map(|&(slot, frequency)| {
+                    moved_to[usize::from(slot)].map(|slot| (slot, frequency))
+                })
+                .collect();
+            if !postings.is_empty() {
+                kept.postings.insert(*term, postings);
             }
         }
         kept
@@ -562,42 +703,77 @@ fn dot(a: &[f32], b: &[f32]) -> f32 {
     sums.iter().sum::<f32>() + tail
 }
 
-/// A bounded min-heap keeping the `limit` best hits seen.
-struct TopK {
-    limit: usize,
-    heap: BinaryHeap<WorstFirst>,
+/// Something [`TopK`] can rank: by similarity, then by id.
+trait Scored {
+    fn similarity(&self) -> f32;
+    fn id(&self) -> MemoryId;
 }
 
-/// Orders hits so the heap's top is the one to evict: the lowest
-/// similarity, and among equals the highest id (so results are
-/// deterministic).
-struct WorstFirst(Hit);
+impl Scored for Hit {
+    fn similarity(&self) -> f32 {
+        self.similarity
+    }
 
-impl Ord for WorstFirst {
-    fn cmp(&self, other: &Self) -> Ordering {
-        other
-            .0
-            .similarity
-            .total_cmp(&self.0.similarity)
-            .then_with(|| self.0.id.cmp(&other.0.id))
+    fn id(&self) -> MemoryId {
+        self.id
     }
 }
 
-impl PartialOrd for WorstFirst {
+/// A candidate of the approximate scan: where its exact vector lives.
+struct Candidate {
+    id: MemoryId,
+    /// Approximate.
+    similarity: f32,
+    chunk: usize,
+    slot: usize,
+}
+
+impl Scored for Candidate {
+    fn similarity(&self) -> f32 {
+        self.similarity
+    }
+
+    fn id(&self) -> MemoryId {
+        self.id
+    }
+}
+
+/// A bounded min-heap keeping the `limit` best items seen.
+struct TopK<T: Scored> {
+    limit: usize,
+    heap: BinaryHeap<WorstFirst<T>>,
+}
+
+/// Orders items so the heap's top is the one to evict: the lowest
+/// similarity, and among equals the highest id (so results are
+/// deterministic, whatever order items arrive in).
+struct WorstFirst<T>(T);
+
+impl<T: Scored> Ord for WorstFirst<T> {
+    fn cmp(&self, other: &Self) -> Ordering {
+        other
+            .0
+            .similarity()
+            .total_cmp(&self.0.similarity())
+            .then_with(|| self.0.id().cmp(&other.0.id()))
+    }
+}
+
+impl<T: Scored> PartialOrd for WorstFirst<T> {
     fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
         Some(self.cmp(other))
     }
 }
 
-impl PartialEq for WorstFirst {
+impl<T: Scored> PartialEq for WorstFirst<T> {
     fn eq(&self, other: &Self) -> bool {
         self.cmp(other) == Ordering::Equal
     }
 }
 
-impl Eq for WorstFirst {}
+impl<T: Scored> Eq for WorstFirst<T> {}
 
-impl TopK {
+impl<T: Scored> TopK<T> {
     fn new(limit: usize) -> Self {
         Self {
             limit,
@@ -605,31 +781,38 @@ impl TopK {
         }
     }
 
-    /// Whether a hit with this similarity could enter; a cheap pre-check
-    /// before the caller's filter runs.
-    fn admits(&self, similarity: f32) -> bool {
+    /// Whether an item with this similarity and id would enter (and stay):
+    /// a cheap pre-check before the caller's filter runs. Exact, so that
+    /// long runs of equal scores cost no pushes.
+    fn admits(&self, similarity: f32, id: MemoryId) -> bool {
         self.heap.len() < self.limit
-            || self
-                .heap
-                .peek()
-                .is_some_and(|worst| similarity >= worst.0.similarity)
+            || self.heap.peek().is_some_and(|worst| {
+                similarity
+                    .total_cmp(&worst.0.similarity())
+                    .then_with(|| worst.0.id().cmp(&id))
+                    .is_gt()
+            })
     }
 
-    fn push(&mut self, hit: Hit) {
-        self.heap.push(WorstFirst(hit));
+    fn push(&mut self, item: T) {
+        self.heap.push(WorstFirst(item));
         if self.heap.len() > self.limit {
             self.heap.pop();
         }
     }
 
     /// Best first.
-    fn into_sorted(self) -> Vec<Hit> {
+    fn into_sorted(self) -> Vec<T> {
         // Ascending by "worst first" order is best first.
         self.heap
             .into_sorted_vec()
             .into_iter()
-            .map(|WorstFirst(hit)| hit)
+            .map(|WorstFirst(item)| item)
             .collect()
+    }
+
+    fn into_unsorted(self) -> impl Iterator<Item = T> {
+        self.heap.into_iter().map(|WorstFirst(item)| item)
     }
 }
 
@@ -828,43 +1011,92 @@ mod tests {
         assert!(zero.iter().all(|hit| hit.similarity == 0.0));
     }
 
+    /// Every remaining entry's exact similarity to `query`, best first
+    /// (ties by id, as the index breaks them).
+    fn brute_force(
+        entries: &[Entry],
+        removed: &HashSet<MemoryId>,
+        query: &[f32],
+    ) -> Vec<(f32, MemoryId)> {
+        let mut q = query.to_vec();
+        normalise(&mut q);
+        let mut exact: Vec<(f32, MemoryId)> = entries
+            .iter()
+            .filter(|e| !removed.contains(&e.id))
+            .map(|e| {
+                let mut v = e.vector.clone();
+                normalise(&mut v);
+                (dot(&q, &v), e.id)
+            })
+            .collect();
+        exact.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        exact
+    }
+
+    /// The widest error bound of the approximate scan over `entries`.
+    fn error_bound(entries: &[Entry], query: &[f32]) -> f32 {
+        let mut q = query.to_vec();
+        normalise(&mut q);
+        let coded = quantized::Query::new(&q);
+        entries
+            .iter()
+            .map(|e| {
+                let mut v = e.vector.clone();
+                normalise(&mut v);
+                coded.bound(quantized::encode(&v, &mut Vec::new()))
+            })
+            .fold(0.0, f32::max)
+    }
+
     proptest! {
-        /// Against a brute-force sort, over random contents spanning
-        /// several chunks and random removals.
+        /// Over random contents spanning several chunks and random
+        /// removals: the exact scan matches a brute-force sort, and the
+        /// quantized search with rescoring agrees with it wherever
+        /// similarities differ by more than the error bound; what it
+        /// returns carries exact similarities, best first.
         #[test]
-        fn search_matches_brute_force(
-            vectors in prop::collection::vec(prop::collection::vec(-1.0f32..1.0, 4), 1..2500),
-            query in prop::collection::vec(-1.0f32..1.0, 4),
+        fn search_matches_brute_force_beyond_the_error_bound(
+            vectors in prop::collection::vec(prop::collection::vec(-1.0f32..1.0, 40), 1..2500),
+            query in prop::collection::vec(-1.0f32..1.0, 40),
             remove_every in 2usize..7,
             limit in 1usize..40,
         ) {
             let ns = repo("a");
-            let index = Index::new(4);
+            let index = Index::new(40);
             let entries: Vec<Entry> = vectors.into_iter().map(|v| entry(&ns, v)).collect();
             index.apply(entries.iter().cloned().map(Change::Upsert).collect());
             let removed: HashSet<MemoryId> =
                 entries.iter().step_by(remove_every).map(|e| e.id).collect();
             index.apply(removed.iter().copied().map(Change::Remove).collect());
-
-            let mut q = query.clone();
-            normalise(&mut q);
-            let mut expected: Vec<(f32, MemoryId)> = entries
-                .iter()
-                .filter(|e| !removed.contains(&e.id))
-                .map(|e| {
-                    let mut v = e.vector.clone();
-                    normalise(&mut v);
-                    (dot(&q, &v), e.id)
-                })
-                .collect();
-            expected.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+            let exact = brute_force(&entries, &removed, &query);
+            let similarity_of: HashMap<MemoryId, f32> =
+                exact.iter().map(|&(similarity, id)| (id, similarity)).collect();
+            let mut expected = exact.clone();
             expected.truncate(limit);
+            let snapshot = index.snapshot();
+            prop_assert_eq!(snapshot.len(), entries.len() - removed.len());
 
-            let hits = index.snapshot().search(&[ns], &[query], limit, all);
-            prop_assert_eq!(index.snapshot().len(), entries.len() - removed.len());
-            prop_assert_eq!(hits.len(), expected.len());
-            for (hit, (similarity, _)) in hits.iter().zip(&expected) {
+            let scanned = snapshot.exact_search(std::slice::from_ref(&ns), std::slice::from_ref(&query), limit);
+            prop_assert_eq!(scanned.len(), expected.len());
+            for (hit, (similarity, _)) in scanned.iter().zip(&expected) {
                 prop_assert!((hit.similarity - similarity).abs() < 1e-5);
+            }
+
+            let hits = snapshot.search(&[ns], std::slice::from_ref(&query), limit, all);
+            let bound = error_bound(&entries, &query);
+            let threshold = expected.last().map_or(f32::MIN, |&(similarity, _)| similarity);
+            prop_assert_eq!(hits.len(), expected.len());
+            for pair in hits.windows(2) {
+                prop_assert!(pair[0].similarity >= pair[1].similarity, "best first");
+            }
+            for (hit, (similarity, _)) in hits.iter().zip(&expected) {
+                prop_assert!((hit.similarity - similarity_of[&hit.id]).abs() < 1e-5, "exact similarity");
+                prop_assert!((hit.similarity - similarity).abs() <= 2.0 * bound);
+            }
+            for &(similarity, id) in &expected {
+                if similarity > threshold + 2.0 * bound {
+                    prop_assert!(hits.iter().any(|hit| hit.id == id), "a clear winner is never lost");
+                }
             }
         }
     }

@@ -752,14 +752,20 @@ impl Retriever {
         let limit = (request.settings.top_k * CANDIDATE_FACTOR).max(MIN_CANDIDATES);
         let filters = request.filters.clone();
         let lexical_limit = if inner.lexical_weight > 0.0 { limit } else { 0 };
-        let (dense, sparse) = blocking::run(move || {
+        let small = snapshot.is_small_search(&namespaces, vectors.len());
+        let scan = move || {
             let admit = |_: MemoryId, category: Category| filters.admit_category(category);
             (
                 snapshot.search(&namespaces, &vectors, limit, admit),
                 snapshot.lexical_search(&namespaces, &terms, &vectors, lexical_limit, admit),
             )
-        })
-        .await;
+        };
+        // A small scan costs less than a hand-off's two thread wake-ups.
+        let (dense, sparse) = if small {
+            scan()
+        } else {
+            blocking::run(scan).await
+        };
 
         let mut by_head: HashMap<MemoryId, Candidate> = HashMap::new();
         let best_lexical = sparse.first().map_or(1.0, |hit| hit.score);

@@ -10,6 +10,7 @@ mod abuse;
 mod corpus;
 mod locomo;
 mod measure;
+mod scan;
 mod semantic;
 mod server;
 mod soak;
@@ -251,6 +252,11 @@ async fn retrieve(
     let namespace = Namespace::Repo("bench".parse()?);
     write_corpus(dir.path(), &namespace, size, 1)?;
     let (server, ready_in) = Server::start(dir.path(), embedder).await?;
+    report.figure(
+        format!("resident memory once indexed at {size} ({embedder:?})"),
+        measure::resident_mib(),
+        "MiB",
+    );
     let detail = format!("{size} memories, {embedder:?} embedder");
     report
         .rows
@@ -327,7 +333,8 @@ async fn retrieve(
         "MiB",
     );
     server.stop().await;
-    Ok(())
+    // After the resident figure: this builds an index of its own.
+    scan::scan(report, size).await
 }
 
 /// Clients of the concurrency workloads.

@@ -70,7 +70,8 @@ async fn chat(Json(body): Json<Value>) -> Json<Value> {
         "choices": [{"index": 0, "message": {"role": "assistant", "content": reply}}]}))
 }
 
-fn hashed_words(text: &str) -> Vec<f32> {
+/// A text's fake embedding: its words hashed into buckets.
+pub fn hashed_words(text: &str) -> Vec<f32> {
     let mut vector = vec![0.0f32; DIMENSIONS];
     for word in text
         .split(|c: char| !c.is_alphanumeric())
