@@ -16,6 +16,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::auth::ApiKeys;
+use crate::blocking;
 use crate::capture::queue::{self, Queue};
 use crate::capture::worker::{Worker, WorkerDeps};
 use crate::capture::{Capture, CaptureStats};
@@ -44,8 +45,6 @@ pub enum Error {
     Embedder(#[from] embed::Error),
     #[error("opening the capture queue")]
     Queue(#[from] queue::Error),
-    #[error("the start-up task failed")]
-    Task(#[from] tokio::task::JoinError),
     #[error("binding {addr}")]
     Bind { addr: SocketAddr, source: io::Error },
     #[error("serving HTTP")]
@@ -72,7 +71,7 @@ impl App {
             let data_dir = config.data_dir.clone();
             let embedding = config.embedding.clone();
             let queue_limits = queue::Limits::from_config(&config);
-            tokio::task::spawn_blocking(move || -> Result<_, Error> {
+            blocking::run(move || -> Result<_, Error> {
                 let store = Store::open(&data_dir)?;
                 let queue = Arc::new(Queue::open(&data_dir.join("queue"), queue_limits)?);
                 let embedder = Embedder::from_config(&embedding)?;
@@ -86,7 +85,7 @@ impl App {
                     queue,
                 ))
             })
-            .await??
+            .await?
         };
         let listener = TcpListener::bind(config.listen)
             .await
@@ -234,16 +233,13 @@ async fn save_access_counts(retriever: Retriever, stop: CancellationToken) {
             () = stop.cancelled() => true,
         };
         let retriever = retriever.clone();
-        let saved = tokio::task::spawn_blocking(move || {
+        blocking::run(move || {
             let store = retriever.store();
             retriever
                 .access_counts()
                 .flush(|id| store.get(id).is_some());
         })
         .await;
-        if let Err(err) = saved {
-            tracing::error!(error = %err, "saving access counts failed");
-        }
         if stopping {
             return;
         }
