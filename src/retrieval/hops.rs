@@ -5,14 +5,20 @@
 //! loop), and always to the current version of a chain. A memory reached
 //! this way ranks below the one it was reached from.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
+use chrono::Utc;
 use serde::Serialize;
 use utoipa::ToSchema;
 
+use crate::index::cosine;
 use crate::memory::{Memory, MemoryId, Relationship};
 use crate::store::Store;
+
+use super::access::AccessCounts;
+use super::outcome::Reason;
+use super::rank::{Boost, Ranked, Scores};
 
 /// Each hop keeps this share of the relevance of the memory it starts from.
 pub const HOP_DECAY: f64 = 0.8;
@@ -88,4 +94,42 @@ pub fn follow(
         frontier = next;
     }
     found
+}
+
+/// The hops as results: each keeps the relevance it was reached with, and
+/// its scores say how close it is to the best of `queries` (by its stored
+/// vector in `vectors`; 0 when it has none yet) and to the context.
+pub fn ranked(
+    hops: Vec<Hop>,
+    vectors: &HashMap<MemoryId, Vec<f32>>,
+    queries: &[Vec<f32>],
+    access: &AccessCounts,
+    boost: Option<&Boost<'_>>,
+) -> Vec<Ranked> {
+    let now = Utc::now();
+    hops.into_iter()
+        .map(|hop| {
+            let similarity = vectors
+                .get(&hop.memory.id)
+                .map(|vector| {
+                    queries
+                        .iter()
+                        .map(|query| cosine(query, vector))
+                        .fold(0.0f32, f32::max)
+                })
+                .unwrap_or_default();
+            let mut scores = Scores::of(&hop.memory, similarity, access.get(hop.memory.id), now);
+            scores.context_boost = boost.and_then(|boost| boost.of(hop.memory.id));
+            Ranked {
+                memory: hop.memory,
+                scores,
+                relevance: hop.relevance,
+                reason: Reason::Hop {
+                    from: hop.from,
+                    relationship: hop.relationship,
+                    direction: hop.direction,
+                },
+            }
+        })
+        .collect()
 }

@@ -1,13 +1,22 @@
-//! Weighted relevance: how well a memory matches, how recent, how important
-//! and how often used it is, each 0..1, combined by weights normalised by
-//! their sum (so the result is 0..1 too).
+//! The ranking stage, and weighted relevance: how well a memory matches,
+//! how recent, how important and how often used it is, each 0..1, combined
+//! by weights normalised by their sum (so the result is 0..1 too), plus a
+//! small lift for memories like the request's `context_boost`.
+
+use std::collections::HashMap;
+use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use utoipa::ToSchema;
 
 use crate::config::Weights;
-use crate::memory::Memory;
+use crate::index::cosine;
+use crate::memory::{Memory, MemoryId};
+
+use super::access::AccessCounts;
+use super::outcome::Reason;
+use super::search::Candidate;
 
 /// Age at which recency reaches 0; it falls linearly until then.
 const RECENCY_HORIZON_DAYS: f64 = 365.0;
@@ -16,6 +25,76 @@ pub const DEFAULT_IMPORTANCE: f64 = 0.5;
 /// Retrievals at which the access score saturates: log10(n + 1) / 3 is 1
 /// at 999.
 const ACCESS_LOG_SCALE: f64 = 3.0;
+/// The most a `context_boost` lifts a memory's relevance (at similarity 1).
+const CONTEXT_LIFT: f64 = 0.1;
+
+/// A memory on its way to the result.
+pub struct Ranked {
+    pub memory: Arc<Memory>,
+    pub scores: Scores,
+    pub relevance: f64,
+    pub reason: Reason,
+}
+
+/// The request's `context_boost`, embedded, and the stored vectors of the
+/// memories it may lift.
+pub struct Boost<'a> {
+    pub context: &'a [f32],
+    pub vectors: &'a HashMap<MemoryId, Vec<f32>>,
+}
+
+impl Boost<'_> {
+    /// The context's cosine with the memory, 0..1, if its vector is known.
+    pub fn of(&self, id: MemoryId) -> Option<f64> {
+        self.vectors
+            .get(&id)
+            .map(|vector| f64::from(cosine(self.context, vector)).clamp(0.0, 1.0))
+    }
+}
+
+/// The candidates with their weighted relevance (plus the context lift),
+/// those at `min_relevance` or above, best first.
+pub fn rank(
+    candidates: Vec<Candidate>,
+    weights: &Weights,
+    min_relevance: f64,
+    access: &AccessCounts,
+    boost: Option<&Boost<'_>>,
+) -> Vec<Ranked> {
+    let now = Utc::now();
+    let mut ranked: Vec<Ranked> = candidates
+        .into_iter()
+        .map(|candidate| {
+            let memory = candidate.memory;
+            let mut scores = Scores::of(&memory, candidate.similarity, access.get(memory.id), now);
+            scores.lexical = f64::from(candidate.lexical);
+            scores.matched = candidate.fused;
+            let mut relevance = scores.relevance(weights);
+            if let Some(lift) = boost.and_then(|boost| boost.of(memory.id)) {
+                scores.context_boost = Some(lift);
+                relevance = (relevance + CONTEXT_LIFT * lift).min(1.0);
+            }
+            Ranked {
+                memory,
+                scores,
+                relevance,
+                reason: candidate.reason,
+            }
+        })
+        .filter(|ranked| ranked.relevance >= min_relevance)
+        .collect();
+    by_relevance(&mut ranked);
+    ranked
+}
+
+/// Most relevant first; ties in a fixed order (by id).
+pub fn by_relevance(ranked: &mut [Ranked]) {
+    ranked.sort_by(|a, b| {
+        b.relevance
+            .total_cmp(&a.relevance)
+            .then_with(|| a.memory.id.cmp(&b.memory.id))
+    });
+}
 
 /// The per-factor scores behind a relevance, for introspection.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, ToSchema)]

@@ -8,7 +8,8 @@ use std::sync::Arc;
 use crate::blocking;
 use crate::memory::{Memory, MemoryId};
 
-use super::{CANDIDATE_FACTOR, Degraded, Retriever};
+use super::search::CANDIDATE_FACTOR;
+use super::{Degraded, Retriever};
 
 impl Retriever {
     /// The memories nearest to `memory` in its own namespace, current

@@ -1,0 +1,190 @@
+//! What a retrieval answers: the wire types of `POST /retrieve` (the
+//! outcome, each memory with its scores and reason, the degradations and
+//! the timings), assembled once, at the end of a retrieval, from what the
+//! stages returned.
+
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use crate::memory::{MemoryId, MemoryView, Relationship};
+use crate::upstream;
+
+use super::hops::Direction;
+use super::hyde;
+use super::rank::Scores;
+
+/// How the texts searched for were made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    /// The request's `query`, or the window's latest user message.
+    Query,
+    /// Hypothetical memories written by the retrieval model from the window.
+    Hyde,
+    /// No text: the filters' memories ranked by recency, importance and use.
+    Filter,
+}
+
+/// Why a result is less than it would have been.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Degraded {
+    /// The start-up index build is still running.
+    IndexNotReady,
+    /// The retrieval model did not answer in time; the latest user message
+    /// was searched for instead.
+    HydeTimeout,
+    /// The retrieval model answered with an error; the latest user message
+    /// was searched for instead.
+    HydeFailed,
+    /// The retrieval model's reply held no hypothesis; the latest user
+    /// message was searched for instead.
+    HydeUnusable,
+    /// With `expand_query`: the retrieval model did not expand the query in
+    /// its share of the budget; the query was searched for unexpanded.
+    ExpansionTimeout,
+    /// With `expand_query`: the retrieval model answered with an error;
+    /// the query was searched for unexpanded.
+    ExpansionFailed,
+    /// The embedder did not answer within its timeout or the budget.
+    EmbeddingTimeout,
+    /// The embedder answered with an error.
+    EmbeddingFailed,
+    /// The whole retrieval ran out of its time budget.
+    BudgetExhausted,
+    /// The memory asked about is not in the index yet: it was just
+    /// written, or the embedder is down.
+    MemoryNotIndexed,
+    /// No retrieval model is configured.
+    LlmNotConfigured,
+}
+
+impl Degraded {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::IndexNotReady => "index_not_ready",
+            Self::HydeTimeout => "hyde_timeout",
+            Self::HydeFailed => "hyde_failed",
+            Self::HydeUnusable => "hyde_unusable",
+            Self::ExpansionTimeout => "expansion_timeout",
+            Self::ExpansionFailed => "expansion_failed",
+            Self::EmbeddingTimeout => "embedding_timeout",
+            Self::EmbeddingFailed => "embedding_failed",
+            Self::BudgetExhausted => "budget_exhausted",
+            Self::MemoryNotIndexed => "memory_not_indexed",
+            Self::LlmNotConfigured => "llm_not_configured",
+        }
+    }
+
+    pub(super) fn of_hyde(failure: &hyde::Failure) -> Self {
+        match failure {
+            hyde::Failure::Upstream(upstream::Error::Timeout { .. }) => Self::HydeTimeout,
+            hyde::Failure::Upstream(_) => Self::HydeFailed,
+            hyde::Failure::Unusable => Self::HydeUnusable,
+        }
+    }
+}
+
+/// Why a memory is in the result.
+#[derive(Clone, Debug, PartialEq, Serialize, ToSchema)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Reason {
+    /// It matched the query (or the latest user message). When
+    /// `matched_version` is set, an older version of it matched and this,
+    /// the current version, stands in.
+    Query {
+        found_by: FoundBy,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        matched_version: Option<MemoryId>,
+    },
+    /// It matched HyDE hypothesis number `hypothesis` (0-based).
+    Hypothesis {
+        hypothesis: usize,
+        found_by: FoundBy,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        matched_version: Option<MemoryId>,
+    },
+    /// A `related` edge links it with `from`, a memory in the result.
+    Hop {
+        from: MemoryId,
+        relationship: Relationship,
+        direction: Direction,
+    },
+    /// It passed the filters of a retrieval without a query.
+    Filter,
+}
+
+/// Which search found a memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum FoundBy {
+    /// The vector (embedding) search.
+    Vector,
+    /// The lexical (BM25) search.
+    Lexical,
+    Both,
+}
+
+impl Reason {
+    pub(super) fn set_found_by(&mut self, by: FoundBy) {
+        if let Self::Query { found_by, .. } | Self::Hypothesis { found_by, .. } = self {
+            *found_by = by;
+        }
+    }
+}
+
+/// A retrieved memory with why it is there and how it scored.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct RetrievedMemory {
+    #[serde(flatten)]
+    pub memory: MemoryView,
+    /// The weighted relevance, 0..1; results are sorted by it. A hop's is
+    /// 0.8 × the relevance of the memory it came from.
+    pub relevance: f64,
+    pub scores: Scores,
+    pub reason: Reason,
+    /// Whether the memory is in `injection` (it may not fit the budget).
+    pub injected: bool,
+}
+
+/// Where the time went, in milliseconds.
+#[derive(Clone, Copy, Debug, Default, Serialize, ToSchema)]
+pub struct Timings {
+    pub hyde: f64,
+    pub embed: f64,
+    pub search: f64,
+    pub hops: f64,
+    pub total: f64,
+}
+
+/// The outcome of a retrieval.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct Outcome {
+    pub turn_id: String,
+    /// Whether this is the stored answer for the same turn (no model or
+    /// embedding call was made).
+    pub cached: bool,
+    pub mode: Mode,
+    /// Set when an upstream, the budget or the index limited this answer.
+    pub degraded: Option<Degraded>,
+    /// The text searched for in `query` mode (the request's, or the latest
+    /// user message when HyDE was unavailable).
+    pub query: Option<String>,
+    /// The HyDE hypotheses searched for, in order.
+    pub hypotheses: Vec<String>,
+    /// With `expand_query`: the query with its added terms.
+    pub expanded_query: Option<String>,
+    pub added_terms: Vec<String>,
+    /// How many memories qualified (filters, `min_relevance`) among those
+    /// ranked, before `top_k` cut them; hops not included.
+    pub total_matches: usize,
+    /// Whether writes to these namespaces were still on their way into the
+    /// index (so the newest memories may be missing).
+    pub index_catching_up: bool,
+    /// Most relevant first.
+    pub memories: Vec<RetrievedMemory>,
+    /// The memories as markdown to put in the agent's context, within
+    /// `token_budget` (o200k_base tokens); empty when nothing fits.
+    pub injection: String,
+    pub timings_ms: Timings,
+}

@@ -1,0 +1,60 @@
+//! A retrieval as the retriever takes it: parsed and checked by the route
+//! (or the MCP tool), with the configured settings already overridden.
+
+use std::collections::HashSet;
+
+use crate::config;
+use crate::memory::{Category, Memory, MemoryId, Scope};
+use crate::store::Reach;
+use crate::window::Line;
+
+/// A parsed, validated retrieval.
+#[derive(Clone, Debug)]
+pub struct Request {
+    pub turn_id: String,
+    /// The namespaces searched: the pair's, or one of them (see `Reach`).
+    pub pair: Reach,
+    pub input: Input,
+    /// The configured settings with the request's overrides, checked.
+    pub settings: config::Retrieval,
+    pub filters: Filters,
+    pub exclude_ids: HashSet<MemoryId>,
+    pub use_cache: bool,
+    pub expand_query: bool,
+    /// Text whose similarity lifts related memories.
+    pub context_boost: Option<String>,
+}
+
+/// What to search for.
+#[derive(Clone, Debug)]
+pub enum Input {
+    /// Search for this text directly.
+    Query(String),
+    /// A conversation window: HyDE when a retrieval model is configured,
+    /// else its latest user message. It holds at least one user line.
+    Window(Vec<Line>),
+    /// No text: rank what the filters admit by recency, importance and use.
+    Filters,
+}
+
+/// Which memories may be returned at all.
+#[derive(Clone, Debug, Default)]
+pub struct Filters {
+    pub scope: Option<Scope>,
+    /// Any of these; `None` means every category.
+    pub categories: Option<Vec<Category>>,
+}
+
+impl Filters {
+    pub(super) fn admit(&self, memory: &Memory) -> bool {
+        self.scope
+            .is_none_or(|scope| memory.namespace.scope() == scope)
+            && self.admit_category(memory.category)
+    }
+
+    pub(super) fn admit_category(&self, category: Category) -> bool {
+        self.categories
+            .as_ref()
+            .is_none_or(|categories| categories.contains(&category))
+    }
+}

@@ -1,0 +1,183 @@
+//! The search stage: the vector search and the lexical (BM25) search over
+//! a request's namespaces, in one pass over one index snapshot, merged into
+//! candidates with a fused match score ([`super::fusion`]).
+//!
+//! Heads of chains stand in for matched old versions (the reason names the
+//! version that matched), deleted memories and the request's exclusions and
+//! filters are left out, and a memory barely like the query counts as no
+//! vector evidence however it ranks.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use crate::blocking;
+use crate::index::{Hit, Snapshot, lexical};
+use crate::memory::{Category, Memory, MemoryId};
+use crate::store::Store;
+
+use super::fusion;
+use super::outcome::{FoundBy, Reason};
+use super::request::Request;
+
+/// How many more candidates than `top_k` each search hands to ranking:
+/// recency, importance and access can lift a memory that is not among the
+/// closest few.
+pub const CANDIDATE_FACTOR: usize = 4;
+const MIN_CANDIDATES: usize = 32;
+/// The least cosine similarity at which the vector search counts as having
+/// found a memory (unrelated sentences score about 0 to 0.1 with MiniLM).
+const MIN_VECTOR_EVIDENCE: f32 = 0.1;
+
+/// A memory found by the vector search, the lexical search, or both.
+pub struct Candidate {
+    pub memory: Arc<Memory>,
+    /// Best cosine similarity among its matching versions.
+    pub similarity: f32,
+    /// BM25 score relative to the best of this retrieval, 0..1.
+    pub lexical: f32,
+    /// The fused match score, 0..1.
+    pub fused: f64,
+    pub reason: Reason,
+    dense: Option<fusion::Dense>,
+    lexical_match: Option<fusion::Lexical>,
+}
+
+/// What the search stage looks for.
+pub struct Query {
+    /// One vector per text; the first `hypotheses` are HyDE hypotheses,
+    /// the rest queries.
+    pub vectors: Vec<Vec<f32>>,
+    pub hypotheses: usize,
+    pub terms: Vec<lexical::Term>,
+}
+
+/// The candidates for `query`, best fused score first. With a lexical
+/// weight of 0 the lexical search does not run.
+pub async fn candidates(
+    snapshot: Arc<Snapshot>,
+    store: &Store,
+    request: &Request,
+    query: Query,
+    lexical_weight: f64,
+) -> Vec<Candidate> {
+    let Query {
+        vectors,
+        hypotheses,
+        terms,
+    } = query;
+    let namespaces = request.pair.namespaces();
+    let limit = (request.settings.top_k * CANDIDATE_FACTOR).max(MIN_CANDIDATES);
+    let filters = request.filters.clone();
+    let lexical_limit = if lexical_weight > 0.0 { limit } else { 0 };
+    let small = snapshot.is_small_search(&namespaces, vectors.len());
+    let scan = move || {
+        let admit = |_: MemoryId, category: Category| filters.admit_category(category);
+        (
+            snapshot.search(&namespaces, &vectors, limit, admit),
+            snapshot.lexical_search(&namespaces, &terms, &vectors, lexical_limit, admit),
+        )
+    };
+    // A small scan costs less than a hand-off's two thread wake-ups.
+    let (dense, sparse) = if small {
+        scan()
+    } else {
+        blocking::run(scan).await
+    };
+
+    let mut by_head: HashMap<MemoryId, Candidate> = HashMap::new();
+    let best_lexical = sparse.first().map_or(1.0, |hit| hit.score);
+    // In a small store every memory is in the vector list.
+    let dense: Vec<&Hit> = dense
+        .iter()
+        .filter(|hit| hit.similarity >= MIN_VECTOR_EVIDENCE)
+        .collect();
+    let best_similarity = dense.first().map_or(1.0, |hit| hit.similarity);
+    let hits = dense
+        .into_iter()
+        .enumerate()
+        .map(|(rank, hit)| (hit.id, Some((rank, hit)), None))
+        .chain(
+            sparse
+                .iter()
+                .enumerate()
+                .map(|(rank, hit)| (hit.id, None, Some((rank, hit)))),
+        );
+    for (id, dense_hit, lexical_hit) in hits {
+        let Some(head) = store.head_of(id) else {
+            continue; // deleted since the snapshot was taken
+        };
+        if request.exclude_ids.contains(&head.id) || !request.filters.admit(&head) {
+            continue;
+        }
+        let matched_version = (head.id != id).then_some(id);
+        let candidate = by_head.entry(head.id).or_insert_with(|| Candidate {
+            memory: head,
+            similarity: 0.0,
+            lexical: 0.0,
+            fused: 0.0,
+            dense: None,
+            lexical_match: None,
+            reason: Reason::Query {
+                found_by: FoundBy::Lexical,
+                matched_version,
+            },
+        });
+        if let Some((rank, hit)) = dense_hit
+            && candidate.dense.is_none_or(|best| rank < best.rank)
+        {
+            candidate.dense = Some(fusion::Dense { rank });
+            candidate.similarity = hit.similarity;
+            candidate.reason = if hit.query < hypotheses {
+                Reason::Hypothesis {
+                    hypothesis: hit.query,
+                    found_by: FoundBy::Vector,
+                    matched_version,
+                }
+            } else {
+                Reason::Query {
+                    found_by: FoundBy::Vector,
+                    matched_version,
+                }
+            };
+        }
+        if let Some((rank, hit)) = lexical_hit
+            && candidate.lexical_match.is_none_or(|best| rank < best.rank)
+        {
+            candidate.lexical_match = Some(fusion::Lexical {
+                rank,
+                coverage: hit.coverage,
+                matched_idf: hit.matched_idf,
+            });
+            candidate.lexical = hit.score / best_lexical;
+            if candidate.dense.is_none() {
+                // Found by its words alone: still say how close it is in
+                // meaning.
+                candidate.similarity = candidate.similarity.max(hit.similarity);
+            }
+        }
+    }
+    let mut candidates: Vec<Candidate> = by_head
+        .into_values()
+        .map(|mut candidate| {
+            candidate.fused = fusion::fuse(
+                candidate.similarity / best_similarity,
+                candidate.lexical_match,
+                lexical_weight,
+            );
+            let found_by = match (candidate.dense, candidate.lexical_match) {
+                (Some(_), Some(_)) => FoundBy::Both,
+                (Some(_), None) => FoundBy::Vector,
+                _ => FoundBy::Lexical,
+            };
+            candidate.reason.set_found_by(found_by);
+            candidate
+        })
+        .collect();
+    candidates.sort_by(|a, b| {
+        b.fused
+            .total_cmp(&a.fused)
+            .then_with(|| b.similarity.total_cmp(&a.similarity))
+            .then_with(|| a.memory.id.cmp(&b.memory.id))
+    });
+    candidates
+}
