@@ -178,7 +178,7 @@ async fn a_kill_between_accept_and_processing_loses_nothing_and_repeats_nothing(
             .env("ENGRAM_EMBEDDING__BASE_URL", &upstream.base_url)
             .env(
                 "ENGRAM_EMBEDDING__DIMENSIONS",
-                crate::upstream::DIMENSIONS.to_string(),
+                crate::upstream::Vectors::SMALL.dimensions.to_string(),
             )
             .env("ENGRAM_LLM__BASE_URL", &upstream.base_url)
             .env("ENGRAM_LOG__FILTER", "warn")

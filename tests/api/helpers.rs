@@ -78,7 +78,7 @@ pub fn embed_with(upstream: &Upstream, config: &mut Config) {
     config.embedding.provider = EmbeddingProvider::Openai;
     config.embedding.base_url = upstream.base_url.clone();
     config.embedding.model = "fake-embedding".to_owned();
-    config.embedding.dimensions = Some(upstream::DIMENSIONS);
+    config.embedding.dimensions = Some(upstream::Vectors::SMALL.dimensions);
     config.embedding.timeout_ms = 300;
 }
 

@@ -1,6 +1,7 @@
 //! The HTTP API, end to end: one test binary, one module per resource.
 
 mod helpers;
+#[path = "../../src/bin/engram-bench/upstream.rs"]
 mod upstream;
 
 mod auth;

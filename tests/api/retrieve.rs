@@ -651,8 +651,8 @@ async fn a_memory_found_by_its_words_alone_reports_its_real_cosine() {
         .unwrap_or_else(|| panic!("the zebra is not found: {result:#}"));
     assert_eq!(found["reason"]["found_by"], "lexical", "{found:#}");
     let expected = engram::index::cosine(
-        &crate::upstream::bag_of_words(query),
-        &crate::upstream::bag_of_words(content),
+        &crate::upstream::Vectors::SMALL.of(query),
+        &crate::upstream::Vectors::SMALL.of(content),
     );
     assert!(expected > 0.0);
     let similarity = found["scores"]["similarity"].as_f64().unwrap();

@@ -32,7 +32,7 @@ pub async fn scan(report: &mut Report, size: usize) -> Result {
 
 fn measure(size: usize) -> Result<Report> {
     let namespace = Namespace::Repo("bench".parse()?);
-    let index = Index::new(upstream::DIMENSIONS);
+    let index = Index::new(upstream::Vectors::MINILM.dimensions);
     let changes = corpus::memories(&namespace, size, 1)
         .into_iter()
         .map(|memory| {
@@ -40,7 +40,7 @@ fn measure(size: usize) -> Result<Report> {
                 id: memory.id,
                 namespace: namespace.clone(),
                 category: memory.category,
-                vector: upstream::hashed_words(&memory.content),
+                vector: upstream::Vectors::MINILM.of(&memory.content),
                 terms: lexical::Terms::default(),
             })
         })
@@ -50,7 +50,7 @@ fn measure(size: usize) -> Result<Report> {
     let namespaces = [namespace];
     let mut rng = corpus::Rng::new(4242);
     let queries: Vec<Vec<f32>> = (0..QUERIES)
-        .map(|_| upstream::hashed_words(&corpus::query(&mut rng)))
+        .map(|_| upstream::Vectors::MINILM.of(&corpus::query(&mut rng)))
         .collect();
 
     let mut report = Report::default();
@@ -96,7 +96,7 @@ fn measure(size: usize) -> Result<Report> {
         share(strict),
         "",
     );
-    let dimensions = upstream::DIMENSIONS;
+    let dimensions = upstream::Vectors::MINILM.dimensions;
     // What each scan reads: codes plus scale and loss per vector, and the
     // f32 rows.
     let (codes, floats) = (size * (dimensions + 8), size * dimensions * 4);

@@ -44,7 +44,9 @@ impl Server {
         };
         // The fake upstream always stands in for the chat model (HyDE), and
         // for the embedder unless the local model is measured.
-        let upstream_url = upstream::start().await;
+        let upstream_url = upstream::Upstream::start_with(upstream::Setup::BENCH)
+            .await
+            .base_url;
         config.llm = Some(Llm {
             base_url: upstream_url.clone(),
             ..Llm::default()
@@ -53,7 +55,7 @@ impl Server {
             config.embedding.provider = EmbeddingProvider::Openai;
             config.embedding.base_url = upstream_url;
             config.embedding.model = "bench-fake".to_owned();
-            config.embedding.dimensions = Some(upstream::DIMENSIONS);
+            config.embedding.dimensions = Some(upstream::Vectors::MINILM.dimensions);
         }
         adjust(&mut config);
         let started = Instant::now();

@@ -1,90 +1,333 @@
-//! An OpenAI-compatible upstream that answers at once, so the bench
-//! measures Engram and not a network or a model.
+//! A fake OpenAI-compatible upstream on 127.0.0.1 (port 0), shared by the
+//! bench and the tests (which include this file): the only fake either
+//! uses.
 //!
-//! `/embeddings` gives each text a hashed bag-of-words vector: cheap, and
-//! texts that share words are near each other, like real embeddings.
-//! `/chat/completions` answers HyDE prompts with three hypotheses made of
-//! the conversation's last line, and classifier prompts with one memory.
-//! [`start_oversized`] is an upstream gone wrong: every reply hundreds of
-//! megabytes long.
+//! `/embeddings` gives each text a bag-of-words vector (each word hashed
+//! into one bucket, see [`Vectors`]), so texts that share words are near
+//! each other, like real embeddings, and every answer is deterministic.
+//! `/chat/completions` answers with the reply a test scripted, or (for the
+//! bench) one built from the prompt: three hypotheses made of the
+//! conversation's last line for HyDE, one memory for the classifier.
+//! A test can also make either endpoint fail, stall or ramble
+//! ([`Behaviour`]) and read what it was asked. [`start_oversized`] is an
+//! upstream gone wrong: every reply hundreds of megabytes long.
+
+#![expect(
+    dead_code,
+    reason = "one file serves two crates: the bench never scripts failures or reads requests, the tests never start the oversized upstream"
+)]
 
 use std::hash::{DefaultHasher, Hash, Hasher};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use axum::Json;
 use axum::Router;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use serde_json::{Value, json};
 
-/// The length of the vectors the fake returns: MiniLM's.
-pub const DIMENSIONS: usize = 384;
-
-/// Serves on a free loopback port; returns the API root.
-pub async fn start() -> String {
-    let router = Router::new()
-        .route("/v1/embeddings", post(embeddings))
-        .route("/v1/chat/completions", post(chat));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind the fake upstream");
-    let url = format!(
-        "http://{}/v1",
-        listener.local_addr().expect("local address")
-    );
-    tokio::spawn(async move { axum::serve(listener, router).await });
-    url
+/// The vectors the fake gives.
+#[derive(Clone, Copy, Debug)]
+pub struct Vectors {
+    pub dimensions: usize,
+    /// Added to the first component, so that a text of unknown words is
+    /// not the zero vector.
+    pub bias: f32,
 }
 
-async fn embeddings(Json(body): Json<Value>) -> Json<Value> {
-    let data: Vec<Value> = body["input"]
-        .as_array()
-        .map(Vec::as_slice)
+impl Vectors {
+    /// Short vectors for the tests: quick, and exact for hand-checked cases.
+    pub const SMALL: Self = Self {
+        dimensions: 64,
+        bias: 0.0,
+    };
+    /// MiniLM's length, so the bench scans what production scans.
+    pub const MINILM: Self = Self {
+        dimensions: 384,
+        bias: 0.1,
+    };
+
+    /// The vector the fake gives `text`.
+    pub fn of(self, text: &str) -> Vec<f32> {
+        let mut vector = vec![0.0f32; self.dimensions];
+        for word in text
+            .split(|c: char| !c.is_alphanumeric())
+            .filter(|word| !word.is_empty())
+        {
+            let mut hasher = DefaultHasher::new();
+            word.to_lowercase().hash(&mut hasher);
+            let bucket = hasher.finish() % self.dimensions as u64;
+            vector[usize::try_from(bucket).expect("a bucket is below the length")] += 1.0;
+        }
+        vector[0] += self.bias;
+        vector
+    }
+}
+
+/// How `/chat/completions` makes its reply.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Chat {
+    /// The text set by [`Upstream::set_chat`] (empty until then).
+    Scripted,
+    /// Built from the prompt: hypotheses for HyDE, a memory for the
+    /// classifier.
+    FromPrompt,
+}
+
+/// What a fake upstream is.
+#[derive(Clone, Copy, Debug)]
+pub struct Setup {
+    pub vectors: Vectors,
+    pub chat: Chat,
+    /// Whether it keeps every request for the test to read (the bench's
+    /// long runs would only grow its memory).
+    pub record: bool,
+}
+
+impl Setup {
+    pub const TESTS: Self = Self {
+        vectors: Vectors::SMALL,
+        chat: Chat::Scripted,
+        record: true,
+    };
+    pub const BENCH: Self = Self {
+        vectors: Vectors::MINILM,
+        chat: Chat::FromPrompt,
+        record: false,
+    };
+}
+
+/// How the fake answers the next requests.
+#[derive(Clone, Copy, Debug)]
+pub enum Behaviour {
+    Answer,
+    /// Answer with this status and an error body.
+    Fail(u16),
+    /// Answer, but only after this long.
+    Delay(Duration),
+    /// Answer well, padded (with a field clients ignore) past this many bytes.
+    Oversized(usize),
+    /// Embeddings: answer with vectors of all zeros.
+    Zeros,
+}
+
+struct Script {
+    setup: Setup,
+    behaviour: Option<Behaviour>,
+    /// The `input` of every embeddings request, in order.
+    embedding_requests: Vec<Vec<String>>,
+    chat_behaviour: Option<Behaviour>,
+    chat_reply: String,
+    /// The messages of every chat request, in order.
+    chat_requests: Vec<Value>,
+    /// When each chat request arrived and was answered, with its prompt.
+    chat_spans: Vec<(Instant, Instant, String)>,
+}
+
+/// A running fake; cheap to clone.
+#[derive(Clone)]
+pub struct Upstream {
+    /// The API root to configure as `base_url`.
+    pub base_url: String,
+    script: Arc<Mutex<Script>>,
+}
+
+impl Upstream {
+    /// The tests' fake: [`Setup::TESTS`].
+    pub async fn start() -> Self {
+        Self::start_with(Setup::TESTS).await
+    }
+
+    pub async fn start_with(setup: Setup) -> Self {
+        let script = Arc::new(Mutex::new(Script {
+            setup,
+            behaviour: None,
+            embedding_requests: Vec::new(),
+            chat_behaviour: None,
+            chat_reply: String::new(),
+            chat_requests: Vec::new(),
+            chat_spans: Vec::new(),
+        }));
+        let router = Router::new()
+            .route("/v1/embeddings", post(embeddings))
+            .route("/v1/chat/completions", post(chat))
+            .with_state(script.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind the fake upstream");
+        let base_url = format!(
+            "http://{}/v1",
+            listener.local_addr().expect("local address")
+        );
+        tokio::spawn(async move { axum::serve(listener, router).await });
+        Self { base_url, script }
+    }
+
+    pub fn set(&self, behaviour: Behaviour) {
+        self.script().behaviour = Some(behaviour);
+    }
+
+    /// How `/chat/completions` answers, and with what text.
+    pub fn set_chat(&self, behaviour: Behaviour, reply: &str) {
+        let mut script = self.script();
+        script.chat_behaviour = Some(behaviour);
+        script.chat_reply = reply.to_owned();
+    }
+
+    /// The `messages` of every chat request so far.
+    pub fn chat_requests(&self) -> Vec<Value> {
+        self.script().chat_requests.clone()
+    }
+
+    /// (start, end, prompt) of every answered chat request.
+    pub fn chat_spans(&self) -> Vec<(Instant, Instant, String)> {
+        self.script().chat_spans.clone()
+    }
+
+    /// How many embeddings requests arrived.
+    pub fn embedding_calls(&self) -> usize {
+        self.script().embedding_requests.len()
+    }
+
+    /// Every text sent for embedding, in order.
+    pub fn embedded_texts(&self) -> Vec<String> {
+        self.script()
+            .embedding_requests
+            .iter()
+            .flatten()
+            .cloned()
+            .collect()
+    }
+
+    fn script(&self) -> std::sync::MutexGuard<'_, Script> {
+        self.script.lock().expect("the fake's script lock")
+    }
+}
+
+async fn chat(State(script): State<Arc<Mutex<Script>>>, Json(body): Json<Value>) -> Response {
+    let started = Instant::now();
+    let (behaviour, scripted, setup) = {
+        let mut script = script.lock().expect("the fake's script lock");
+        if script.setup.record {
+            script.chat_requests.push(body["messages"].clone());
+        }
+        (
+            script.chat_behaviour.unwrap_or(Behaviour::Answer),
+            script.chat_reply.clone(),
+            script.setup,
+        )
+    };
+    if let Some(failure) = misbehave(behaviour).await {
+        return failure;
+    }
+    let prompt = body["messages"][1]["content"]
+        .as_str()
         .unwrap_or_default()
-        .iter()
-        .enumerate()
-        .map(|(index, text)| {
-            let vector = hashed_words(text.as_str().unwrap_or_default());
-            json!({"object": "embedding", "index": index, "embedding": vector})
-        })
-        .collect();
-    Json(json!({"object": "list", "data": data, "model": body["model"]}))
+        .to_owned();
+    let reply = match setup.chat {
+        Chat::Scripted => scripted,
+        Chat::FromPrompt => {
+            let system = body["messages"][0]["content"].as_str().unwrap_or_default();
+            reply_from_prompt(system, &prompt)
+        }
+    };
+    if setup.record {
+        script
+            .lock()
+            .expect("the fake's script lock")
+            .chat_spans
+            .push((started, Instant::now(), prompt));
+    }
+    let reply = json!({"object": "chat.completion", "model": body["model"], "choices": [
+        {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": reply}}
+    ]});
+    Json(padded(reply, behaviour)).into_response()
 }
 
-async fn chat(Json(body): Json<Value>) -> Json<Value> {
-    let system = body["messages"][0]["content"].as_str().unwrap_or_default();
-    let prompt = body["messages"][1]["content"].as_str().unwrap_or_default();
+/// A plausible reply: the classifier gets a JSON array with one memory,
+/// HyDE a list of three hypotheses, each made of the conversation's last
+/// user line.
+fn reply_from_prompt(system: &str, prompt: &str) -> String {
     let last_line = prompt
         .lines()
         .rev()
         .find(|line| line.starts_with("user: "))
         .unwrap_or("user: nothing")
         .trim_start_matches("user: ");
-    // The classifier gets a JSON array with one memory; HyDE gets a list.
-    let reply = if system.contains("memory classifier") {
+    if system.contains("memory classifier") {
         json!([{"content": format!("The team agreed: {last_line}"), "scope": "repo",
             "category": "project-conventions"}])
         .to_string()
     } else {
         format!("1. {last_line}\n2. The team decided: {last_line}\n3. The user prefers {last_line}")
-    };
-    Json(json!({"object": "chat.completion", "model": body["model"],
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": reply}}]}))
+    }
 }
 
-/// A text's fake embedding: its words hashed into buckets.
-pub fn hashed_words(text: &str) -> Vec<f32> {
-    let mut vector = vec![0.0f32; DIMENSIONS];
-    for word in text
-        .split(|c: char| !c.is_alphanumeric())
-        .filter(|w| !w.is_empty())
-    {
-        let mut hasher = DefaultHasher::new();
-        word.to_lowercase().hash(&mut hasher);
-        let bucket = usize::try_from(hasher.finish() % DIMENSIONS as u64).expect("below 384");
-        vector[bucket] += 1.0;
+/// `reply`, with a `pad` field past the size an `Oversized` behaviour asks.
+fn padded(mut reply: Value, behaviour: Behaviour) -> Value {
+    if let Behaviour::Oversized(bytes) = behaviour {
+        reply["pad"] = Value::String("x".repeat(bytes));
     }
-    // A constant component keeps a text of unknown words off the zero vector.
-    vector[0] += 0.1;
-    vector
+    reply
+}
+
+/// Sleeps or fails as scripted; `Some` is the failure to answer with.
+async fn misbehave(behaviour: Behaviour) -> Option<Response> {
+    match behaviour {
+        Behaviour::Fail(status) => Some(
+            (
+                StatusCode::from_u16(status).expect("a scripted status is valid"),
+                Json(json!({"error": {"message": "scripted failure"}})),
+            )
+                .into_response(),
+        ),
+        Behaviour::Delay(delay) => {
+            tokio::time::sleep(delay).await;
+            None
+        }
+        Behaviour::Answer | Behaviour::Oversized(_) | Behaviour::Zeros => None,
+    }
+}
+
+async fn embeddings(State(script): State<Arc<Mutex<Script>>>, Json(body): Json<Value>) -> Response {
+    let input: Vec<String> = body["input"]
+        .as_array()
+        .map(|texts| {
+            texts
+                .iter()
+                .filter_map(|t| t.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default();
+    let (behaviour, vectors) = {
+        let mut script = script.lock().expect("the fake's script lock");
+        if script.setup.record {
+            script.embedding_requests.push(input.clone());
+        }
+        (
+            script.behaviour.unwrap_or(Behaviour::Answer),
+            script.setup.vectors,
+        )
+    };
+    if let Some(failure) = misbehave(behaviour).await {
+        return failure;
+    }
+    let data: Vec<Value> = input
+        .iter()
+        .enumerate()
+        .map(|(index, text)| {
+            let vector = match behaviour {
+                Behaviour::Zeros => vec![0.0; vectors.dimensions],
+                _ => vectors.of(text),
+            };
+            json!({"object": "embedding", "index": index, "embedding": vector})
+        })
+        .collect();
+    let reply = json!({"object": "list", "data": data, "model": body["model"]});
+    Json(padded(reply, behaviour)).into_response()
 }
 
 /// Serves on a free loopback port an upstream whose every reply, whatever
