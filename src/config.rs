@@ -358,7 +358,7 @@ impl SettingError {
 }
 
 /// `value` if it lies in `range`, else the error naming `field`.
-fn within<T: PartialOrd + std::fmt::Display>(
+fn within<T: PartialOrd + Copy + std::fmt::Display>(
     field: &'static str,
     value: T,
     range: std::ops::RangeInclusive<T>,

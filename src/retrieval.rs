@@ -477,7 +477,7 @@ impl Retriever {
         let inner = &self.inner;
         let started = Instant::now();
         let listing = ListFilter {
-            namespaces: request.pair.namespaces().to_vec(),
+            namespaces: request.pair.namespaces(),
             scope: request.filters.scope,
             category: None,
             text: None,

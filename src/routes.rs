@@ -265,6 +265,10 @@ async fn enforce_timeouts(
     }
 }
 
+#[expect(
+    clippy::needless_pass_by_value,
+    reason = "tower-http's panic handler hands the payload over by value"
+)]
 fn panic_response(panic: Box<dyn std::any::Any + Send + 'static>) -> Response {
     let message = panic
         .downcast_ref::<&str>()

@@ -111,7 +111,7 @@ pub async fn classify(
         ..Classified::default()
     };
     for proposed in read.proposed {
-        match check(store, trigger, &pair, proposed) {
+        match check(store, trigger, &pair, &proposed) {
             Ok(memory) => classified.memories.push(memory),
             Err(Refusal::Secret(kind)) => {
                 tracing::warn!(trigger.id = %trigger.id, secret = kind.as_str(), "refused a memory that looks like a secret");
@@ -136,7 +136,7 @@ fn check(
     store: &Store,
     trigger: &Trigger,
     pair: &NamespacePair,
-    proposed: Proposed,
+    proposed: &Proposed,
 ) -> Result<NewMemory, Refusal> {
     let scope: Scope = proposed
         .scope

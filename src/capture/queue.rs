@@ -351,9 +351,8 @@ impl Queue {
     /// worker and replace an older turn of its session.
     pub fn enqueue(&self, trigger: Trigger) -> Result<EnqueueStatus, Error> {
         let bytes = serialize(&trigger);
-        let accepted = match self.reserve(&trigger, bytes.len() as u64)? {
-            Some(accepted) => accepted,
-            None => return Ok(EnqueueStatus::Dropped),
+        let Some(accepted) = self.reserve(&trigger, bytes.len() as u64)? else {
+            return Ok(EnqueueStatus::Dropped);
         };
         let stored = disk::ensure_free_space(&self.dir, self.limits.min_free_disk_bytes)
             .map_err(Error::from)

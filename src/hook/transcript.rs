@@ -101,7 +101,7 @@ pub fn window(transcript: &str, format: Format) -> Vec<Message> {
         };
         match read {
             Line::Compaction => messages.clear(),
-            Line::Message(role, text) => push(&mut messages, role, text),
+            Line::Message(role, text) => push(&mut messages, role, &text),
             Line::Other => {}
         }
     }
@@ -170,7 +170,7 @@ fn codex_line(entry: &Value) -> Line {
 
 /// Appends `text` as a message of `role`, joined to the previous message
 /// when it has the same role (an answer written in several pieces).
-fn push(messages: &mut Vec<Message>, role: Role, text: String) {
+fn push(messages: &mut Vec<Message>, role: Role, text: &str) {
     let text = text.trim();
     if text.is_empty() {
         return;

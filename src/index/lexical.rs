@@ -56,14 +56,14 @@ pub fn tokens(text: &str) -> impl Iterator<Item = String> + '_ {
 /// A light stemmer: `painted`, `painting` and `paints` all become `paint`.
 /// Words of three letters or fewer after the cut keep their suffix, so
 /// `bus`, `red` and `sing` stay as they are.
-fn stem(word: String) -> String {
-    SUFFIXES
+fn stem(mut word: String) -> String {
+    if let Some(suffix) = SUFFIXES
         .iter()
         .find(|suffix| word.len() > suffix.len() + 2 && word.ends_with(*suffix))
-        .map_or_else(
-            || word.clone(),
-            |suffix| word[..word.len() - suffix.len()].to_owned(),
-        )
+    {
+        word.truncate(word.len() - suffix.len());
+    }
+    word
 }
 
 pub fn term(token: &str) -> Term {

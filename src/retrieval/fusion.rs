@@ -71,19 +71,19 @@ mod tests {
     const WEIGHT: f64 = 0.6;
 
     /// A match on rare words: its idf is no limit.
-    fn words(coverage: f32) -> Option<Lexical> {
-        Some(Lexical {
+    fn words(coverage: f32) -> Lexical {
+        Lexical {
             rank: 0,
             coverage,
             matched_idf: 12.0,
-        })
+        }
     }
 
     #[test]
     fn the_best_cosine_with_every_query_word_scores_one_and_weight_zero_is_vector_only() {
-        assert!((fuse(1.0, words(1.0), WEIGHT) - 1.0).abs() < 1e-12);
-        assert!((fuse(0.7, words(1.0), 0.0) - 0.49).abs() < 1e-6);
-        assert!(fuse(0.9, None, 0.0) > fuse(0.8, words(1.0), 0.0));
+        assert!((fuse(1.0, Some(words(1.0)), WEIGHT) - 1.0).abs() < 1e-12);
+        assert!((fuse(0.7, Some(words(1.0)), 0.0) - 0.49).abs() < 1e-6);
+        assert!(fuse(0.9, None, 0.0) > fuse(0.8, Some(words(1.0)), 0.0));
     }
 
     #[test]
@@ -121,11 +121,11 @@ mod tests {
     fn strong_lexical_evidence_that_the_vector_side_backs_lifts() {
         // Most of the question's rare words, at 0.8 of the best cosine,
         // beat the best cosine alone and the same words without meaning.
-        let backed = fuse(0.8, words(0.9), WEIGHT);
+        let backed = fuse(0.8, Some(words(0.9)), WEIGHT);
         assert!(backed > fuse(1.0, None, WEIGHT));
-        assert!(backed > fuse(0.2, words(0.9), WEIGHT));
+        assert!(backed > fuse(0.2, Some(words(0.9)), WEIGHT));
         // More of the question's words, more lift.
-        assert!(fuse(0.8, words(0.9), WEIGHT) > fuse(0.8, words(0.5), WEIGHT));
+        assert!(fuse(0.8, Some(words(0.9)), WEIGHT) > fuse(0.8, Some(words(0.5)), WEIGHT));
     }
 
     #[test]
@@ -145,7 +145,7 @@ mod tests {
 
     #[test]
     fn a_weaker_cosine_is_a_weaker_score() {
-        assert!(fuse(0.95, words(0.5), WEIGHT) > fuse(0.5, words(0.5), WEIGHT));
+        assert!(fuse(0.95, Some(words(0.5)), WEIGHT) > fuse(0.5, Some(words(0.5)), WEIGHT));
         assert!(fuse(0.95, None, WEIGHT) > fuse(0.5, None, WEIGHT));
     }
 }

@@ -11,7 +11,7 @@ use crate::helpers::{memory, spawn_app_on};
 async fn data_routes_need_the_key_and_health_does_not() {
     let temp = tempfile::tempdir().unwrap();
     let app = spawn_app_on(temp.path(), |config| {
-        config.api_key = Some(ApiKey::new("s3cret"))
+        config.api_key = Some(ApiKey::new("s3cret"));
     })
     .await;
     let get = |uri: &str, authorization: Option<&str>| {

@@ -101,7 +101,7 @@ async fn newer_turns_of_a_session_coalesce_and_a_full_queue_drops_turns_not_comp
     let upstream = Upstream::start().await;
     let dir = tempfile::tempdir().unwrap();
     let app = app_on(&upstream, dir.path(), |config| {
-        config.capture.queue_capacity = 2
+        config.capture.queue_capacity = 2;
     })
     .await;
     upstream.set_chat(Behaviour::Delay(Duration::from_millis(800)), "[]");
@@ -338,7 +338,7 @@ async fn pairs_run_in_parallel_and_each_pair_in_order() {
     let upstream = Upstream::start().await;
     let dir = tempfile::tempdir().unwrap();
     let app = app_on(&upstream, dir.path(), |config| {
-        config.capture.max_concurrent = 2
+        config.capture.max_concurrent = 2;
     })
     .await;
     upstream.set_chat(Behaviour::Delay(Duration::from_millis(300)), "[]");
@@ -369,7 +369,7 @@ async fn a_failing_classifier_is_retried_then_set_aside_without_blocking_others(
     let upstream = Upstream::start().await;
     let dir = tempfile::tempdir().unwrap();
     let app = app_on(&upstream, dir.path(), |config| {
-        config.capture.max_attempts = 2
+        config.capture.max_attempts = 2;
     })
     .await;
     upstream.set_chat(Behaviour::Fail(503), "");

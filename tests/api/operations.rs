@@ -136,7 +136,7 @@ async fn beyond_the_concurrency_limit_requests_are_shed_and_slow_bodies_cut_off(
 async fn a_client_that_never_finishes_its_headers_is_disconnected() {
     let dir = tempfile::tempdir().unwrap();
     let app = RunningApp::start(test_config(dir.path(), |config| {
-        config.limits.body_timeout_ms = 300
+        config.limits.body_timeout_ms = 300;
     }))
     .await;
     let addr = app.base_url.trim_start_matches("http://").to_owned();

@@ -180,7 +180,7 @@ pub async fn locomo(
             "locomo memories loaded ({} conversations)",
             conversations.len()
         ),
-        loaded as f64,
+        f64::from(loaded),
         "",
     );
     report.figure("locomo load and index time", load_time.as_secs_f64(), "s");
