@@ -44,20 +44,12 @@ pub fn find_json_array(reply: &str) -> Option<Vec<Value>> {
 /// escapes; `None` if it never closes.
 fn balanced_end(text: &str) -> Option<usize> {
     let mut depth = 0usize;
-    let mut in_string = false;
-    let mut escaped = false;
+    let mut strings = Strings::default();
     for (at, c) in text.char_indices() {
-        if in_string {
-            match c {
-                _ if escaped => escaped = false,
-                '\\' => escaped = true,
-                '"' => in_string = false,
-                _ => {}
-            }
+        if strings.holds(c) {
             continue;
         }
         match c {
-            '"' => in_string = true,
             '[' | '{' => depth += 1,
             ']' | '}' => {
                 depth = depth.checked_sub(1)?;
@@ -74,20 +66,10 @@ fn balanced_end(text: &str) -> Option<usize> {
 /// `json` without commas that directly precede `]` or `}` (outside strings).
 fn without_trailing_commas(json: &str) -> String {
     let mut out = String::with_capacity(json.len());
-    let mut in_string = false;
-    let mut escaped = false;
+    let mut strings = Strings::default();
     let chars: Vec<char> = json.chars().collect();
     for (at, &c) in chars.iter().enumerate() {
-        if in_string {
-            match c {
-                _ if escaped => escaped = false,
-                '\\' => escaped = true,
-                '"' => in_string = false,
-                _ => {}
-            }
-        } else if c == '"' {
-            in_string = true;
-        } else if c == ',' {
+        if !strings.holds(c) && c == ',' {
             let next = chars[at + 1..].iter().find(|c| !c.is_whitespace());
             if matches!(next, Some(']' | '}')) {
                 continue;
@@ -96,6 +78,33 @@ fn without_trailing_commas(json: &str) -> String {
         out.push(c);
     }
     out
+}
+
+/// Tracks, character by character, whether a scan of JSON text is inside a
+/// string literal, where brackets and commas are only text.
+#[derive(Default)]
+struct Strings {
+    inside: bool,
+    escaped: bool,
+}
+
+impl Strings {
+    /// Takes the next character; true when it is part of a string literal
+    /// (its quotes included).
+    fn holds(&mut self, c: char) -> bool {
+        if self.inside {
+            match c {
+                _ if self.escaped => self.escaped = false,
+                '\\' => self.escaped = true,
+                '"' => self.inside = false,
+                _ => {}
+            }
+            true
+        } else {
+            self.inside = c == '"';
+            self.inside
+        }
+    }
 }
 
 #[cfg(test)]

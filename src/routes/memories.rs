@@ -17,7 +17,7 @@ use crate::memory::{
 };
 use crate::retrieval::{Degraded, Retriever};
 use crate::routes::extract::{ApiJson, ApiPath, ApiQuery, in_range};
-use crate::routes::problems::{BodyProblems, Unauthorized};
+use crate::routes::problems::{BodyProblems, NoSuchMemory, Unauthorized};
 use crate::store::{Cursor, ListFilter, MAX_RELATED, NamespacePair, NewMemory, Store};
 
 /// The default and largest page sizes of a listing.
@@ -265,7 +265,7 @@ pub struct MemoryDetail {
     responses(
         Unauthorized,
         (status = 200, body = MemoryDetail),
-        (status = 404, description = "No such memory", body = Problem, content_type = "application/problem+json"),
+        NoSuchMemory,
         (status = 422, description = "The id is not a UUID", body = Problem, content_type = "application/problem+json"),
     )
 )]
@@ -299,7 +299,7 @@ pub async fn get_memory(
     responses(
         Unauthorized,
         (status = 204, description = "The memory is gone"),
-        (status = 404, description = "No such memory", body = Problem, content_type = "application/problem+json"),
+        NoSuchMemory,
         (status = 409, description = "The memory's namespace directory in the data directory has become a symbolic link (never removed through)", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "The id is not a UUID", body = Problem, content_type = "application/problem+json"),
     )
@@ -357,7 +357,7 @@ const MAX_SIMILAR: usize = 100;
     responses(
         Unauthorized,
         (status = 200, body = SimilarMemoriesResponse),
-        (status = 404, description = "No such memory", body = Problem, content_type = "application/problem+json"),
+        NoSuchMemory,
         (status = 422, description = "The id or `limit` is invalid", body = Problem, content_type = "application/problem+json"),
     )
 )]

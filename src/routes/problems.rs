@@ -66,3 +66,12 @@ pub enum CaptureProblems {
     )]
     LowDisk(Problem),
 }
+
+/// 404, for every operation on one memory by its id.
+#[derive(IntoResponses)]
+#[response(
+    status = 404,
+    description = "No such memory",
+    content_type = "application/problem+json"
+)]
+pub struct NoSuchMemory(pub Problem);
