@@ -64,6 +64,7 @@ pub struct Config {
     pub capture: CaptureConfig,
     pub auth: Auth,
     pub cors: Cors,
+    pub mcp: Mcp,
     pub limits: Limits,
     pub log: Log,
     /// `ENGRAM_API_KEY`: one key with access to everything. Only ever from
@@ -104,6 +105,7 @@ impl Default for Config {
             capture: CaptureConfig::default(),
             auth: Auth::default(),
             cors: Cors::default(),
+            mcp: Mcp::default(),
             limits: Limits::default(),
             log: Log::default(),
             api_key: None,
@@ -508,6 +510,31 @@ pub struct Cors {
     pub allowed_origins: Vec<String>,
 }
 
+/// The MCP endpoint at `/mcp` and its protection against DNS rebinding: a
+/// web page that gets a browser to send a request to a local service can
+/// choose the host name, not the `Host` header's value nor its own origin.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Mcp {
+    /// The `Host` values (`name` or `name:port`) `/mcp` answers; others get
+    /// 403. Loopback names by default, and the `listen` address is always
+    /// allowed; behind a proxy or in a container, add the name clients use.
+    pub allowed_hosts: Vec<String>,
+    /// Browser origins (`https://app.example.com`, `http://localhost:*`)
+    /// that may call `/mcp`. None by default: a request that carries an
+    /// `Origin` (only browsers send one) is refused.
+    pub allowed_origins: Vec<String>,
+}
+
+impl Default for Mcp {
+    fn default() -> Self {
+        Self {
+            allowed_hosts: ["localhost", "127.0.0.1", "::1"].map(String::from).to_vec(),
+            allowed_origins: Vec::new(),
+        }
+    }
+}
+
 /// Bounds of retrieval parameters, shared by the configuration and requests.
 pub mod bounds {
     use std::ops::RangeInclusive;
@@ -760,6 +787,17 @@ impl Config {
                 return key_error(
                     &format!("cors.allowed_origins[{at}]"),
                     "must be an origin such as https://app.example.com",
+                );
+            }
+        }
+        for (at, origin) in self.mcp.allowed_origins.iter().enumerate() {
+            if !(origin == "null"
+                || origin.starts_with("http://")
+                || origin.starts_with("https://"))
+            {
+                return key_error(
+                    &format!("mcp.allowed_origins[{at}]"),
+                    "must be an origin such as https://app.example.com or http://localhost:*",
                 );
             }
         }

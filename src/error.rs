@@ -219,6 +219,15 @@ impl ApiError {
         }
     }
 
+    /// The problem to answer with; an internal error's cause is logged
+    /// here, never sent.
+    pub fn report(&self) -> Problem {
+        if let Self::Internal(cause) = self {
+            tracing::error!(error = %error_chain(cause.as_ref()), "request failed");
+        }
+        self.to_problem()
+    }
+
     pub fn to_problem(&self) -> Problem {
         let (status, slug, title) = self.classify();
         let field = match self {
@@ -238,10 +247,7 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        if let Self::Internal(cause) = &self {
-            tracing::error!(error = %error_chain(cause.as_ref()), "request failed");
-        }
-        let problem = self.to_problem();
+        let problem = self.report();
         let status =
             StatusCode::from_u16(problem.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         let body = serde_json::to_vec(&problem).expect("a problem always serializes");

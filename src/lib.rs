@@ -23,6 +23,8 @@ pub mod hook;
 pub mod index;
 /// The chat model (OpenAI-compatible chat completions).
 pub mod llm;
+/// The MCP tools at `/mcp`, and the stdio bridge of `engram mcp`.
+pub mod mcp;
 /// The domain types: ids, namespaces, categories, memories.
 pub mod memory;
 /// Prometheus metrics for `/metrics`.

@@ -38,6 +38,8 @@ enum Command {
     Hook(engram::hook::HookArgs),
     /// Merge Engram's hooks into a coding agent's settings file.
     Setup(engram::setup::SetupArgs),
+    /// MCP over stdio, bridged to a running Engram's `/mcp`.
+    Mcp(engram::mcp::bridge::BridgeArgs),
 }
 
 fn main() -> ExitCode {
@@ -54,6 +56,7 @@ fn main() -> ExitCode {
     match args.command.unwrap_or(Command::Serve) {
         Command::Hook(hook) => engram::hook::run(&hook),
         Command::Setup(setup) => engram::setup::run(&setup),
+        Command::Mcp(bridge) => engram::mcp::bridge::run(&bridge),
         Command::Openapi => print_yaml(&engram::routes::openapi()),
         Command::Config => match load_config(args.config.as_deref()) {
             Ok(config) => print_yaml(&config),

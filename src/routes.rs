@@ -39,6 +39,7 @@ use utoipa_swagger_ui::SwaggerUi;
 
 use crate::auth::{self, ApiKeys};
 use crate::error::{ApiError, NotAFault, Problem};
+use crate::mcp;
 use crate::metrics::Metrics;
 use crate::routes::extract::BodyDeadline;
 use crate::state::AppState;
@@ -112,6 +113,14 @@ pub fn router(state: AppState) -> Router {
     let capacity = Arc::new(Semaphore::new(limits.max_concurrent_requests));
     let cors = cors_layer(&state.config.cors);
     let (api, document) = api_router(state.api_keys.clone()).split_for_parts();
+    // MCP is not a REST resource (it has no place in the OpenAPI document),
+    // but it is behind the same keys.
+    let mcp = Router::new()
+        .nest_service("/mcp", mcp::service(&state))
+        .route_layer(middleware::from_fn_with_state(
+            state.api_keys.clone(),
+            auth::require_key,
+        ));
     let layers = ServiceBuilder::new()
         .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
         .layer(
@@ -138,7 +147,8 @@ pub fn router(state: AppState) -> Router {
             enforce_timeouts,
         ))
         .option_layer(cors);
-    api.merge(SwaggerUi::new("/docs").url("/openapi.json", document))
+    api.merge(mcp)
+        .merge(SwaggerUi::new("/docs").url("/openapi.json", document))
         .fallback(route_not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(layers)

@@ -55,6 +55,13 @@ where
     }
 }
 
+/// Arguments that arrived as JSON already (an MCP tool call's), read as
+/// `T` exactly as a request body would be, with the same errors.
+pub fn from_arguments<T: DeserializeOwned>(arguments: &serde_json::Value) -> Result<T, ApiError> {
+    let bytes = serde_json::to_vec(arguments).map_err(ApiError::internal)?;
+    parse_json(&bytes)
+}
+
 /// `bytes` as one JSON document of type `T`. Broken JSON, or anything
 /// after the document, is `malformed-json` (400); well-formed JSON with a
 /// field of the wrong type or value is `invalid-field` (422) naming it.

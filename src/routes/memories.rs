@@ -151,7 +151,7 @@ fn check_related(related: &[RelatedEdge]) -> Result<(), ApiError> {
 }
 
 /// Filters and paging of a listing.
-#[derive(Debug, Deserialize, IntoParams)]
+#[derive(Debug, Deserialize, Serialize, IntoParams, ToSchema)]
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
 pub struct ListMemoriesQuery {

@@ -78,7 +78,7 @@ pub struct WeightsRequest {
 }
 
 /// Which memories may be returned.
-#[derive(Debug, Default, Deserialize, ToSchema)]
+#[derive(Debug, Default, Deserialize, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FiltersRequest {
     /// Only memories of this scope.

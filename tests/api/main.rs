@@ -13,6 +13,7 @@ mod docs;
 mod grants;
 mod hooks;
 mod lifecycle;
+mod mcp;
 mod memories;
 mod operations;
 mod pipeline;

@@ -1,0 +1,372 @@
+//! Engram as MCP tools, at `/mcp` (Streamable HTTP, stateless, JSON
+//! replies) behind the same API keys as REST.
+//!
+//! Each tool is the REST operation it names, called with the caller's key:
+//! `remember` is `POST /memories`, `recall` is `POST /retrieve`, `forget`
+//! is `DELETE /memories/{id}`, `get_memory` is `GET /memories/{id}`,
+//! `list_memories` is `GET /memories`, and `update_memory` writes a new
+//! version that supersedes the memory, as `POST /memories` with
+//! `supersedes` does. The arguments are read by the REST request types
+//! (described by their OpenAPI schemas, see [`schema`]), so the limits,
+//! the grants and the error wording are the REST ones. A refused call is a
+//! tool result with `isError` and the problem document, which a model can
+//! read and act on; only an unknown tool is a protocol error.
+//!
+//! `Host` and `Origin` are checked against `mcp.allowed_hosts` and
+//! `mcp.allowed_origins` before anything else (DNS-rebinding protection).
+
+pub mod bridge;
+pub mod schema;
+
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::request::Parts;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
+};
+use rmcp::service::RequestContext;
+use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+use utoipa::ToSchema;
+
+use crate::auth::Caller;
+use crate::error::ApiError;
+use crate::memory::{Category, MemoryId, MemoryView, RelatedEdge, RepoId, UserId};
+use crate::retrieval::Outcome;
+use crate::routes::extract::{ApiJson, ApiPath, ApiQuery, from_arguments};
+use crate::routes::memories::{
+    self, CreateMemoryRequest, ListMemoriesQuery, ListMemoriesResponse, MemoryDetail,
+};
+use crate::routes::retrieve::{self, FiltersRequest, RetrieveRequest};
+use crate::state::AppState;
+use crate::window::Message;
+use schema::Components;
+
+/// What the server tells a client about itself when it connects.
+const INSTRUCTIONS: &str = "Engram is this project's long-term memory. Call `recall` with \
+the task at hand before answering to get what is known (preferences, conventions, decisions, \
+corrections), each with why it was found; call `remember` when the user states something \
+worth keeping across sessions; `update_memory` when a memory is out of date; `forget` when \
+the user asks to.";
+
+/// The `/mcp` endpoint: a tower service to nest in the router.
+///
+/// Stateless, with JSON replies: a call is one request and one response, so
+/// nothing outlives it and the service's request limits and timeouts apply.
+pub fn service(state: &AppState) -> StreamableHttpService<Tools, NeverSessionManager> {
+    let tools = Tools::new(state.clone());
+    let config = &state.config;
+    let mut allowed_hosts = config.mcp.allowed_hosts.clone();
+    if !config.listen.ip().is_unspecified() {
+        allowed_hosts.push(config.listen.ip().to_string());
+    }
+    let mut http = StreamableHttpServerConfig::default()
+        .with_legacy_session_mode(false)
+        .with_json_response(true)
+        .with_sse_keep_alive(None)
+        .with_max_request_body_bytes(config.limits.max_body_bytes)
+        .with_allowed_hosts(allowed_hosts)
+        .with_allowed_origins(config.mcp.allowed_origins.clone());
+    if config.mcp.allowed_origins.is_empty() {
+        http = http.enforce_origin_validation();
+    }
+    StreamableHttpService::new(
+        move || Ok(tools.clone()),
+        Arc::new(NeverSessionManager::default()),
+        http,
+    )
+}
+
+/// The tools, over the application's state.
+#[derive(Clone)]
+pub struct Tools {
+    state: AppState,
+    catalogue: Arc<Vec<Tool>>,
+}
+
+/// `recall`'s arguments: `POST /retrieve`'s, with `turn_id` optional.
+#[derive(Debug, Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RecallArguments {
+    /// Retrievals with the same `turn_id` (and namespaces) share a cached
+    /// answer; each call is its own turn when it is left out.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub turn_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub repo: Option<RepoId>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub user: Option<UserId>,
+    /// What to look for. Leave it out and give `messages` to search with
+    /// the conversation instead.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub query: Option<String>,
+    /// The recent conversation, oldest first.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub messages: Option<Vec<Message>>,
+    /// How many memories, 1–1000.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub top_k: Option<usize>,
+    /// The most tokens the injection text may hold.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub token_budget: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub filters: Option<FiltersRequest>,
+}
+
+/// The memory a tool acts on.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MemoryArguments {
+    pub id: MemoryId,
+}
+
+/// `update_memory`'s arguments: the new content, and what else changes.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UpdateArguments {
+    /// The memory to replace; it must be the current version of its chain.
+    pub id: MemoryId,
+    /// The new version's content (non-empty, at most 8,000 characters).
+    pub content: String,
+    /// Kept from the old version when left out.
+    pub category: Option<Category>,
+    /// Kept from the old version when left out.
+    pub importance: Option<f64>,
+    /// Kept from the old version when left out.
+    pub related: Option<Vec<RelatedEdge>>,
+}
+
+/// What `forget` did.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Forgotten {
+    pub id: MemoryId,
+    pub forgotten: bool,
+}
+
+impl Tools {
+    fn new(state: AppState) -> Self {
+        Self {
+            state,
+            catalogue: Arc::new(catalogue()),
+        }
+    }
+
+    async fn call(&self, name: &str, arguments: &Value, caller: Caller) -> Result<Value, ApiError> {
+        let state = &self.state;
+        match name {
+            "remember" => {
+                let request: CreateMemoryRequest = from_arguments(arguments)?;
+                let (_, axum::Json(view)) = memories::create_memory(
+                    State(state.store.clone()),
+                    State(state.defaults.clone()),
+                    State(state.config.clone()),
+                    caller,
+                    ApiJson(request),
+                )
+                .await?;
+                to_value(&view)
+            }
+            "recall" => {
+                let arguments: RecallArguments = from_arguments(arguments)?;
+                let mut request = serde_json::to_value(&arguments).map_err(ApiError::internal)?;
+                if arguments.turn_id.is_none() {
+                    request["turn_id"] = Value::from(format!("mcp-{}", uuid::Uuid::now_v7()));
+                }
+                let request: RetrieveRequest = from_arguments(&request)?;
+                let axum::Json(outcome) = retrieve::retrieve_memories(
+                    State(state.retriever.clone()),
+                    State(state.config.clone()),
+                    caller,
+                    ApiJson(request),
+                )
+                .await?;
+                to_value(&outcome)
+            }
+            "forget" => {
+                let MemoryArguments { id } = from_arguments(arguments)?;
+                memories::delete_memory(State(state.store.clone()), caller, ApiPath(id)).await?;
+                to_value(&Forgotten {
+                    id,
+                    forgotten: true,
+                })
+            }
+            "get_memory" => {
+                let MemoryArguments { id } = from_arguments(arguments)?;
+                let axum::Json(detail) =
+                    memories::get_memory(State(state.store.clone()), caller, ApiPath(id)).await?;
+                to_value(&detail)
+            }
+            "list_memories" => {
+                let query: ListMemoriesQuery = from_arguments(arguments)?;
+                let axum::Json(page) =
+                    memories::list_memories(State(state.store.clone()), caller, ApiQuery(query))
+                        .await?;
+                to_value(&page)
+            }
+            "update_memory" => self.update(from_arguments(arguments)?, caller).await,
+            _ => unreachable!("call_tool checks the name first"),
+        }
+    }
+
+    /// A new version of the memory: what the arguments change, the rest as
+    /// it was, written as `POST /memories` with `supersedes`.
+    async fn update(&self, arguments: UpdateArguments, caller: Caller) -> Result<Value, ApiError> {
+        let state = &self.state;
+        let axum::Json(current) = memories::get_memory(
+            State(state.store.clone()),
+            caller.clone(),
+            ApiPath(arguments.id),
+        )
+        .await?;
+        let old: MemoryView = current.memory;
+        let request = CreateMemoryRequest {
+            repo: old.repo,
+            user: old.user,
+            scope: old.scope,
+            category: arguments.category.unwrap_or(old.category),
+            content: arguments.content,
+            importance: arguments.importance.or(old.importance),
+            supersedes: Some(arguments.id),
+            related: arguments.related.unwrap_or(old.related),
+            session_id: None,
+        };
+        let (_, axum::Json(view)) = memories::create_memory(
+            State(state.store.clone()),
+            State(state.defaults.clone()),
+            State(state.config.clone()),
+            caller,
+            ApiJson(request),
+        )
+        .await?;
+        to_value(&view)
+    }
+}
+
+fn to_value(value: &impl Serialize) -> Result<Value, ApiError> {
+    serde_json::to_value(value).map_err(ApiError::internal)
+}
+
+impl ServerHandler for Tools {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("engram", env!("CARGO_PKG_VERSION")))
+            .with_instructions(INSTRUCTIONS)
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(self.catalogue.to_vec()))
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        self.catalogue
+            .iter()
+            .find(|tool| tool.name == name)
+            .cloned()
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        if self.get_tool(&request.name).is_none() {
+            return Err(ErrorData::invalid_params(
+                format!("no tool named `{}`", request.name),
+                None,
+            ));
+        }
+        // The key's grant, as the REST extractor reads it: put there by the
+        // key check in front of `/mcp`, absent when no key is configured.
+        let caller = context
+            .extensions
+            .get::<Parts>()
+            .and_then(|parts| parts.extensions.get::<Caller>().cloned())
+            .unwrap_or_else(Caller::everything);
+        let arguments = Value::Object(request.arguments.unwrap_or_default());
+        let result = match self.call(&request.name, &arguments, caller).await {
+            Ok(value) => CallToolResult::structured(value),
+            Err(err) => CallToolResult::structured_error(json!(err.report())),
+        };
+        Ok(result.into())
+    }
+}
+
+/// Every tool, with its schemas and hints.
+fn catalogue() -> Vec<Tool> {
+    let components = Components::of_api();
+    let tool = |name: &'static str,
+                description: &'static str,
+                input: Arc<Map<String, Value>>,
+                output: Arc<Map<String, Value>>,
+                annotations: ToolAnnotations| {
+        Tool::new(name, description, input)
+            .with_raw_output_schema(output)
+            .with_annotations(annotations.open_world(false))
+    };
+    let reading = ToolAnnotations::new().read_only(true);
+    let writing = ToolAnnotations::new()
+        .read_only(false)
+        .destructive(false)
+        .idempotent(false);
+    vec![
+        tool(
+            "remember",
+            "Write a memory: a fact, preference, convention or decision worth keeping across \
+             sessions, in the repo's namespace (scope `repo`) or the user's (`user`).",
+            components.schema_of::<CreateMemoryRequest>(),
+            components.schema_of::<MemoryView>(),
+            writing.clone(),
+        ),
+        tool(
+            "recall",
+            "The memories that matter for a query or for the recent conversation, best first, \
+             each with its relevance, scores and the reason it was found, and `injection`: \
+             them as markdown within `token_budget`.",
+            components.schema_of::<RecallArguments>(),
+            components.schema_of::<Outcome>(),
+            reading.clone(),
+        ),
+        tool(
+            "forget",
+            "Delete a memory by id: its file is removed and edges to it are ignored.",
+            components.schema_of::<MemoryArguments>(),
+            components.schema_of::<Forgotten>(),
+            ToolAnnotations::new()
+                .read_only(false)
+                .destructive(true)
+                .idempotent(true),
+        ),
+        tool(
+            "get_memory",
+            "A memory by id, with every version of its chain and its edges both ways.",
+            components.schema_of::<MemoryArguments>(),
+            components.schema_of::<MemoryDetail>(),
+            reading.clone(),
+        ),
+        tool(
+            "list_memories",
+            "Memories newest first, filtered by repo, user, scope, category or text, a page \
+             at a time (`next_cursor` asks for the next).",
+            components.schema_of::<ListMemoriesQuery>(),
+            components.schema_of::<ListMemoriesResponse>(),
+            reading,
+        ),
+        tool(
+            "update_memory",
+            "Replace a memory with a new version (the old one stays in its chain, superseded): \
+             new content, and optionally a new category, importance or edges.",
+            components.schema_of::<UpdateArguments>(),
+            components.schema_of::<MemoryView>(),
+            writing,
+        ),
+    ]
+}

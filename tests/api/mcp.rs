@@ -1,0 +1,459 @@
+//! `/mcp` and `engram mcp`, driven by the official SDK's client over
+//! Streamable HTTP and over stdio, against a real service.
+
+use engram::config::{ApiKey, Config};
+use reqwest::StatusCode;
+use rmcp::model::{CallToolRequestParams, CallToolResult, Tool};
+use rmcp::service::RunningService;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::{ConfigureCommandExt, StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::{RoleClient, ServiceExt};
+use serde_json::{Value, json};
+
+use crate::grants::grant;
+use crate::helpers::{RunningApp, embed_with, test_config, wait_until_async};
+use crate::upstream::Upstream;
+
+const ROOT: &str = "root-key";
+const LIMITED: &str = "forge-only-key";
+
+type Client = RunningService<RoleClient, ()>;
+
+/// A service with a full key and one limited to repo `forge` and user `ana`.
+async fn service(dir: &std::path::Path, upstream: &Upstream) -> RunningApp {
+    let config = test_config(dir, |config: &mut Config| {
+        embed_with(upstream, config);
+        config.api_key = Some(ApiKey::new(ROOT));
+        config.auth.keys = vec![grant(LIMITED, &["forge"], &["ana"])];
+    });
+    RunningApp::start(config).await
+}
+
+async fn connect(base_url: &str, key: &str) -> Client {
+    let config =
+        StreamableHttpClientTransportConfig::with_uri(format!("{base_url}/mcp")).auth_header(key);
+    ().serve(StreamableHttpClientTransport::from_config(config))
+        .await
+        .expect("the MCP handshake")
+}
+
+async fn call(client: &Client, tool: &str, arguments: Value) -> CallToolResult {
+    let Value::Object(arguments) = arguments else {
+        panic!("arguments are an object");
+    };
+    client
+        .call_tool(CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments))
+        .await
+        .unwrap_or_else(|err| panic!("calling {tool}: {err}"))
+}
+
+/// The structured result of a call that must succeed.
+async fn ok(client: &Client, tool: &str, arguments: Value) -> Value {
+    let result = call(client, tool, arguments).await;
+    assert_ne!(result.is_error, Some(true), "{tool}: {result:?}");
+    result.structured_content.expect("a structured result")
+}
+
+/// The problem document of a call that must be refused.
+async fn refused(client: &Client, tool: &str, arguments: Value) -> Value {
+    let result = call(client, tool, arguments).await;
+    assert_eq!(result.is_error, Some(true), "{tool}: {result:?}");
+    result.structured_content.expect("the problem document")
+}
+
+fn tool<'a>(tools: &'a [Tool], name: &str) -> &'a Tool {
+    tools
+        .iter()
+        .find(|tool| tool.name == name)
+        .unwrap_or_else(|| panic!("no tool {name}"))
+}
+
+/// Recalls `query` until the memory with `content` comes back (the index
+/// follows writes within a moment).
+async fn recall_until_found(client: &Client, query: &str, content: &str) -> Value {
+    let mut found = Value::Null;
+    wait_until_async("recall to find the memory", async || {
+        found = ok(client, "recall", json!({"query": query, "repo": "forge"})).await;
+        found["memories"]
+            .as_array()
+            .is_some_and(|memories| memories.iter().any(|m| m["content"] == content))
+    })
+    .await;
+    found
+}
+
+#[tokio::test]
+async fn every_tool_answers_over_http_with_the_rest_results() {
+    let upstream = Upstream::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let app = service(dir.path(), &upstream).await;
+    let client = connect(&app.base_url, ROOT).await;
+
+    let tools = client.list_all_tools().await.unwrap();
+    let mut names: Vec<&str> = tools.iter().map(|tool| tool.name.as_ref()).collect();
+    names.sort_unstable();
+    assert_eq!(
+        names,
+        [
+            "forget",
+            "get_memory",
+            "list_memories",
+            "recall",
+            "remember",
+            "update_memory"
+        ]
+    );
+    for listed in &tools {
+        let input = serde_json::to_string(&listed.input_schema).unwrap();
+        assert!(!input.contains("$ref"), "{}: {input}", listed.name);
+        assert!(listed.output_schema.is_some(), "{}", listed.name);
+    }
+    let hints = |name| tool(&tools, name).annotations.clone().unwrap();
+    assert_eq!(hints("recall").read_only_hint, Some(true));
+    assert_eq!(hints("forget").destructive_hint, Some(true));
+    assert_eq!(hints("remember").read_only_hint, Some(false));
+    let remember_input = &tool(&tools, "remember").input_schema;
+    assert!(
+        remember_input["required"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("content")),
+        "{remember_input:?}"
+    );
+
+    let written = ok(
+        &client,
+        "remember",
+        json!({"repo": "forge", "scope": "repo", "category": "project-conventions",
+               "content": "The forge repo formats Go with gofumpt."}),
+    )
+    .await;
+    let id = written["id"].as_str().unwrap().to_owned();
+    assert_eq!(written["repo"], "forge");
+
+    let recalled = recall_until_found(
+        &client,
+        "How is Go formatted in forge?",
+        "The forge repo formats Go with gofumpt.",
+    )
+    .await;
+    assert_eq!(recalled["memories"][0]["id"], id.as_str(), "{recalled:#}");
+    assert!(recalled["memories"][0]["reason"]["kind"].is_string());
+    assert!(
+        recalled["injection"].as_str().unwrap().contains("gofumpt"),
+        "{recalled:#}"
+    );
+
+    let updated = ok(
+        &client,
+        "update_memory",
+        json!({"id": id, "content": "The forge repo formats Go with gofmt -s."}),
+    )
+    .await;
+    assert_eq!(updated["supersedes"], id.as_str());
+    assert_eq!(updated["version"], 2);
+    assert_eq!(
+        updated["category"], "project-conventions",
+        "kept: {updated:#}"
+    );
+    let new_id = updated["id"].as_str().unwrap().to_owned();
+
+    let detail = ok(&client, "get_memory", json!({"id": new_id})).await;
+    assert_eq!(detail["chain"].as_array().unwrap().len(), 2, "{detail:#}");
+    let rest = app_get(&app, &format!("/memories/{new_id}"), ROOT).await;
+    assert_eq!(detail, rest.1, "the same document as GET /memories/{{id}}");
+
+    let page = ok(
+        &client,
+        "list_memories",
+        json!({"repo": "forge", "limit": 10}),
+    )
+    .await;
+    let contents: Vec<&str> = page["memories"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["content"].as_str().unwrap())
+        .collect();
+    assert!(
+        contents.contains(&"The forge repo formats Go with gofmt -s."),
+        "{page:#}"
+    );
+
+    let forgotten = ok(&client, "forget", json!({"id": new_id})).await;
+    assert_eq!(forgotten, json!({"id": new_id, "forgotten": true}));
+    let gone = refused(&client, "get_memory", json!({"id": new_id})).await;
+    assert_eq!(gone["status"], 404, "{gone:#}");
+
+    client.cancel().await.unwrap();
+    app.stop().await;
+}
+
+async fn app_get(app: &RunningApp, path: &str, key: &str) -> (StatusCode, Value) {
+    let response = reqwest::Client::new()
+        .get(format!("{}{path}", app.base_url))
+        .bearer_auth(key)
+        .send()
+        .await
+        .unwrap();
+    (response.status(), response.json().await.unwrap_or_default())
+}
+
+async fn app_post(app: &RunningApp, path: &str, key: &str, body: &Value) -> (StatusCode, Value) {
+    let response = reqwest::Client::new()
+        .post(format!("{}{path}", app.base_url))
+        .bearer_auth(key)
+        .json(body)
+        .send()
+        .await
+        .unwrap();
+    (response.status(), response.json().await.unwrap_or_default())
+}
+
+#[tokio::test]
+async fn bad_arguments_are_tool_errors_with_the_rest_problem() {
+    let upstream = Upstream::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let app = service(dir.path(), &upstream).await;
+    let client = connect(&app.base_url, ROOT).await;
+
+    for (arguments, field) in [
+        (
+            json!({"scope": "repo", "category": "project-conventions", "content": "  "}),
+            "content",
+        ),
+        (
+            json!({"scope": "repo", "category": "feelings", "content": "x"}),
+            "category",
+        ),
+        (
+            json!({"scope": "repo", "category": "patterns", "content": "x", "colour": 1}),
+            "colour",
+        ),
+        (
+            json!({"scope": "repo", "category": "patterns", "content": "x", "importance": 7}),
+            "importance",
+        ),
+    ] {
+        let problem = refused(&client, "remember", arguments.clone()).await;
+        assert_eq!(problem["field"], field, "{problem:#}");
+        let (status, rest) = app_post(&app, "/memories", ROOT, &arguments).await;
+        assert_eq!(status.as_u16(), 422);
+        assert_eq!(problem, rest, "the same problem as POST /memories");
+    }
+    let problem = refused(&client, "recall", json!({"query": "x", "top_k": 0})).await;
+    assert_eq!(problem["field"], "top_k", "{problem:#}");
+    let problem = refused(&client, "get_memory", json!({"id": "not-a-uuid"})).await;
+    assert_eq!(problem["field"], "id", "{problem:#}");
+    // Nothing was written by any of them.
+    let (_, page) = app_get(&app, "/memories", ROOT).await;
+    assert_eq!(page["memories"], json!([]));
+
+    client.cancel().await.unwrap();
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_limited_key_sees_through_mcp_what_it_sees_through_rest() {
+    let upstream = Upstream::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let app = service(dir.path(), &upstream).await;
+    let root = connect(&app.base_url, ROOT).await;
+    let mine = ok(
+        &root,
+        "remember",
+        json!({"repo": "forge", "scope": "repo", "category": "patterns",
+               "content": "Forge deploys with the blue pipeline."}),
+    )
+    .await;
+    let theirs = ok(
+        &root,
+        "remember",
+        json!({"repo": "secret", "scope": "repo", "category": "patterns",
+               "content": "Secret deploys with the green pipeline."}),
+    )
+    .await;
+
+    let limited = connect(&app.base_url, LIMITED).await;
+    let page = ok(&limited, "list_memories", json!({})).await;
+    let ids: Vec<&Value> = page["memories"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| &m["id"])
+        .collect();
+    assert_eq!(ids, [&mine["id"]], "{page:#}");
+    let (_, rest_page) = app_get(&app, "/memories", LIMITED).await;
+    assert_eq!(page, rest_page);
+
+    let hidden = refused(&limited, "get_memory", json!({"id": theirs["id"]})).await;
+    assert_eq!(hidden["status"], 404, "{hidden:#}");
+    let hidden = refused(&limited, "forget", json!({"id": theirs["id"]})).await;
+    assert_eq!(hidden["status"], 404, "{hidden:#}");
+    let forbidden = refused(
+        &limited,
+        "remember",
+        json!({"repo": "secret", "scope": "repo", "category": "patterns", "content": "Mine now."}),
+    )
+    .await;
+    assert_eq!(forbidden["status"], 403, "{forbidden:#}");
+    let forbidden = refused(
+        &limited,
+        "recall",
+        json!({"query": "pipeline", "repo": "secret"}),
+    )
+    .await;
+    assert_eq!(forbidden["status"], 403, "{forbidden:#}");
+    // Theirs is still there.
+    let (status, _) = app_get(
+        &app,
+        &format!("/memories/{}", theirs["id"].as_str().unwrap()),
+        ROOT,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+
+    root.cancel().await.unwrap();
+    limited.cancel().await.unwrap();
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn mcp_refuses_a_missing_key_a_foreign_host_and_a_browser_origin() {
+    let upstream = Upstream::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let app = service(dir.path(), &upstream).await;
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "probe", "version": "1"}}});
+    let post = |key: Option<&str>, headers: &[(&str, &str)]| {
+        let mut request = reqwest::Client::new()
+            .post(format!("{}/mcp", app.base_url))
+            .header("accept", "application/json, text/event-stream")
+            .json(&initialize);
+        if let Some(key) = key {
+            request = request.bearer_auth(key);
+        }
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        async move { request.send().await.unwrap().status() }
+    };
+    assert_eq!(post(Some(ROOT), &[]).await, StatusCode::OK);
+    assert_eq!(post(None, &[]).await, StatusCode::UNAUTHORIZED);
+    assert_eq!(post(Some("wrong"), &[]).await, StatusCode::UNAUTHORIZED);
+    assert_eq!(
+        post(Some(ROOT), &[("host", "attacker.example")]).await,
+        StatusCode::FORBIDDEN
+    );
+    assert_eq!(
+        post(Some(ROOT), &[("origin", "https://attacker.example")]).await,
+        StatusCode::FORBIDDEN
+    );
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn configured_hosts_and_origins_are_answered() {
+    let upstream = Upstream::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = test_config(dir.path(), |config: &mut Config| {
+        embed_with(&upstream, config);
+        config.mcp.allowed_hosts = vec!["memory.internal".to_owned()];
+        config.mcp.allowed_origins = vec!["https://agents.example".to_owned()];
+    });
+    let app = RunningApp::start(config).await;
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "probe", "version": "1"}}});
+    let status = |headers: Vec<(&'static str, &'static str)>| {
+        let mut request = reqwest::Client::new()
+            .post(format!("{}/mcp", app.base_url))
+            .header("accept", "application/json, text/event-stream")
+            .json(&initialize);
+        for (name, value) in headers {
+            request = request.header(name, value);
+        }
+        async move { request.send().await.unwrap().status() }
+    };
+    assert_eq!(
+        status(vec![("host", "memory.internal")]).await,
+        StatusCode::OK
+    );
+    // The listen address is always allowed; `localhost` no longer is.
+    assert_eq!(status(vec![]).await, StatusCode::OK);
+    assert_eq!(
+        status(vec![("host", "localhost")]).await,
+        StatusCode::FORBIDDEN
+    );
+    assert_eq!(
+        status(vec![("origin", "https://agents.example")]).await,
+        StatusCode::OK
+    );
+    assert_eq!(
+        status(vec![("origin", "https://elsewhere.example")]).await,
+        StatusCode::FORBIDDEN
+    );
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn the_stdio_bridge_serves_the_same_tools_with_its_key() {
+    let upstream = Upstream::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let app = service(dir.path(), &upstream).await;
+    let bridge = |key: &'static str| {
+        let url = app.base_url.clone();
+        let command =
+            tokio::process::Command::new(env!("CARGO_BIN_EXE_engram")).configure(move |command| {
+                command
+                    .args(["mcp", "--url", &url])
+                    .env("ENGRAM_API_KEY", key)
+                    .env_remove("ENGRAM_URL");
+            });
+        async move {
+            ().serve(TokioChildProcess::new(command).unwrap())
+                .await
+                .expect("the handshake over stdio")
+        }
+    };
+    let root = bridge(ROOT).await;
+    assert_eq!(root.list_all_tools().await.unwrap().len(), 6);
+    ok(
+        &root,
+        "remember",
+        json!({"repo": "forge", "scope": "repo", "category": "patterns",
+               "content": "Forge pins its toolchain in rust-toolchain.toml."}),
+    )
+    .await;
+    ok(
+        &root,
+        "remember",
+        json!({"repo": "secret", "scope": "repo", "category": "patterns",
+               "content": "Secret pins nothing."}),
+    )
+    .await;
+    let recalled = recall_until_found(
+        &root,
+        "Where is the toolchain pinned?",
+        "Forge pins its toolchain in rust-toolchain.toml.",
+    )
+    .await;
+    assert!(
+        recalled["injection"]
+            .as_str()
+            .unwrap()
+            .contains("rust-toolchain")
+    );
+
+    let limited = bridge(LIMITED).await;
+    let page = ok(&limited, "list_memories", json!({})).await;
+    assert_eq!(page["memories"].as_array().unwrap().len(), 1, "{page:#}");
+    assert_eq!(page["memories"][0]["repo"], "forge");
+    let problem = refused(&limited, "list_memories", json!({"limit": 0})).await;
+    assert_eq!(problem["field"], "limit", "{problem:#}");
+
+    root.cancel().await.unwrap();
+    limited.cancel().await.unwrap();
+    app.stop().await;
+}
