@@ -9,6 +9,7 @@
 mod abuse;
 mod corpus;
 mod locomo;
+mod mcp;
 mod measure;
 mod scan;
 mod semantic;
@@ -119,6 +120,13 @@ enum Command {
         #[arg(long, default_value_t = 0.6)]
         lexical_weight: f64,
     },
+    /// `recall` over MCP beside `POST /retrieve`, in turns, on one store.
+    Mcp {
+        #[arg(long, default_value_t = 10_000)]
+        memories: usize,
+        #[arg(long, default_value_t = 500)]
+        requests: usize,
+    },
     /// Every workload at the sizes the README reports.
     All,
 }
@@ -173,6 +181,7 @@ fn main() -> ExitCode {
                 embedder,
                 lexical_weight,
             } => semantic::semantic(&mut report, embedder, lexical_weight).await,
+            Command::Mcp { memories, requests } => mcp::mcp(&mut report, memories, requests).await,
             Command::All => all(&mut report).await,
         }
     });
