@@ -1,24 +1,27 @@
 //! `engram setup <agent>`: puts Engram's entries into a coding agent's own
-//! configuration file, merging with what is there, and says what it did.
+//! configuration files, merging with what is there, and says what it did.
 //!
-//! Each agent's needs are a list of [`Entry`]s for one JSON file (today its
-//! four hooks; an MCP server entry is another kind of entry, in the same
-//! file or another). Invariants:
+//! Each agent needs two kinds of [`Entry`]: its four hooks, in its hooks
+//! file (JSON), and the MCP server `engram mcp`, under the name `engram` in
+//! the file where the agent keeps its MCP servers (Claude Code: JSON;
+//! Codex: `config.toml`). Invariants:
 //! - Idempotent: an entry already present as wanted is left alone, so a
 //!   second run changes nothing and writes nothing.
-//! - Only Engram's entries are touched: one is recognised by its command
-//!   (a program named `engram…` run as `hook <agent> <event>`), so one
-//!   written by an older setup or another install is updated in place,
-//!   and every other key, hook and group stays as it was.
+//! - Only Engram's entries are touched: a hook is recognised by its command
+//!   (a program named `engram…` run as `hook <agent> <event>`), the MCP
+//!   server by its name, so one written by an older setup or another
+//!   install is updated in place, and every other key, hook, group and
+//!   server stays as it was.
 //! - A file about to change is first copied to
 //!   `<file>.engram-backup-<UTC time>`; the new text is written to a
 //!   temporary file and renamed over it, so a crash leaves one or the other.
-//! - A file that is not a JSON object of the expected shape is an error,
-//!   and nothing is written.
-//! - `--print` writes nothing: it prints the entries as a JSON snippet.
+//! - Every file is read and merged before any is written: a file that does
+//!   not parse or has an unexpected shape is an error, and nothing is
+//!   written.
+//! - `--print` writes nothing: it prints each file's snippet.
 //!
-//! The JSON is written back pretty-printed, with keys in sorted order (the
-//! backup keeps the original layout).
+//! JSON is written back pretty-printed, with keys in sorted order (the
+//! backup keeps the original layout); TOML keeps its layout and comments.
 
 use std::fs;
 use std::io::{self, Write};
@@ -27,6 +30,7 @@ use std::process::ExitCode;
 
 use chrono::Utc;
 use serde_json::{Map, Value, json};
+use toml_edit::DocumentMut;
 
 use crate::hook::{Agent, DEFAULT_URL, Event, project};
 
@@ -34,17 +38,25 @@ use crate::hook::{Agent, DEFAULT_URL, Event, project};
 /// since `engram hook` keeps to its own, shorter budget.
 const AGENT_TIMEOUT_S: u64 = 10;
 
+/// The name the MCP server entry goes by.
+const MCP_SERVER_NAME: &str = "engram";
+/// The variables a Codex MCP server may see: Codex starts servers with a
+/// short list of its own, and the bridge reads these.
+const MCP_ENV_VARS: [&str; 2] = ["ENGRAM_API_KEY", "ENGRAM_URL"];
+
 /// Which of the agent's configuration files to change.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Scope {
-    /// The user's own settings, for every project (`~/.claude/settings.json`,
-    /// `~/.codex/hooks.json`).
+    /// The user's own settings, for every project (`~/.claude/settings.json`
+    /// and `~/.claude.json`; `~/.codex/hooks.json` and `~/.codex/config.toml`).
     User,
     /// The project's shared settings in the git checkout
-    /// (`.claude/settings.json`, `.codex/hooks.json`).
+    /// (`.claude/settings.json` and `.mcp.json`; `.codex/hooks.json` and
+    /// `.codex/config.toml`).
     Project,
     /// The project's settings for this machine only
-    /// (`.claude/settings.local.json`; Claude Code only).
+    /// (`.claude/settings.local.json`, and the project's entry in
+    /// `~/.claude.json`; Claude Code only).
     Local,
 }
 
@@ -57,9 +69,12 @@ pub struct SetupArgs {
     /// Which of the agent's settings files to change.
     #[arg(long, value_enum, default_value = "user")]
     pub scope: Scope,
-    /// Change this file instead of the scope's.
+    /// Write the hooks to this file instead of the scope's.
     #[arg(long, value_name = "FILE")]
     pub file: Option<PathBuf>,
+    /// Leave the MCP server entry out: hooks only.
+    #[arg(long)]
+    pub no_mcp: bool,
     /// Print the snippet to merge by hand instead of writing anything.
     #[arg(long)]
     pub print: bool,
@@ -101,6 +116,12 @@ pub enum Error {
         #[source]
         source: serde_json::Error,
     },
+    #[error("{path} is not TOML; nothing was changed")]
+    ParseToml {
+        path: PathBuf,
+        #[source]
+        source: toml_edit::TomlError,
+    },
     #[error("{path}: {what}; nothing was changed")]
     Shape { path: PathBuf, what: String },
     #[error("writing {path}")]
@@ -120,6 +141,90 @@ pub enum Entry {
         event: Event,
         command: String,
     },
+    /// The stdio MCP server `program args…`, named [`MCP_SERVER_NAME`] in
+    /// the table of servers that the keys `at` lead to.
+    McpServer {
+        at: Vec<String>,
+        program: String,
+        args: Vec<String>,
+    },
+}
+
+impl Entry {
+    /// The entry as the report shows it: what it is, and what it runs.
+    fn describe(&self) -> (&'static str, String) {
+        match self {
+            Self::Hook { event, command, .. } => (event.hook_event_name(), command.clone()),
+            Self::McpServer { program, args, .. } => (
+                "MCP server",
+                format!("{MCP_SERVER_NAME}: {}", shell_words(program, args)),
+            ),
+        }
+    }
+}
+
+/// One configuration file and the entries that go into it.
+#[derive(Debug)]
+struct Target {
+    path: PathBuf,
+    format: Format,
+    entries: Vec<Entry>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Format {
+    Json,
+    Toml,
+}
+
+/// A configuration file as read, to merge entries into.
+enum Document {
+    Json(Value),
+    Toml(DocumentMut),
+}
+
+impl Document {
+    fn empty(format: Format) -> Self {
+        match format {
+            Format::Json => Self::Json(Value::Object(Map::new())),
+            Format::Toml => Self::Toml(DocumentMut::new()),
+        }
+    }
+
+    fn parse(format: Format, text: &str, path: &Path) -> Result<Self, Error> {
+        if text.trim().is_empty() {
+            return Ok(Self::empty(format));
+        }
+        match format {
+            Format::Json => serde_json::from_str(text)
+                .map(Self::Json)
+                .map_err(|source| Error::Parse {
+                    path: path.to_owned(),
+                    source,
+                }),
+            Format::Toml => text
+                .parse()
+                .map(Self::Toml)
+                .map_err(|source| Error::ParseToml {
+                    path: path.to_owned(),
+                    source,
+                }),
+        }
+    }
+
+    fn merge(&mut self, entry: &Entry) -> Result<Change, String> {
+        match self {
+            Self::Json(document) => merge(document, entry),
+            Self::Toml(document) => merge_toml(document, entry),
+        }
+    }
+
+    fn render(&self) -> String {
+        match self {
+            Self::Json(document) => format!("{}\n", pretty(document)),
+            Self::Toml(document) => document.to_string(),
+        }
+    }
 }
 
 /// What merging one entry did.
@@ -163,145 +268,258 @@ pub fn setup(
     cwd: &Path,
     env: impl Fn(&str) -> Option<String>,
 ) -> Result<String, Error> {
-    let entries = entries(args, exe)?;
+    let targets = targets(args, exe, cwd, env)?;
     if args.print {
-        let mut document = Value::Object(Map::new());
-        for entry in &entries {
-            merge(&mut document, entry).map_err(|what| Error::Shape {
-                path: PathBuf::from("(snippet)"),
-                what,
-            })?;
+        let mut snippets = String::new();
+        for target in &targets {
+            let mut document = Document::empty(target.format);
+            for entry in &target.entries {
+                document.merge(entry).map_err(|what| Error::Shape {
+                    path: PathBuf::from("(snippet)"),
+                    what,
+                })?;
+            }
+            snippets.push_str(&format!(
+                "# {}\n{}",
+                target.path.display(),
+                document.render()
+            ));
         }
-        return Ok(format!("{}\n", pretty(&document)));
+        return Ok(snippets);
     }
-    let path = match &args.file {
-        Some(file) => file.clone(),
-        None => settings_file(args.agent, args.scope, cwd, env)?,
-    };
-    apply(&path, &entries)
+    apply(&targets)
 }
 
-/// The entries `args.agent` needs.
-fn entries(args: &SetupArgs, exe: &Path) -> Result<Vec<Entry>, Error> {
-    let mut options = String::new();
+/// The files `args` asks to change, each with its entries.
+fn targets(
+    args: &SetupArgs,
+    exe: &Path,
+    cwd: &Path,
+    env: impl Fn(&str) -> Option<String>,
+) -> Result<Vec<Target>, Error> {
+    let options = options(args)?;
+    let program = exe.to_string_lossy().into_owned();
+    let hook_options: String = options
+        .iter()
+        .map(|option| format!(" {}", shell_quote(option)))
+        .collect();
+    let hooks = Event::ALL
+        .into_iter()
+        .map(|event| Entry::Hook {
+            agent: args.agent,
+            event,
+            command: format!(
+                "{} hook {} {}{hook_options}",
+                shell_quote(&program),
+                args.agent.as_str(),
+                event.as_str()
+            ),
+        })
+        .collect();
+    let hooks_file = match &args.file {
+        Some(file) => file.clone(),
+        None => hooks_file(args.agent, args.scope, cwd, &env)?,
+    };
+    let mut targets = vec![Target {
+        path: hooks_file,
+        format: Format::Json,
+        entries: hooks,
+    }];
+    if !args.no_mcp {
+        let (path, format, at) = mcp_file(args.agent, args.scope, cwd, &env)?;
+        let mut bridge_args = vec!["mcp".to_owned()];
+        bridge_args.extend(options);
+        targets.push(Target {
+            path,
+            format,
+            entries: vec![Entry::McpServer {
+                at,
+                program,
+                args: bridge_args,
+            }],
+        });
+    }
+    Ok(targets)
+}
+
+/// The options both the hooks and the MCP bridge are run with: `--url`,
+/// `--repo` and `--user` when they were given.
+fn options(args: &SetupArgs) -> Result<Vec<String>, Error> {
+    let mut options = Vec::new();
     if let Some(url) = args.url.as_deref().filter(|url| *url != DEFAULT_URL) {
-        options.push_str(&format!(" --url {}", shell_quote(url)));
+        options.extend(["--url".to_owned(), url.to_owned()]);
     }
     for (flag, id) in [("--repo", &args.repo), ("--user", &args.user)] {
         if let Some(id) = id {
             if project::to_id(id).as_deref() != Some(id.as_str()) {
                 return Err(Error::BadId(id.clone()));
             }
-            options.push_str(&format!(" {flag} {id}"));
+            options.extend([flag.to_owned(), id.clone()]);
         }
     }
-    let program = shell_quote(&exe.to_string_lossy());
-    Ok(Event::ALL
-        .into_iter()
-        .map(|event| Entry::Hook {
-            agent: args.agent,
-            event,
-            command: format!(
-                "{program} hook {} {}{options}",
-                args.agent.as_str(),
-                event.as_str()
-            ),
-        })
-        .collect())
+    Ok(options)
 }
 
-/// The agent's settings file for `scope`. Project files live at the top of
-/// the git checkout holding `cwd` (or in `cwd` outside one).
-fn settings_file(
+/// The top of the git checkout holding `cwd`, or `cwd` outside one: where
+/// project files live.
+fn project_root(cwd: &Path) -> PathBuf {
+    project::checkout_root(cwd).unwrap_or_else(|| cwd.to_path_buf())
+}
+
+fn home(env: &impl Fn(&str) -> Option<String>) -> Result<PathBuf, Error> {
+    env("HOME").map(PathBuf::from).ok_or(Error::NoHome)
+}
+
+/// Codex's own directory: `CODEX_HOME`, else `~/.codex`.
+fn codex_home(env: &impl Fn(&str) -> Option<String>) -> Result<PathBuf, Error> {
+    match env("CODEX_HOME") {
+        Some(dir) => Ok(PathBuf::from(dir)),
+        None => Ok(home(env)?.join(".codex")),
+    }
+}
+
+fn no_local_scope(agent: Agent) -> Error {
+    Error::NoSuchScope {
+        agent: agent.as_str(),
+        scope: "local",
+    }
+}
+
+/// The file where the agent keeps its MCP servers for `scope`, its format,
+/// and the keys that lead to the servers' table in it.
+fn mcp_file(
     agent: Agent,
     scope: Scope,
     cwd: &Path,
-    env: impl Fn(&str) -> Option<String>,
+    env: &impl Fn(&str) -> Option<String>,
+) -> Result<(PathBuf, Format, Vec<String>), Error> {
+    let servers = |key: &str| vec![key.to_owned()];
+    Ok(match (agent, scope) {
+        (Agent::ClaudeCode, Scope::User) => (
+            home(env)?.join(".claude.json"),
+            Format::Json,
+            servers("mcpServers"),
+        ),
+        (Agent::ClaudeCode, Scope::Project) => (
+            project_root(cwd).join(".mcp.json"),
+            Format::Json,
+            servers("mcpServers"),
+        ),
+        (Agent::ClaudeCode, Scope::Local) => (
+            home(env)?.join(".claude.json"),
+            Format::Json,
+            vec![
+                "projects".to_owned(),
+                project_root(cwd).to_string_lossy().into_owned(),
+                "mcpServers".to_owned(),
+            ],
+        ),
+        (Agent::Codex, Scope::User) => (
+            codex_home(env)?.join("config.toml"),
+            Format::Toml,
+            servers("mcp_servers"),
+        ),
+        (Agent::Codex, Scope::Project) => (
+            project_root(cwd).join(".codex/config.toml"),
+            Format::Toml,
+            servers("mcp_servers"),
+        ),
+        (Agent::Codex, Scope::Local) => return Err(no_local_scope(agent)),
+    })
+}
+
+/// The agent's hooks file for `scope`.
+fn hooks_file(
+    agent: Agent,
+    scope: Scope,
+    cwd: &Path,
+    env: &impl Fn(&str) -> Option<String>,
 ) -> Result<PathBuf, Error> {
-    let home = || env("HOME").map(PathBuf::from).ok_or(Error::NoHome);
-    let project = || project::checkout_root(cwd).unwrap_or_else(|| cwd.to_path_buf());
+    let home = || home(env);
+    let project = || project_root(cwd);
     Ok(match (agent, scope) {
         (Agent::ClaudeCode, Scope::User) => home()?.join(".claude/settings.json"),
         (Agent::ClaudeCode, Scope::Project) => project().join(".claude/settings.json"),
         (Agent::ClaudeCode, Scope::Local) => project().join(".claude/settings.local.json"),
-        (Agent::Codex, Scope::User) => match env("CODEX_HOME") {
-            Some(dir) => PathBuf::from(dir).join("hooks.json"),
-            None => home()?.join(".codex/hooks.json"),
-        },
+        (Agent::Codex, Scope::User) => codex_home(env)?.join("hooks.json"),
         (Agent::Codex, Scope::Project) => project().join(".codex/hooks.json"),
-        (Agent::Codex, Scope::Local) => {
-            return Err(Error::NoSuchScope {
-                agent: agent.as_str(),
-                scope: "local",
-            });
-        }
+        (Agent::Codex, Scope::Local) => return Err(no_local_scope(agent)),
     })
 }
 
-/// Merges `entries` into the JSON file at `path` (created if absent) and
-/// returns the report.
-fn apply(path: &Path, entries: &[Entry]) -> Result<String, Error> {
-    let original = match fs::read_to_string(path) {
-        Ok(text) => Some(text),
-        Err(err) if err.kind() == io::ErrorKind::NotFound => None,
-        Err(source) => {
-            return Err(Error::Read {
-                path: path.to_owned(),
-                source,
-            });
-        }
-    };
-    let mut document = match original.as_deref().filter(|text| !text.trim().is_empty()) {
-        Some(text) => serde_json::from_str(text).map_err(|source| Error::Parse {
-            path: path.to_owned(),
-            source,
-        })?,
-        None => Value::Object(Map::new()),
-    };
-    let mut report = String::new();
-    let mut changed = false;
-    for entry in entries {
-        let change = merge(&mut document, entry).map_err(|what| Error::Shape {
-            path: path.to_owned(),
-            what,
-        })?;
-        changed |= change != Change::Unchanged;
-        let Entry::Hook { event, command, .. } = entry;
-        let verb = match change {
-            Change::Added => "added",
-            Change::Updated => "updated",
-            Change::Unchanged => "kept",
+/// Merges each target's entries into its file (created if absent), writes
+/// the files that changed, and returns the report. Every file is read and
+/// merged before the first is written.
+fn apply(targets: &[Target]) -> Result<String, Error> {
+    let mut merged = Vec::with_capacity(targets.len());
+    for target in targets {
+        let path = &target.path;
+        let original = match fs::read_to_string(path) {
+            Ok(text) => Some(text),
+            Err(err) if err.kind() == io::ErrorKind::NotFound => None,
+            Err(source) => {
+                return Err(Error::Read {
+                    path: path.clone(),
+                    source,
+                });
+            }
         };
-        report.push_str(&format!(
-            "  {verb:<8}{:<17} {command}\n",
-            event.hook_event_name()
-        ));
+        let mut document = Document::parse(target.format, original.as_deref().unwrap_or(""), path)?;
+        let mut lines = String::new();
+        let mut changed = false;
+        for entry in &target.entries {
+            let change = document.merge(entry).map_err(|what| Error::Shape {
+                path: path.clone(),
+                what,
+            })?;
+            changed |= change != Change::Unchanged;
+            let verb = match change {
+                Change::Added => "added",
+                Change::Updated => "updated",
+                Change::Unchanged => "kept",
+            };
+            let (what, runs) = entry.describe();
+            lines.push_str(&format!("  {verb:<8}{what:<17} {runs}\n"));
+        }
+        merged.push((target, original, document, changed, lines));
     }
-    if !changed {
-        return Ok(format!(
-            "{}: already set up, nothing changed\n{report}",
-            path.display()
-        ));
+    let mut report = String::new();
+    for (target, original, document, changed, lines) in merged {
+        let path = &target.path;
+        if !changed {
+            report.push_str(&format!(
+                "{}: already set up, nothing changed\n{lines}",
+                path.display()
+            ));
+            continue;
+        }
+        report.push_str(&format!("{}: ", path.display()));
+        if let Some(original) = &original {
+            let backup = backup_path(path);
+            write_atomically(&backup, original)?;
+            report.push_str(&format!("changed (backup: {})\n", backup.display()));
+        } else {
+            report.push_str("created\n");
+        }
+        write_atomically(path, &document.render())?;
+        report.push_str(&lines);
     }
-    let mut header = format!("{}: ", path.display());
-    if let Some(original) = &original {
-        let backup = backup_path(path);
-        write_atomically(&backup, original)?;
-        header.push_str(&format!("changed (backup: {})\n", backup.display()));
-    } else {
-        header.push_str("created\n");
-    }
-    write_atomically(path, &format!("{}\n", pretty(&document)))?;
-    Ok(header + &report)
+    Ok(report)
 }
 
-/// Merges one entry into `document`. The error says what shape was wrong.
+/// Merges one entry into a JSON `document`. The error says what shape was
+/// wrong.
 pub fn merge(document: &mut Value, entry: &Entry) -> Result<Change, String> {
-    let Entry::Hook { event, command, .. } = entry;
-    let name = event.hook_event_name();
     let root = document
         .as_object_mut()
         .ok_or("the file is not a JSON object")?;
+    let (event, command) = match entry {
+        Entry::Hook { event, command, .. } => (event, command),
+        Entry::McpServer { at, program, args } => {
+            return merge_json_server(root, at, program, args);
+        }
+    };
+    let name = event.hook_event_name();
     let hooks = root
         .entry("hooks")
         .or_insert_with(|| Value::Object(Map::new()))
@@ -356,10 +574,110 @@ pub fn merge(document: &mut Value, entry: &Entry) -> Result<Change, String> {
     Ok(change)
 }
 
+/// Puts the MCP server entry under the keys `at` of a JSON document, as
+/// Claude Code reads it: `{"type": "stdio", "command": …, "args": […]}`.
+/// Other keys of an existing entry (an `env` added by hand) stay.
+fn merge_json_server(
+    root: &mut Map<String, Value>,
+    at: &[String],
+    program: &str,
+    args: &[String],
+) -> Result<Change, String> {
+    let mut table = root;
+    for (depth, key) in at.iter().enumerate() {
+        table = table
+            .entry(key.clone())
+            .or_insert_with(|| Value::Object(Map::new()))
+            .as_object_mut()
+            .ok_or_else(|| format!("`{}` is not an object", at[..=depth].join(".")))?;
+    }
+    let wanted = json!({"type": "stdio", "command": program, "args": args});
+    let Some(existing) = table.get_mut(MCP_SERVER_NAME) else {
+        table.insert(MCP_SERVER_NAME.to_owned(), wanted);
+        return Ok(Change::Added);
+    };
+    let existing = existing
+        .as_object_mut()
+        .ok_or_else(|| format!("`{}.{MCP_SERVER_NAME}` is not an object", at.join(".")))?;
+    let Value::Object(wanted) = wanted else {
+        unreachable!("an object literal");
+    };
+    let mut change = Change::Unchanged;
+    for (key, value) in wanted {
+        if existing.get(&key) != Some(&value) {
+            existing.insert(key, value);
+            change = Change::Updated;
+        }
+    }
+    Ok(change)
+}
+
+/// Merges one entry into a TOML document: only the MCP server goes there,
+/// as Codex reads it (`[mcp_servers.engram]` with `command`, `args` and
+/// the variables the bridge needs passed through, `env_vars`). Other keys
+/// of an existing table stay.
+fn merge_toml(document: &mut DocumentMut, entry: &Entry) -> Result<Change, String> {
+    let Entry::McpServer { at, program, args } = entry else {
+        return Err("hooks do not go into a TOML file".to_owned());
+    };
+    let mut table = document.as_table_mut();
+    for (depth, key) in at.iter().enumerate() {
+        let item = table.entry(key).or_insert_with(|| {
+            let mut table = toml_edit::Table::new();
+            table.set_implicit(true);
+            toml_edit::Item::Table(table)
+        });
+        table = item
+            .as_table_mut()
+            .ok_or_else(|| format!("`{}` is not a table", at[..=depth].join(".")))?;
+    }
+    let mut change = Change::Unchanged;
+    if !table.contains_key(MCP_SERVER_NAME) {
+        table.insert(MCP_SERVER_NAME, toml_edit::table());
+        change = Change::Added;
+    }
+    let server = table[MCP_SERVER_NAME]
+        .as_table_mut()
+        .ok_or_else(|| format!("`{}.{MCP_SERVER_NAME}` is not a table", at.join(".")))?;
+    let strings = |values: &[&str]| toml_edit::Array::from_iter(values.iter().copied());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let wanted = [
+        ("command", toml_edit::Value::from(program)),
+        ("args", toml_edit::Value::Array(strings(&args))),
+        ("env_vars", toml_edit::Value::Array(strings(&MCP_ENV_VARS))),
+    ];
+    for (key, value) in wanted {
+        let same = server
+            .get(key)
+            .and_then(toml_edit::Item::as_value)
+            .is_some_and(|found| same_toml_value(found, &value));
+        if !same {
+            server.insert(key, toml_edit::value(value));
+            if change == Change::Unchanged {
+                change = Change::Updated;
+            }
+        }
+    }
+    Ok(change)
+}
+
+/// Whether two TOML values are equal, whatever their layout.
+fn same_toml_value(a: &toml_edit::Value, b: &toml_edit::Value) -> bool {
+    match (a, b) {
+        (toml_edit::Value::String(a), toml_edit::Value::String(b)) => a.value() == b.value(),
+        (toml_edit::Value::Array(a), toml_edit::Value::Array(b)) => {
+            a.len() == b.len() && a.iter().zip(b.iter()).all(|(a, b)| same_toml_value(a, b))
+        }
+        _ => false,
+    }
+}
+
 /// Whether `command` runs Engram's hook for the same agent and event as
 /// `entry`: a program named `engram…` with `hook <agent> <event>` after it.
 fn is_engram_hook(command: &str, entry: &Entry) -> bool {
-    let Entry::Hook { agent, event, .. } = entry;
+    let Entry::Hook { agent, event, .. } = entry else {
+        return false;
+    };
     let (program, rest) = match command.strip_prefix('\'') {
         Some(quoted) => quoted.split_once('\'').unwrap_or((quoted, "")),
         None => command.split_once(' ').unwrap_or((command, "")),
@@ -385,6 +703,15 @@ fn shell_quote(text: &str) -> String {
     } else {
         format!("'{}'", text.replace('\'', r"'\''"))
     }
+}
+
+/// `program args…` as a shell would take it.
+fn shell_words(program: &str, args: &[String]) -> String {
+    std::iter::once(program)
+        .chain(args.iter().map(String::as_str))
+        .map(shell_quote)
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 fn pretty(document: &Value) -> String {
@@ -485,6 +812,62 @@ mod tests {
             Err("`hooks.Stop` is not a list".to_owned())
         );
         assert!(merge(&mut json!([]), &entry).is_err());
+    }
+
+    fn server(args: &[&str]) -> Entry {
+        Entry::McpServer {
+            at: vec!["mcp_servers".to_owned()],
+            program: "/usr/bin/engram".to_owned(),
+            args: args.iter().map(|arg| (*arg).to_owned()).collect(),
+        }
+    }
+
+    #[test]
+    fn the_mcp_server_is_merged_into_toml_keeping_the_rest() {
+        let mut document: DocumentMut = "# mine\n[mcp_servers.engram]\ncommand = \"/old/engram\"\n\
+                                         startup_timeout_sec = 20\n"
+            .parse()
+            .unwrap();
+        assert_eq!(
+            merge_toml(&mut document, &server(&["mcp"])),
+            Ok(Change::Updated)
+        );
+        let text = document.to_string();
+        assert!(text.starts_with("# mine\n"), "{text}");
+        assert!(text.contains("startup_timeout_sec = 20"), "{text}");
+        assert!(text.contains("command = \"/usr/bin/engram\""), "{text}");
+        assert_eq!(
+            merge_toml(&mut document, &server(&["mcp"])),
+            Ok(Change::Unchanged)
+        );
+        assert_eq!(
+            merge_toml(&mut document, &server(&["mcp", "--repo", "forge"])),
+            Ok(Change::Updated)
+        );
+        let mut wrong: DocumentMut = "mcp_servers = 3\n".parse().unwrap();
+        assert_eq!(
+            merge_toml(&mut wrong, &server(&["mcp"])),
+            Err("`mcp_servers` is not a table".to_owned())
+        );
+    }
+
+    #[test]
+    fn the_mcp_server_is_merged_into_json_under_its_keys() {
+        let mut document = json!({"projects": {"/p": {"mcpServers": {"docs": {"command": "d"}}}}});
+        let entry = Entry::McpServer {
+            at: ["projects", "/p", "mcpServers"].map(String::from).to_vec(),
+            program: "engram".to_owned(),
+            args: vec!["mcp".to_owned()],
+        };
+        assert_eq!(merge(&mut document, &entry), Ok(Change::Added));
+        assert_eq!(merge(&mut document, &entry), Ok(Change::Unchanged));
+        assert_eq!(
+            document,
+            json!({"projects": {"/p": {"mcpServers": {
+                "docs": {"command": "d"},
+                "engram": {"type": "stdio", "command": "engram", "args": ["mcp"]}
+            }}}})
+        );
     }
 
     #[test]

@@ -3,6 +3,12 @@
 //! passes the tool list and every tool call through, with the key from
 //! `ENGRAM_API_KEY`. It never opens the data directory, so the service
 //! stays its only owner.
+//!
+//! Its one addition is the namespace: a tool call that names no `repo` or
+//! `user` gets the bridge's (`--repo`, `--user`, else the project of the
+//! directory the agent started it in and the OS user, as `engram hook`
+//! finds them), so the memories an agent reaches through MCP are the ones
+//! its hooks capture and retrieve.
 
 use std::process::ExitCode;
 
@@ -15,6 +21,9 @@ use rmcp::service::{RequestContext, RunningService, ServiceError};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::{ErrorData, RoleClient, RoleServer, ServerHandler, ServiceExt};
+use serde_json::{Map, Value};
+
+use crate::hook::project;
 
 /// `engram mcp`'s arguments.
 #[derive(Args, Debug)]
@@ -22,11 +31,22 @@ pub struct BridgeArgs {
     /// The running Engram to serve (its API root; `/mcp` is added).
     #[arg(long, env = "ENGRAM_URL", default_value = "http://127.0.0.1:8080")]
     pub url: String,
+    /// The repo id for calls that name none (default: the git checkout's
+    /// directory name of the current directory).
+    #[arg(long)]
+    pub repo: Option<String>,
+    /// The user id for calls that name none (default: the OS user).
+    #[arg(long)]
+    pub user: Option<String>,
 }
 
 /// A stdio MCP server whose tools are the running service's.
 struct Bridge {
     upstream: RunningService<RoleClient, ()>,
+    /// `repo` and `user`, for the calls that leave them out.
+    owners: Map<String, Value>,
+    /// The tools whose arguments take a `repo` and a `user`.
+    owned_tools: Vec<String>,
 }
 
 impl ServerHandler for Bridge {
@@ -59,9 +79,19 @@ impl ServerHandler for Bridge {
 
     async fn call_tool(
         &self,
-        request: CallToolRequestParams,
+        mut request: CallToolRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        if self
+            .owned_tools
+            .iter()
+            .any(|name| name.as_str() == request.name)
+        {
+            let arguments = request.arguments.get_or_insert_default();
+            for (owner, id) in &self.owners {
+                arguments.entry(owner.clone()).or_insert_with(|| id.clone());
+            }
+        }
         self.upstream
             .call_tool_once(request)
             .await
@@ -99,6 +129,42 @@ pub fn run(args: &BridgeArgs) -> ExitCode {
     }
 }
 
+/// The bridge's `repo` and `user`: the flags, else the project of the
+/// current directory and the OS user. An owner that cannot be made a valid
+/// id is left out, and the service's default applies.
+fn owners(args: &BridgeArgs, env: impl Fn(&str) -> Option<String>) -> Map<String, Value> {
+    let repo = match &args.repo {
+        Some(repo) => project::to_id(repo),
+        None => std::env::current_dir()
+            .ok()
+            .and_then(|dir| project::repo_name(&dir)),
+    };
+    let user = match &args.user {
+        Some(user) => project::to_id(user),
+        None => project::os_user(env),
+    };
+    [("repo", repo), ("user", user)]
+        .into_iter()
+        .filter_map(|(owner, id)| Some((owner.to_owned(), Value::String(id?))))
+        .collect()
+}
+
+/// The tools whose input schema has both a `repo` and a `user` property.
+fn owned_tools(tools: &[Tool]) -> Vec<String> {
+    tools
+        .iter()
+        .filter(|tool| {
+            tool.input_schema
+                .get("properties")
+                .and_then(Value::as_object)
+                .is_some_and(|properties| {
+                    properties.contains_key("repo") && properties.contains_key("user")
+                })
+        })
+        .map(|tool| tool.name.to_string())
+        .collect()
+}
+
 async fn serve(args: &BridgeArgs) -> Result<(), String> {
     let endpoint = format!("{}/mcp", args.url.trim_end_matches('/'));
     let mut config = StreamableHttpClientTransportConfig::with_uri(endpoint.as_str());
@@ -112,7 +178,16 @@ async fn serve(args: &BridgeArgs) -> Result<(), String> {
         .serve(StreamableHttpClientTransport::from_config(config))
         .await
         .map_err(|err| format!("cannot reach {endpoint}: {err}"))?;
-    let server = Bridge { upstream }
+    let tools = upstream
+        .list_all_tools()
+        .await
+        .map_err(|err| format!("listing the tools of {endpoint}: {err}"))?;
+    let bridge = Bridge {
+        owners: owners(args, |var| std::env::var(var).ok()),
+        owned_tools: owned_tools(&tools),
+        upstream,
+    };
+    let server = bridge
         .serve(rmcp::transport::stdio())
         .await
         .map_err(|err| format!("stdio: {err}"))?;

@@ -402,13 +402,20 @@ async fn the_stdio_bridge_serves_the_same_tools_with_its_key() {
     let upstream = Upstream::start().await;
     let dir = tempfile::tempdir().unwrap();
     let app = service(dir.path(), &upstream).await;
+    // Started as an agent starts it, in its project (`forge`) as user `ana`:
+    // calls that name no owner get those.
+    let project = dir.path().join("checkouts/forge");
+    std::fs::create_dir_all(&project).unwrap();
     let bridge = |key: &'static str| {
         let url = app.base_url.clone();
+        let project = project.clone();
         let command =
             tokio::process::Command::new(env!("CARGO_BIN_EXE_engram")).configure(move |command| {
                 command
                     .args(["mcp", "--url", &url])
+                    .current_dir(&project)
                     .env("ENGRAM_API_KEY", key)
+                    .env("USER", "ana")
                     .env_remove("ENGRAM_URL");
             });
         async move {
@@ -452,6 +459,25 @@ async fn the_stdio_bridge_serves_the_same_tools_with_its_key() {
     assert_eq!(page["memories"][0]["repo"], "forge");
     let problem = refused(&limited, "list_memories", json!({"limit": 0})).await;
     assert_eq!(problem["field"], "limit", "{problem:#}");
+    let written = ok(
+        &limited,
+        "remember",
+        json!({"scope": "repo", "category": "patterns",
+               "content": "Forge runs clippy with warnings denied."}),
+    )
+    .await;
+    assert_eq!(written["repo"], "forge", "the project's repo: {written:#}");
+    let problem = refused(
+        &limited,
+        "remember",
+        json!({"repo": "secret", "scope": "repo", "category": "patterns",
+               "content": "Secret runs nothing."}),
+    )
+    .await;
+    assert_eq!(
+        problem["status"], 403,
+        "a named owner stays the caller's: {problem:#}"
+    );
 
     root.cancel().await.unwrap();
     limited.cancel().await.unwrap();

@@ -1,9 +1,13 @@
 //! `engram setup`: merging into an agent's existing settings, idempotence,
-//! the backup, `--print`, and the written command working as a hook.
+//! the backup, `--print`, and the written commands working as a hook and
+//! as the agent's MCP server.
 
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
+use rmcp::ServiceExt;
+use rmcp::model::CallToolRequestParams;
+use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
 use serde_json::{Value, json};
 
 use crate::helpers::RunningApp;
@@ -76,7 +80,7 @@ async fn setup_merges_the_hooks_into_existing_settings_and_backs_them_up() {
     assert!(output.status.success(), "{output:?}");
     let report = String::from_utf8(output.stdout).unwrap();
     assert!(report.contains(&file.display().to_string()), "{report}");
-    assert_eq!(report.matches("added").count(), 4, "{report}");
+    assert_eq!(report.matches("added").count(), 5, "{report}");
     let settings = read_json(&file);
     assert_eq!(settings["model"], "opus");
     assert_eq!(settings["permissions"], original["permissions"]);
@@ -98,6 +102,12 @@ async fn setup_merges_the_hooks_into_existing_settings_and_backs_them_up() {
     let saved = backups(&file);
     assert_eq!(saved.len(), 1);
     assert_eq!(std::fs::read_to_string(&saved[0]).unwrap(), original_text);
+    // The local scope's MCP server: the project's entry in ~/.claude.json.
+    let state = read_json(&project.home().join(".claude.json"));
+    let server = &state["projects"][project.cwd.to_str().unwrap()]["mcpServers"]["engram"];
+    assert_eq!(server["type"], "stdio", "{state:#}");
+    assert_eq!(server["command"], env!("CARGO_BIN_EXE_engram"));
+    assert_eq!(server["args"], json!(["mcp"]));
 }
 
 #[tokio::test]
@@ -121,12 +131,17 @@ async fn setup_a_second_time_changes_nothing() {
     // A new option is a change: the entries are updated in place.
     let third = setup(&project, &["claude-code", "--url", "http://127.0.0.1:9000"]).await;
     let report = String::from_utf8(third.stdout).unwrap();
-    assert_eq!(report.matches("updated").count(), 4, "{report}");
+    assert_eq!(report.matches("updated").count(), 5, "{report}");
     let settings = read_json(&file);
     for (event, _) in EVENTS {
         assert!(command_for(&settings, event).ends_with("--url http://127.0.0.1:9000"));
     }
     assert_eq!(backups(&file).len(), 1);
+    let state = read_json(&project.home().join(".claude.json"));
+    assert_eq!(
+        state["mcpServers"]["engram"]["args"],
+        json!(["mcp", "--url", "http://127.0.0.1:9000"])
+    );
 }
 
 #[tokio::test]
@@ -134,13 +149,30 @@ async fn setup_print_shows_the_snippet_and_writes_nothing() {
     let project = Project::new("claude-code/transcript.jsonl");
     let output = setup(&project, &["codex", "--print", "--repo", "forge"]).await;
     assert!(output.status.success(), "{output:?}");
-    let snippet: Value = serde_json::from_slice(&output.stdout).unwrap();
+    // Each file's snippet under a `# <file>` line: the hooks, then the
+    // MCP server.
+    let printed = String::from_utf8(output.stdout).unwrap();
+    let snippets: Vec<(&str, &str)> = printed
+        .split("# ")
+        .filter(|part| !part.is_empty())
+        .map(|part| part.split_once('\n').unwrap())
+        .collect();
+    assert_eq!(snippets.len(), 2, "{printed}");
+    assert!(snippets[0].0.ends_with(".codex/hooks.json"), "{printed}");
+    let hooks: Value = serde_json::from_str(snippets[0].1).unwrap();
     for (event, arg) in EVENTS {
         assert!(
-            command_for(&snippet, event).ends_with(&format!(" hook codex {arg} --repo forge")),
-            "{snippet:#}"
+            command_for(&hooks, event).ends_with(&format!(" hook codex {arg} --repo forge")),
+            "{hooks:#}"
         );
     }
+    assert!(snippets[1].0.ends_with(".codex/config.toml"), "{printed}");
+    assert!(
+        snippets[1]
+            .1
+            .contains(r#"args = ["mcp", "--repo", "forge"]"#),
+        "{printed}"
+    );
     assert!(!project.home().join(".codex").exists());
     assert!(!project.cwd.join(".codex").exists());
 }
@@ -148,10 +180,36 @@ async fn setup_print_shows_the_snippet_and_writes_nothing() {
 #[tokio::test]
 async fn setup_for_codex_writes_its_hooks_file_and_refuses_what_is_not_json() {
     let project = Project::new("codex/rollout.jsonl");
+    let config = project.cwd.join(".codex/config.toml");
+    std::fs::create_dir_all(config.parent().unwrap()).unwrap();
+    let original = "# the team's Codex settings\nmodel = \"gpt-5\"\n\n[mcp_servers.docs]\ncommand = \"docs-mcp\"\n";
+    std::fs::write(&config, original).unwrap();
     let output = setup(&project, &["codex", "--scope", "project"]).await;
     assert!(output.status.success(), "{output:?}");
     let settings = read_json(&project.cwd.join(".codex/hooks.json"));
     assert!(command_for(&settings, "Stop").ends_with(" hook codex stop"));
+    let written = std::fs::read_to_string(&config).unwrap();
+    assert!(
+        written.starts_with(original),
+        "layout and comments stay: {written}"
+    );
+    assert!(
+        written.contains(&format!(
+            "[mcp_servers.engram]\ncommand = \"{}\"\nargs = [\"mcp\"]\nenv_vars = [\"ENGRAM_API_KEY\", \"ENGRAM_URL\"]\n",
+            env!("CARGO_BIN_EXE_engram")
+        )),
+        "{written}"
+    );
+    assert_eq!(backups(&config).len(), 1);
+    let again = setup(&project, &["codex", "--scope", "project"]).await;
+    assert_eq!(
+        String::from_utf8_lossy(&again.stdout)
+            .matches("nothing changed")
+            .count(),
+        2,
+        "{again:?}"
+    );
+    assert_eq!(std::fs::read_to_string(&config).unwrap(), written);
 
     let broken = project.home().join("broken.json");
     std::fs::write(&broken, "{\"hooks\": ").unwrap();
@@ -192,5 +250,53 @@ async fn the_command_setup_writes_runs_as_the_agent_would_run_it() {
     .await;
     let injection = printed_context(&output, "UserPromptSubmit");
     assert!(injection.contains(fact), "{injection}");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn the_mcp_server_setup_writes_serves_the_projects_memories() {
+    let upstream = Upstream::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let app: RunningApp = start_engram(&upstream, dir.path()).await;
+    let project = Project::new("claude-code/transcript.jsonl");
+    let output = setup(
+        &project,
+        &["claude-code", "--scope", "project", "--url", &app.base_url],
+    )
+    .await;
+    assert!(output.status.success(), "{output:?}");
+    let servers = read_json(&project.cwd.join(".mcp.json"));
+    let server = &servers["mcpServers"]["engram"];
+    let args: Vec<String> = serde_json::from_value(server["args"].clone()).unwrap();
+
+    // Started as the agent starts it: in the project, as the OS user.
+    let command =
+        tokio::process::Command::new(server["command"].as_str().unwrap()).configure(|command| {
+            command
+                .args(&args)
+                .current_dir(&project.cwd)
+                .env_clear()
+                .env("HOME", project.home())
+                .env("USER", "ana");
+        });
+    let client = ().serve(TokioChildProcess::new(command).unwrap()).await.unwrap();
+    let remember = async |scope: &str, content: &str| {
+        let Value::Object(arguments) =
+            json!({"scope": scope, "category": "patterns", "content": content})
+        else {
+            unreachable!("an object literal");
+        };
+        let written = client
+            .call_tool(CallToolRequestParams::new("remember").with_arguments(arguments))
+            .await
+            .unwrap();
+        assert_ne!(written.is_error, Some(true), "{written:?}");
+        written.structured_content.unwrap()
+    };
+    let memory = remember("repo", "Forge's release notes are written by hand.").await;
+    assert_eq!(memory["repo"], "forge", "the project's repo: {memory:#}");
+    let memory = remember("user", "Ana reviews pull requests in the morning.").await;
+    assert_eq!(memory["user"], "ana", "the OS user: {memory:#}");
+    client.cancel().await.unwrap();
     app.stop().await;
 }
