@@ -29,13 +29,13 @@ use crate::metrics::Metrics;
 use crate::readiness::Readiness;
 use crate::retrieval::access::AccessCounts;
 use crate::retrieval::{Parts, Retriever, inject};
-use crate::routes;
 use crate::routes::extract::BodyLimit;
+use crate::routes::state::AppState;
 use crate::routes::stats::StatsSources;
 use crate::routes::stats::scrape::StatsCollector;
 use crate::serve::{self, ConnectionLimits};
-use crate::state::AppState;
 use crate::store::{self, Store};
+use crate::{mcp, routes};
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -173,7 +173,7 @@ impl App {
             config: Arc::new(config),
             readiness,
         };
-        let router = routes::router(state.clone());
+        let router = routes::router(state.clone(), mcp::router(&state));
         Ok(Self {
             listener,
             router,

@@ -32,8 +32,8 @@ pub use local::LocalEmbedder;
 pub use openai::OpenAiEmbedder;
 
 use crate::blocking;
+use crate::causes::error_chain;
 use crate::config::{self, EmbeddingProvider};
-use crate::error::error_chain;
 use cache::{EmbeddingCache, StoredVectors};
 
 #[derive(Debug, thiserror::Error)]

@@ -27,6 +27,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use crate::capture::{queue, secrets};
+use crate::causes::error_chain;
 use crate::{disk, store};
 
 /// The media type of every error body.
@@ -313,16 +314,4 @@ impl From<queue::Error> for ApiError {
             queue::Error::Write { .. } | queue::Error::Read { .. } => Self::internal(err),
         }
     }
-}
-
-/// `error: cause: cause`, for logs.
-pub fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = err.to_string();
-    let mut source = err.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }

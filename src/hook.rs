@@ -43,7 +43,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use crate::error::error_chain;
+use crate::causes::error_chain;
 use transcript::{Format, Message, Role};
 
 /// Where Engram listens unless `--url` or `ENGRAM_URL` says otherwise.

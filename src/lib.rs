@@ -9,6 +9,8 @@ pub mod auth;
 pub mod blocking;
 /// Capture: triggers queued durably, classified, guarded and written.
 pub mod capture;
+/// An error and its causes as one line, for logs.
+pub mod causes;
 /// Configuration: defaults, YAML file, environment; validated at start.
 pub mod config;
 /// Free disk space: the floor below which writes are refused.
@@ -41,8 +43,6 @@ pub mod routes;
 pub mod serve;
 /// `engram setup`: merges Engram's hooks into a coding agent's settings.
 pub mod setup;
-/// Handler state: clonable handles to each component.
-pub mod state;
 /// The markdown file store and its in-memory view.
 pub mod store;
 /// Logging setup.

@@ -122,7 +122,7 @@ async fn serve(config: Config) -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
-            tracing::error!(error = %engram::error::error_chain(&err), "engram failed");
+            tracing::error!(error = %engram::causes::error_chain(&err), "engram failed");
             ExitCode::FAILURE
         }
     }

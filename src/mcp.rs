@@ -20,8 +20,10 @@ pub mod schema;
 
 use std::sync::Arc;
 
+use axum::Router;
 use axum::extract::State;
 use axum::http::request::Parts;
+use axum::middleware;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, ListToolsResult,
     PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
@@ -34,7 +36,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use utoipa::ToSchema;
 
-use crate::auth::Caller;
+use crate::auth::{self, Caller};
 use crate::error::ApiError;
 use crate::memory::{Category, MemoryId, MemoryView, RelatedEdge, RepoId, UserId};
 use crate::retrieval::Outcome;
@@ -43,7 +45,7 @@ use crate::routes::memories::{
     self, CreateMemoryRequest, ListMemoriesQuery, ListMemoriesResponse, MemoryDetail,
 };
 use crate::routes::retrieve::{self, FiltersRequest, RetrieveRequest};
-use crate::state::AppState;
+use crate::routes::state::AppState;
 use crate::window::Message;
 use schema::Components;
 
@@ -53,6 +55,17 @@ the task at hand before answering to get what is known (preferences, conventions
 corrections), each with why it was found; call `remember` when the user states something \
 worth keeping across sessions; `update_memory` when a memory is out of date; `forget` when \
 the user asks to.";
+
+/// `/mcp`, to merge into the application's router: not a REST resource
+/// (it has no place in the OpenAPI document), but behind the same keys.
+pub fn router(state: &AppState) -> Router<AppState> {
+    Router::new()
+        .nest_service("/mcp", service(state))
+        .route_layer(middleware::from_fn_with_state(
+            state.api_keys.clone(),
+            auth::require_key,
+        ))
+}
 
 /// The `/mcp` endpoint: a tower service to nest in the router.
 ///

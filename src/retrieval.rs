@@ -40,9 +40,9 @@ use chrono::Utc;
 use tokio::time::Instant as Deadline;
 
 use crate::blocking;
+use crate::causes::error_chain;
 use crate::config::Weights;
 use crate::embed::{self, Embedder};
-use crate::error::error_chain;
 use crate::index::{Index, lexical};
 use crate::llm::Llm;
 use crate::memory::{Memory, MemoryView, Namespace};
@@ -54,11 +54,11 @@ use access::AccessCounts;
 use cache::{TurnCache, TurnKey};
 use expand::Expansion;
 use plan::Plan;
-use rank::{Boost, Ranked, Scores};
+use rank::{Boost, Ranked};
 use search::Candidate;
 use stats::RetrievalStats;
 
-pub use outcome::{Degraded, FoundBy, Mode, Outcome, Reason, RetrievedMemory, Timings};
+pub use outcome::{Degraded, FoundBy, Mode, Outcome, Reason, RetrievedMemory, Scores, Timings};
 pub use request::{Filters, Input, Request};
 
 /// How long a retrieval waits for writes to its namespaces to reach the

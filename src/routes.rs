@@ -9,6 +9,7 @@ pub mod health;
 pub mod memories;
 pub mod problems;
 pub mod retrieve;
+pub mod state;
 pub mod stats;
 pub mod turns;
 
@@ -39,10 +40,9 @@ use utoipa_swagger_ui::SwaggerUi;
 
 use crate::auth::{self, ApiKeys};
 use crate::error::{ApiError, NotAFault, Problem};
-use crate::mcp;
 use crate::metrics::Metrics;
 use crate::routes::extract::BodyDeadline;
-use crate::state::AppState;
+use crate::routes::state::AppState;
 
 #[derive(OpenApi)]
 #[openapi(
@@ -105,22 +105,15 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
     api
 }
 
-/// The complete application: API, docs, fallbacks and layers.
-pub fn router(state: AppState) -> Router {
+/// The complete application: the API, `extra` (routes that are not part
+/// of the OpenAPI document, such as `/mcp`), docs, fallbacks and layers.
+pub fn router(state: AppState, extra: Router<AppState>) -> Router {
     let limits = &state.config.limits;
     let request_timeout = Duration::from_millis(limits.request_timeout_ms);
     let body_timeout = Duration::from_millis(limits.body_timeout_ms);
     let capacity = Arc::new(Semaphore::new(limits.max_concurrent_requests));
     let cors = cors_layer(&state.config.cors);
     let (api, document) = api_router(state.api_keys.clone()).split_for_parts();
-    // MCP is not a REST resource (it has no place in the OpenAPI document),
-    // but it is behind the same keys.
-    let mcp = Router::new()
-        .nest_service("/mcp", mcp::service(&state))
-        .route_layer(middleware::from_fn_with_state(
-            state.api_keys.clone(),
-            auth::require_key,
-        ));
     let layers = ServiceBuilder::new()
         .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
         .layer(
@@ -147,7 +140,7 @@ pub fn router(state: AppState) -> Router {
             enforce_timeouts,
         ))
         .option_layer(cors);
-    api.merge(mcp)
+    api.merge(extra)
         .merge(SwaggerUi::new("/docs").url("/openapi.json", document))
         .fallback(route_not_found)
         .method_not_allowed_fallback(method_not_allowed)

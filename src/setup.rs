@@ -254,7 +254,7 @@ pub fn run(args: &SetupArgs) -> ExitCode {
     }) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
-            eprintln!("engram setup: {}", crate::error::error_chain(&err));
+            eprintln!("engram setup: {}", crate::causes::error_chain(&err));
             ExitCode::FAILURE
         }
     }

@@ -133,7 +133,7 @@ impl Indexer {
                     self.stats.failed_batches.fetch_add(1, Ordering::Relaxed);
                     self.metrics.embedding_error(&err);
                     tracing::warn!(
-                        error = %crate::error::error_chain(&err),
+                        error = %crate::causes::error_chain(&err),
                         retry_in_ms = backoff.as_millis(),
                         pending = self.store.pending_change_count(),
                         "could not embed changed memories; they stay pending"

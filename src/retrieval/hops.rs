@@ -9,29 +9,17 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use chrono::Utc;
-use serde::Serialize;
-use utoipa::ToSchema;
 
 use crate::index::cosine;
 use crate::memory::{Memory, MemoryId, Relationship};
 use crate::store::Store;
 
 use super::access::AccessCounts;
-use super::outcome::Reason;
-use super::rank::{Boost, Ranked, Scores};
+use super::outcome::{Direction, Reason, Scores};
+use super::rank::{Boost, Ranked};
 
 /// Each hop keeps this share of the relevance of the memory it starts from.
 pub const HOP_DECAY: f64 = 0.8;
-
-/// Which way the followed edge points.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum Direction {
-    /// The memory it came from links to it.
-    Outgoing,
-    /// It links to the memory it came from.
-    Incoming,
-}
 
 /// A memory reached by a hop.
 #[derive(Clone, Debug)]

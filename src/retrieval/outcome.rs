@@ -9,9 +9,7 @@ use utoipa::ToSchema;
 use crate::memory::{MemoryId, MemoryView, Relationship};
 use crate::upstream;
 
-use super::hops::Direction;
 use super::hyde;
-use super::rank::Scores;
 
 /// How the texts searched for were made.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, ToSchema)]
@@ -187,4 +185,41 @@ pub struct Outcome {
     /// `token_budget` (o200k_base tokens); empty when nothing fits.
     pub injection: String,
     pub timings_ms: Timings,
+}
+
+/// The per-factor scores behind a relevance, for introspection.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, ToSchema)]
+pub struct Scores {
+    /// How well it matches, 0..1: the fusion of its meaning (cosine
+    /// relative to the best) and its words (the share of the query's
+    /// information they hold), 1 for the best cosine with every query word
+    /// (plain cosine similarity for hops). The `similarity` weight applies
+    /// to this score.
+    #[serde(rename = "match")]
+    pub matched: f64,
+    /// Cosine similarity to the query (its best text), clamped to 0..1,
+    /// whichever search found the memory.
+    pub similarity: f64,
+    /// BM25 score relative to the best lexical match of this retrieval, 0..1.
+    pub lexical: f64,
+    /// 1 when new, falling linearly to 0 at one year old.
+    pub recency: f64,
+    /// The memory's `importance`, or 0.5 when it has none.
+    pub importance: f64,
+    /// How often the memory was retrieved before: log10(n + 1) / 3, at most 1.
+    pub access: f64,
+    /// With a `context_boost`: cosine similarity to it, 0..1; it adds up to
+    /// 0.1 to the relevance.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub context_boost: Option<f64>,
+}
+
+/// Which way the followed edge points.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Direction {
+    /// The memory it came from links to it.
+    Outgoing,
+    /// It links to the memory it came from.
+    Incoming,
 }

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use tokio::time::Instant as Deadline;
 
-use crate::error::error_chain;
+use crate::causes::error_chain;
 use crate::llm::Llm;
 use crate::metrics::Metrics;
 use crate::upstream;

@@ -7,15 +7,13 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
-use serde::Serialize;
-use utoipa::ToSchema;
 
 use crate::config::Weights;
 use crate::index::cosine;
 use crate::memory::{Memory, MemoryId};
 
 use super::access::AccessCounts;
-use super::outcome::Reason;
+use super::outcome::{Reason, Scores};
 use super::search::Candidate;
 
 /// Age at which recency reaches 0; it falls linearly until then.
@@ -94,33 +92,6 @@ pub fn by_relevance(ranked: &mut [Ranked]) {
             .total_cmp(&a.relevance)
             .then_with(|| a.memory.id.cmp(&b.memory.id))
     });
-}
-
-/// The per-factor scores behind a relevance, for introspection.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, ToSchema)]
-pub struct Scores {
-    /// How well it matches, 0..1: the fusion of its meaning (cosine
-    /// relative to the best) and its words (the share of the query's
-    /// information they hold), 1 for the best cosine with every query word
-    /// (plain cosine similarity for hops). The `similarity` weight applies
-    /// to this score.
-    #[serde(rename = "match")]
-    pub matched: f64,
-    /// Cosine similarity to the query (its best text), clamped to 0..1,
-    /// whichever search found the memory.
-    pub similarity: f64,
-    /// BM25 score relative to the best lexical match of this retrieval, 0..1.
-    pub lexical: f64,
-    /// 1 when new, falling linearly to 0 at one year old.
-    pub recency: f64,
-    /// The memory's `importance`, or 0.5 when it has none.
-    pub importance: f64,
-    /// How often the memory was retrieved before: log10(n + 1) / 3, at most 1.
-    pub access: f64,
-    /// With a `context_boost`: cosine similarity to it, 0..1; it adds up to
-    /// 0.1 to the relevance.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub context_boost: Option<f64>,
 }
 
 impl Scores {

@@ -3,7 +3,7 @@
 //! model that is missing, slow or failing is reported as [`Degraded`],
 //! never as an error.
 
-use crate::error::error_chain;
+use crate::causes::error_chain;
 use crate::window::Line;
 
 use super::{Degraded, Retriever, hyde};

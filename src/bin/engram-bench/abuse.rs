@@ -516,7 +516,7 @@ async fn watch(
                 None
             }
             Ok(response) => Some(format!("answered {}", response.status())),
-            Err(err) => Some(engram::error::error_chain(&err)),
+            Err(err) => Some(engram::causes::error_chain(&err)),
         };
         if let Some(failure) = failure {
             seen.missed += 1;
