@@ -172,18 +172,7 @@ impl Tools {
     async fn call(&self, name: &str, arguments: &Value, caller: Caller) -> Result<Value, ApiError> {
         let state = &self.state;
         match name {
-            "remember" => {
-                let request: CreateMemoryRequest = from_arguments(arguments)?;
-                let (_, axum::Json(view)) = memories::create_memory(
-                    State(state.store.clone()),
-                    State(state.defaults.clone()),
-                    State(state.config.clone()),
-                    caller,
-                    ApiJson(request),
-                )
-                .await?;
-                to_value(&view)
-            }
+            "remember" => self.create(from_arguments(arguments)?, caller).await,
             "recall" => {
                 let arguments: RecallArguments = from_arguments(arguments)?;
                 let mut request = serde_json::to_value(&arguments).map_err(ApiError::internal)?;
@@ -248,6 +237,16 @@ impl Tools {
             related: arguments.related.unwrap_or(old.related),
             session_id: None,
         };
+        self.create(request, caller).await
+    }
+
+    /// `POST /memories`.
+    async fn create(
+        &self,
+        request: CreateMemoryRequest,
+        caller: Caller,
+    ) -> Result<Value, ApiError> {
+        let state = &self.state;
         let (_, axum::Json(view)) = memories::create_memory(
             State(state.store.clone()),
             State(state.defaults.clone()),
