@@ -122,14 +122,36 @@ pub enum Error {
         #[source]
         source: toml_edit::TomlError,
     },
-    #[error("{path}: {what}; nothing was changed")]
-    Shape { path: PathBuf, what: String },
+    #[error("{path}: its shape is not the agent's; nothing was changed")]
+    Shape {
+        path: PathBuf,
+        #[source]
+        source: WrongShape,
+    },
     #[error("writing {path}")]
     Write {
         path: PathBuf,
         #[source]
         source: io::Error,
     },
+}
+
+/// A place in a configuration file that does not hold what the agent
+/// reads there.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("`{at}` is not {expected}")]
+pub struct WrongShape {
+    at: String,
+    expected: &'static str,
+}
+
+impl WrongShape {
+    fn new(at: impl Into<String>, expected: &'static str) -> Self {
+        Self {
+            at: at.into(),
+            expected,
+        }
+    }
 }
 
 /// One thing Engram needs in an agent's configuration.
@@ -212,7 +234,7 @@ impl Document {
         }
     }
 
-    fn merge(&mut self, entry: &Entry) -> Result<Change, String> {
+    fn merge(&mut self, entry: &Entry) -> Result<Change, WrongShape> {
         match self {
             Self::Json(document) => merge(document, entry),
             Self::Toml(document) => merge_toml(document, entry),
@@ -274,9 +296,9 @@ pub fn setup(
         for target in &targets {
             let mut document = Document::empty(target.format);
             for entry in &target.entries {
-                document.merge(entry).map_err(|what| Error::Shape {
+                document.merge(entry).map_err(|source| Error::Shape {
                     path: PathBuf::from("(snippet)"),
-                    what,
+                    source,
                 })?;
             }
             snippets.push_str(&format!(
@@ -468,9 +490,9 @@ fn apply(targets: &[Target]) -> Result<String, Error> {
         let mut lines = String::new();
         let mut changed = false;
         for entry in &target.entries {
-            let change = document.merge(entry).map_err(|what| Error::Shape {
+            let change = document.merge(entry).map_err(|source| Error::Shape {
                 path: path.clone(),
-                what,
+                source,
             })?;
             changed |= change != Change::Unchanged;
             let verb = match change {
@@ -509,10 +531,10 @@ fn apply(targets: &[Target]) -> Result<String, Error> {
 
 /// Merges one entry into a JSON `document`. The error says what shape was
 /// wrong.
-pub fn merge(document: &mut Value, entry: &Entry) -> Result<Change, String> {
+pub fn merge(document: &mut Value, entry: &Entry) -> Result<Change, WrongShape> {
     let root = document
         .as_object_mut()
-        .ok_or("the file is not a JSON object")?;
+        .ok_or_else(|| WrongShape::new("the file", "an object"))?;
     let (event, command) = match entry {
         Entry::Hook { event, command, .. } => (event, command),
         Entry::McpServer { at, program, args } => {
@@ -524,12 +546,12 @@ pub fn merge(document: &mut Value, entry: &Entry) -> Result<Change, String> {
         .entry("hooks")
         .or_insert_with(|| Value::Object(Map::new()))
         .as_object_mut()
-        .ok_or("`hooks` is not an object")?;
+        .ok_or_else(|| WrongShape::new("hooks", "an object"))?;
     let groups = hooks
         .entry(name)
         .or_insert_with(|| Value::Array(Vec::new()))
         .as_array_mut()
-        .ok_or_else(|| format!("`hooks.{name}` is not a list"))?;
+        .ok_or_else(|| WrongShape::new(format!("hooks.{name}"), "a list"))?;
     let wanted = json!({"type": "command", "command": command, "timeout": AGENT_TIMEOUT_S});
     let mut change = Change::Added;
     for group in groups.iter_mut() {
@@ -582,23 +604,23 @@ fn merge_json_server(
     at: &[String],
     program: &str,
     args: &[String],
-) -> Result<Change, String> {
+) -> Result<Change, WrongShape> {
     let mut table = root;
     for (depth, key) in at.iter().enumerate() {
         table = table
             .entry(key.clone())
             .or_insert_with(|| Value::Object(Map::new()))
             .as_object_mut()
-            .ok_or_else(|| format!("`{}` is not an object", at[..=depth].join(".")))?;
+            .ok_or_else(|| WrongShape::new(at[..=depth].join("."), "an object"))?;
     }
     let wanted = json!({"type": "stdio", "command": program, "args": args});
     let Some(existing) = table.get_mut(MCP_SERVER_NAME) else {
         table.insert(MCP_SERVER_NAME.to_owned(), wanted);
         return Ok(Change::Added);
     };
-    let existing = existing
-        .as_object_mut()
-        .ok_or_else(|| format!("`{}.{MCP_SERVER_NAME}` is not an object", at.join(".")))?;
+    let existing = existing.as_object_mut().ok_or_else(|| {
+        WrongShape::new(format!("{}.{MCP_SERVER_NAME}", at.join(".")), "an object")
+    })?;
     let Value::Object(wanted) = wanted else {
         unreachable!("an object literal");
     };
@@ -616,9 +638,9 @@ fn merge_json_server(
 /// as Codex reads it (`[mcp_servers.engram]` with `command`, `args` and
 /// the variables the bridge needs passed through, `env_vars`). Other keys
 /// of an existing table stay.
-fn merge_toml(document: &mut DocumentMut, entry: &Entry) -> Result<Change, String> {
+fn merge_toml(document: &mut DocumentMut, entry: &Entry) -> Result<Change, WrongShape> {
     let Entry::McpServer { at, program, args } = entry else {
-        return Err("hooks do not go into a TOML file".to_owned());
+        return Err(WrongShape::new("the file", "JSON, for hooks"));
     };
     let mut table = document.as_table_mut();
     for (depth, key) in at.iter().enumerate() {
@@ -629,7 +651,7 @@ fn merge_toml(document: &mut DocumentMut, entry: &Entry) -> Result<Change, Strin
         });
         table = item
             .as_table_mut()
-            .ok_or_else(|| format!("`{}` is not a table", at[..=depth].join(".")))?;
+            .ok_or_else(|| WrongShape::new(at[..=depth].join("."), "a table"))?;
     }
     let mut change = Change::Unchanged;
     if !table.contains_key(MCP_SERVER_NAME) {
@@ -638,7 +660,7 @@ fn merge_toml(document: &mut DocumentMut, entry: &Entry) -> Result<Change, Strin
     }
     let server = table[MCP_SERVER_NAME]
         .as_table_mut()
-        .ok_or_else(|| format!("`{}.{MCP_SERVER_NAME}` is not a table", at.join(".")))?;
+        .ok_or_else(|| WrongShape::new(format!("{}.{MCP_SERVER_NAME}", at.join(".")), "a table"))?;
     let strings = |values: &[&str]| toml_edit::Array::from_iter(values.iter().copied());
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let wanted = [
@@ -809,7 +831,7 @@ mod tests {
         let entry = hook(Event::Stop, "engram hook claude-code stop");
         assert_eq!(
             merge(&mut json!({"hooks": {"Stop": {}}}), &entry),
-            Err("`hooks.Stop` is not a list".to_owned())
+            Err(WrongShape::new("hooks.Stop", "a list"))
         );
         assert!(merge(&mut json!([]), &entry).is_err());
     }
@@ -847,7 +869,7 @@ mod tests {
         let mut wrong: DocumentMut = "mcp_servers = 3\n".parse().unwrap();
         assert_eq!(
             merge_toml(&mut wrong, &server(&["mcp"])),
-            Err("`mcp_servers` is not a table".to_owned())
+            Err(WrongShape::new("mcp_servers", "a table"))
         );
     }
 

@@ -23,6 +23,7 @@ use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig
 use rmcp::{ErrorData, RoleClient, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{Map, Value};
 
+use crate::causes::error_chain;
 use crate::hook::project;
 
 /// `engram mcp`'s arguments.
@@ -110,20 +111,15 @@ fn upstream_error(err: ServiceError) -> ErrorData {
 
 /// Runs the bridge until the client closes stdin.
 pub fn run(args: &BridgeArgs) -> ExitCode {
-    let runtime = match tokio::runtime::Builder::new_current_thread()
+    let served = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-    {
-        Ok(runtime) => runtime,
-        Err(err) => {
-            eprintln!("engram mcp: {err}");
-            return ExitCode::FAILURE;
-        }
-    };
-    match runtime.block_on(serve(args)) {
+        .map_err(Error::Runtime)
+        .and_then(|runtime| runtime.block_on(serve(args)));
+    match served {
         Ok(()) => ExitCode::SUCCESS,
-        Err(message) => {
-            eprintln!("engram mcp: {message}");
+        Err(err) => {
+            eprintln!("engram mcp: {}", error_chain(&err));
             ExitCode::FAILURE
         }
     }
@@ -165,7 +161,30 @@ fn owned_tools(tools: &[Tool]) -> Vec<String> {
         .collect()
 }
 
-async fn serve(args: &BridgeArgs) -> Result<(), String> {
+/// Why the bridge stopped.
+#[derive(Debug, thiserror::Error)]
+enum Error {
+    #[error("starting the runtime")]
+    Runtime(#[source] std::io::Error),
+    #[error("cannot reach {endpoint}")]
+    Connect {
+        endpoint: String,
+        #[source]
+        source: Box<rmcp::service::ClientInitializeError>,
+    },
+    #[error("listing the tools of {endpoint}")]
+    Tools {
+        endpoint: String,
+        #[source]
+        source: ServiceError,
+    },
+    #[error("serving over stdio")]
+    Serve(#[source] Box<rmcp::service::ServerInitializeError>),
+    #[error("serving over stdio")]
+    Stopped(#[source] tokio::task::JoinError),
+}
+
+async fn serve(args: &BridgeArgs) -> Result<(), Error> {
     let endpoint = format!("{}/mcp", args.url.trim_end_matches('/'));
     let mut config = StreamableHttpClientTransportConfig::with_uri(endpoint.as_str());
     if let Some(key) = std::env::var("ENGRAM_API_KEY")
@@ -174,14 +193,17 @@ async fn serve(args: &BridgeArgs) -> Result<(), String> {
     {
         config = config.auth_header(key);
     }
-    let upstream = ()
-        .serve(StreamableHttpClientTransport::from_config(config))
-        .await
-        .map_err(|err| format!("cannot reach {endpoint}: {err}"))?;
+    let upstream =
+        ().serve(StreamableHttpClientTransport::from_config(config))
+            .await
+            .map_err(|source| Error::Connect {
+                endpoint: endpoint.clone(),
+                source: Box::new(source),
+            })?;
     let tools = upstream
         .list_all_tools()
         .await
-        .map_err(|err| format!("listing the tools of {endpoint}: {err}"))?;
+        .map_err(|source| Error::Tools { endpoint, source })?;
     let bridge = Bridge {
         owners: owners(args, |var| std::env::var(var).ok()),
         owned_tools: owned_tools(&tools),
@@ -190,10 +212,6 @@ async fn serve(args: &BridgeArgs) -> Result<(), String> {
     let server = bridge
         .serve(rmcp::transport::stdio())
         .await
-        .map_err(|err| format!("stdio: {err}"))?;
-    server
-        .waiting()
-        .await
-        .map(drop)
-        .map_err(|err| format!("stdio: {err}"))
+        .map_err(|source| Error::Serve(Box::new(source)))?;
+    server.waiting().await.map(drop).map_err(Error::Stopped)
 }
