@@ -12,6 +12,12 @@
 //!   that a sixth of the store holds ("the user") carries a small share of
 //!   the question and narrows little, so it cannot outweigh a clearly
 //!   closer meaning; a match on most of the question's rare words can.
+//! - A single shared word votes only when it holds most of the question's
+//!   information ([`SOLE_WORD_COVERAGE`]). One word of a question of
+//!   several, however rare in this store, is thin evidence that a memory
+//!   is about the question ("How often do we ship a new version?" shares
+//!   only "version" with a changelog note), while a question whose other
+//!   words are common is still answered by its one telling word.
 //!
 //! Neither rank enters: plain reciprocal-rank fusion gives any first place a
 //! full vote, so in a small store one shared common word outranked the
@@ -29,6 +35,9 @@ const CLOSENESS_EXPONENT: i32 = 2;
 /// match that singles out about one memory in e⁶ ≈ 400, or two words each
 /// held by one in twenty. LoCoMo dev ranked best between 5 and 8.
 const CERTAIN_IDF: f64 = 6.0;
+/// The least share of the question's information (coverage) a match on a
+/// single query word must hold to vote: most of it.
+const SOLE_WORD_COVERAGE: f64 = 0.5;
 
 /// What the lexical search says about a memory.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -39,6 +48,8 @@ pub struct Lexical {
     pub coverage: f32,
     /// The summed idf of the query words it holds, in nats.
     pub matched_idf: f32,
+    /// How many of the query's distinct words it holds.
+    pub matched_terms: u32,
 }
 
 /// What the vector search says about a memory it found.
@@ -58,6 +69,9 @@ pub fn fuse(closeness: f32, lexical: Option<Lexical>, lexical_weight: f64) -> f6
         .powi(CLOSENESS_EXPONENT);
     let words = lexical.map_or(0.0, |lexical| {
         let coverage = f64::from(lexical.coverage).clamp(0.0, 1.0);
+        if lexical.matched_terms < 2 && coverage < SOLE_WORD_COVERAGE {
+            return 0.0;
+        }
         let certainty = (f64::from(lexical.matched_idf) / CERTAIN_IDF).clamp(0.0, 1.0);
         coverage * certainty
     });
@@ -70,12 +84,13 @@ mod tests {
 
     const WEIGHT: f64 = 0.6;
 
-    /// A match on rare words: its idf is no limit.
+    /// A match on several rare words: its idf is no limit.
     fn words(coverage: f32) -> Lexical {
         Lexical {
             rank: 0,
             coverage,
             matched_idf: 12.0,
+            matched_terms: 3,
         }
     }
 
@@ -99,6 +114,7 @@ mod tests {
                 rank: 0,
                 coverage: 0.37,
                 matched_idf: 1.54,
+                matched_terms: 1,
             }),
             WEIGHT,
         );
@@ -111,6 +127,7 @@ mod tests {
                 rank: 0,
                 coverage: 0.2,
                 matched_idf: 5.0,
+                matched_terms: 1,
             }),
             WEIGHT,
         );
@@ -134,6 +151,7 @@ mod tests {
             rank: 0,
             coverage: 0.5,
             matched_idf: 0.6,
+            matched_terms: 2,
         };
         let rare = Lexical {
             matched_idf: 8.0,
@@ -141,6 +159,36 @@ mod tests {
         };
         let lift = |lexical| fuse(0.5, Some(lexical), WEIGHT) - fuse(0.5, None, WEIGHT);
         assert!(lift(rare) > 5.0 * lift(common));
+    }
+
+    #[test]
+    fn one_word_of_several_votes_only_when_it_holds_most_of_the_question() {
+        // From the semantic eval set: "How often do we ship a new version?"
+        // The answer is first by cosine and shares no word; a changelog
+        // note at 0.92 of its cosine shares only "version" (3.7 nats, a
+        // fifth of the question's information).
+        let answer = fuse(1.0, None, WEIGHT);
+        let version = Lexical {
+            rank: 0,
+            coverage: 0.19,
+            matched_idf: 3.69,
+            matched_terms: 1,
+        };
+        assert!(fuse(0.92, Some(version), WEIGHT) < answer);
+        // The same share held by two words still votes.
+        let two_words = Lexical {
+            matched_terms: 2,
+            ..version
+        };
+        assert!(fuse(0.92, Some(two_words), WEIGHT) > fuse(0.92, None, WEIGHT));
+        // One word that is most of the question votes in full.
+        let telling = Lexical {
+            coverage: 0.8,
+            matched_idf: 6.0,
+            matched_terms: 1,
+            ..version
+        };
+        assert!(fuse(0.92, Some(telling), WEIGHT) > answer);
     }
 
     #[test]

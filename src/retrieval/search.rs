@@ -147,6 +147,7 @@ pub async fn candidates(
                 rank,
                 coverage: hit.coverage,
                 matched_idf: hit.matched_idf,
+                matched_terms: hit.matched_terms,
             });
             candidate.lexical = hit.score / best_lexical;
             if candidate.dense.is_none() {
