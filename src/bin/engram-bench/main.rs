@@ -109,7 +109,7 @@ enum Command {
         #[arg(long)]
         out: Option<PathBuf>,
         /// `retrieval.lexical_weight` (0: vector search only).
-        #[arg(long, default_value_t = 0.6)]
+        #[arg(long, default_value_t = 0.8)]
         lexical_weight: f64,
         /// Also write every question's candidates and their evidence here
         /// (JSON lines), for replaying fusion variants offline.
@@ -122,7 +122,7 @@ enum Command {
         #[arg(long, value_enum, default_value_t = EmbedderChoice::Local)]
         embedder: EmbedderChoice,
         /// `retrieval.lexical_weight` of the fused run.
-        #[arg(long, default_value_t = 0.6)]
+        #[arg(long, default_value_t = 0.8)]
         lexical_weight: f64,
         /// Also write the fused run's candidates and their evidence here
         /// (JSON lines), for replaying fusion variants offline.
