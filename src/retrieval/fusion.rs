@@ -22,8 +22,8 @@
 //!   cannot tell them apart (a conversation's turns, which MiniLM scores
 //!   alike); an eighth of it where the best stands clear of the rest, so
 //!   that shared words only break near-ties against a clearly closer
-//!   meaning. A memory that holds the whole question, rare words included,
-//!   gets the words their full share either way.
+//!   meaning. A memory that holds (nearly) the whole question gets the
+//!   words their full share either way.
 //!
 //! Neither rank enters: plain reciprocal-rank fusion gives any first place a
 //! full vote, so in a small store one shared common word outranked the
@@ -57,8 +57,9 @@ const FLAT_SPREAD: f64 = 0.80;
 /// The words' share where meaning stands clear, as a part of
 /// `lexical_weight`: enough to break near-ties.
 const CLEAR_SHARE: f64 = 0.125;
-/// The words score from which one memory's match counts as holding the
-/// whole question (full share at 1).
+/// The coverage from which one memory's match counts as holding the whole
+/// question (full share at 1). Coverage, not the words score: in a small
+/// store no match reaches [`CERTAIN_IDF`].
 const WHOLE_QUESTION: f64 = 0.8;
 
 /// What the lexical search says about a memory.
@@ -96,12 +97,13 @@ pub fn words(lexical: Option<Lexical>) -> f64 {
 
 /// The words' share of the match score in one retrieval, 0..`lexical_weight`:
 /// `closest` are the cosines of the memories the vector search found, best
-/// first (the first [`SPREAD_SAMPLE`] count), and `best_words` the best
-/// [`words`] score among the candidates.
-pub fn words_share(lexical_weight: f64, closest: &[f32], best_words: f64) -> f64 {
+/// first (the first [`SPREAD_SAMPLE`] count), and `best_coverage` the best
+/// coverage among the lexical matches.
+pub fn words_share(lexical_weight: f64, closest: &[f32], best_coverage: f32) -> f64 {
     let by_spread = (flatness(closest) - CLEAR_SPREAD) / (FLAT_SPREAD - CLEAR_SPREAD);
     let by_spread = CLEAR_SHARE + (1.0 - CLEAR_SHARE) * by_spread.clamp(0.0, 1.0);
-    let whole_question = ((best_words - WHOLE_QUESTION) / (1.0 - WHOLE_QUESTION)).clamp(0.0, 1.0);
+    let whole_question =
+        ((f64::from(best_coverage) - WHOLE_QUESTION) / (1.0 - WHOLE_QUESTION)).clamp(0.0, 1.0);
     lexical_weight * by_spread.max(whole_question)
 }
 
@@ -288,25 +290,30 @@ mod tests {
             matched_idf: 5.12,
             matched_terms: 2,
         };
-        let best_words = words(Some(owns));
-        let clear = words_share(FLAT, &closest(0.6), best_words);
+        let clear = words_share(FLAT, &closest(0.6), owns.coverage);
         assert!(fused(1.0, None, clear) > fused(0.96, Some(owns), clear));
         // Among a conversation's turns, all about as close, they decide.
-        let flat = words_share(FLAT, &closest(0.9), best_words);
+        let flat = words_share(FLAT, &closest(0.9), owns.coverage);
         assert!(fused(1.0, None, flat) < fused(0.96, Some(owns), flat));
     }
 
     #[test]
     fn a_memory_holding_the_whole_question_gets_the_words_their_full_share() {
         let clear = closest(0.6);
-        let whole = words(Some(several(1.0)));
-        assert!((words_share(FLAT, &clear, whole) - FLAT).abs() < 1e-12);
-        let most = words(Some(several(0.9)));
-        let share = words_share(FLAT, &clear, most);
+        assert!((words_share(FLAT, &clear, 1.0) - FLAT).abs() < 1e-12);
+        let share = words_share(FLAT, &clear, 0.9);
         assert!(FLAT / 8.0 < share && share < FLAT, "{share}");
-        // A memory that holds the whole question leads even with no
-        // cosine at all (its vector not yet known).
-        assert!(fused(0.0, Some(several(1.0)), FLAT) > fused(1.0, None, FLAT));
+        // In a store of 51, "zebra" (3.6 nats) is nearly all of "zebra
+        // stripes" (fifty memories say "stripes"): the one memory that
+        // names it leads over the clearly closest stripes.
+        let zebra = Lexical {
+            rank: 0,
+            coverage: 0.99,
+            matched_idf: 3.55,
+            matched_terms: 1,
+        };
+        let share = words_share(FLAT, &clear, zebra.coverage);
+        assert!(fused(0.1, Some(zebra), share) > fused(1.0, None, share));
     }
 
     #[test]

@@ -162,11 +162,12 @@ pub async fn candidates(
             }
         }
     }
-    let best_words = by_head
+    let best_coverage = by_head
         .values()
-        .map(|candidate| fusion::words(candidate.lexical_match))
-        .fold(0.0, f64::max);
-    let share = fusion::words_share(lexical_weight, &closest, best_words);
+        .filter_map(|candidate| candidate.lexical_match)
+        .map(|lexical| lexical.coverage)
+        .fold(0.0, f32::max);
+    let share = fusion::words_share(lexical_weight, &closest, best_coverage);
     let mut candidates: Vec<Candidate> = by_head
         .into_values()
         .map(|mut candidate| {
