@@ -246,8 +246,10 @@ pub struct Retrieval {
     /// The whole retrieval's time budget, in ms; past it the answer is
     /// `degraded`.
     pub budget_ms: u64,
-    /// The lexical (BM25) ranking's share of the fusion with the vector
-    /// ranking, 0..1; 0 searches by vector only.
+    /// The words' (BM25) largest share of the match score against meaning,
+    /// 0..1, taken where the vector search cannot tell the closest
+    /// memories apart (an eighth of it where the best stands clear); 0
+    /// searches by vector only.
     pub lexical_weight: f64,
     /// How long a turn's result stays cached, in seconds.
     pub cache_ttl_s: u64,
@@ -265,7 +267,7 @@ impl Default for Retrieval {
             top_k: 5,
             hop_depth: 1,
             hypothesis_count: 3,
-            lexical_weight: 0.6,
+            lexical_weight: 0.8,
             cache_ttl_s: 300,
             cache_capacity: 10_000,
             cache_max_bytes: 32 * 1024 * 1024,

@@ -202,6 +202,8 @@ pub struct LexicalHit {
     /// The summed idf of the query words it holds: how much its match
     /// narrows this store down, in nats.
     pub matched_idf: f32,
+    /// How many of the query's distinct terms it holds.
+    pub matched_terms: u32,
     /// Cosine similarity to the closest of the queries' vectors (0 without
     /// them), so that a memory only the words found still says how close
     /// in meaning it is.
@@ -448,15 +450,19 @@ impl Snapshot {
         let query_weight: f32 = idfs.iter().map(|(_, idf)| idf).sum();
         let mut best = TopK::new(limit);
         let queries = self.normalised(queries);
-        // Coverage and cosine of each hit that entered the top list.
-        let mut found: HashMap<MemoryId, (f32, f32, f32)> = HashMap::new();
+        // Coverage, matched idf and terms, and cosine of each hit that
+        // entered the top list.
+        let mut found: HashMap<MemoryId, (f32, f32, u32, f32)> = HashMap::new();
         let mut scores = Vec::new();
         let mut matched = Vec::new();
+        let mut matched_terms = Vec::new();
         for chunk in chunks {
             scores.clear();
             scores.resize(chunk.ids.len(), 0.0f32);
             matched.clear();
             matched.resize(chunk.ids.len(), 0.0f32);
+            matched_terms.clear();
+            matched_terms.resize(chunk.ids.len(), 0u32);
             for (term, idf) in &idfs {
                 for &(slot, frequency) in chunk
                     .postings
@@ -468,6 +474,7 @@ impl Snapshot {
                     scores[slot] +=
                         lexical::weight(*idf, frequency, chunk.lengths[slot], average_length);
                     matched[slot] += idf;
+                    matched_terms[slot] += 1;
                 }
             }
             for (slot, &score) in scores.iter().enumerate() {
@@ -482,6 +489,7 @@ impl Snapshot {
                         (
                             matched[slot] / query_weight.max(f32::EPSILON),
                             matched[slot],
+                            matched_terms[slot],
                             similarity,
                         ),
                     );
@@ -496,13 +504,14 @@ impl Snapshot {
         best.into_sorted()
             .into_iter()
             .map(|hit| {
-                let (coverage, matched_idf, similarity) =
+                let (coverage, matched_idf, matched_terms, similarity) =
                     found.get(&hit.id).copied().unwrap_or_default();
                 LexicalHit {
                     id: hit.id,
                     score: hit.similarity,
                     coverage,
                     matched_idf,
+                    matched_terms,
                     similarity,
                 }
             })
@@ -866,6 +875,7 @@ mod tests {
             (hits[0].coverage - 1.0).abs() < 1e-6,
             "both query words match"
         );
+        assert_eq!(hits[0].matched_terms, 2);
         let query = lexical::query_terms("connection");
         let hits = index.snapshot().lexical_search(&[ns], &query, &[], 10, all);
         assert_eq!(hits.len(), 2);

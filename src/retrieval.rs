@@ -82,7 +82,7 @@ pub struct Parts {
     pub cache_ttl: Duration,
     pub cache_capacity: usize,
     pub cache_max_bytes: usize,
-    /// The lexical ranking's share of the fusion, 0..1 (0: vector only).
+    /// The words' largest share of the match score, 0..1 (0: vector only).
     pub lexical_weight: f64,
     pub metrics: Metrics,
 }

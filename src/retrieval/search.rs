@@ -86,6 +86,11 @@ pub async fn candidates(
 
     let mut by_head: HashMap<MemoryId, Candidate> = HashMap::new();
     let best_lexical = sparse.first().map_or(1.0, |hit| hit.score);
+    let closest: Vec<f32> = dense
+        .iter()
+        .take(fusion::SPREAD_SAMPLE)
+        .map(|hit| hit.similarity)
+        .collect();
     // In a small store every memory is in the vector list.
     let dense: Vec<&Hit> = dense
         .iter()
@@ -147,6 +152,7 @@ pub async fn candidates(
                 rank,
                 coverage: hit.coverage,
                 matched_idf: hit.matched_idf,
+                matched_terms: hit.matched_terms,
             });
             candidate.lexical = hit.score / best_lexical;
             if candidate.dense.is_none() {
@@ -156,13 +162,19 @@ pub async fn candidates(
             }
         }
     }
+    let best_coverage = by_head
+        .values()
+        .filter_map(|candidate| candidate.lexical_match)
+        .map(|lexical| lexical.coverage)
+        .fold(0.0, f32::max);
+    let share = fusion::words_share(lexical_weight, &closest, best_coverage);
     let mut candidates: Vec<Candidate> = by_head
         .into_values()
         .map(|mut candidate| {
             candidate.fused = fusion::fuse(
                 candidate.similarity / best_similarity,
-                candidate.lexical_match,
-                lexical_weight,
+                fusion::words(candidate.lexical_match),
+                share,
             );
             let found_by = match (candidate.dense, candidate.lexical_match) {
                 (Some(_), Some(_)) => FoundBy::Both,

@@ -14,6 +14,7 @@ use std::time::Instant;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use crate::dump::Dump;
 use crate::measure::{Report, Row};
 use crate::server::Server;
 use crate::{EmbedderChoice, Result, ScratchDir};
@@ -76,6 +77,7 @@ pub async fn locomo(
     embedder: EmbedderChoice,
     out: Option<PathBuf>,
     lexical_weight: f64,
+    dump: Option<&Path>,
 ) -> Result {
     let queries_path = data.join("queries.jsonl");
     let scorer = data.join("score_locomo.py");
@@ -94,6 +96,7 @@ pub async fn locomo(
     })
     .await?;
     let client = server.client();
+    let mut dump = dump.map(Dump::create).transpose()?;
 
     let load_started = Instant::now();
     let mut dia_of: HashMap<String, String> = HashMap::new();
@@ -107,6 +110,11 @@ pub async fn locomo(
             .filter(|line| !line.trim().is_empty())
             .map(serde_json::from_str)
             .collect::<std::result::Result<_, _>>()?;
+        if let Some(dump) = &mut dump {
+            for turn in &turns {
+                dump.memory(conversation, &turn.dia_id, &content_of(turn))?;
+            }
+        }
         for batch in turns.chunks(LOAD_CONCURRENCY) {
             let mut writes = tokio::task::JoinSet::new();
             for turn in batch {
@@ -164,6 +172,15 @@ pub async fn locomo(
             return Err(format!("a retrieval came back degraded: {answer}").into());
         }
         writeln!(results, "{}", result_line(question, &answer, &dia_of))?;
+        if let Some(dump) = &mut dump {
+            // The scorer knows the evidence; the replay reads it there.
+            let dia = |id: &str| dia_of.get(id).map(String::as_str);
+            dump.question(&client, &question.conv_id, &body, &[], dia)
+                .await?;
+        }
+    }
+    if let Some(dump) = dump {
+        dump.finish()?;
     }
     let wall = asked.elapsed();
     drop(results);

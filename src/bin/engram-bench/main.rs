@@ -8,6 +8,7 @@
 
 mod abuse;
 mod corpus;
+mod dump;
 mod locomo;
 mod mcp;
 mod measure;
@@ -108,8 +109,12 @@ enum Command {
         #[arg(long)]
         out: Option<PathBuf>,
         /// `retrieval.lexical_weight` (0: vector search only).
-        #[arg(long, default_value_t = 0.6)]
+        #[arg(long, default_value_t = 0.8)]
         lexical_weight: f64,
+        /// Also write every question's candidates and their evidence here
+        /// (JSON lines), for replaying fusion variants offline.
+        #[arg(long)]
+        dump: Option<PathBuf>,
     },
     /// Retrieval by meaning on the repository's own eval set
     /// (`semantic_eval.jsonl`): top-1 and R@5, fused and vector only.
@@ -117,8 +122,12 @@ enum Command {
         #[arg(long, value_enum, default_value_t = EmbedderChoice::Local)]
         embedder: EmbedderChoice,
         /// `retrieval.lexical_weight` of the fused run.
-        #[arg(long, default_value_t = 0.6)]
+        #[arg(long, default_value_t = 0.8)]
         lexical_weight: f64,
+        /// Also write the fused run's candidates and their evidence here
+        /// (JSON lines), for replaying fusion variants offline.
+        #[arg(long)]
+        dump: Option<PathBuf>,
     },
     /// `recall` over MCP beside `POST /retrieve`, in turns, on one store.
     Mcp {
@@ -176,11 +185,25 @@ fn main() -> ExitCode {
                 embedder,
                 out,
                 lexical_weight,
-            } => locomo::locomo(&mut report, split, &data, embedder, out, lexical_weight).await,
+                dump,
+            } => {
+                let dump = dump.as_deref();
+                locomo::locomo(
+                    &mut report,
+                    split,
+                    &data,
+                    embedder,
+                    out,
+                    lexical_weight,
+                    dump,
+                )
+                .await
+            }
             Command::Semantic {
                 embedder,
                 lexical_weight,
-            } => semantic::semantic(&mut report, embedder, lexical_weight).await,
+                dump,
+            } => semantic::semantic(&mut report, embedder, lexical_weight, dump.as_deref()).await,
             Command::Mcp { memories, requests } => mcp::mcp(&mut report, memories, requests).await,
             Command::All => all(&mut report).await,
         }

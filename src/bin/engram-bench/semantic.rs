@@ -15,16 +15,20 @@
 //! decisions, facts about people and projects); it is no benchmark's data.
 
 use std::collections::HashMap;
+use std::path::Path;
 
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use crate::dump::Dump;
 use crate::measure::Report;
 use crate::server::Server;
 use crate::{EmbedderChoice, Result, ScratchDir};
 
 const EVAL_SET: &str = include_str!("semantic_eval.jsonl");
 
+/// The user namespace that holds the set.
+const NAMESPACE: &str = "eval";
 /// Results asked for per question.
 const TOP_K: usize = 5;
 
@@ -48,15 +52,17 @@ fn items() -> Result<Vec<Item>> {
 }
 
 /// Top-1 and R@5 over the eval set, fused (at `lexical_weight`) and
-/// vector only.
+/// vector only; the fused run's evidence goes to `dump` if given.
 pub async fn semantic(
     report: &mut Report,
     embedder: EmbedderChoice,
     lexical_weight: f64,
+    dump: Option<&Path>,
 ) -> Result {
     let items = items()?;
+    let mut dump = dump.map(Dump::create).transpose()?;
     for (label, weight) in [("fused", lexical_weight), ("vector only", 0.0)] {
-        let (top1, recall) = run(&items, embedder, weight).await?;
+        let (top1, recall) = run(&items, embedder, weight, dump.take()).await?;
         report.figure(
             format!("semantic eval top-1, {label} (lexical_weight {weight})"),
             top1,
@@ -75,7 +81,12 @@ pub async fn semantic(
 
 /// Loads the set into a fresh service and asks every question: the share
 /// (%) answered first and within the top five.
-async fn run(items: &[Item], embedder: EmbedderChoice, lexical_weight: f64) -> Result<(f64, f64)> {
+async fn run(
+    items: &[Item],
+    embedder: EmbedderChoice,
+    lexical_weight: f64,
+    mut dump: Option<Dump>,
+) -> Result<(f64, f64)> {
     let dir = ScratchDir::new()?;
     let (server, _) = Server::start_with(dir.path(), embedder, |config| {
         config.retrieval.lexical_weight = lexical_weight;
@@ -83,14 +94,21 @@ async fn run(items: &[Item], embedder: EmbedderChoice, lexical_weight: f64) -> R
     .await?;
     let client = server.client();
     let mut id_of: HashMap<usize, String> = HashMap::new();
+    // Memory ids to the dump's keys: `m<item>` or `d<item>` (its distractor).
+    let mut key_of: HashMap<String, String> = HashMap::new();
     for (number, item) in items.iter().enumerate() {
         for (content, answer) in [(&item.memory, true), (&item.distractor, false)] {
-            let body = json!({"scope": "user", "user": "eval", "category": "user-facts", "content": content});
+            let body = json!({"scope": "user", "user": NAMESPACE, "category": "user-facts", "content": content});
             let created = client.create(&body).await?;
+            let id = created["id"]
+                .as_str()
+                .ok_or_else(|| format!("no id in {created}"))?;
+            let key = format!("{}{number}", if answer { 'm' } else { 'd' });
+            if let Some(dump) = &mut dump {
+                dump.memory(NAMESPACE, &key, content)?;
+            }
+            key_of.insert(id.to_owned(), key);
             if answer {
-                let id = created["id"]
-                    .as_str()
-                    .ok_or_else(|| format!("no id in {created}"))?;
                 id_of.insert(number, id.to_owned());
             }
         }
@@ -99,16 +117,15 @@ async fn run(items: &[Item], embedder: EmbedderChoice, lexical_weight: f64) -> R
 
     let (mut first, mut within) = (0usize, 0usize);
     for (number, item) in items.iter().enumerate() {
-        let answer = client
-            .retrieve(&json!({
-                "turn_id": format!("semantic-{number}"),
-                "user": "eval",
-                "query": item.question,
-                "top_k": TOP_K,
-                "hop_depth": 0,
-                "weights": {"similarity": 1.0, "recency": 0.0, "importance": 0.0, "access": 0.0},
-            }))
-            .await?;
+        let request = json!({
+            "turn_id": format!("semantic-{number}"),
+            "user": NAMESPACE,
+            "query": item.question,
+            "top_k": TOP_K,
+            "hop_depth": 0,
+            "weights": {"similarity": 1.0, "recency": 0.0, "importance": 0.0, "access": 0.0},
+        });
+        let answer = client.retrieve(&request).await?;
         if answer["degraded"] != Value::Null {
             return Err(format!("a retrieval came back degraded: {answer}").into());
         }
@@ -125,8 +142,17 @@ async fn run(items: &[Item], embedder: EmbedderChoice, lexical_weight: f64) -> R
             .collect();
         first += usize::from(returned.first().is_some_and(|id| answers.contains(id)));
         within += usize::from(returned.iter().any(|id| answers.contains(id)));
+        if let Some(dump) = &mut dump {
+            let answers: Vec<&str> = answers.iter().map(|id| key_of[*id].as_str()).collect();
+            let key = |id: &str| key_of.get(id).map(String::as_str);
+            dump.question(&client, NAMESPACE, &request, &answers, key)
+                .await?;
+        }
     }
     server.stop().await;
+    if let Some(dump) = dump {
+        dump.finish()?;
+    }
     #[expect(clippy::cast_precision_loss, reason = "small counts")]
     let share = |count: usize| 100.0 * count as f64 / items.len() as f64;
     Ok((share(first), share(within)))
