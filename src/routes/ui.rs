@@ -53,6 +53,7 @@ static ASSETS: LazyLock<HashMap<&'static str, Asset>> = LazyLock::new(|| {
         ("app.js", JS),
         ("api.js", JS),
         ("dom.js", JS),
+        ("dialogs.js", JS),
         ("markdown.js", JS),
         ("list.js", JS),
         ("memory.js", JS),
