@@ -24,10 +24,17 @@ export class ApiError extends Error {
 }
 
 let askForKey = async () => false;
+// Calls refused together (a page makes several at once) share one prompt.
+let asking = null;
 
 /** Sets what is called on a 401: resolves true once a new key is set. */
 export function onUnauthorized(ask) {
   askForKey = ask;
+}
+
+function askOnce(reason) {
+  asking ??= askForKey(reason).finally(() => { asking = null; });
+  return asking;
 }
 
 /** Calls the API; the parsed JSON body, or null for 204. */
@@ -51,7 +58,7 @@ export async function api(method, path, body) {
     }
     if (response.status === 204) return null;
     const data = await response.json().catch(() => null);
-    if (response.status === 401 && !asked && (await askForKey(data?.detail))) continue;
+    if (response.status === 401 && !asked && (await askOnce(data?.detail))) continue;
     if (!response.ok) throw new ApiError(response.status, data);
     return data;
   }

@@ -5,6 +5,7 @@ mod helpers;
 mod upstream;
 
 mod auth;
+mod browser;
 mod capture;
 mod capture_limits;
 mod cli;
