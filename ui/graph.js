@@ -6,6 +6,7 @@
 
 import { get, query } from './api.js';
 import { h, svg } from './dom.js';
+import { plainText } from './markdown.js';
 
 const SIZE = 1000;
 const MARGIN = 40;
@@ -127,7 +128,7 @@ function draw(graph, positions) {
   const nodes = graph.nodes.map((node) => {
     const at = positions.get(node.id);
     const radius = node.hops === 0 ? 14 : 8;
-    const name = `${node.category}, v${node.version}${node.current ? '' : ' (superseded)'}: ${node.label}`;
+    const name = `${node.category}, v${node.version}${node.current ? '' : ' (superseded)'}: ${plainText(node.label)}`;
     return svg('a', {
       href: `#/m/${encodeURIComponent(node.id)}`,
       class: `node cat-${node.category}${node.current ? '' : ' superseded'}${node.hops === 0 ? ' centre' : ''}`,
@@ -162,7 +163,7 @@ function legend() {
 
 /** A label without markdown heading marks, at most 40 characters. */
 function shortLabel(label) {
-  const text = label.replace(/^#+\s*/, '');
+  const text = plainText(label);
   return text.length > 40 ? `${text.slice(0, 40)}…` : text;
 }
 

@@ -30,6 +30,16 @@ export function renderMarkdown(source) {
   return root;
 }
 
+/** The text a reader sees of `source` (markup gone), on one line: for
+ * previews and labels. */
+export function plainText(source) {
+  const root = renderMarkdown(source);
+  for (const block of root.querySelectorAll('br, p, li, h3, h4, h5, h6, pre, hr')) {
+    block.after(document.createTextNode(' '));
+  }
+  return root.textContent.replace(/\s+/g, ' ').trim();
+}
+
 const FENCE = /^\s{0,3}(```|~~~)(.*)$/;
 const HEADING = /^\s{0,3}(#{1,6})\s+(.*?)\s*#*\s*$/;
 const RULE = /^\s{0,3}([-*_])(\s*\1){2,}\s*$/;

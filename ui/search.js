@@ -6,6 +6,7 @@ import {
   clip, field, h, memoryLink, namespaceOf, num,
 } from './dom.js';
 import { knownNamespaces } from './list.js';
+import { plainText } from './markdown.js';
 
 /** Renders the search page; runs the search when the address holds `q`. */
 export async function searchView(params) {
@@ -79,7 +80,7 @@ function hit(memory) {
       h('span', { class: `badge cat-${memory.category}` }, memory.category),
       h('span', null, namespaceOf(memory)),
       memory.version > 1 ? h('span', null, `v${memory.version}`) : null),
-    h('p', null, memoryLink(memory.id, clip(memory.content, 300))),
+    h('p', null, memoryLink(memory.id, clip(plainText(memory.content), 300))),
     h('dl', { class: 'scores' },
       ['match', 'similarity', 'lexical', 'recency', 'importance', 'access', 'context_boost']
         .filter((name) => typeof scores[name] === 'number')

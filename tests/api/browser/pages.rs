@@ -237,8 +237,8 @@ async fn a_memory_page_shows_markdown_front_matter_chain_and_edges() {
         .await;
     assert_eq!(
         browser.texts(".outgoing li").await,
-        ["→ refines We deploy with **Helm 3**:"],
-        "labels are the first line, as plain text"
+        ["→ refines We deploy with Helm 3:"],
+        "labels are the first line, as the reader sees it"
     );
     browser.close().await;
     served.stop().await;
