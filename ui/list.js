@@ -42,10 +42,15 @@ export async function knownNamespaces() {
   return Object.entries(stats.store.namespaces).map(([name, counts]) => ({ name, memories: counts.memories }));
 }
 
-function filterForm(filters, namespaces) {
-  const owners = (scope) => namespaces
+/** `<option>`s of the owners of `scope` (repo or user) among `namespaces`. */
+export function ownerOptions(namespaces, scope) {
+  return namespaces
     .filter((ns) => ns.name.startsWith(`${scope}/`))
     .map((ns) => h('option', { value: ns.name.slice(scope.length + 1) }));
+}
+
+function filterForm(filters, namespaces) {
+  const owners = (scope) => ownerOptions(namespaces, scope);
   const form = h('form', { class: 'filters', role: 'search', 'aria-label': 'Filter memories' },
     field('Text', h('input', { name: 'text', type: 'search', value: filters.text, placeholder: 'words in the content', id: 'filter-text' })),
     field('Repo', h('input', { name: 'repo', value: filters.repo, list: 'known-repos', autocomplete: 'off', id: 'filter-repo' })),

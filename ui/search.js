@@ -5,7 +5,7 @@ import { post, query } from './api.js';
 import {
   clip, field, h, memoryLink, namespaceOf, num,
 } from './dom.js';
-import { knownNamespaces } from './list.js';
+import { knownNamespaces, ownerOptions } from './list.js';
 import { plainText } from './markdown.js';
 
 /** Renders the search page; runs the search when the address holds `q`. */
@@ -41,9 +41,7 @@ function retrieve(request) {
 }
 
 function searchForm(request, namespaces) {
-  const owners = (scope) => namespaces
-    .filter((ns) => ns.name.startsWith(`${scope}/`))
-    .map((ns) => h('option', { value: ns.name.slice(scope.length + 1) }));
+  const owners = (scope) => ownerOptions(namespaces, scope);
   const form = h('form', { class: 'filters', role: 'search', 'aria-label': 'Search memories' },
     field('Query', h('input', {
       name: 'q', type: 'search', value: request.q, required: true, id: 'search-query', placeholder: 'what do we know about…',

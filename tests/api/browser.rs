@@ -245,6 +245,11 @@ impl Served {
         format!("{}/ui/{route}", self.app.base_url)
     }
 
+    /// The URL of `memory`'s page.
+    pub fn memory_page(&self, memory: &Value) -> String {
+        self.ui(&format!("#/m/{}", memory["id"].as_str().unwrap()))
+    }
+
     /// Calls the API (with `key` as bearer, if any); the status and JSON.
     pub async fn call(
         &self,
@@ -279,6 +284,22 @@ impl Served {
     pub async fn stop(self) {
         self.app.stop().await;
     }
+}
+
+/// A browser and the app (with its configuration adjusted), or `None`
+/// (after saying so) when there is no browser.
+pub async fn session(
+    test: &str,
+    adjust: impl FnOnce(&mut engram::config::Config),
+) -> Option<(Browser, Served)> {
+    let browser = Browser::start(test).await?;
+    Some((browser, Served::start(adjust).await))
+}
+
+/// Closes the browser, then stops the app.
+pub async fn end(browser: Browser, served: Served) {
+    browser.close().await;
+    served.stop().await;
 }
 
 /// Makes the fake classifier reply `reply` (a JSON array of memories).

@@ -6,7 +6,7 @@
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use super::{Browser, Served, classifier_says};
+use super::{Served, classifier_says, end, session};
 use crate::grants::grant;
 use crate::helpers::memory;
 use crate::upstream::Behaviour;
@@ -17,11 +17,11 @@ fn id(memory: &Value) -> String {
 
 #[tokio::test]
 async fn the_list_filters_by_text_namespace_and_category() {
-    let Some(browser) = Browser::start("the_list_filters_by_text_namespace_and_category").await
+    let Some((browser, served)) =
+        session("the_list_filters_by_text_namespace_and_category", |_| {}).await
     else {
         return;
     };
-    let served = Served::start(|_| {}).await;
     served
         .create(memory(
             "repo",
@@ -90,16 +90,14 @@ async fn the_list_filters_by_text_namespace_and_category() {
         browser.texts(".memory-item p a").await,
         ["Tabs, not spaces, in Makefiles."]
     );
-    browser.close().await;
-    served.stop().await;
+    end(browser, served).await;
 }
 
 #[tokio::test]
 async fn the_list_pages_newest_first() {
-    let Some(browser) = Browser::start("the_list_pages_newest_first").await else {
+    let Some((browser, served)) = session("the_list_pages_newest_first", |_| {}).await else {
         return;
     };
-    let served = Served::start(|_| {}).await;
     for n in 0..55 {
         served
             .create(memory(
@@ -129,16 +127,16 @@ async fn the_list_pages_newest_first() {
             "return document.querySelectorAll('.memory-item').length === 50",
         )
         .await;
-    browser.close().await;
-    served.stop().await;
+    end(browser, served).await;
 }
 
 #[tokio::test]
 async fn a_search_shows_relevance_scores_and_reasons() {
-    let Some(browser) = Browser::start("a_search_shows_relevance_scores_and_reasons").await else {
+    let Some((browser, served)) =
+        session("a_search_shows_relevance_scores_and_reasons", |_| {}).await
+    else {
         return;
     };
-    let served = Served::start(|_| {}).await;
     let helm = served
         .create(memory(
             "repo",
@@ -188,18 +186,19 @@ async fn a_search_shows_relevance_scores_and_reasons() {
     for name in ["similarity", "recency", "importance", "access"] {
         assert!(scores.iter().any(|score| score == name), "{scores:?}");
     }
-    browser.close().await;
-    served.stop().await;
+    end(browser, served).await;
 }
 
 #[tokio::test]
 async fn a_memory_page_shows_markdown_front_matter_chain_and_edges() {
-    let Some(browser) =
-        Browser::start("a_memory_page_shows_markdown_front_matter_chain_and_edges").await
+    let Some((browser, served)) = session(
+        "a_memory_page_shows_markdown_front_matter_chain_and_edges",
+        |_| {},
+    )
+    .await
     else {
         return;
     };
-    let served = Served::start(|_| {}).await;
     let first = served
         .create(memory("repo", "forge", "patterns", "We deploy with Helm."))
         .await;
@@ -214,9 +213,7 @@ async fn a_memory_page_shows_markdown_front_matter_chain_and_edges() {
     let mut refines = memory("repo", "forge", "patterns", "Helm values live in values/.");
     refines["related"] = json!([{"id": current["id"], "relationship": "refines"}]);
     let refines = served.create(refines).await;
-    browser
-        .open(&served.ui(&format!("#/m/{}", id(&current))))
-        .await;
+    browser.open(&served.memory_page(&current)).await;
     assert_eq!(browser.texts(".content strong").await, ["Helm 3"]);
     assert_eq!(
         browser.texts(".content li code").await,
@@ -240,18 +237,19 @@ async fn a_memory_page_shows_markdown_front_matter_chain_and_edges() {
         ["→ refines We deploy with Helm 3:"],
         "labels are the first line, as the reader sees it"
     );
-    browser.close().await;
-    served.stop().await;
+    end(browser, served).await;
 }
 
 #[tokio::test]
 async fn editing_writes_a_new_version_and_forgetting_removes_it() {
-    let Some(browser) =
-        Browser::start("editing_writes_a_new_version_and_forgetting_removes_it").await
+    let Some((browser, served)) = session(
+        "editing_writes_a_new_version_and_forgetting_removes_it",
+        |_| {},
+    )
+    .await
     else {
         return;
     };
-    let served = Served::start(|_| {}).await;
     let original = served
         .create(memory(
             "repo",
@@ -260,9 +258,7 @@ async fn editing_writes_a_new_version_and_forgetting_removes_it() {
             "Releases are cut on Fridays.",
         ))
         .await;
-    browser
-        .open(&served.ui(&format!("#/m/{}", id(&original))))
-        .await;
+    browser.open(&served.memory_page(&original)).await;
     browser.click("#edit-button").await;
     browser
         .fill("#edit-content", "Releases are cut on Thursdays.")
@@ -315,9 +311,7 @@ async fn editing_writes_a_new_version_and_forgetting_removes_it() {
     );
 
     // Cancelling the confirmation forgets nothing.
-    browser
-        .open(&served.ui(&format!("#/m/{}", id(&original))))
-        .await;
+    browser.open(&served.memory_page(&original)).await;
     browser.click("#forget-button").await;
     browser
         .wait_for(
@@ -335,16 +329,16 @@ async fn editing_writes_a_new_version_and_forgetting_removes_it() {
         )
         .await;
     assert_eq!(status, 200);
-    browser.close().await;
-    served.stop().await;
+    end(browser, served).await;
 }
 
 #[tokio::test]
 async fn linking_writes_a_version_with_the_new_edge() {
-    let Some(browser) = Browser::start("linking_writes_a_version_with_the_new_edge").await else {
+    let Some((browser, served)) =
+        session("linking_writes_a_version_with_the_new_edge", |_| {}).await
+    else {
         return;
     };
-    let served = Served::start(|_| {}).await;
     let from = served
         .create(memory("repo", "forge", "patterns", "CI runs helm lint."))
         .await;
@@ -356,9 +350,7 @@ async fn linking_writes_a_version_with_the_new_edge() {
     );
     to["repo"] = json!("forge");
     let to = served.create(to).await;
-    browser
-        .open(&served.ui(&format!("#/m/{}", id(&from))))
-        .await;
+    browser.open(&served.memory_page(&from)).await;
     browser.click("#link-button").await;
     browser.fill("#link-target", &id(&to)).await;
     browser.click("#link-save").await;
@@ -369,16 +361,14 @@ async fn linking_writes_a_version_with_the_new_edge() {
         browser.texts(".outgoing li").await,
         ["→ related Ana wants lint errors first."]
     );
-    browser.close().await;
-    served.stop().await;
+    end(browser, served).await;
 }
 
 #[tokio::test]
 async fn the_graph_draws_the_neighbourhood() {
-    let Some(browser) = Browser::start("the_graph_draws_the_neighbourhood").await else {
+    let Some((browser, served)) = session("the_graph_draws_the_neighbourhood", |_| {}).await else {
         return;
     };
-    let served = Served::start(|_| {}).await;
     let centre = served
         .create(memory("repo", "forge", "patterns", "Centre."))
         .await;
@@ -412,17 +402,19 @@ async fn the_graph_draws_the_neighbourhood() {
         .eval("return document.querySelectorAll('#graph-svg a.node').length")
         .await;
     assert_eq!(drawn, json!(8), "one hop: the spokes and the newer version");
-    browser.close().await;
-    served.stop().await;
+    end(browser, served).await;
 }
 
 #[tokio::test]
 async fn a_failed_trigger_is_retried_from_the_capture_page() {
-    let Some(browser) = Browser::start("a_failed_trigger_is_retried_from_the_capture_page").await
+    let Some((browser, served)) = session(
+        "a_failed_trigger_is_retried_from_the_capture_page",
+        |config| config.capture.max_attempts = 1,
+    )
+    .await
     else {
         return;
     };
-    let served = Served::start(|config| config.capture.max_attempts = 1).await;
     served.upstream.set_chat(Behaviour::Fail(503), "");
     let turn = json!({"session_id": "s1", "repo": "forge", "user": "ana",
         "messages": [{"role": "user", "content": "We deploy with Helm."}]});
@@ -462,16 +454,14 @@ async fn a_failed_trigger_is_retried_from_the_capture_page() {
         browser.texts(".content").await,
         ["Deploys go through Helm."]
     );
-    browser.close().await;
-    served.stop().await;
+    end(browser, served).await;
 }
 
 #[tokio::test]
 async fn untrusted_content_never_runs() {
-    let Some(browser) = Browser::start("untrusted_content_never_runs").await else {
+    let Some((browser, served)) = session("untrusted_content_never_runs", |_| {}).await else {
         return;
     };
-    let served = Served::start(|_| {}).await;
     let hostile = served
         .create(memory(
             "repo",
@@ -480,9 +470,7 @@ async fn untrusted_content_never_runs() {
             "<script>window.pwned = 'script'</script>\n\n[click me](javascript:window.pwned='link') and [data](data:text/html,<script>alert(1)</script>) and [ok](https://example.com/)\n\n<img src=x onerror=\"window.pwned='img'\">",
         ))
         .await;
-    browser
-        .open(&served.ui(&format!("#/m/{}", id(&hostile))))
-        .await;
+    browser.open(&served.memory_page(&hostile)).await;
     let page = browser
         .eval("return {pwned: window.pwned ?? null, scripts: document.querySelectorAll('main script').length, images: document.querySelectorAll('main img').length, links: [...document.querySelectorAll('.content a')].map((a) => a.href), text: document.querySelector('.content').textContent}")
         .await;
@@ -513,23 +501,22 @@ async fn untrusted_content_never_runs() {
         browser.eval("return window.pwned ?? null").await,
         Value::Null
     );
-    browser.close().await;
-    served.stop().await;
+    end(browser, served).await;
 }
 
 #[tokio::test]
 async fn the_key_is_asked_once_per_tab_and_a_limited_key_sees_its_namespaces_only() {
-    let Some(browser) =
-        Browser::start("the_key_is_asked_once_per_tab_and_a_limited_key_sees_its_namespaces_only")
-            .await
+    let Some((browser, served)) = session(
+        "the_key_is_asked_once_per_tab_and_a_limited_key_sees_its_namespaces_only",
+        |config| {
+            config.api_key = Some(engram::config::ApiKey::new("root-key"));
+            config.auth.keys = vec![grant("forge-key", &["forge"], &["ana"])];
+        },
+    )
+    .await
     else {
         return;
     };
-    let served = Served::start(|config| {
-        config.api_key = Some(engram::config::ApiKey::new("root-key"));
-        config.auth.keys = vec![grant("forge-key", &["forge"], &["ana"])];
-    })
-    .await;
     for (scope, owner, content) in [
         ("repo", "forge", "Forge deploys with Helm."),
         ("repo", "secret", "Secret deploys by hand."),
@@ -584,8 +571,7 @@ async fn the_key_is_asked_once_per_tab_and_a_limited_key_sees_its_namespaces_onl
             .await,
         json!(false)
     );
-    browser.close().await;
-    served.stop().await;
+    end(browser, served).await;
 }
 
 /// Waits until every write so far is in the index (root view).
