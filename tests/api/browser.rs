@@ -8,6 +8,7 @@
 
 use std::io::Write;
 use std::net::TcpListener;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -78,7 +79,10 @@ impl Browser {
         };
         let turn = TURN.acquire().await.unwrap();
         let port = free_port();
+        // Its own process group, which the Chromium it starts joins, so
+        // that a test that fails midway can stop both (see `Drop`).
         let driver = Command::new(chromedriver)
+            .process_group(0)
             .arg(format!("--port={port}"))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -177,18 +181,22 @@ impl Browser {
         std::fs::write(path, self.client.screenshot().await.unwrap()).unwrap();
     }
 
-    /// Ends the session (Chromium quits) and the driver.
-    pub async fn close(mut self) {
+    /// Ends the session (Chromium quits), then the driver (on drop).
+    pub async fn close(self) {
         let _ = self.client.clone().close().await;
-        let _ = self.driver.kill();
-        let _ = self.driver.wait();
     }
 }
 
 impl Drop for Browser {
-    /// A failed test still stops its driver.
+    /// A test that failed before `close` still stops its driver and
+    /// Chromium: the whole process group.
     fn drop(&mut self) {
-        let _ = self.driver.kill();
+        let group = format!("-{}", self.driver.id());
+        let _ = Command::new("kill")
+            .args(["-KILL", "--", &group])
+            .stderr(Stdio::null())
+            .status();
+        let _ = self.driver.wait();
     }
 }
 
