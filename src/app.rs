@@ -18,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 use crate::auth::ApiKeys;
 use crate::blocking;
 use crate::capture::queue::{self, Queue};
+use crate::capture::triggers::RecentTriggers;
 use crate::capture::worker::{Worker, WorkerDeps};
 use crate::capture::{Capture, CaptureStats};
 use crate::config::Config;
@@ -113,10 +114,12 @@ impl App {
         );
         let llm = config.llm.clone().map(Llm::new);
         let capture_stats = Arc::new(CaptureStats::default());
+        let recent_triggers = Arc::new(RecentTriggers::default());
         let wake = Arc::new(Notify::new());
         let capture = Capture::new(
             queue.clone(),
             capture_stats.clone(),
+            recent_triggers.clone(),
             wake.clone(),
             llm.is_some(),
         );
@@ -129,6 +132,7 @@ impl App {
                 embedder: embedder.clone(),
                 llm: llm.clone(),
                 stats: capture_stats,
+                recent: recent_triggers,
                 wake,
                 metrics: metrics.clone(),
             };

@@ -8,8 +8,9 @@
 //! those namespaces, everywhere. With no key configured, the API is open
 //! and every caller sees everything.
 //!
-//! Routes that need a key: everything but `/healthz`, `/readyz`, `/docs`
-//! and `/openapi.json`; `/metrics` needs a key with access to everything.
+//! Routes that need a key: everything but `/healthz`, `/readyz`, `/docs`,
+//! `/openapi.json` and the memory browser's pages at `/ui` (which hold no
+//! data); `/metrics` needs a key with access to everything.
 
 use std::collections::HashSet;
 use std::sync::Arc;

@@ -14,6 +14,7 @@ pub mod classify;
 pub mod guard;
 pub mod queue;
 pub mod secrets;
+pub mod triggers;
 pub mod worker;
 
 use std::sync::Arc;
@@ -25,7 +26,9 @@ use tokio::sync::Notify;
 use utoipa::ToSchema;
 
 use crate::blocking;
-use queue::{EnqueueStatus, Queue, Trigger};
+use crate::store::NamespacePair;
+use queue::{EnqueueStatus, Queue, QueuedTrigger, Trigger};
+use triggers::{PassOutcome, RecentTriggers, TriggerSummary};
 
 /// How the worker runs, from the configuration.
 #[derive(Clone, Debug)]
@@ -95,6 +98,8 @@ pub struct CaptureStatsView {
 pub struct Capture {
     queue: Arc<Queue>,
     stats: Arc<CaptureStats>,
+    /// The latest passes, which the worker logs.
+    recent: Arc<RecentTriggers>,
     wake: Arc<Notify>,
     enabled: bool,
 }
@@ -103,12 +108,14 @@ impl Capture {
     pub fn new(
         queue: Arc<Queue>,
         stats: Arc<CaptureStats>,
+        recent: Arc<RecentTriggers>,
         wake: Arc<Notify>,
         enabled: bool,
     ) -> Self {
         Self {
             queue,
             stats,
+            recent,
             wake,
             enabled,
         }
@@ -148,6 +155,48 @@ impl Capture {
             self.wake.notify_one();
         }
         Ok(status)
+    }
+
+    /// Up to `limit` triggers waiting or in flight whose pair `visible` admits.
+    pub fn queued(
+        &self,
+        limit: usize,
+        visible: impl Fn(&NamespacePair) -> bool,
+    ) -> Vec<QueuedTrigger> {
+        self.queue.queued(limit, visible)
+    }
+
+    /// Up to `limit` of the latest passes whose pair `visible` admits, newest first.
+    pub fn recent(
+        &self,
+        limit: usize,
+        visible: impl Fn(&NamespacePair) -> bool,
+    ) -> Vec<PassOutcome> {
+        self.recent.newest(limit, visible)
+    }
+
+    /// Up to `limit` triggers of `queue/failed/` whose pair `visible`
+    /// admits, newest first, and whether there are more.
+    pub async fn failed(
+        &self,
+        limit: usize,
+        visible: impl Fn(&NamespacePair) -> bool + Send + 'static,
+    ) -> Result<(Vec<TriggerSummary>, bool), queue::Error> {
+        let queue = self.queue.clone();
+        blocking::run(move || queue.failed(limit, visible)).await
+    }
+
+    /// Moves the failed trigger `id` back into the queue (see
+    /// [`Queue::retry_failed`]) and wakes the worker.
+    pub async fn retry(
+        &self,
+        id: uuid::Uuid,
+        visible: impl Fn(&NamespacePair) -> bool + Send + 'static,
+    ) -> Result<(), queue::Error> {
+        let queue = self.queue.clone();
+        blocking::run(move || queue.retry_failed(id, visible)).await?;
+        self.wake.notify_one();
+        Ok(())
     }
 
     pub fn stats(&self) -> CaptureStatsView {

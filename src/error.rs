@@ -311,6 +311,11 @@ impl From<queue::Error> for ApiError {
                 limit: usize::try_from(budget_bytes).unwrap_or(usize::MAX),
             },
             queue::Error::LowSpace(low) => low.into(),
+            queue::Error::NoSuchFailed(_) => Self::not_found(err.to_string()),
+            queue::Error::AlreadyQueued(_) => Self::Conflict {
+                field: "id".to_owned(),
+                detail: err.to_string(),
+            },
             queue::Error::Write { .. } | queue::Error::Read { .. } => Self::internal(err),
         }
     }

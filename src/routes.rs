@@ -5,13 +5,16 @@
 //! `/openapi.json` is generated from the same handlers that answer.
 
 pub mod extract;
+pub mod graph;
 pub mod health;
 pub mod memories;
 pub mod problems;
 pub mod retrieve;
 pub mod state;
 pub mod stats;
+pub mod triggers;
 pub mod turns;
+pub mod ui;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -87,10 +90,13 @@ fn api_router(keys: ApiKeys) -> OpenApiRouter<AppState> {
         .routes(routes!(memories::list_memories, memories::create_memory))
         .routes(routes!(memories::get_memory, memories::delete_memory))
         .routes(routes!(memories::find_similar_memories))
+        .routes(routes!(graph::get_memory_graph))
         .routes(routes!(retrieve::retrieve_memories))
         .routes(routes!(retrieve::suggest_queries))
         .routes(routes!(turns::capture_turn))
         .routes(routes!(turns::capture_compaction))
+        .routes(routes!(triggers::list_triggers))
+        .routes(routes!(triggers::retry_trigger))
         .routes(routes!(stats::get_stats))
         .route_layer(middleware::from_fn_with_state(keys, auth::require_key));
     OpenApiRouter::with_openapi(ApiDoc::openapi())
@@ -106,7 +112,8 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
 }
 
 /// The complete application: the API, `extra` (routes that are not part
-/// of the OpenAPI document, such as `/mcp`), docs, fallbacks and layers.
+/// of the OpenAPI document, such as `/mcp`), docs, the memory browser,
+/// fallbacks and layers.
 pub fn router(state: AppState, extra: Router<AppState>) -> Router {
     let limits = &state.config.limits;
     let request_timeout = Duration::from_millis(limits.request_timeout_ms);
@@ -141,6 +148,7 @@ pub fn router(state: AppState, extra: Router<AppState>) -> Router {
         ))
         .option_layer(cors);
     api.merge(extra)
+        .merge(ui::router())
         .merge(SwaggerUi::new("/docs").url("/openapi.json", document))
         .fallback(route_not_found)
         .method_not_allowed_fallback(method_not_allowed)

@@ -30,6 +30,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
+use crate::capture::triggers::TriggerSummary;
 use crate::disk::{self, LowSpace};
 use crate::memory::{RepoId, SessionId, UserId};
 use crate::store::{NamespacePair, atomic};
@@ -37,7 +38,7 @@ use crate::window::Speaker;
 use group_sync::GroupSync;
 
 /// What fired a capture.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Kind {
     Turn,
@@ -88,6 +89,26 @@ impl Trigger {
     }
 }
 
+/// Where a queued trigger stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum QueueState {
+    /// Waiting for its turn (its pair busy, or every slot taken).
+    Waiting,
+    /// Waiting out the backoff after a failed attempt.
+    BackingOff,
+    /// Being classified now.
+    InFlight,
+}
+
+/// A trigger in the queue, and where it stands.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct QueuedTrigger {
+    #[serde(flatten)]
+    pub trigger: TriggerSummary,
+    pub state: QueueState,
+}
+
 /// What became of a trigger handed to the queue.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
@@ -134,6 +155,12 @@ pub enum Error {
     },
     #[error(transparent)]
     LowSpace(#[from] LowSpace),
+    /// No trigger with this id is in `queue/failed/` (for this caller).
+    #[error("no failed trigger has the id {0}")]
+    NoSuchFailed(Uuid),
+    /// The trigger is queued or in flight already.
+    #[error("the trigger {0} is queued already")]
+    AlreadyQueued(Uuid),
 }
 
 /// The queue's bounds, from the configuration.
@@ -183,7 +210,8 @@ struct State {
     pending: HashMap<Uuid, (SessionKey, Kind)>,
     /// The last acceptance number given (see `Waiting::accepted`).
     accepted: u64,
-    in_flight: HashSet<Uuid>,
+    /// Triggers being processed, as summaries (the worker holds the rest).
+    in_flight: HashMap<Uuid, TriggerSummary>,
     /// Pairs with a trigger in flight: one at a time per pair.
     busy: HashSet<NamespacePair>,
     /// The file size of every trigger waiting or in flight.
@@ -530,7 +558,9 @@ impl Queue {
             .map(|(id, _)| *id)?;
         let waiting = state.waiting.remove(&id)?;
         state.busy.insert(waiting.trigger.pair());
-        state.in_flight.insert(id);
+        state
+            .in_flight
+            .insert(id, TriggerSummary::of(&waiting.trigger));
         Some(waiting.trigger)
     }
 
@@ -597,6 +627,134 @@ impl Queue {
             }
         }
         self.release(&trigger);
+    }
+
+    /// Up to `limit` triggers waiting or in flight whose pair `visible`
+    /// admits: those in flight first, then the waiting ones, oldest first.
+    pub fn queued(
+        &self,
+        limit: usize,
+        visible: impl Fn(&NamespacePair) -> bool,
+    ) -> Vec<QueuedTrigger> {
+        let state = self.lock();
+        let mut in_flight: Vec<&TriggerSummary> = state.in_flight.values().collect();
+        in_flight.sort_unstable_by_key(|summary| summary.id);
+        let in_flight = in_flight.into_iter().map(|summary| QueuedTrigger {
+            trigger: summary.clone(),
+            state: QueueState::InFlight,
+        });
+        let waiting = state.waiting.values().map(|waiting| QueuedTrigger {
+            trigger: TriggerSummary::of(&waiting.trigger),
+            state: if waiting.not_before.is_some() {
+                QueueState::BackingOff
+            } else {
+                QueueState::Waiting
+            },
+        });
+        in_flight
+            .chain(waiting)
+            .filter(|queued| visible(&queued.trigger.pair()))
+            .take(limit)
+            .collect()
+    }
+
+    /// Up to `limit` triggers of `failed/` whose pair `visible` admits,
+    /// newest first, and whether there are more. Files that do not parse
+    /// as triggers, and copies of triggers queued again, are left out.
+    /// Blocking (it reads every file it lists, and a limited caller's
+    /// listing may read them all): call it from a blocking thread.
+    pub fn failed(
+        &self,
+        limit: usize,
+        visible: impl Fn(&NamespacePair) -> bool,
+    ) -> Result<(Vec<TriggerSummary>, bool), Error> {
+        if self.failed_dir_state() != FailedDir::Ready {
+            return Ok((Vec::new(), false));
+        }
+        let dir = self.failed_dir();
+        let entries = fs::read_dir(&dir).map_err(|source| Error::Read {
+            path: dir.clone(),
+            source,
+        })?;
+        let mut names: Vec<String> = entries
+            .flatten()
+            .filter(|entry| entry.file_type().is_ok_and(|kind| kind.is_file()))
+            .map(|entry| entry.file_name().to_string_lossy().into_owned())
+            .filter(|name| name.ends_with(".json") && !name.starts_with(atomic::TEMP_PREFIX))
+            .collect();
+        // UUID v7 names sort by time.
+        names.sort_unstable_by(|a, b| b.cmp(a));
+        let queued: HashSet<Uuid> = self.lock().sizes.keys().copied().collect();
+        let mut found = Vec::new();
+        for name in names {
+            let Some(trigger) = read_trigger(&dir.join(&name)) else {
+                continue;
+            };
+            if name != file_name(trigger.id)
+                || queued.contains(&trigger.id)
+                || !visible(&trigger.pair())
+            {
+                continue;
+            }
+            if found.len() == limit {
+                return Ok((found, true));
+            }
+            found.push(TriggerSummary::of(&trigger));
+        }
+        Ok((found, false))
+    }
+
+    /// Moves the failed trigger `id` (if `visible` admits its pair) back
+    /// into the queue with its attempts reset, durably: its queue file is
+    /// written and synced before its copy in `failed/` is removed, so a
+    /// crash in between leaves it queued (and listed in neither place
+    /// twice: [`Self::failed`] leaves out what is queued). A retried turn
+    /// is never dropped for a full queue; a retried compaction obeys the
+    /// byte budgets like a new one. Blocking: call it from a blocking thread.
+    pub fn retry_failed(
+        &self,
+        id: Uuid,
+        visible: impl Fn(&NamespacePair) -> bool,
+    ) -> Result<(), Error> {
+        if self.failed_dir_state() != FailedDir::Ready {
+            return Err(Error::NoSuchFailed(id));
+        }
+        let failed = self.failed_dir().join(file_name(id));
+        let mut trigger = read_trigger(&failed)
+            .filter(|trigger| trigger.id == id && visible(&trigger.pair()))
+            .ok_or(Error::NoSuchFailed(id))?;
+        trigger.attempts = 0;
+        let bytes = serialize(&trigger);
+        {
+            let mut state = self.lock();
+            if state.sizes.contains_key(&id) {
+                return Err(Error::AlreadyQueued(id));
+            }
+            if trigger.kind == Kind::Compaction {
+                self.check_budgets(&state, &trigger, bytes.len() as u64)?;
+            }
+            state.account(&trigger, bytes.len() as u64);
+        }
+        let stored = disk::ensure_free_space(&self.dir, self.limits.min_free_disk_bytes)
+            .map_err(Error::from)
+            .and_then(|()| self.store_durably(id, &bytes));
+        if let Err(err) = stored {
+            self.lock().unaccount(id);
+            let _ = fs::remove_file(self.dir.join(file_name(id)));
+            return Err(err);
+        }
+        if let Err(err) = atomic::remove(&failed) {
+            tracing::warn!(file.path = %failed.display(), error = %err, "could not remove a retried trigger from queue/failed/; it is queued all the same");
+        }
+        self.lock().waiting.insert(
+            id,
+            Waiting {
+                trigger,
+                accepted: 0,
+                not_before: None,
+            },
+        );
+        Ok(())
     }
 
     /// Triggers waiting or in flight.
@@ -666,6 +824,13 @@ impl Queue {
 /// A trigger as its queue file holds it.
 fn serialize(trigger: &Trigger) -> Vec<u8> {
     serde_json::to_vec_pretty(trigger).expect("a trigger serializes")
+}
+
+/// The trigger stored at `path`, if it is a regular file (not a link)
+/// that parses as one.
+fn read_trigger(path: &Path) -> Option<Trigger> {
+    let bytes = read_no_follow(path).ok()?;
+    serde_json::from_slice(&bytes).ok()
 }
 
 /// The file's bytes, refusing (`ELOOP`) to follow a link in its place.
@@ -952,6 +1117,58 @@ mod tests {
         let kept: Trigger = serde_json::from_slice(&fs::read(failed).unwrap()).unwrap();
         assert_eq!(kept.attempts, 3, "three tries, three failed attempts");
         assert_eq!(queue.depth(), 0);
+    }
+
+    #[test]
+    fn a_failed_trigger_is_listed_and_a_retry_queues_it_again_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let queue = Queue::open(dir.path(), limits(10)).unwrap();
+        let failing = trigger(Kind::Turn, "s1", "forge");
+        let hidden = trigger(Kind::Turn, "s2", "secret");
+        for queued in [&failing, &hidden] {
+            queue.enqueue(queued.clone()).unwrap();
+            let taken = queue.take_next().unwrap();
+            queue.fail(taken, "classifier said 503".into());
+        }
+        fs::write(dir.path().join("failed/garbage.json"), "{").unwrap();
+        let forge = |pair: &NamespacePair| pair.repo.as_str() == "forge";
+        let (listed, more) = queue.failed(10, forge).unwrap();
+        assert_eq!(listed.len(), 1);
+        assert!(!more);
+        assert_eq!(listed[0].id, failing.id);
+        assert_eq!(listed[0].attempts, 1);
+        assert_eq!(listed[0].last_error.as_deref(), Some("classifier said 503"));
+        let (first, more) = queue.failed(1, |_| true).unwrap();
+        assert_eq!(first[0].id, hidden.id, "newest first");
+        assert!(more, "two triggers, one listed; the garbage is left out");
+
+        assert!(matches!(
+            queue.retry_failed(hidden.id, forge),
+            Err(Error::NoSuchFailed(_))
+        ));
+        queue.retry_failed(failing.id, forge).unwrap();
+        assert!(
+            !dir.path()
+                .join("failed")
+                .join(file_name(failing.id))
+                .exists()
+        );
+        assert!(dir.path().join(file_name(failing.id)).is_file());
+        assert_eq!(queue.depth(), 1);
+        let queued = queue.queued(10, |_| true);
+        assert_eq!(queued.len(), 1);
+        assert_eq!(queued[0].state, QueueState::Waiting);
+        assert!(matches!(
+            queue.retry_failed(failing.id, forge),
+            Err(Error::NoSuchFailed(_))
+        ));
+        let taken = queue.take_next().unwrap();
+        assert_eq!(
+            (taken.id, taken.attempts),
+            (failing.id, 0),
+            "attempts start over"
+        );
+        assert_eq!(queue.queued(10, |_| true)[0].state, QueueState::InFlight);
     }
 
     #[test]

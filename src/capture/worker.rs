@@ -15,12 +15,14 @@ use tokio_util::sync::CancellationToken;
 use crate::capture::classify::{self, Classified};
 use crate::capture::guard::{self, Verdict};
 use crate::capture::queue::{Queue, Trigger};
+use crate::capture::triggers::{PassResult, RecentTriggers};
 use crate::capture::{CaptureStats, Settings};
 use crate::causes::error_chain;
 use crate::config::CaptureConfig;
 use crate::embed::Embedder;
 use crate::index::Index;
 use crate::llm::{Llm, Purpose};
+use crate::memory::MemoryId;
 use crate::metrics::Metrics;
 use crate::store::{Store, WriteError};
 
@@ -54,6 +56,8 @@ pub struct WorkerDeps {
     pub embedder: Embedder,
     pub llm: Llm,
     pub stats: Arc<CaptureStats>,
+    /// Where each finished pass is logged.
+    pub recent: Arc<RecentTriggers>,
     /// Rung when a trigger arrives or a slot frees up.
     pub wake: Arc<Notify>,
     pub metrics: Metrics,
@@ -131,14 +135,24 @@ impl Worker {
             Ok(written) => {
                 self.deps.queue.finish(&trigger);
                 stats.processed.fetch_add(1, Ordering::Relaxed);
-                tracing::info!(trigger.id = %trigger.id, memories.written = written, duration_ms = started.elapsed().as_millis(), "capture pass finished");
-                Step::Processed { written }
+                tracing::info!(trigger.id = %trigger.id, memories.written = written.len(), duration_ms = started.elapsed().as_millis(), "capture pass finished");
+                let count = written.len();
+                self.deps
+                    .recent
+                    .record(&trigger, PassResult::Processed, written, None);
+                Step::Processed { written: count }
             }
             Err(fault) if fault.transient && trigger.attempts + 1 < self.settings.max_attempts => {
                 let backoff = self.settings.retry_base * 2u32.saturating_pow(trigger.attempts);
                 let backoff = backoff.min(MAX_BACKOFF);
                 tracing::warn!(trigger.id = %trigger.id, error = %fault.message, retry_in_ms = backoff.as_millis(), "capture pass failed; retrying");
                 stats.retried.fetch_add(1, Ordering::Relaxed);
+                self.deps.recent.record(
+                    &trigger,
+                    PassResult::Retrying,
+                    Vec::new(),
+                    Some(fault.message.clone()),
+                );
                 self.deps
                     .queue
                     .retry_later(trigger, fault.message, Instant::now() + backoff);
@@ -147,14 +161,24 @@ impl Worker {
             Err(fault) => {
                 tracing::error!(trigger.id = %trigger.id, error = %fault.message, "capture pass failed for good; moved to queue/failed/");
                 stats.failed.fetch_add(1, Ordering::Relaxed);
+                self.deps.recent.record(
+                    &trigger,
+                    PassResult::Failed,
+                    Vec::new(),
+                    Some(fault.message.clone()),
+                );
                 self.deps.queue.fail(trigger, fault.message);
                 Step::Failed
             }
         }
     }
 
-    /// Guards and writes the classified memories; the number written.
-    async fn write(&self, trigger: &Trigger, classified: Classified) -> Result<usize, Fault> {
+    /// Guards and writes the classified memories; the ids written, in order.
+    async fn write(
+        &self,
+        trigger: &Trigger,
+        classified: Classified,
+    ) -> Result<Vec<MemoryId>, Fault> {
         let stats = &self.deps.stats;
         if classified.unparseable {
             stats.parse_failures.fetch_add(1, Ordering::Relaxed);
@@ -167,7 +191,7 @@ impl Worker {
             .refused_invalid
             .fetch_add(classified.refused_invalid as u64, Ordering::Relaxed);
         if classified.memories.is_empty() {
-            return Ok(0);
+            return Ok(Vec::new());
         }
         let verdicts = guard::near_duplicates(
             &self.deps.embedder,
@@ -184,7 +208,7 @@ impl Worker {
                 message: error_chain(&err),
             }
         })?;
-        let mut written = 0;
+        let mut written = Vec::new();
         let pair = trigger.pair();
         for (memory, verdict) in classified.memories.into_iter().zip(verdicts) {
             if let Verdict::Duplicate(of) = verdict {
@@ -194,8 +218,8 @@ impl Worker {
             }
             let supersedes = memory.supersedes.is_some();
             match self.deps.store.create(memory).await {
-                Ok(_) => {
-                    written += 1;
+                Ok(memory) => {
+                    written.push(memory.id);
                     stats.written.fetch_add(1, Ordering::Relaxed);
                     if supersedes {
                         stats.superseded.fetch_add(1, Ordering::Relaxed);
@@ -214,7 +238,7 @@ impl Worker {
                 }
             }
         }
-        if written > 0 {
+        if !written.is_empty() {
             self.deps
                 .store
                 .wait_until_indexed(&pair.namespaces(), INDEX_WAIT)

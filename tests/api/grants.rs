@@ -73,7 +73,7 @@ async fn fixture() -> Fixture {
     }
 }
 
-async fn send(
+pub async fn send(
     app: &TestApp,
     method: Method,
     uri: &str,

@@ -1,0 +1,235 @@
+//! What can be seen of capture triggers without their windows: a
+//! [`TriggerSummary`] of each, and [`RecentTriggers`], a bounded log of the
+//! latest passes and what each wrote.
+//!
+//! The log lives in memory only (it starts empty at each start) and keeps
+//! the last [`RECENT_CAPACITY`] outcomes; the worker appends, readers copy.
+//! A summary never holds the window, only its length and a short preview
+//! of its last user line, so listing a queue of large compactions stays
+//! small.
+
+use std::collections::VecDeque;
+use std::sync::{Mutex, PoisonError};
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use crate::capture::queue::{Kind, Trigger};
+use crate::memory::{MemoryId, RepoId, SessionId, UserId};
+use crate::store::NamespacePair;
+use crate::window::Speaker;
+
+/// How many finished passes the log keeps.
+pub const RECENT_CAPACITY: usize = 200;
+/// The longest preview of a window, in characters.
+const PREVIEW_CHARS: usize = 160;
+
+/// A trigger without its window.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct TriggerSummary {
+    #[schema(value_type = String, format = Uuid)]
+    pub id: Uuid,
+    pub kind: Kind,
+    pub session_id: SessionId,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub turn_id: Option<String>,
+    pub repo: RepoId,
+    pub user: UserId,
+    pub accepted_at: DateTime<Utc>,
+    /// Classifier attempts that failed so far.
+    pub attempts: u32,
+    /// The error of the last failed attempt.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+    /// Lines (user and assistant messages) in the window.
+    pub lines: usize,
+    /// The start of the window's last user line (at most 160 characters).
+    pub preview: String,
+}
+
+impl TriggerSummary {
+    pub fn of(trigger: &Trigger) -> Self {
+        let last_user = trigger
+            .window
+            .iter()
+            .rev()
+            .find(|line| line.speaker() == Speaker::User)
+            .or_else(|| trigger.window.last());
+        Self {
+            id: trigger.id,
+            kind: trigger.kind,
+            session_id: trigger.session_id.clone(),
+            turn_id: trigger.turn_id.clone(),
+            repo: trigger.repo.clone(),
+            user: trigger.user.clone(),
+            accepted_at: trigger.accepted_at,
+            attempts: trigger.attempts,
+            last_error: trigger.last_error.clone(),
+            lines: trigger.window.len(),
+            preview: last_user.map_or_else(String::new, |line| preview(&line.text)),
+        }
+    }
+
+    pub fn pair(&self) -> NamespacePair {
+        NamespacePair {
+            repo: self.repo.clone(),
+            user: self.user.clone(),
+        }
+    }
+}
+
+/// The first [`PREVIEW_CHARS`] characters of `text`, whitespace collapsed.
+fn preview(text: &str) -> String {
+    let collapsed = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    match collapsed.char_indices().nth(PREVIEW_CHARS) {
+        Some((cut, _)) => format!("{}…", &collapsed[..cut]),
+        None => collapsed,
+    }
+}
+
+/// How a capture pass ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum PassResult {
+    /// Done; `written` lists what it wrote (possibly nothing).
+    Processed,
+    /// Failed for now; it waits in the queue for another attempt.
+    Retrying,
+    /// Failed for good; it is in `queue/failed/`.
+    Failed,
+}
+
+/// One finished capture pass.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct PassOutcome {
+    #[serde(flatten)]
+    pub trigger: TriggerSummary,
+    pub result: PassResult,
+    pub finished_at: DateTime<Utc>,
+    /// The memories the pass wrote, in order.
+    pub written: Vec<MemoryId>,
+    /// Why the pass failed, for `retrying` and `failed`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// The latest capture passes, newest last, at most [`RECENT_CAPACITY`].
+#[derive(Default)]
+pub struct RecentTriggers {
+    passes: Mutex<VecDeque<PassOutcome>>,
+}
+
+impl RecentTriggers {
+    /// Logs a finished pass of `trigger`, forgetting the oldest past the bound.
+    pub fn record(
+        &self,
+        trigger: &Trigger,
+        result: PassResult,
+        written: Vec<MemoryId>,
+        error: Option<String>,
+    ) {
+        let mut summary = TriggerSummary::of(trigger);
+        if result != PassResult::Processed {
+            // This pass failed too.
+            summary.attempts += 1;
+        }
+        let outcome = PassOutcome {
+            trigger: summary,
+            result,
+            finished_at: Utc::now(),
+            written,
+            error,
+        };
+        let mut passes = self.lock();
+        if passes.len() == RECENT_CAPACITY {
+            passes.pop_front();
+        }
+        passes.push_back(outcome);
+    }
+
+    /// Up to `limit` passes whose pair `visible` admits, newest first.
+    pub fn newest(
+        &self,
+        limit: usize,
+        visible: impl Fn(&NamespacePair) -> bool,
+    ) -> Vec<PassOutcome> {
+        self.lock()
+            .iter()
+            .rev()
+            .filter(|pass| visible(&pass.trigger.pair()))
+            .take(limit)
+            .cloned()
+            .collect()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<PassOutcome>> {
+        // A push or pop cannot leave the deque half-changed.
+        self.passes.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::capture::queue::StoredLine;
+
+    fn trigger(repo: &str, lines: &[(&str, &str)]) -> Trigger {
+        Trigger {
+            id: Uuid::now_v7(),
+            kind: Kind::Turn,
+            session_id: "s1".parse().unwrap(),
+            turn_id: None,
+            repo: repo.parse().unwrap(),
+            user: "ana".parse().unwrap(),
+            window: lines
+                .iter()
+                .map(|(role, text)| StoredLine {
+                    role: (*role).to_owned(),
+                    text: (*text).to_owned(),
+                })
+                .collect(),
+            accepted_at: Utc::now(),
+            attempts: 0,
+            last_error: None,
+        }
+    }
+
+    #[test]
+    fn a_summary_previews_the_last_user_line_briefly() {
+        let long = format!("use  tabs\n{}", "x".repeat(500));
+        let summary = TriggerSummary::of(&trigger(
+            "forge",
+            &[("user", "first"), ("user", &long), ("assistant", "ok")],
+        ));
+        assert_eq!(summary.lines, 3);
+        assert!(summary.preview.starts_with("use tabs x"));
+        assert_eq!(summary.preview.chars().count(), PREVIEW_CHARS + 1);
+    }
+
+    #[test]
+    fn the_log_is_bounded_newest_first_and_filtered() {
+        let log = RecentTriggers::default();
+        let first = trigger("forge", &[("user", "hi")]);
+        log.record(&first, PassResult::Failed, Vec::new(), Some("boom".into()));
+        for _ in 0..RECENT_CAPACITY {
+            log.record(
+                &trigger("other", &[("user", "hi")]),
+                PassResult::Processed,
+                vec![MemoryId::new()],
+                None,
+            );
+        }
+        let all = log.newest(usize::MAX, |_| true);
+        assert_eq!(all.len(), RECENT_CAPACITY);
+        assert!(
+            all.iter().all(|pass| pass.trigger.id != first.id),
+            "oldest forgotten"
+        );
+        log.record(&first, PassResult::Processed, Vec::new(), None);
+        let forge = log.newest(10, |pair| pair.repo.as_str() == "forge");
+        assert_eq!(forge.len(), 1);
+        assert_eq!(log.newest(1, |_| true)[0].trigger.id, first.id);
+    }
+}

@@ -1,0 +1,107 @@
+// Capture: the queue, the latest passes and what each wrote, the failed
+// triggers with their errors and a retry, and the numbers of /stats.
+
+import { get, post } from './api.js';
+import {
+  h, memoryLink, num, shortId, time,
+} from './dom.js';
+import { notify } from './dialogs.js';
+
+/** Renders the capture page. */
+export async function captureView() {
+  const [triggers, stats] = await Promise.all([get('/triggers?limit=50'), get('/stats')]);
+  return h('section', { class: 'capture' },
+    h('h1', { tabindex: '-1' }, 'Capture'),
+    triggers.enabled ? null : h('p', { class: 'warning' }, 'Capture is off: no `llm` is configured, so no trigger is accepted or processed.'),
+    h('div', { class: 'actions' }, h('a', { class: 'button quiet', href: `#/capture?t=${Date.now()}` }, 'Refresh')),
+    section('Queue', 'queue', triggers.queued, ['state', 'trigger', 'owner', 'accepted', 'attempts', 'window'], (t) => [
+      h('span', { class: `badge state-${t.state}` }, t.state.replace('_', ' ')),
+      triggerCell(t), owner(t), time(t.accepted_at), String(t.attempts), preview(t),
+    ], 'The queue is empty.'),
+    section('Recent passes', 'recent', triggers.recent, ['result', 'trigger', 'owner', 'finished', 'wrote', 'error'], (t) => [
+      h('span', { class: `badge result-${t.result}` }, t.result), triggerCell(t), owner(t), time(t.finished_at),
+      t.written.length ? h('ul', { class: 'written' }, t.written.map((id) => h('li', null, memoryLink(id)))) : 'nothing',
+      t.error ? h('span', { class: 'error-text' }, t.error) : '',
+    ], 'No pass has finished since the service started.'),
+    section('Failed (queue/failed/)', 'failed', triggers.failed, ['trigger', 'owner', 'accepted', 'attempts', 'error', ''], (t) => [
+      triggerCell(t), owner(t), time(t.accepted_at), String(t.attempts),
+      h('span', { class: 'error-text' }, t.last_error || ''),
+      h('button', { type: 'button', class: 'retry', 'data-id': t.id, onclick: (event) => retry(t, event.currentTarget) }, 'Retry'),
+    ], 'No trigger has failed.', triggers.failed_more ? 'More are in queue/failed/ than shown.' : null),
+    statsSection(stats));
+}
+
+function section(title, id, rows, columns, cells, empty, note) {
+  return h('section', { 'aria-labelledby': `${id}-title`, id },
+    h('h2', { id: `${id}-title` }, `${title} (${rows.length})`),
+    rows.length
+      ? h('div', { class: 'table-scroll' }, h('table', null,
+        h('thead', null, h('tr', null, columns.map((c) => h('th', { scope: 'col' }, c)))),
+        h('tbody', null, rows.map((row) => h('tr', { 'data-id': row.id }, cells(row).map((cell) => h('td', null, cell)))))))
+      : h('p', { class: 'muted' }, empty),
+    note ? h('p', { class: 'muted' }, note) : null);
+}
+
+function triggerCell(t) {
+  return h('span', { title: t.id }, `${t.kind} `, h('code', null, shortId(t.id)), h('br'),
+    h('span', { class: 'muted' }, `session ${t.session_id}${t.turn_id ? `, turn ${t.turn_id}` : ''}`));
+}
+
+function owner(t) {
+  return `repo/${t.repo} · user/${t.user}`;
+}
+
+function preview(t) {
+  return h('span', { title: `${t.lines} lines` }, t.preview);
+}
+
+async function retry(trigger, button) {
+  button.disabled = true;
+  try {
+    await post(`/triggers/${encodeURIComponent(trigger.id)}/retry`);
+    notify(`Trigger ${shortId(trigger.id)} is queued again.`);
+    location.hash = `#/capture?t=${Date.now()}`;
+  } catch (err) {
+    button.disabled = false;
+    notify(err.message, true);
+  }
+}
+
+function statsSection(stats) {
+  const groups = [
+    ['Store', {
+      memories: stats.store.memories,
+      namespaces: Object.keys(stats.store.namespaces).length,
+      'skipped files': stats.store.skipped_files,
+    }],
+    ['Index', {
+      ready: stats.index.ready ? 'yes' : 'no',
+      memories: stats.index.memories,
+      pending: stats.index.pending,
+      model: stats.index.model,
+      dimensions: stats.index.dimensions ?? '—',
+      embedded: stats.index.embedded,
+      'cache hits': stats.index.cache_hits,
+      'failed batches': stats.index.failed_batches,
+      'start-up ms': stats.index.startup_ms ?? '—',
+    }],
+    stats.capture ? ['Capture', stats.capture] : null,
+    stats.retrieval ? ['Retrieval', stats.retrieval] : null,
+  ].filter(Boolean);
+  return h('section', { 'aria-labelledby': 'stats-title', id: 'stats' },
+    h('h2', { id: 'stats-title' }, 'Statistics'),
+    stats.capture ? null : h('p', { class: 'muted' }, 'Service-wide counters are shown only to keys that see every namespace.'),
+    h('div', { class: 'stat-groups' }, groups.map(([name, values]) => h('section', { class: 'stat-group' },
+      h('h3', null, name),
+      h('dl', null, flatten(values).map(([key, value]) => [h('dt', null, key.replaceAll('_', ' ')), h('dd', null, value)]))))));
+}
+
+/** Scalar entries of `values`, nested objects as `outer inner` keys. */
+function flatten(values, prefix = '') {
+  return Object.entries(values).flatMap(([key, value]) => {
+    const name = prefix ? `${prefix} ${key}` : key;
+    if (value !== null && typeof value === 'object') return flatten(value, name);
+    if (typeof value === 'number') return [[name, Number.isInteger(value) ? value.toLocaleString() : num(value)]];
+    return [[name, value === null ? '—' : String(value)]];
+  });
+}
