@@ -15,6 +15,7 @@
 //! nothing written through it) and counted.
 
 mod group_sync;
+pub mod summary;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::{self, File, OpenOptions};
@@ -30,12 +31,12 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use crate::capture::triggers::TriggerSummary;
 use crate::disk::{self, LowSpace};
 use crate::memory::{RepoId, SessionId, UserId};
 use crate::store::{NamespacePair, atomic};
 use crate::window::Speaker;
 use group_sync::GroupSync;
+use summary::TriggerSummary;
 
 /// What fired a capture.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]

@@ -1,12 +1,8 @@
-//! What can be seen of capture triggers without their windows: a
-//! [`TriggerSummary`] of each, and [`RecentTriggers`], a bounded log of the
-//! latest passes and what each wrote.
+//! [`RecentTriggers`], a bounded log of the latest capture passes and what
+//! each wrote, each trigger seen through its [`TriggerSummary`].
 //!
 //! The log lives in memory only (it starts empty at each start) and keeps
 //! the last [`RECENT_CAPACITY`] outcomes; the worker appends, readers copy.
-//! A summary never holds the window, only its length and a short preview
-//! of its last user line, so listing a queue of large compactions stays
-//! small.
 
 use std::collections::VecDeque;
 use std::sync::{Mutex, PoisonError};
@@ -14,80 +10,14 @@ use std::sync::{Mutex, PoisonError};
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use utoipa::ToSchema;
-use uuid::Uuid;
 
-use crate::capture::queue::{Kind, Trigger};
-use crate::memory::{MemoryId, RepoId, SessionId, UserId};
+use crate::capture::queue::Trigger;
+pub use crate::capture::queue::summary::TriggerSummary;
+use crate::memory::MemoryId;
 use crate::store::NamespacePair;
-use crate::window::Speaker;
 
 /// How many finished passes the log keeps.
 pub const RECENT_CAPACITY: usize = 200;
-/// The longest preview of a window, in characters.
-const PREVIEW_CHARS: usize = 160;
-
-/// A trigger without its window.
-#[derive(Clone, Debug, Serialize, ToSchema)]
-pub struct TriggerSummary {
-    #[schema(value_type = String, format = Uuid)]
-    pub id: Uuid,
-    pub kind: Kind,
-    pub session_id: SessionId,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub turn_id: Option<String>,
-    pub repo: RepoId,
-    pub user: UserId,
-    pub accepted_at: DateTime<Utc>,
-    /// Classifier attempts that failed so far.
-    pub attempts: u32,
-    /// The error of the last failed attempt.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub last_error: Option<String>,
-    /// Lines (user and assistant messages) in the window.
-    pub lines: usize,
-    /// The start of the window's last user line (at most 160 characters).
-    pub preview: String,
-}
-
-impl TriggerSummary {
-    pub fn of(trigger: &Trigger) -> Self {
-        let last_user = trigger
-            .window
-            .iter()
-            .rev()
-            .find(|line| line.speaker() == Speaker::User)
-            .or_else(|| trigger.window.last());
-        Self {
-            id: trigger.id,
-            kind: trigger.kind,
-            session_id: trigger.session_id.clone(),
-            turn_id: trigger.turn_id.clone(),
-            repo: trigger.repo.clone(),
-            user: trigger.user.clone(),
-            accepted_at: trigger.accepted_at,
-            attempts: trigger.attempts,
-            last_error: trigger.last_error.clone(),
-            lines: trigger.window.len(),
-            preview: last_user.map_or_else(String::new, |line| preview(&line.text)),
-        }
-    }
-
-    pub fn pair(&self) -> NamespacePair {
-        NamespacePair {
-            repo: self.repo.clone(),
-            user: self.user.clone(),
-        }
-    }
-}
-
-/// The first [`PREVIEW_CHARS`] characters of `text`, whitespace collapsed.
-fn preview(text: &str) -> String {
-    let collapsed = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    match collapsed.char_indices().nth(PREVIEW_CHARS) {
-        Some((cut, _)) => format!("{}…", &collapsed[..cut]),
-        None => collapsed,
-    }
-}
 
 /// How a capture pass ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, ToSchema)]
@@ -173,7 +103,9 @@ impl RecentTriggers {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::capture::queue::StoredLine;
+    use crate::capture::queue::summary::PREVIEW_CHARS;
+    use crate::capture::queue::{Kind, StoredLine};
+    use uuid::Uuid;
 
     fn trigger(repo: &str, lines: &[(&str, &str)]) -> Trigger {
         Trigger {
