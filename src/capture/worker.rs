@@ -22,7 +22,7 @@ use crate::error::error_chain;
 use crate::index::Index;
 use crate::llm::{Llm, Purpose};
 use crate::metrics::Metrics;
-use crate::store::{Store, WriteError};
+use crate::store::{IndexStage, Store, WriteError};
 
 /// The longest wait between two attempts of one trigger.
 const MAX_BACKOFF: Duration = Duration::from_secs(60);
@@ -217,7 +217,7 @@ impl Worker {
         if written > 0 {
             self.deps
                 .store
-                .wait_until_indexed(&pair.namespaces(), INDEX_WAIT)
+                .wait_until_indexed(&pair.namespaces(), IndexStage::Vectors, INDEX_WAIT)
                 .await;
         }
         Ok(written)

@@ -10,6 +10,7 @@ mod capture_limits;
 mod cli;
 mod container;
 mod docs;
+mod freshness;
 mod grants;
 mod hooks;
 mod lifecycle;
