@@ -1018,14 +1018,17 @@ mod tests {
         let early = text_entry(&ns, "zanzibar deployment key");
         index.apply(vec![early.words()]);
         let query = lexical::query_terms("zanzibar deployment");
+        let search = |snapshot: &Snapshot| {
+            snapshot.lexical_search(
+                std::slice::from_ref(&ns),
+                &query,
+                &[vec![1.0, 0.0]],
+                10,
+                all,
+            )
+        };
         let snapshot = index.snapshot();
-        let hits = snapshot.lexical_search(
-            std::slice::from_ref(&ns),
-            &query,
-            &[vec![1.0, 0.0]],
-            10,
-            all,
-        );
+        let hits = search(&snapshot);
         assert_eq!(hits.iter().map(|h| h.id).collect::<Vec<_>>(), [early.id]);
         assert!(hits[0].vector_pending);
         assert!(
@@ -1049,13 +1052,7 @@ mod tests {
         index.apply(vec![early.upsert()]);
         let snapshot = index.snapshot();
         assert_eq!((snapshot.len(), snapshot.words_only()), (1, 0));
-        let hits = snapshot.lexical_search(
-            std::slice::from_ref(&ns),
-            &query,
-            &[vec![1.0, 0.0]],
-            10,
-            all,
-        );
+        let hits = search(&snapshot);
         assert_eq!(hits.iter().map(|h| h.id).collect::<Vec<_>>(), [early.id]);
         assert!(!hits[0].vector_pending);
         assert!((hits[0].similarity - 1.0).abs() < 1e-6);

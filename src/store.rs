@@ -513,10 +513,7 @@ impl Store {
             pending.words.remove(&change.sequence);
         }
         drop(pending);
-        self.inner
-            .changes
-            .acknowledged
-            .send_modify(|count| *count += 1);
+        self.announce_acknowledgement();
     }
 
     /// Marks `done` as fully taken in (words and vector); a memory changed
@@ -530,6 +527,11 @@ impl Store {
             }
         }
         drop(pending);
+        self.announce_acknowledgement();
+    }
+
+    /// Wakes those waiting for the index to catch up.
+    fn announce_acknowledgement(&self) {
         self.inner
             .changes
             .acknowledged

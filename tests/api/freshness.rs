@@ -25,6 +25,12 @@ async fn app_with_stalled_embedder() -> (TestApp, Upstream, tempfile::TempDir) {
     (app, upstream, temp)
 }
 
+/// Writes a memory of `content` into `repo/forge`.
+async fn note(app: &TestApp, content: &str) -> Value {
+    app.create(memory("repo", "forge", "patterns", content))
+        .await
+}
+
 async fn ask(app: &TestApp, turn: &str, query: &str) -> Value {
     app.retrieve(json!({"turn_id": turn, "repo": "forge", "query": query, "top_k": 10}))
         .await
@@ -34,22 +40,13 @@ async fn ask(app: &TestApp, turn: &str, query: &str) -> Value {
 async fn a_write_behind_a_stalled_burst_is_found_by_its_words_at_once() {
     let (app, upstream, _temp) = app_with_stalled_embedder().await;
     for n in 0..40 {
-        app.create(memory(
-            "repo",
-            "forge",
-            "patterns",
-            &format!("Build note {n} {STALLED}."),
-        ))
-        .await;
+        note(&app, &format!("Build note {n} {STALLED}.")).await;
     }
-    let rare = app
-        .create(memory(
-            "repo",
-            "forge",
-            "patterns",
-            &format!("The zanzibar deployment key rotates on Tuesdays {STALLED}."),
-        ))
-        .await;
+    let rare = note(
+        &app,
+        &format!("The zanzibar deployment key rotates on Tuesdays {STALLED}."),
+    )
+    .await;
 
     let result = ask(&app, "f1", "zanzibar deployment").await;
     assert_eq!(result["degraded"], Value::Null, "{result:#}");
@@ -94,22 +91,12 @@ async fn a_write_behind_a_stalled_burst_is_found_by_its_words_at_once() {
 #[tokio::test]
 async fn a_memory_deleted_before_its_vector_came_is_gone_from_both_searches() {
     let (app, upstream, _temp) = app_with_stalled_embedder().await;
-    let kept = app
-        .create(memory(
-            "repo",
-            "forge",
-            "patterns",
-            "The zanzibar runbook lives in the wiki.",
-        ))
-        .await;
-    let gone = app
-        .create(memory(
-            "repo",
-            "forge",
-            "patterns",
-            &format!("The zanzibar deployment key rotates on Tuesdays {STALLED}."),
-        ))
-        .await;
+    let kept = note(&app, "The zanzibar runbook lives in the wiki.").await;
+    let gone = note(
+        &app,
+        &format!("The zanzibar deployment key rotates on Tuesdays {STALLED}."),
+    )
+    .await;
     let result = ask(&app, "d1", "zanzibar deployment").await;
     assert!(ids(&result).contains(&id(&gone)), "{result:#}");
 
