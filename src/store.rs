@@ -15,6 +15,7 @@ pub mod markdown;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 
@@ -265,6 +266,9 @@ struct ChangeLog {
     notify: tokio::sync::Notify,
     /// Counts acknowledgements, for those waiting for the index to catch up.
     acknowledged: tokio::sync::watch::Sender<u64>,
+    /// How many are waiting for vectors right now: the indexer embeds at
+    /// once for them rather than gather a fuller batch.
+    awaiting_vectors: AtomicUsize,
 }
 
 #[derive(Default)]
@@ -549,6 +553,7 @@ impl Store {
     ) -> bool {
         let deadline = tokio::time::Instant::now() + limit;
         let mut acknowledgements = self.inner.changes.acknowledged.subscribe();
+        let _awaiting = (stage == IndexStage::Vectors).then(|| AwaitingVectors::new(self));
         loop {
             if !self.has_pending_in(namespaces, stage) {
                 return true;
@@ -560,8 +565,15 @@ impl Store {
         }
     }
 
+    /// Whether someone waits for vectors now (see
+    /// [`Self::wait_until_indexed`]).
+    pub fn vectors_awaited(&self) -> bool {
+        self.inner.changes.awaiting_vectors.load(Ordering::Acquire) > 0
+    }
+
     /// Completes when a change has been recorded since the last call
-    /// completed (at once if one was recorded meanwhile).
+    /// completed (at once if one was recorded meanwhile), or someone began
+    /// to wait for vectors.
     pub async fn changed(&self) {
         self.inner.changes.notify.notified().await;
     }
@@ -889,6 +901,25 @@ impl Store {
             .writer
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Counts a wait for vectors while it lives, and wakes the indexer when it
+/// begins, so that it stops gathering.
+struct AwaitingVectors<'a>(&'a ChangeLog);
+
+impl<'a> AwaitingVectors<'a> {
+    fn new(store: &'a Store) -> Self {
+        let changes = &store.inner.changes;
+        changes.awaiting_vectors.fetch_add(1, Ordering::AcqRel);
+        changes.notify.notify_one();
+        Self(changes)
+    }
+}
+
+impl Drop for AwaitingVectors<'_> {
+    fn drop(&mut self) {
+        self.0.awaiting_vectors.fetch_sub(1, Ordering::AcqRel);
     }
 }
 

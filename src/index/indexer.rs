@@ -12,8 +12,9 @@
 //!
 //! A batch is gathered ([`Gathering`]): once a change is pending the
 //! indexer waits up to [`GATHER`] for more, unless a full batch is already
-//! there, so a trickle of writes is embedded in batches rather than one
-//! text per call. At start every loaded memory is pending, so the start-up
+//! there or a retrieval waits for the vectors, so a trickle of writes is
+//! embedded in batches rather than one text per call, and a read right
+//! after a write does not wait for the gathering. At start every loaded memory is pending, so the start-up
 //! build and later updates are the same code; readiness is declared once
 //! the first pass (vectors included) is done. A batch the embedder cannot
 //! serve stays pending and is retried with backoff; its words are in
@@ -191,7 +192,8 @@ impl Indexer {
         while !stop.is_cancelled() {
             self.take_in_words().await;
             let pending = self.store.pending_changes();
-            match gathering.next(&pending, Instant::now()) {
+            let hurry = self.store.vectors_awaited();
+            match gathering.next(&pending, Instant::now(), hurry) {
                 Next::Idle => break,
                 Next::Embed(batch) => self.apply_batch(batch).await?,
                 // Words of what arrives meanwhile go in at the loop's top.
@@ -380,15 +382,16 @@ pub enum Next<'a, T> {
 
 impl Gathering {
     /// What to do at `now` with `pending` (oldest first): embed its oldest
-    /// [`BATCH_SIZE`] at once when there are that many, else once the
-    /// batch has gathered for [`GATHER`].
-    pub fn next<'a, T>(&mut self, pending: &'a [T], now: Instant) -> Next<'a, T> {
+    /// [`BATCH_SIZE`] at once when there are that many, or in a `hurry`
+    /// (a reader waits for them), else once the batch has gathered for
+    /// [`GATHER`].
+    pub fn next<'a, T>(&mut self, pending: &'a [T], now: Instant, hurry: bool) -> Next<'a, T> {
         if pending.is_empty() {
             self.since = None;
             return Next::Idle;
         }
         let since = *self.since.get_or_insert(now);
-        if pending.len() >= BATCH_SIZE || now >= since + GATHER {
+        if hurry || pending.len() >= BATCH_SIZE || now >= since + GATHER {
             // The next batch gathers anew.
             self.since = None;
             return Next::Embed(&pending[..pending.len().min(BATCH_SIZE)]);
@@ -412,31 +415,46 @@ mod tests {
         let start = Instant::now();
         let mut gathering = Gathering::default();
         let nothing: [u32; 0] = [];
-        assert_eq!(gathering.next(&nothing, start), Next::Idle);
+        assert_eq!(gathering.next(&nothing, start, false), Next::Idle);
 
         let trickle = [1, 2, 3];
-        assert_eq!(gathering.next(&trickle, start), Next::Until(start + GATHER));
+        assert_eq!(
+            gathering.next(&trickle, start, false),
+            Next::Until(start + GATHER)
+        );
         // The window is the first change's: later arrivals do not extend it.
         let later = start + GATHER / 2;
-        assert_eq!(gathering.next(&trickle, later), Next::Until(start + GATHER));
         assert_eq!(
-            gathering.next(&trickle, start + GATHER),
+            gathering.next(&trickle, later, false),
+            Next::Until(start + GATHER)
+        );
+        assert_eq!(
+            gathering.next(&trickle, start + GATHER, false),
+            Next::Embed(&trickle[..])
+        );
+        // A reader waiting for the vectors does not wait for the window.
+        assert_eq!(
+            gathering.next(&trickle, start, false),
+            Next::Until(start + GATHER)
+        );
+        assert_eq!(
+            gathering.next(&trickle, start, true),
             Next::Embed(&trickle[..])
         );
 
         let backlog: Vec<u32> = (0..300).collect();
         let now = start + GATHER * 3;
         assert_eq!(
-            gathering.next(&backlog, now),
+            gathering.next(&backlog, now, false),
             Next::Embed(&backlog[..BATCH_SIZE]),
             "a full batch does not wait"
         );
         assert_eq!(
-            gathering.next(&backlog[BATCH_SIZE..], now),
+            gathering.next(&backlog[BATCH_SIZE..], now, false),
             Next::Embed(&backlog[BATCH_SIZE..2 * BATCH_SIZE])
         );
         assert_eq!(
-            gathering.next(&backlog[2 * BATCH_SIZE..], now),
+            gathering.next(&backlog[2 * BATCH_SIZE..], now, false),
             Next::Until(now + GATHER),
             "the rest gathers anew"
         );
@@ -451,8 +469,9 @@ mod tests {
         /// The words step.
         Words,
         /// The clock moves on this many milliseconds, and the indexer
-        /// gathers: maybe it takes a batch (when none is in flight).
-        Gather(u64),
+        /// gathers (in a hurry: a reader waits): maybe it takes a batch
+        /// (when none is in flight).
+        Gather(u64, bool),
         /// The batch in flight gets its vectors.
         Embedded,
     }
@@ -462,7 +481,7 @@ mod tests {
             4 => Just(Step::Write),
             1 => any::<usize>().prop_map(Step::Delete),
             2 => Just(Step::Words),
-            2 => (0u64..8).prop_map(Step::Gather),
+            2 => (0u64..8, any::<bool>()).prop_map(|(millis, hurry)| Step::Gather(millis, hurry)),
             2 => Just(Step::Embedded),
         ]
     }
@@ -531,14 +550,14 @@ mod tests {
             }
         }
 
-        fn gather(&mut self, millis: u64) {
+        fn gather(&mut self, millis: u64, hurry: bool) {
             self.clock += Duration::from_millis(millis);
             if self.in_flight.is_some() {
                 return;
             }
             let now = self.start + self.clock;
             let pending = self.store.pending_changes();
-            if let Next::Embed(batch) = self.gathering.next(&pending, now) {
+            if let Next::Embed(batch) = self.gathering.next(&pending, now, hurry) {
                 assert!(batch.len() <= BATCH_SIZE);
                 assert_eq!(batch, &pending[..batch.len()], "the oldest, in order");
                 let changes = batch
@@ -640,7 +659,7 @@ mod tests {
                             take_in_words(&run.store, &run.index);
                             run.check_words();
                         }
-                        Step::Gather(millis) => run.gather(millis),
+                        Step::Gather(millis, hurry) => run.gather(millis, hurry),
                         Step::Embedded => run.embedded(),
                     }
                 }
@@ -650,7 +669,7 @@ mod tests {
                 while run.in_flight.is_some() || run.store.pending_change_count(IndexStage::Vectors) > 0 {
                     run.embedded();
                     take_in_words(&run.store, &run.index);
-                    run.gather(u64::try_from(GATHER.as_millis()).unwrap());
+                    run.gather(u64::try_from(GATHER.as_millis()).unwrap(), false);
                 }
                 assert!(
                     run.taken.windows(2).all(|pair| pair[0] < pair[1]),
