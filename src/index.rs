@@ -1,10 +1,18 @@
-//! The vector index: an immutable snapshot of every indexed memory's
+//! The index: an immutable snapshot of every indexed memory's words and
 //! embedding, swapped whole behind an `ArcSwap`.
 //!
 //! Readers load the current snapshot without locking and never see half an
 //! update. [`Index::apply`] is the only writer; it is serialized, builds the
 //! next snapshot from the current one and swaps it in. Vectors are normalised
 //! at insert, so cosine similarity is a dot product.
+//!
+//! A memory enters in two steps. Its words come first ([`Change::Words`]):
+//! cheap to compute, so a write is findable by its words (and passes the
+//! filters) at once, however long the embedder's backlog. Its vector
+//! follows ([`Change::Upsert`]), moving it from the words-only side to the
+//! embedded side. Each id lives on one side at most: the vector search
+//! sees only the embedded side, the lexical search both, and a removal
+//! takes an id off whichever side holds it.
 //!
 //! Snapshots share structure: each namespace holds its entries in chunks
 //! behind `Arc`s, and an update copies only the chunks it touches, so a
@@ -50,24 +58,36 @@ fn rescore_pool(limit: usize) -> usize {
 /// thread (see [`Snapshot::is_small_search`]).
 const SMALL_SEARCH: usize = 16 * 1024;
 
-/// A memory's place in the index.
+/// A memory's place in the index, without its vector.
 #[derive(Clone, Debug)]
 pub struct Entry {
     pub id: MemoryId,
     pub namespace: Namespace,
     pub category: Category,
-    /// Any length-`dimensions` vector; it is normalised on insert.
-    pub vector: Vec<f32>,
     /// Its words, for lexical search.
     pub terms: lexical::Terms,
 }
 
-/// One change to the index.
+/// One change to the index; each replaces whatever the index held of the
+/// same id, on either side.
 #[derive(Clone, Debug)]
 pub enum Change {
-    /// Add the entry, replacing any entry with the same id.
-    Upsert(Entry),
+    /// The entry with its vector (any length-`dimensions` vector; it is
+    /// normalised on insert): both searches find it.
+    Upsert(Entry, Vec<f32>),
+    /// The entry's words alone, while its vector is on its way: the
+    /// lexical search and the filters find it, the vector search does not.
+    Words(Entry),
     Remove(MemoryId),
+}
+
+impl Change {
+    fn id(&self) -> MemoryId {
+        match self {
+            Self::Upsert(entry, _) | Self::Words(entry) => entry.id,
+            Self::Remove(id) => *id,
+        }
+    }
 }
 
 /// A scored search result: the best similarity any query gave the memory.
@@ -80,14 +100,21 @@ pub struct Hit {
     pub query: usize,
 }
 
-/// The vector index. Cheap to share behind an `Arc`.
+/// Which side of the index holds an id.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Side {
+    Embedded,
+    WordsOnly,
+}
+
+/// The index. Cheap to share behind an `Arc`.
 pub struct Index {
     /// Set at construction, or by the first vector applied when the
     /// embedder's length is learned from its first reply.
     dimensions: OnceLock<usize>,
     snapshot: ArcSwap<Snapshot>,
     /// Where each indexed id lives; only the (serialized) writer reads it.
-    writer: Mutex<HashMap<MemoryId, Namespace>>,
+    writer: Mutex<HashMap<MemoryId, (Namespace, Side)>>,
 }
 
 impl Index {
@@ -127,67 +154,125 @@ impl Index {
         // together with the snapshot swap, so it is still consistent.
         let mut locations = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
         let first_length = changes.iter().find_map(|change| match change {
-            Change::Upsert(entry) => Some(entry.vector.len()),
-            Change::Remove(_) => None,
+            Change::Upsert(_, vector) => Some(vector.len()),
+            Change::Words(_) | Change::Remove(_) => None,
         });
-        // Unknown only while nothing was ever added, so 0 matters nowhere.
+        // Unknown only while nothing was ever embedded, so 0 matters nowhere.
         let dimensions = match first_length {
             Some(length) => *self.dimensions.get_or_init(|| length),
             None => self.dimensions().unwrap_or(0),
         };
-        let mut removals: HashMap<Namespace, HashSet<MemoryId>> = HashMap::new();
-        let mut additions: HashMap<Namespace, Vec<Entry>> = HashMap::new();
+        let mut embedded = Edits::default();
+        let mut words_only = Edits::default();
         for change in changes {
-            let id = match &change {
-                Change::Upsert(entry) => entry.id,
-                Change::Remove(id) => *id,
-            };
-            if let Some(namespace) = locations.remove(&id) {
-                match additions.get_mut(&namespace) {
-                    // Added earlier in this same batch: drop it there.
-                    Some(pending) if pending.iter().any(|entry| entry.id == id) => {
-                        pending.retain(|entry| entry.id != id);
-                    }
-                    _ => {
-                        removals.entry(namespace).or_default().insert(id);
-                    }
+            let id = change.id();
+            if let Some((namespace, side)) = locations.remove(&id) {
+                match side {
+                    Side::Embedded => embedded.remove(namespace, id),
+                    Side::WordsOnly => words_only.remove(namespace, id),
                 }
             }
-            if let Change::Upsert(mut entry) = change {
-                assert_eq!(
-                    entry.vector.len(),
-                    dimensions,
-                    "the indexer checks dimensions before applying"
-                );
-                normalise(&mut entry.vector);
-                locations.insert(entry.id, entry.namespace.clone());
-                additions
-                    .entry(entry.namespace.clone())
-                    .or_default()
-                    .push(entry);
+            let (side, entry, vector) = match change {
+                Change::Upsert(entry, mut vector) => {
+                    assert_eq!(
+                        vector.len(),
+                        dimensions,
+                        "the indexer checks dimensions before applying"
+                    );
+                    normalise(&mut vector);
+                    (Side::Embedded, entry, vector)
+                }
+                Change::Words(entry) => (Side::WordsOnly, entry, Vec::new()),
+                Change::Remove(_) => continue,
+            };
+            locations.insert(id, (entry.namespace.clone(), side));
+            match side {
+                Side::Embedded => embedded.add(entry, vector),
+                Side::WordsOnly => words_only.add(entry, vector),
             }
         }
 
         let current = self.snapshot.load();
-        let mut namespaces = current.namespaces.clone();
-        let touched: HashSet<Namespace> =
-            removals.keys().chain(additions.keys()).cloned().collect();
+        self.snapshot.store(Arc::new(Snapshot {
+            embedded: current.embedded.updated(dimensions, embedded),
+            words_only: current.words_only.updated(0, words_only),
+            dimensions,
+        }));
+    }
+}
+
+/// What one [`Index::apply`] does to one side of the index.
+#[derive(Default)]
+struct Edits {
+    removals: HashMap<Namespace, HashSet<MemoryId>>,
+    /// Entries with their vectors (empty on the words-only side).
+    additions: HashMap<Namespace, Vec<(Entry, Vec<f32>)>>,
+}
+
+impl Edits {
+    fn remove(&mut self, namespace: Namespace, id: MemoryId) {
+        match self.additions.get_mut(&namespace) {
+            // Added earlier in this same batch: drop it there.
+            Some(pending) if pending.iter().any(|(entry, _)| entry.id == id) => {
+                pending.retain(|(entry, _)| entry.id != id);
+            }
+            _ => {
+                self.removals.entry(namespace).or_default().insert(id);
+            }
+        }
+    }
+
+    fn add(&mut self, entry: Entry, vector: Vec<f32>) {
+        self.additions
+            .entry(entry.namespace.clone())
+            .or_default()
+            .push((entry, vector));
+    }
+}
+
+/// One side of the index: its entries by namespace.
+#[derive(Clone, Default)]
+struct Namespaces(HashMap<Namespace, Arc<NamespaceIndex>>);
+
+impl Namespaces {
+    /// These namespaces with `edits` applied; untouched namespaces are
+    /// shared, not copied.
+    fn updated(&self, dimensions: usize, mut edits: Edits) -> Self {
+        let mut namespaces = self.0.clone();
+        let touched: HashSet<Namespace> = edits
+            .removals
+            .keys()
+            .chain(edits.additions.keys())
+            .cloned()
+            .collect();
         for namespace in touched {
             let existing = namespaces.remove(&namespace);
             let next = NamespaceIndex::updated(
                 existing.as_deref(),
                 dimensions,
-                removals.get(&namespace),
-                additions.remove(&namespace).unwrap_or_default(),
+                edits.removals.get(&namespace),
+                edits.additions.remove(&namespace).unwrap_or_default(),
             );
             if next.len() > 0 {
                 namespaces.insert(namespace, Arc::new(next));
             }
         }
-        self.snapshot.store(Arc::new(Snapshot {
-            namespaces,
-            dimensions,
-        }));
+        Self(namespaces)
+    }
+
+    fn len(&self) -> usize {
+        self.0.values().map(|index| index.len()).sum()
+    }
+
+    /// The chunks of `namespaces`.
+    fn chunks_of<'a>(
+        &'a self,
+        namespaces: &'a [Namespace],
+    ) -> impl Iterator<Item = &'a Arc<Chunk>> {
+        namespaces
+            .iter()
+            .filter_map(|namespace| self.0.get(namespace))
+            .flat_map(|index| index.chunks.iter())
     }
 }
 
@@ -205,38 +290,51 @@ pub struct LexicalHit {
     /// How many of the query's distinct terms it holds.
     pub matched_terms: u32,
     /// Cosine similarity to the closest of the queries' vectors (0 without
-    /// them), so that a memory only the words found still says how close
-    /// in meaning it is.
+    /// them, or without its own vector), so that a memory only the words
+    /// found still says how close in meaning it is.
     pub similarity: f32,
+    /// Whether its vector is still on its way: its words are indexed, its
+    /// vector not yet, so `similarity` is 0 for want of one.
+    pub vector_pending: bool,
 }
 
 /// One immutable state of the index.
 #[derive(Default)]
 pub struct Snapshot {
-    namespaces: HashMap<Namespace, Arc<NamespaceIndex>>,
+    /// Memories with their vectors.
+    embedded: Namespaces,
+    /// Memories whose words are indexed and whose vectors are not yet.
+    words_only: Namespaces,
     dimensions: usize,
 }
 
 impl Snapshot {
-    /// Entries across every namespace.
+    /// Entries with their vectors, across every namespace.
     pub fn len(&self) -> usize {
-        self.namespaces.values().map(|index| index.len()).sum()
+        self.embedded.len()
     }
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
-    /// Entries per namespace.
+    /// Entries whose words are indexed and whose vectors are not yet.
+    pub fn words_only(&self) -> usize {
+        self.words_only.len()
+    }
+
+    /// Entries with their vectors, per namespace.
     pub fn namespace_sizes(&self) -> impl Iterator<Item = (&Namespace, usize)> {
-        self.namespaces
+        self.embedded
+            .0
             .iter()
             .map(|(namespace, index)| (namespace, index.len()))
     }
 
-    /// Every entry's id and (normalised) vector.
+    /// Every embedded entry's id and (normalised) vector.
     pub fn entries(&self) -> impl Iterator<Item = (MemoryId, &[f32])> {
-        self.namespaces
+        self.embedded
+            .0
             .values()
             .flat_map(|index| index.chunks.iter())
             .flat_map(|chunk| {
@@ -256,11 +354,7 @@ impl Snapshot {
         if ids.is_empty() {
             return found;
         }
-        let chunks = namespaces
-            .iter()
-            .filter_map(|namespace| self.namespaces.get(namespace))
-            .flat_map(|index| index.chunks.iter());
-        for chunk in chunks {
+        for chunk in self.embedded.chunks_of(namespaces) {
             for (slot, id) in chunk.ids.iter().enumerate() {
                 if ids.contains(id) {
                     found.insert(*id, chunk.vector(slot, self.dimensions).to_vec());
@@ -272,7 +366,7 @@ impl Snapshot {
 
     /// The stored (normalised) vector of `id` in `namespace`.
     pub fn vector(&self, namespace: &Namespace, id: MemoryId) -> Option<&[f32]> {
-        let index = self.namespaces.get(namespace)?;
+        let index = self.embedded.0.get(namespace)?;
         index.chunks.iter().find_map(|chunk| {
             let slot = chunk.ids.iter().position(|&candidate| candidate == id)?;
             Some(chunk.vector(slot, self.dimensions))
@@ -375,15 +469,12 @@ impl Snapshot {
         entries.saturating_mul(queries.max(1)) <= SMALL_SEARCH
     }
 
-    /// The chunks of `namespaces`.
+    /// The embedded chunks of `namespaces`: what the vector search scans.
     fn chunks_of<'a>(
         &'a self,
         namespaces: &'a [Namespace],
     ) -> impl Iterator<Item = &'a Arc<Chunk>> {
-        namespaces
-            .iter()
-            .filter_map(|namespace| self.namespaces.get(namespace))
-            .flat_map(|index| index.chunks.iter())
+        self.embedded.chunks_of(namespaces)
     }
 
     /// `queries` of the index's dimensions, normalised; others dropped.
@@ -413,10 +504,11 @@ fn best_of(queries: &[Vec<f32>], vector: &[f32]) -> Option<(usize, f32)> {
 impl Snapshot {
     /// The `limit` entries of `namespaces` with the best BM25 score for
     /// `terms` (positive scores only), best first, among those `accept`
-    /// lets through; each with its score, its coverage (the share of the
-    /// query's weight, summed idf, that its words match) and its cosine
-    /// similarity to the closest of `queries` (vectors, as for
-    /// [`Self::search`]).
+    /// lets through, whether their vectors are in or still on their way;
+    /// each with its score, its coverage (the share of the query's weight,
+    /// summed idf, that its words match) and its cosine similarity to the
+    /// closest of `queries` (vectors, as for [`Self::search`]; 0 while its
+    /// own vector is pending).
     pub fn lexical_search(
         &self,
         namespaces: &[Namespace],
@@ -425,12 +517,23 @@ impl Snapshot {
         limit: usize,
         accept: impl Fn(MemoryId, Category) -> bool,
     ) -> Vec<LexicalHit> {
-        let chunks: Vec<&Chunk> = self.chunks_of(namespaces).map(AsRef::as_ref).collect();
-        let documents: usize = chunks.iter().map(|chunk| chunk.ids.len()).sum();
+        // Both sides: a memory is findable by its words before its vector
+        // is in, and counts in the statistics like any other.
+        let chunks: Vec<(&Chunk, Side)> = self
+            .embedded
+            .chunks_of(namespaces)
+            .map(|chunk| (chunk.as_ref(), Side::Embedded))
+            .chain(
+                self.words_only
+                    .chunks_of(namespaces)
+                    .map(|chunk| (chunk.as_ref(), Side::WordsOnly)),
+            )
+            .collect();
+        let documents: usize = chunks.iter().map(|(chunk, _)| chunk.ids.len()).sum();
         if documents == 0 || terms.is_empty() || limit == 0 {
             return Vec::new();
         }
-        let total_length: u64 = chunks.iter().map(|chunk| chunk.total_length).sum();
+        let total_length: u64 = chunks.iter().map(|(chunk, _)| chunk.total_length).sum();
         #[expect(
             clippy::cast_precision_loss,
             reason = "token counts stay far below 2^24 per document"
@@ -441,7 +544,7 @@ impl Snapshot {
             .map(|term| {
                 let frequency = chunks
                     .iter()
-                    .filter_map(|chunk| chunk.postings.get(term))
+                    .filter_map(|(chunk, _)| chunk.postings.get(term))
                     .map(Vec::len)
                     .sum();
                 (*term, lexical::idf(documents, frequency))
@@ -450,13 +553,12 @@ impl Snapshot {
         let query_weight: f32 = idfs.iter().map(|(_, idf)| idf).sum();
         let mut best = TopK::new(limit);
         let queries = self.normalised(queries);
-        // Coverage, matched idf and terms, and cosine of each hit that
-        // entered the top list.
-        let mut found: HashMap<MemoryId, (f32, f32, u32, f32)> = HashMap::new();
+        // What each hit that entered the top list is, beside its score.
+        let mut found: HashMap<MemoryId, LexicalHit> = HashMap::new();
         let mut scores = Vec::new();
         let mut matched = Vec::new();
         let mut matched_terms = Vec::new();
-        for chunk in chunks {
+        for (chunk, side) in chunks {
             scores.clear();
             scores.resize(chunk.ids.len(), 0.0f32);
             matched.clear();
@@ -478,23 +580,27 @@ impl Snapshot {
                 }
             }
             for (slot, &score) in scores.iter().enumerate() {
-                if score > 0.0
-                    && best.admits(score, chunk.ids[slot])
-                    && accept(chunk.ids[slot], chunk.categories[slot])
-                {
-                    let similarity = best_of(&queries, chunk.vector(slot, self.dimensions))
-                        .map_or(0.0, |(_, similarity)| similarity);
+                let id = chunk.ids[slot];
+                if score > 0.0 && best.admits(score, id) && accept(id, chunk.categories[slot]) {
+                    let similarity = match side {
+                        Side::Embedded => best_of(&queries, chunk.vector(slot, self.dimensions))
+                            .map_or(0.0, |(_, similarity)| similarity),
+                        Side::WordsOnly => 0.0,
+                    };
                     found.insert(
-                        chunk.ids[slot],
-                        (
-                            matched[slot] / query_weight.max(f32::EPSILON),
-                            matched[slot],
-                            matched_terms[slot],
+                        id,
+                        LexicalHit {
+                            id,
+                            score,
+                            coverage: matched[slot] / query_weight.max(f32::EPSILON),
+                            matched_idf: matched[slot],
+                            matched_terms: matched_terms[slot],
                             similarity,
-                        ),
+                            vector_pending: side == Side::WordsOnly,
+                        },
                     );
                     best.push(Hit {
-                        id: chunk.ids[slot],
+                        id,
                         similarity: score,
                         query: 0,
                     });
@@ -503,18 +609,7 @@ impl Snapshot {
         }
         best.into_sorted()
             .into_iter()
-            .map(|hit| {
-                let (coverage, matched_idf, matched_terms, similarity) =
-                    found.get(&hit.id).copied().unwrap_or_default();
-                LexicalHit {
-                    id: hit.id,
-                    score: hit.similarity,
-                    coverage,
-                    matched_idf,
-                    matched_terms,
-                    similarity,
-                }
-            })
+            .filter_map(|hit| found.remove(&hit.id))
             .collect()
     }
 }
@@ -536,7 +631,7 @@ impl NamespaceIndex {
         existing: Option<&Self>,
         dimensions: usize,
         removed: Option<&HashSet<MemoryId>>,
-        added: Vec<Entry>,
+        added: Vec<(Entry, Vec<f32>)>,
     ) -> Self {
         let mut chunks: Vec<Arc<Chunk>> = Vec::new();
         for chunk in existing
@@ -563,8 +658,10 @@ impl NamespaceIndex {
                 _ => Chunk::default(),
             };
             while last.ids.len() < CHUNK_CAPACITY {
-                let Some(entry) = added.next() else { break };
-                last.push(entry.id, entry.category, &entry.vector, &entry.terms);
+                let Some((entry, vector)) = added.next() else {
+                    break;
+                };
+                last.push(entry.id, entry.category, &vector, &entry.terms);
             }
             chunks.push(Arc::new(last));
         }
@@ -573,7 +670,8 @@ impl NamespaceIndex {
 }
 
 /// Up to [`CHUNK_CAPACITY`] entries, stored column-wise: vectors are one
-/// contiguous run of `dimensions`-float rows.
+/// contiguous run of `dimensions`-float rows (none on the words-only side,
+/// whose chunks are built with 0 dimensions).
 #[derive(Clone, Default)]
 struct Chunk {
     ids: Vec<MemoryId>,
@@ -835,21 +933,42 @@ mod tests {
         Namespace::Repo(name.parse().unwrap())
     }
 
-    fn entry(namespace: &Namespace, vector: Vec<f32>) -> Entry {
-        Entry {
-            id: MemoryId::new(),
-            namespace: namespace.clone(),
-            category: Category::Patterns,
-            vector,
-            terms: lexical::Terms::default(),
+    /// An entry with its vector, as the indexer applies it.
+    #[derive(Clone, Debug)]
+    struct Embedded {
+        id: MemoryId,
+        entry: Entry,
+        vector: Vec<f32>,
+    }
+
+    impl Embedded {
+        fn upsert(&self) -> Change {
+            Change::Upsert(self.entry.clone(), self.vector.clone())
+        }
+
+        fn words(&self) -> Change {
+            Change::Words(self.entry.clone())
         }
     }
 
-    fn text_entry(namespace: &Namespace, text: &str) -> Entry {
-        Entry {
-            terms: lexical::terms(text),
-            ..entry(namespace, vec![1.0, 0.0])
+    fn entry(namespace: &Namespace, vector: Vec<f32>) -> Embedded {
+        let id = MemoryId::new();
+        Embedded {
+            id,
+            entry: Entry {
+                id,
+                namespace: namespace.clone(),
+                category: Category::Patterns,
+                terms: lexical::Terms::default(),
+            },
+            vector,
         }
+    }
+
+    fn text_entry(namespace: &Namespace, text: &str) -> Embedded {
+        let mut embedded = entry(namespace, vec![1.0, 0.0]);
+        embedded.entry.terms = lexical::terms(text);
+        embedded
     }
 
     #[test]
@@ -862,7 +981,7 @@ mod tests {
         let gone = text_entry(&ns, "postgres postgres postgres pool");
         index.apply(
             [&exact, &partial, &none, &gone]
-                .map(|e| Change::Upsert(e.clone()))
+                .map(Embedded::upsert)
                 .into(),
         );
         index.apply(vec![Change::Remove(gone.id)]);
@@ -887,7 +1006,7 @@ mod tests {
         let ns = repo("a");
         let index = Index::new(2);
         let hit = text_entry(&ns, "postgres pool"); // its vector is (1, 0)
-        index.apply(vec![Change::Upsert(hit.clone())]);
+        index.apply(vec![hit.upsert()]);
         let query = lexical::query_terms("postgres");
         let hits = index.snapshot().lexical_search(
             &[ns],
@@ -898,6 +1017,98 @@ mod tests {
         );
         assert_eq!(hits.iter().map(|h| h.id).collect::<Vec<_>>(), [hit.id]);
         assert!((hits[0].similarity - 0.6).abs() < 1e-6, "{hits:?}");
+    }
+
+    #[test]
+    fn words_come_first_and_the_vector_moves_the_entry_across() {
+        let ns = repo("a");
+        let index = Index::new(2);
+        let early = text_entry(&ns, "zanzibar deployment key");
+        index.apply(vec![early.words()]);
+        let query = lexical::query_terms("zanzibar deployment");
+        let search = |snapshot: &Snapshot| {
+            snapshot.lexical_search(
+                std::slice::from_ref(&ns),
+                &query,
+                &[vec![1.0, 0.0]],
+                10,
+                all,
+            )
+        };
+        let snapshot = index.snapshot();
+        let hits = search(&snapshot);
+        assert_eq!(hits.iter().map(|h| h.id).collect::<Vec<_>>(), [early.id]);
+        assert!(hits[0].vector_pending);
+        assert!(
+            hits[0].similarity.abs() < f32::EPSILON,
+            "no vector, no cosine"
+        );
+        assert!(
+            snapshot
+                .search(std::slice::from_ref(&ns), &[vec![1.0, 0.0]], 10, all)
+                .is_empty(),
+            "the vector search sees only what has a vector"
+        );
+        assert_eq!((snapshot.len(), snapshot.words_only()), (0, 1));
+        assert!(
+            snapshot
+                .lexical_search(std::slice::from_ref(&ns), &query, &[], 10, |_, _| false)
+                .is_empty(),
+            "the filters apply to words-only entries too"
+        );
+
+        index.apply(vec![early.upsert()]);
+        let snapshot = index.snapshot();
+        assert_eq!((snapshot.len(), snapshot.words_only()), (1, 0));
+        let hits = search(&snapshot);
+        assert_eq!(hits.iter().map(|h| h.id).collect::<Vec<_>>(), [early.id]);
+        assert!(!hits[0].vector_pending);
+        assert!((hits[0].similarity - 1.0).abs() < 1e-6);
+        assert_eq!(
+            snapshot.search(&[ns], &[vec![1.0, 0.0]], 10, all)[0].id,
+            early.id
+        );
+    }
+
+    #[test]
+    fn a_removal_clears_either_side() {
+        let ns = repo("a");
+        let index = Index::new(2);
+        let pending = text_entry(&ns, "zanzibar rotation");
+        let embedded = text_entry(&ns, "zanzibar keys");
+        let same_batch = text_entry(&ns, "zanzibar tuesdays");
+        index.apply(vec![pending.words(), embedded.upsert()]);
+        index.apply(vec![
+            Change::Remove(pending.id),
+            Change::Remove(embedded.id),
+            same_batch.words(),
+            Change::Remove(same_batch.id),
+        ]);
+        let snapshot = index.snapshot();
+        assert_eq!((snapshot.len(), snapshot.words_only()), (0, 0));
+        let query = lexical::query_terms("zanzibar");
+        assert!(
+            snapshot
+                .lexical_search(&[ns], &query, &[], 10, all)
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn words_and_vectors_of_one_batch_count_once_in_the_statistics() {
+        let ns = repo("a");
+        let index = Index::new(2);
+        let memories: Vec<Embedded> = (0..5)
+            .map(|i| text_entry(&ns, &format!("shared word{i}")))
+            .collect();
+        index.apply(memories.iter().map(Embedded::words).collect());
+        index.apply(memories[..2].iter().map(Embedded::upsert).collect());
+        let snapshot = index.snapshot();
+        assert_eq!((snapshot.len(), snapshot.words_only()), (2, 3));
+        let hits = snapshot.lexical_search(&[ns], &lexical::query_terms("word3"), &[], 10, all);
+        // idf of a word one document in five holds, as if all were embedded.
+        assert_eq!(hits.len(), 1);
+        assert!((hits[0].matched_idf - lexical::idf(5, 1)).abs() < 1e-6);
     }
 
     fn all(_: MemoryId, _: Category) -> bool {
@@ -911,11 +1122,7 @@ mod tests {
         let near = entry(&ns, vec![10.0, 1.0, 0.0]);
         let far = entry(&ns, vec![0.0, 0.0, 5.0]);
         let middle = entry(&ns, vec![1.0, 1.0, 0.0]);
-        index.apply(
-            [&near, &far, &middle]
-                .map(|e| Change::Upsert(e.clone()))
-                .into(),
-        );
+        index.apply([&near, &far, &middle].map(Embedded::upsert).into());
         let hits = index
             .snapshot()
             .search(&[ns], &[vec![3.0, 0.0, 0.0]], 2, all);
@@ -932,7 +1139,7 @@ mod tests {
         let index = Index::new(2);
         let own = entry(&mine, vec![0.0, 1.0]);
         let foreign = entry(&theirs, vec![1.0, 0.0]);
-        index.apply(vec![Change::Upsert(own.clone()), Change::Upsert(foreign)]);
+        index.apply(vec![own.upsert(), foreign.upsert()]);
         let hits = index.snapshot().search(&[mine], &[vec![1.0, 0.0]], 10, all);
         assert_eq!(hits.iter().map(|h| h.id).collect::<Vec<_>>(), [own.id]);
     }
@@ -943,7 +1150,7 @@ mod tests {
         let index = Index::new(2);
         let x = entry(&ns, vec![1.0, 0.0]);
         let y = entry(&ns, vec![0.0, 1.0]);
-        index.apply(vec![Change::Upsert(x.clone()), Change::Upsert(y.clone())]);
+        index.apply(vec![x.upsert(), y.upsert()]);
         let hits = index.snapshot().search(
             std::slice::from_ref(&ns),
             &[vec![0.0, 1.0], vec![1.0, 0.1]],
@@ -962,10 +1169,7 @@ mod tests {
         let index = Index::new(2);
         let best = entry(&ns, vec![1.0, 0.0]);
         let second = entry(&ns, vec![1.0, 0.5]);
-        index.apply(vec![
-            Change::Upsert(best.clone()),
-            Change::Upsert(second.clone()),
-        ]);
+        index.apply(vec![best.upsert(), second.upsert()]);
         let hits = index
             .snapshot()
             .search(&[ns], &[vec![1.0, 0.0]], 1, |id, _| id != best.id);
@@ -977,11 +1181,11 @@ mod tests {
         let ns = repo("a");
         let index = Index::new(2);
         let first = entry(&ns, vec![1.0, 0.0]);
-        index.apply(vec![Change::Upsert(first.clone())]);
+        index.apply(vec![first.upsert()]);
         let before = index.snapshot();
         index.apply(vec![
             Change::Remove(first.id),
-            Change::Upsert(entry(&ns, vec![0.0, 1.0])),
+            entry(&ns, vec![0.0, 1.0]).upsert(),
         ]);
         assert_eq!(before.len(), 1);
         assert!(before.vector(&ns, first.id).is_some());
@@ -994,9 +1198,9 @@ mod tests {
         let ns = repo("a");
         let index = Index::new(2);
         let mut memory = entry(&ns, vec![1.0, 0.0]);
-        index.apply(vec![Change::Upsert(memory.clone())]);
+        index.apply(vec![memory.upsert()]);
         memory.vector = vec![0.0, 2.0];
-        index.apply(vec![Change::Upsert(memory.clone())]);
+        index.apply(vec![memory.upsert()]);
         assert_eq!(
             index.snapshot().vector(&ns, memory.id),
             Some(&[0.0, 1.0][..])
@@ -1010,7 +1214,7 @@ mod tests {
     fn a_zero_or_misshapen_query_matches_nothing_useful() {
         let ns = repo("a");
         let index = Index::new(2);
-        index.apply(vec![Change::Upsert(entry(&ns, vec![1.0, 0.0]))]);
+        index.apply(vec![entry(&ns, vec![1.0, 0.0]).upsert()]);
         let snapshot = index.snapshot();
         assert!(
             snapshot
@@ -1024,7 +1228,7 @@ mod tests {
     /// Every remaining entry's exact similarity to `query`, best first
     /// (ties by id, as the index breaks them).
     fn brute_force(
-        entries: &[Entry],
+        entries: &[Embedded],
         removed: &HashSet<MemoryId>,
         query: &[f32],
     ) -> Vec<(f32, MemoryId)> {
@@ -1044,7 +1248,7 @@ mod tests {
     }
 
     /// The widest error bound of the approximate scan over `entries`.
-    fn error_bound(entries: &[Entry], query: &[f32]) -> f32 {
+    fn error_bound(entries: &[Embedded], query: &[f32]) -> f32 {
         let mut q = query.to_vec();
         normalise(&mut q);
         let coded = quantized::Query::new(&q);
@@ -1073,8 +1277,8 @@ mod tests {
         ) {
             let ns = repo("a");
             let index = Index::new(40);
-            let entries: Vec<Entry> = vectors.into_iter().map(|v| entry(&ns, v)).collect();
-            index.apply(entries.iter().cloned().map(Change::Upsert).collect());
+            let entries: Vec<Embedded> = vectors.into_iter().map(|v| entry(&ns, v)).collect();
+            index.apply(entries.iter().map(Embedded::upsert).collect());
             let removed: HashSet<MemoryId> =
                 entries.iter().step_by(remove_every).map(|e| e.id).collect();
             index.apply(removed.iter().copied().map(Change::Remove).collect());

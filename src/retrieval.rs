@@ -48,7 +48,7 @@ use crate::llm::Llm;
 use crate::memory::{Memory, MemoryView, Namespace};
 use crate::metrics::Metrics;
 use crate::readiness::Readiness;
-use crate::store::{ListFilter, Store};
+use crate::store::{IndexStage, ListFilter, Store};
 use crate::upstream;
 use access::AccessCounts;
 use cache::{TurnCache, TurnKey};
@@ -64,6 +64,11 @@ pub use request::{Filters, Input, Request};
 /// How long a retrieval waits for writes to its namespaces to reach the
 /// index, alongside its own embedding call.
 const INDEX_CATCH_UP: Duration = Duration::from_millis(250);
+/// The longest backlog of vectors (store-wide: the indexer takes them
+/// oldest first) a retrieval waits for: about what the local model embeds
+/// within [`INDEX_CATCH_UP`]. Behind a longer one, waiting would only delay
+/// the answer; the words of every write are in at once anyway.
+const CATCH_UP_BACKLOG: usize = 32;
 /// Slack past the budget before the whole retrieval is cut off: each stage
 /// keeps to the deadline itself, and this only catches the unexpected.
 const CUTOFF_GRACE: Duration = Duration::from_millis(50);
@@ -206,9 +211,10 @@ impl Retriever {
             return nothing(&request, Degraded::BudgetExhausted, started);
         };
         outcome.timings_ms.total = millis(started.elapsed());
-        if outcome.degraded.is_none() {
+        if outcome.degraded.is_none() && !outcome.index_catching_up {
             // Only complete answers are reused: a degraded one would hide
-            // the upstream's recovery from the rest of the turn.
+            // the upstream's recovery from the rest of the turn, and one
+            // the index had not caught up with the vectors that come next.
             inner.cache.put(key, outcome.clone(), generations);
         }
         inner
@@ -440,7 +446,7 @@ impl Retriever {
 
     /// One embedding call for `texts`, within the budget, while waiting
     /// (briefly) for recent writes to `namespaces` to reach the index;
-    /// also whether they did.
+    /// also whether they did, vectors included.
     async fn embed(
         &self,
         texts: Vec<String>,
@@ -450,8 +456,7 @@ impl Retriever {
         let inner = &self.inner;
         let expected = texts.len();
         let embedding = tokio::time::timeout_at(deadline, inner.embedder.embed(texts));
-        let catch_up = inner.store.wait_until_indexed(namespaces, INDEX_CATCH_UP);
-        let (embedding, caught_up) = tokio::join!(embedding, catch_up);
+        let (embedding, caught_up) = tokio::join!(embedding, self.catch_up(namespaces));
         let vectors = match embedding {
             Ok(Ok(vectors)) if vectors.len() == expected => Ok(vectors),
             Ok(Ok(_)) => Err(Degraded::EmbeddingFailed),
@@ -470,6 +475,29 @@ impl Retriever {
             }
         };
         (vectors, caught_up)
+    }
+
+    /// Waits (briefly) for writes to `namespaces` to reach the index: for
+    /// their words, which take moments, and for their vectors when the
+    /// backlog is short enough for them to come within the wait. Whether
+    /// every write is in, vectors included: when not, a memory found by
+    /// its words alone meanwhile says so in its reason.
+    async fn catch_up(&self, namespaces: &[Namespace]) -> bool {
+        let store = &self.inner.store;
+        let started = Instant::now();
+        let words = store
+            .wait_until_indexed(namespaces, IndexStage::Words, INDEX_CATCH_UP)
+            .await;
+        if !words {
+            return false;
+        }
+        if store.pending_change_count(IndexStage::Vectors) > CATCH_UP_BACKLOG {
+            return !store.has_pending_in(namespaces, IndexStage::Vectors);
+        }
+        let left = INDEX_CATCH_UP.saturating_sub(started.elapsed());
+        store
+            .wait_until_indexed(namespaces, IndexStage::Vectors, left)
+            .await
     }
 
     /// Ranks the current memories the filters admit without a query.

@@ -24,7 +24,7 @@ use crate::index::Index;
 use crate::llm::{Llm, Purpose};
 use crate::memory::MemoryId;
 use crate::metrics::Metrics;
-use crate::store::{Store, WriteError};
+use crate::store::{IndexStage, Store, WriteError};
 
 /// The longest wait between two attempts of one trigger.
 const MAX_BACKOFF: Duration = Duration::from_secs(60);
@@ -241,7 +241,7 @@ impl Worker {
         if !written.is_empty() {
             self.deps
                 .store
-                .wait_until_indexed(&pair.namespaces(), INDEX_WAIT)
+                .wait_until_indexed(&pair.namespaces(), IndexStage::Vectors, INDEX_WAIT)
                 .await;
         }
         Ok(written)

@@ -1,15 +1,27 @@
-//! The indexer: the one task that keeps the vector index in step with the
-//! store.
+//! The indexer: the one task that keeps the index in step with the store.
 //!
-//! It takes the store's pending changes in batches, finds each changed
-//! memory's vector (in the embedding cache, else from the embedder, all of a
-//! batch in one call), applies the batch to the index as one snapshot swap,
-//! and only then acknowledges it. At start every loaded memory is pending,
-//! so the start-up build and later updates are the same code; readiness is
-//! declared once the first pass is done. A batch the embedder cannot serve
-//! stays pending and is retried with backoff; nothing else waits for it.
+//! A change enters the index in two steps, each acknowledged on its own.
+//! Its words go first: whenever the store records changes, the indexer
+//! takes in their words (a deleted memory leaves both sides) in one cheap
+//! snapshot swap, even while an embedding call is in flight, so a write is
+//! findable by its words within moments at any backlog. Its vector
+//! follows: the indexer takes the pending changes oldest first, in
+//! batches, finds each changed memory's vector (in the embedding cache,
+//! else from the embedder, all of a batch in one call), applies the batch
+//! as one snapshot swap, and only then acknowledges it as fully applied.
+//!
+//! A batch is gathered ([`Gathering`]): once a change is pending the
+//! indexer waits up to [`GATHER`] for more, unless a full batch is already
+//! there or a retrieval waits for the vectors, so a trickle of writes is
+//! embedded in batches rather than one text per call, and a read right
+//! after a write does not wait for the gathering. At start every loaded memory is pending, so the start-up
+//! build and later updates are the same code; readiness is declared once
+//! the first pass (vectors included) is done. A batch the embedder cannot
+//! serve stays pending and is retried with backoff; its words are in
+//! meanwhile, and nothing else waits for it.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -20,12 +32,17 @@ use tokio_util::sync::CancellationToken;
 use crate::embed::cache::{ContentKey, EmbeddingCache, StoredVectors};
 use crate::embed::{self, Embedder};
 use crate::index::{Change, Entry, Index, lexical};
+use crate::memory::Memory;
 use crate::metrics::Metrics;
 use crate::readiness::Readiness;
-use crate::store::{PendingChange, Store};
+use crate::store::{IndexStage, PendingChange, Store};
 
 /// Changes per batch: one embedding call, one snapshot swap.
-const BATCH_SIZE: usize = 128;
+pub const BATCH_SIZE: usize = 128;
+/// The longest a pending change waits for others to share its batch: a
+/// few milliseconds, against the ~10 ms one text alone costs the local
+/// model, while its words are searchable already.
+pub const GATHER: Duration = Duration::from_millis(5);
 const MIN_BACKOFF: Duration = Duration::from_millis(250);
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
 
@@ -135,8 +152,8 @@ impl Indexer {
                     tracing::warn!(
                         error = %crate::causes::error_chain(&err),
                         retry_in_ms = backoff.as_millis(),
-                        pending = self.store.pending_change_count(),
-                        "could not embed changed memories; they stay pending"
+                        pending = self.store.pending_change_count(IndexStage::Vectors),
+                        "could not embed changed memories; they stay pending, found by their words"
                     );
                     true
                 }
@@ -145,12 +162,13 @@ impl Indexer {
                 starting = false;
                 self.declare_ready(started.elapsed());
             }
-            if !failed && self.store.pending_change_count() == 0 {
+            if !failed && self.store.pending_change_count(IndexStage::Vectors) == 0 {
                 self.settle_cache();
             }
+            // Until the next change, or the retry; words keep coming in.
             let wait = async {
                 if failed {
-                    tokio::time::sleep(backoff).await;
+                    self.taking_in_words(tokio::time::sleep(backoff)).await;
                 } else {
                     self.store.changed().await;
                 }
@@ -167,16 +185,46 @@ impl Indexer {
         }
     }
 
-    /// Processes every pending change, batch by batch.
+    /// Takes in every pending change: words first, then vectors, batch by
+    /// batch, each batch gathered.
     async fn pass(&mut self, stop: &CancellationToken) -> Result<(), embed::Error> {
-        let pending = self.store.pending_changes();
-        for batch in pending.chunks(BATCH_SIZE) {
-            if stop.is_cancelled() {
-                break;
+        let mut gathering = Gathering::default();
+        while !stop.is_cancelled() {
+            self.take_in_words().await;
+            let pending = self.store.pending_changes();
+            let hurry = self.store.vectors_awaited();
+            match gathering.next(&pending, Instant::now(), hurry) {
+                Next::Idle => break,
+                Next::Embed(batch) => self.apply_batch(batch).await?,
+                // Words of what arrives meanwhile go in at the loop's top.
+                Next::Until(deadline) => tokio::select! {
+                    () = tokio::time::sleep_until(deadline.into()) => {}
+                    () = self.store.changed() => {}
+                },
             }
-            self.apply_batch(batch).await?;
         }
         Ok(())
+    }
+
+    /// The words step, on the blocking pool: it computes terms and builds
+    /// chunks, CPU work that grows with the backlog (every loaded memory
+    /// at start).
+    async fn take_in_words(&self) {
+        let (store, index) = (self.store.clone(), self.index.clone());
+        crate::blocking::run(move || take_in_words(&store, &index)).await;
+    }
+
+    /// Awaits `work`, taking in the words of the changes recorded
+    /// meanwhile.
+    async fn taking_in_words<T>(&self, work: impl Future<Output = T>) -> T {
+        let mut work = std::pin::pin!(work);
+        loop {
+            tokio::select! {
+                biased;
+                output = &mut work => return output,
+                () = self.store.changed() => self.take_in_words().await,
+            }
+        }
     }
 
     async fn apply_batch(&mut self, batch: &[PendingChange]) -> Result<(), embed::Error> {
@@ -184,28 +232,24 @@ impl Indexer {
         let mut to_embed = Vec::new();
         for change in batch {
             let Some(memory) = self.store.get(change.id) else {
-                changes.push(Change::Remove(change.id));
+                changes.push((*change, Change::Remove(change.id)));
                 continue;
             };
             let key = ContentKey::of(&memory.content);
-            let entry = Entry {
-                id: memory.id,
-                namespace: memory.namespace.clone(),
-                category: memory.category,
-                vector: Vec::new(),
-                terms: lexical::terms(&memory.content),
-            };
             match self.stored.remove(&key) {
                 Some(vector) if Some(vector.len()) == self.embedder.dimensions() => {
                     self.stats.cache_hits.fetch_add(1, Ordering::Relaxed);
-                    changes.push(Change::Upsert(Entry { vector, ..entry }));
+                    changes.push((*change, Change::Upsert(entry_of(&memory), vector)));
                 }
-                _ => to_embed.push((key, entry, memory.content.clone())),
+                _ => to_embed.push((*change, key, memory)),
             }
         }
         if !to_embed.is_empty() {
-            let texts = to_embed.iter().map(|(_, _, text)| text.clone()).collect();
-            let vectors = self.embedder.embed(texts).await?;
+            let texts = to_embed
+                .iter()
+                .map(|(_, _, memory)| memory.content.clone())
+                .collect();
+            let vectors = self.taking_in_words(self.embedder.embed(texts)).await?;
             self.stats
                 .embedded
                 .fetch_add(vectors.len() as u64, Ordering::Relaxed);
@@ -213,14 +257,13 @@ impl Indexer {
                 to_embed
                     .iter()
                     .zip(&vectors)
-                    .map(|((key, _, _), vector)| (*key, vector.as_slice())),
+                    .map(|((_, key, _), vector)| (*key, vector.as_slice())),
             );
-            for ((_, entry, _), vector) in to_embed.into_iter().zip(vectors) {
-                changes.push(Change::Upsert(Entry { vector, ..entry }));
+            for ((change, _, memory), vector) in to_embed.into_iter().zip(vectors) {
+                changes.push((change, Change::Upsert(entry_of(&memory), vector)));
             }
         }
-        self.index.apply(changes);
-        self.store.acknowledge(batch);
+        finish_batch(&self.store, &self.index, batch, changes);
         Ok(())
     }
 
@@ -232,7 +275,7 @@ impl Indexer {
         self.readiness.set_ready();
         tracing::info!(
             memories = self.index.snapshot().len(),
-            pending = self.store.pending_change_count(),
+            pending = self.store.pending_change_count(IndexStage::Vectors),
             embedded = self.stats.embedded.load(Ordering::Relaxed),
             cache_hits = self.stats.cache_hits.load(Ordering::Relaxed),
             duration_ms = millis,
@@ -261,5 +304,386 @@ impl Indexer {
             self.cache.rewrite(live);
         }
         self.stored_at_start = 0;
+    }
+}
+
+/// The words step: takes in the words of every change whose words are not
+/// in yet, and takes deleted memories off both sides (a delete has no
+/// vector to wait for, so it is fully applied here), in one snapshot swap.
+fn take_in_words(store: &Store, index: &Index) {
+    let fresh = store.pending_words();
+    if fresh.is_empty() {
+        return;
+    }
+    let mut deletes = Vec::new();
+    let changes = fresh
+        .iter()
+        .map(|change| match store.get(change.id) {
+            Some(memory) => Change::Words(entry_of(&memory)),
+            None => {
+                deletes.push(*change);
+                Change::Remove(change.id)
+            }
+        })
+        .collect();
+    index.apply(changes);
+    store.acknowledge_words(&fresh);
+    store.acknowledge(&deletes);
+}
+
+/// Applies a batch's `changes` (each with the pending change it answers)
+/// and acknowledges the batch. A memory deleted while its vector was
+/// computed is gone from both sides already (its delete's words step): its
+/// vector must not bring it back, so a change no longer the latest of its
+/// memory is left out.
+fn finish_batch(
+    store: &Store,
+    index: &Index,
+    batch: &[PendingChange],
+    changes: Vec<(PendingChange, Change)>,
+) {
+    let current = changes
+        .into_iter()
+        .filter(|(change, _)| store.is_latest(change))
+        .map(|(_, change)| change)
+        .collect();
+    index.apply(current);
+    store.acknowledge(batch);
+}
+
+/// A memory's entry: where it lives, its category and its words.
+fn entry_of(memory: &Memory) -> Entry {
+    Entry {
+        id: memory.id,
+        namespace: memory.namespace.clone(),
+        category: memory.category,
+        terms: lexical::terms(&memory.content),
+    }
+}
+
+/// The gather step: when the pending changes make a batch to embed. Apart
+/// from the clock and the store, so it can be tested alone.
+#[derive(Debug, Default)]
+pub struct Gathering {
+    /// When this batch began to gather.
+    since: Option<Instant>,
+}
+
+/// What to do next with the pending changes.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Next<'a, T> {
+    /// Nothing is pending.
+    Idle,
+    /// Embed these now: the oldest pending changes, in order.
+    Embed(&'a [T]),
+    /// Wait for more changes until then, at the latest.
+    Until(Instant),
+}
+
+impl Gathering {
+    /// What to do at `now` with `pending` (oldest first): embed its oldest
+    /// [`BATCH_SIZE`] at once when there are that many, or in a `hurry`
+    /// (a reader waits for them), else once the batch has gathered for
+    /// [`GATHER`].
+    pub fn next<'a, T>(&mut self, pending: &'a [T], now: Instant, hurry: bool) -> Next<'a, T> {
+        if pending.is_empty() {
+            self.since = None;
+            return Next::Idle;
+        }
+        let since = *self.since.get_or_insert(now);
+        if hurry || pending.len() >= BATCH_SIZE || now >= since + GATHER {
+            // The next batch gathers anew.
+            self.since = None;
+            return Next::Embed(&pending[..pending.len().min(BATCH_SIZE)]);
+        }
+        Next::Until(since + GATHER)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashSet;
+
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::memory::{Category, MemoryId, Namespace, Scope, Trigger};
+    use crate::store::{NamespacePair, NewMemory};
+
+    #[test]
+    fn a_full_batch_goes_at_once_and_a_trickle_waits_its_gather_window() {
+        let start = Instant::now();
+        let mut gathering = Gathering::default();
+        let nothing: [u32; 0] = [];
+        assert_eq!(gathering.next(&nothing, start, false), Next::Idle);
+
+        let trickle = [1, 2, 3];
+        assert_eq!(
+            gathering.next(&trickle, start, false),
+            Next::Until(start + GATHER)
+        );
+        // The window is the first change's: later arrivals do not extend it.
+        let later = start + GATHER / 2;
+        assert_eq!(
+            gathering.next(&trickle, later, false),
+            Next::Until(start + GATHER)
+        );
+        assert_eq!(
+            gathering.next(&trickle, start + GATHER, false),
+            Next::Embed(&trickle[..])
+        );
+        // A reader waiting for the vectors does not wait for the window.
+        assert_eq!(
+            gathering.next(&trickle, start, false),
+            Next::Until(start + GATHER)
+        );
+        assert_eq!(
+            gathering.next(&trickle, start, true),
+            Next::Embed(&trickle[..])
+        );
+
+        let backlog: Vec<u32> = (0..300).collect();
+        let now = start + GATHER * 3;
+        assert_eq!(
+            gathering.next(&backlog, now, false),
+            Next::Embed(&backlog[..BATCH_SIZE]),
+            "a full batch does not wait"
+        );
+        assert_eq!(
+            gathering.next(&backlog[BATCH_SIZE..], now, false),
+            Next::Embed(&backlog[BATCH_SIZE..2 * BATCH_SIZE])
+        );
+        assert_eq!(
+            gathering.next(&backlog[2 * BATCH_SIZE..], now, false),
+            Next::Until(now + GATHER),
+            "the rest gathers anew"
+        );
+    }
+
+    /// What a test run does, one step at a time.
+    #[derive(Clone, Debug)]
+    enum Step {
+        Write,
+        /// Deletes the n-th memory written (modulo), if it still exists.
+        Delete(usize),
+        /// The words step.
+        Words,
+        /// The clock moves on this many milliseconds, and the indexer
+        /// gathers (in a hurry: a reader waits): maybe it takes a batch
+        /// (when none is in flight).
+        Gather(u64, bool),
+        /// The batch in flight gets its vectors.
+        Embedded,
+    }
+
+    fn step() -> impl Strategy<Value = Step> {
+        prop_oneof![
+            4 => Just(Step::Write),
+            1 => any::<usize>().prop_map(Step::Delete),
+            2 => Just(Step::Words),
+            2 => (0u64..8, any::<bool>()).prop_map(|(millis, hurry)| Step::Gather(millis, hurry)),
+            2 => Just(Step::Embedded),
+        ]
+    }
+
+    /// A batch in flight: the changes taken, and what the indexer found
+    /// of each when it took it (a deleted memory: a removal).
+    struct InFlight {
+        batch: Vec<PendingChange>,
+        changes: Vec<(PendingChange, Change)>,
+    }
+
+    /// The index as the indexer leaves it; `written` holds each memory's
+    /// unique word.
+    struct Run {
+        store: Store,
+        index: Index,
+        gathering: Gathering,
+        in_flight: Option<InFlight>,
+        start: Instant,
+        clock: Duration,
+        written: Vec<(MemoryId, String)>,
+        deleted: HashSet<MemoryId>,
+        /// When each memory last changed (a count of recorded changes).
+        changed_at: HashMap<MemoryId, usize>,
+        recorded: usize,
+        /// `changed_at` of every change taken into a batch, in order.
+        taken: Vec<usize>,
+    }
+
+    impl Run {
+        async fn write(&mut self) {
+            let serial = self.written.len();
+            let word = format!("unique{serial}");
+            let memory = self
+                .store
+                .create(NewMemory {
+                    pair: NamespacePair {
+                        repo: "forge".parse().unwrap(),
+                        user: "ana".parse().unwrap(),
+                    },
+                    scope: Scope::Repo,
+                    category: Category::Patterns,
+                    content: format!("Note {word} about the build."),
+                    importance: None,
+                    supersedes: None,
+                    related: Vec::new(),
+                    session_id: None,
+                    trigger: Trigger::Manual,
+                })
+                .await
+                .unwrap();
+            self.recorded += 1;
+            self.changed_at.insert(memory.id, self.recorded);
+            self.written.push((memory.id, word));
+        }
+
+        async fn delete(&mut self, n: usize) {
+            if self.written.is_empty() {
+                return;
+            }
+            let id = self.written[n % self.written.len()].0;
+            if self.deleted.insert(id) {
+                self.store.delete(id).await.unwrap();
+                self.recorded += 1;
+                self.changed_at.insert(id, self.recorded);
+            }
+        }
+
+        fn gather(&mut self, millis: u64, hurry: bool) {
+            self.clock += Duration::from_millis(millis);
+            if self.in_flight.is_some() {
+                return;
+            }
+            let now = self.start + self.clock;
+            let pending = self.store.pending_changes();
+            if let Next::Embed(batch) = self.gathering.next(&pending, now, hurry) {
+                assert!(batch.len() <= BATCH_SIZE);
+                assert_eq!(batch, &pending[..batch.len()], "the oldest, in order");
+                let changes = batch
+                    .iter()
+                    .map(|change| {
+                        let found = match self.store.get(change.id) {
+                            Some(memory) => Change::Upsert(entry_of(&memory), vec![1.0, 0.0]),
+                            None => Change::Remove(change.id),
+                        };
+                        (*change, found)
+                    })
+                    .collect();
+                self.taken
+                    .extend(batch.iter().map(|change| self.changed_at[&change.id]));
+                self.in_flight = Some(InFlight {
+                    batch: batch.to_vec(),
+                    changes,
+                });
+            }
+        }
+
+        fn embedded(&mut self) {
+            if let Some(InFlight { batch, changes }) = self.in_flight.take() {
+                finish_batch(&self.store, &self.index, &batch, changes);
+            }
+        }
+
+        /// Whether a lexical search for `word` finds `id`, and whether its
+        /// vector is pending.
+        fn found(&self, id: MemoryId, word: &str) -> Option<bool> {
+            let namespace = Namespace::Repo("forge".parse().unwrap());
+            self.index
+                .snapshot()
+                .lexical_search(
+                    &[namespace],
+                    &lexical::query_terms(word),
+                    &[],
+                    10,
+                    |_, _| true,
+                )
+                .into_iter()
+                .find(|hit| hit.id == id)
+                .map(|hit| hit.vector_pending)
+        }
+
+        /// Every live memory is found by its words (once its words step has
+        /// run), no deleted one is, on either side.
+        fn check_words(&self) {
+            assert_eq!(
+                self.store.pending_change_count(IndexStage::Words),
+                0,
+                "the words step took everything in"
+            );
+            for (id, word) in &self.written {
+                let found = self.found(*id, word);
+                if self.deleted.contains(id) {
+                    assert_eq!(found, None, "{word} was deleted");
+                } else {
+                    assert!(found.is_some(), "{word} is live");
+                }
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+        /// Over any interleaving of writes, deletes, words steps, gathers
+        /// and finished batches: batches take changes in the order they
+        /// were recorded; after a words step every live memory is findable
+        /// by its words and no deleted one is; and once drained, every live
+        /// memory has its vector and nothing is lost or left pending.
+        #[test]
+        fn gathering_never_loses_or_reorders_changes(steps in prop::collection::vec(step(), 1..60)) {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            runtime.block_on(async {
+                let dir = tempfile::tempdir().unwrap();
+                let mut run = Run {
+                    store: Store::open(dir.path()).unwrap(),
+                    index: Index::new(2),
+                    gathering: Gathering::default(),
+                    in_flight: None,
+                    start: Instant::now(),
+                    clock: Duration::ZERO,
+                    written: Vec::new(),
+                    deleted: HashSet::new(),
+                    changed_at: HashMap::new(),
+                    recorded: 0,
+                    taken: Vec::new(),
+                };
+                for step in steps {
+                    match step {
+                        Step::Write => run.write().await,
+                        Step::Delete(n) => run.delete(n).await,
+                        Step::Words => {
+                            take_in_words(&run.store, &run.index);
+                            run.check_words();
+                        }
+                        Step::Gather(millis, hurry) => run.gather(millis, hurry),
+                        Step::Embedded => run.embedded(),
+                    }
+                }
+                // Drain, as the indexer's loop does.
+                take_in_words(&run.store, &run.index);
+                run.check_words();
+                while run.in_flight.is_some() || run.store.pending_change_count(IndexStage::Vectors) > 0 {
+                    run.embedded();
+                    take_in_words(&run.store, &run.index);
+                    run.gather(u64::try_from(GATHER.as_millis()).unwrap(), false);
+                }
+                assert!(
+                    run.taken.windows(2).all(|pair| pair[0] < pair[1]),
+                    "changes are taken in the order they were recorded: {:?}",
+                    run.taken
+                );
+                let live = run.written.len() - run.deleted.len();
+                let snapshot = run.index.snapshot();
+                assert_eq!((snapshot.len(), snapshot.words_only()), (live, 0));
+                for (id, word) in &run.written {
+                    let expected = (!run.deleted.contains(id)).then_some(false);
+                    assert_eq!(run.found(*id, word), expected, "{word}");
+                }
+            });
+        }
     }
 }

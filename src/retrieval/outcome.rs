@@ -89,18 +89,26 @@ impl Degraded {
 pub enum Reason {
     /// It matched the query (or the latest user message). When
     /// `matched_version` is set, an older version of it matched and this,
-    /// the current version, stands in.
+    /// the current version, stands in. `vector_pending` (present only
+    /// when true): it was found by its words alone while its vector was
+    /// still being computed, so its similarity is 0 for want of a vector,
+    /// not measured.
     Query {
         found_by: FoundBy,
         #[serde(skip_serializing_if = "Option::is_none")]
         matched_version: Option<MemoryId>,
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        vector_pending: bool,
     },
-    /// It matched HyDE hypothesis number `hypothesis` (0-based).
+    /// It matched HyDE hypothesis number `hypothesis` (0-based);
+    /// `matched_version` and `vector_pending` as for `query`.
     Hypothesis {
         hypothesis: usize,
         found_by: FoundBy,
         #[serde(skip_serializing_if = "Option::is_none")]
         matched_version: Option<MemoryId>,
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        vector_pending: bool,
     },
     /// A `related` edge links it with `from`, a memory in the result.
     Hop {
@@ -124,9 +132,22 @@ pub enum FoundBy {
 }
 
 impl Reason {
-    pub(super) fn set_found_by(&mut self, by: FoundBy) {
-        if let Self::Query { found_by, .. } | Self::Hypothesis { found_by, .. } = self {
+    /// Which search found it, and whether its vector is still pending
+    /// (meaningful only when the words alone found it).
+    pub(super) fn set_found_by(&mut self, by: FoundBy, pending: bool) {
+        if let Self::Query {
+            found_by,
+            vector_pending,
+            ..
+        }
+        | Self::Hypothesis {
+            found_by,
+            vector_pending,
+            ..
+        } = self
+        {
             *found_by = by;
+            *vector_pending = pending && by == FoundBy::Lexical;
         }
     }
 }

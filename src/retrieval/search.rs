@@ -5,7 +5,9 @@
 //! Heads of chains stand in for matched old versions (the reason names the
 //! version that matched), deleted memories and the request's exclusions and
 //! filters are left out, and a memory barely like the query counts as no
-//! vector evidence however it ranks.
+//! vector evidence however it ranks. A memory whose vector is still being
+//! computed is found by its words alone, with a closeness of 0 (no cosine
+//! to judge it by) and a reason that says its vector is pending.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -40,6 +42,9 @@ pub struct Candidate {
     pub reason: Reason,
     dense: Option<fusion::Dense>,
     lexical_match: Option<fusion::Lexical>,
+    /// Whether the version its best lexical match came from had no vector
+    /// yet (its similarity is then 0: closeness unknown, not measured).
+    vector_pending: bool,
 }
 
 /// What the search stage looks for.
@@ -122,9 +127,11 @@ pub async fn candidates(
             fused: 0.0,
             dense: None,
             lexical_match: None,
+            vector_pending: false,
             reason: Reason::Query {
                 found_by: FoundBy::Lexical,
                 matched_version,
+                vector_pending: false,
             },
         });
         if let Some((rank, hit)) = dense_hit
@@ -137,11 +144,13 @@ pub async fn candidates(
                     hypothesis: hit.query,
                     found_by: FoundBy::Vector,
                     matched_version,
+                    vector_pending: false,
                 }
             } else {
                 Reason::Query {
                     found_by: FoundBy::Vector,
                     matched_version,
+                    vector_pending: false,
                 }
             };
         }
@@ -155,6 +164,7 @@ pub async fn candidates(
                 matched_terms: hit.matched_terms,
             });
             candidate.lexical = hit.score / best_lexical;
+            candidate.vector_pending = hit.vector_pending;
             if candidate.dense.is_none() {
                 // Found by its words alone: still say how close it is in
                 // meaning.
@@ -181,7 +191,9 @@ pub async fn candidates(
                 (Some(_), None) => FoundBy::Vector,
                 _ => FoundBy::Lexical,
             };
-            candidate.reason.set_found_by(found_by);
+            candidate
+                .reason
+                .set_found_by(found_by, candidate.vector_pending);
             candidate
         })
         .collect();

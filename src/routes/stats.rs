@@ -25,7 +25,7 @@ use crate::readiness::Readiness;
 use crate::retrieval::Retriever;
 use crate::retrieval::stats::RetrievalStatsView;
 use crate::routes::problems::Unauthorized;
-use crate::store::Store;
+use crate::store::{IndexStage, Store};
 
 /// The most skipped files listed by name; the count is always complete.
 const MAX_SKIPPED_LISTED: usize = 100;
@@ -85,8 +85,15 @@ pub struct IndexStatsView {
     pub memories: usize,
     /// Per namespace.
     pub namespaces: BTreeMap<String, usize>,
-    /// Writes and deletes not yet in the index (e.g. while the embedder is down).
+    /// Writes and deletes whose vectors are not yet in the index (the
+    /// embedder is behind or down). A written memory is found by its words
+    /// meanwhile, once it is no longer counted in `pending_words`.
     pub pending: usize,
+    /// Writes and deletes not yet in the index even by their words: 0 but
+    /// for the moment right after a write.
+    pub pending_words: usize,
+    /// Memories found by their words alone for now, their vectors pending.
+    pub words_only: usize,
     /// Texts embedded since start.
     pub embedded: u64,
     /// Vectors taken from the on-disk embedding cache instead.
@@ -175,7 +182,9 @@ impl StatsResponse {
             dimensions: retriever.index().dimensions(),
             memories: namespaces.values().sum(),
             namespaces,
-            pending: store.pending_change_count(),
+            pending: store.pending_change_count(IndexStage::Vectors),
+            pending_words: store.pending_change_count(IndexStage::Words),
+            words_only: snapshot.words_only(),
             embedded: indexer.embedded,
             cache_hits: indexer.cache_hits,
             failed_batches: indexer.failed_batches,

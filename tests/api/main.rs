@@ -11,6 +11,7 @@ mod capture_limits;
 mod cli;
 mod container;
 mod docs;
+mod freshness;
 mod grants;
 mod graph;
 mod hooks;

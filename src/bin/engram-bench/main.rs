@@ -9,6 +9,7 @@
 mod abuse;
 mod corpus;
 mod dump;
+mod freshness;
 mod locomo;
 mod mcp;
 mod measure;
@@ -63,6 +64,15 @@ enum Command {
     Startup {
         #[arg(long, default_value_t = 10_000)]
         memories: usize,
+        #[arg(long, value_enum, default_value_t = EmbedderChoice::Local)]
+        embedder: EmbedderChoice,
+    },
+    /// Read-after-write under a backlog: a burst of writes, then a memory
+    /// with a rare word; how long from its `201` until a retrieval finds it.
+    Freshness {
+        /// Burst sizes, each on a fresh service.
+        #[arg(long, value_delimiter = ',', default_value = "0,400,4000")]
+        backlogs: Vec<usize>,
         #[arg(long, value_enum, default_value_t = EmbedderChoice::Local)]
         embedder: EmbedderChoice,
     },
@@ -174,6 +184,9 @@ fn main() -> ExitCode {
             }
             Command::Startup { memories, embedder } => {
                 startup(&mut report, memories, embedder).await
+            }
+            Command::Freshness { backlogs, embedder } => {
+                freshness::freshness(&mut report, &backlogs, embedder).await
             }
             Command::Write { requests } => write(&mut report, requests).await,
             Command::Turns { requests } => turns(&mut report, requests).await,

@@ -36,13 +36,15 @@ fn measure(size: usize) -> Result<Report> {
     let changes = corpus::memories(&namespace, size, 1)
         .into_iter()
         .map(|memory| {
-            Change::Upsert(Entry {
-                id: memory.id,
-                namespace: namespace.clone(),
-                category: memory.category,
-                vector: upstream::Vectors::MINILM.of(&memory.content),
-                terms: lexical::Terms::default(),
-            })
+            Change::Upsert(
+                Entry {
+                    id: memory.id,
+                    namespace: namespace.clone(),
+                    category: memory.category,
+                    terms: lexical::Terms::default(),
+                },
+                upstream::Vectors::MINILM.of(&memory.content),
+            )
         })
         .collect();
     index.apply(changes);

@@ -9,7 +9,8 @@
 //! bench) one built from the prompt: three hypotheses made of the
 //! conversation's last line for HyDE, one memory for the classifier.
 //! A test can also make either endpoint fail, stall or ramble
-//! ([`Behaviour`]) and read what it was asked. [`start_oversized`] is an
+//! ([`Behaviour`]), hold back the embeddings of some texts alone
+//! ([`Upstream::stall_embeddings_of`]), and read what it was asked. [`start_oversized`] is an
 //! upstream gone wrong: every reply hundreds of megabytes long.
 
 #![expect(
@@ -119,6 +120,9 @@ struct Script {
     behaviour: Option<Behaviour>,
     /// The `input` of every embeddings request, in order.
     embedding_requests: Vec<Vec<String>>,
+    /// Embeddings requests with a text containing this are not answered
+    /// while it is set.
+    stalled: Option<String>,
     chat_behaviour: Option<Behaviour>,
     chat_reply: String,
     /// The messages of every chat request, in order.
@@ -146,6 +150,7 @@ impl Upstream {
             setup,
             behaviour: None,
             embedding_requests: Vec::new(),
+            stalled: None,
             chat_behaviour: None,
             chat_reply: String::new(),
             chat_requests: Vec::new(),
@@ -168,6 +173,18 @@ impl Upstream {
 
     pub fn set(&self, behaviour: Behaviour) {
         self.script().behaviour = Some(behaviour);
+    }
+
+    /// Holds back every embeddings request with a text containing
+    /// `fragment` (the client's timeout ends its wait) until
+    /// [`Self::release_embeddings`]; other requests are answered as usual.
+    pub fn stall_embeddings_of(&self, fragment: &str) {
+        self.script().stalled = Some(fragment.to_owned());
+    }
+
+    /// Answers held-back embeddings requests, and all later ones.
+    pub fn release_embeddings(&self) {
+        self.script().stalled = None;
     }
 
     /// How `/chat/completions` answers, and with what text.
@@ -315,6 +332,9 @@ async fn embeddings(State(script): State<Arc<Mutex<Script>>>, Json(body): Json<V
     if let Some(failure) = misbehave(behaviour).await {
         return failure;
     }
+    while stalls(&script, &input) {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     let data: Vec<Value> = input
         .iter()
         .enumerate()
@@ -328,6 +348,15 @@ async fn embeddings(State(script): State<Arc<Mutex<Script>>>, Json(body): Json<V
         .collect();
     let reply = json!({"object": "list", "data": data, "model": body["model"]});
     Json(padded(reply, behaviour)).into_response()
+}
+
+/// Whether the script holds back a request for these texts.
+fn stalls(script: &Mutex<Script>, input: &[String]) -> bool {
+    let script = script.lock().expect("the fake's script lock");
+    script
+        .stalled
+        .as_deref()
+        .is_some_and(|fragment| input.iter().any(|text| text.contains(fragment)))
 }
 
 /// Serves on a free loopback port an upstream whose every reply, whatever

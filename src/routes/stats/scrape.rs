@@ -38,9 +38,15 @@ impl Collector for StatsCollector {
         let mut singles = vec![
             (
                 "index_pending",
-                "Writes and deletes not yet in the index",
+                "Writes and deletes whose vectors are not yet in the index",
                 Gauge,
                 count(index.pending),
+            ),
+            (
+                "index_words_only",
+                "Memories found by their words alone while their vectors are pending",
+                Gauge,
+                count(index.words_only),
             ),
             (
                 "index_embedded",
