@@ -68,8 +68,16 @@ fn measure(settings: &Settings) -> Result<Report> {
     let mut report = Report::default();
     report.figure("load average (1 min) at the start", load_average(), "");
     report.figure("candle threads (Engram)", count(threads), "");
-    report.figure("torch intra-op threads (reference)", count(info.threads), "");
-    report.figure("torch inter-op threads (reference)", count(info.interop_threads), "");
+    report.figure(
+        "torch intra-op threads (reference)",
+        count(info.threads),
+        "",
+    );
+    report.figure(
+        "torch inter-op threads (reference)",
+        count(info.interop_threads),
+        "",
+    );
     check_agreement(&mut report, &engram, &mut python, &texts)?;
 
     let mut engram_passes: [Vec<Pass>; 2] = Default::default();
@@ -196,7 +204,12 @@ impl Totals {
 
     fn row(&self, runtime: &str, detail: &str) -> Row {
         let mut calls = self.calls.clone();
-        Row::from_samples(runtime, detail, &mut calls, Duration::from_secs_f64(self.wall_seconds))
+        Row::from_samples(
+            runtime,
+            detail,
+            &mut calls,
+            Duration::from_secs_f64(self.wall_seconds),
+        )
     }
 
     fn wall_ms_per_sentence(&self) -> f64 {
@@ -224,7 +237,10 @@ fn process_cpu_seconds() -> Result<f64> {
     let stat = std::fs::read_to_string("/proc/self/stat")?;
     // The fields after the command name, which is in parentheses and may
     // hold spaces: state is field 3, utime and stime fields 14 and 15.
-    let after_name = stat.rsplit_once(')').ok_or("no command name in /proc/self/stat")?.1;
+    let after_name = stat
+        .rsplit_once(')')
+        .ok_or("no command name in /proc/self/stat")?
+        .1;
     let fields: Vec<&str> = after_name.split_whitespace().collect();
     let ticks = |field: usize| -> Result<f64> {
         let value = fields.get(field - 3).ok_or("a short /proc/self/stat")?;

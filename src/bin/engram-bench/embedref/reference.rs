@@ -98,10 +98,7 @@ impl Reference {
     }
 
     fn ask<T: DeserializeOwned>(&mut self, request: &Value) -> Result<T> {
-        let requests = self
-            .requests
-            .as_mut()
-            .ok_or("the reference is stopped")?;
+        let requests = self.requests.as_mut().ok_or("the reference is stopped")?;
         writeln!(requests, "{request}")?;
         requests.flush()?;
         let mut line = String::new();
