@@ -4,15 +4,17 @@
 //! Owns the tokenizer and the BERT weights, loaded once from a directory and
 //! checked against pinned SHA-256 digests (the hashed bytes are the bytes
 //! loaded). The pipeline is the sentence-transformers one: WordPiece with
-//! [CLS]/[SEP], truncation at 256 tokens, BERT, mean pooling over real tokens,
-//! L2 normalisation.
+//! [CLS]/[SEP], truncation at 256 tokens, BERT ([`bert`]), mean pooling over
+//! real tokens, L2 normalisation.
 //!
 //! Invariants: every vector has [`DIMENSIONS`] entries and unit length, so
 //! cosine similarity is a dot product; a text's vector does not depend on the
-//! batch it is embedded in, because padding is masked out of attention and
-//! pooling. [`LocalEmbedder::embed`] is synchronous and CPU-bound (candle
-//! spreads each matrix product over all cores): call it through `crate::blocking::run`.
+//! batch it is embedded in, because attention and pooling look only at its
+//! real tokens. [`LocalEmbedder::embed`] is synchronous and CPU-bound (the
+//! matrix products and the attention are spread over all cores): call it
+//! through `crate::blocking::run`.
 
+mod bert;
 mod pinned;
 
 use std::{
@@ -20,11 +22,12 @@ use std::{
     path::{Path, PathBuf},
 };
 
-use candle_core::{DType, Device, Tensor};
+use candle_core::{DType, Device};
 use candle_nn::VarBuilder;
-use candle_transformers::models::bert::{BertModel, Config};
+use candle_transformers::models::bert::Config;
 use tokenizers::{Tokenizer, TruncationParams};
 
+use bert::Bert;
 use pinned::ModelFile;
 
 /// Length of every embedding.
@@ -41,10 +44,6 @@ const MAX_TOKENS: usize = 256;
 /// Texts per forward pass. Texts are sorted by length before batching, so a
 /// batch pads its texts only to the length of similar ones.
 const BATCH_SIZE: usize = 32;
-
-/// Id of `[PAD]` in this vocabulary. Padded positions are masked out, so any
-/// valid id would do.
-const PAD_ID: u32 = 0;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -96,7 +95,7 @@ pub enum Error {
 
 /// all-MiniLM-L6-v2, loaded and ready to embed.
 pub struct LocalEmbedder {
-    model: BertModel,
+    model: Bert,
     tokenizer: Tokenizer,
     device: Device,
 }
@@ -127,7 +126,7 @@ impl LocalEmbedder {
         let device = Device::Cpu;
         let (path, bytes) = read_verified(dir, pinned::WEIGHTS)?;
         let model = VarBuilder::from_buffered_safetensors(bytes, DType::F32, &device)
-            .and_then(|weights| BertModel::load(weights, &config))
+            .and_then(|weights| Bert::load(&weights, &config))
             .map_err(|source| Error::Weights { path, source })?;
 
         Ok(Self {
@@ -166,34 +165,38 @@ impl LocalEmbedder {
             .collect())
     }
 
-    /// Embeds one batch: pads it to its longest text, runs BERT, then
-    /// averages the outputs of the real tokens and normalises the mean.
+    /// Embeds one batch: runs BERT over it (padded to its longest text),
+    /// then averages each text's outputs over its real tokens and
+    /// normalises the mean.
     fn embed_batch(&self, batch: &[&[u32]]) -> Result<Vec<Vec<f32>>, Error> {
         let width = batch.iter().map(|ids| ids.len()).max().unwrap_or_default();
-        let mut input_ids = Vec::with_capacity(batch.len() * width);
-        let mut mask = Vec::with_capacity(batch.len() * width);
-        for ids in batch {
-            input_ids.extend_from_slice(ids);
-            input_ids.resize(input_ids.len() + width - ids.len(), PAD_ID);
-            mask.extend((0..width).map(|position| u32::from(position < ids.len())));
-        }
-        let shape = (batch.len(), width);
-        let input_ids = Tensor::from_vec(input_ids, shape, &self.device)?;
-        let mask = Tensor::from_vec(mask, shape, &self.device)?;
-        // One segment: every token type is 0.
-        let token_type_ids = input_ids.zeros_like()?;
-
         let hidden = self
             .model
-            .forward(&input_ids, &token_type_ids, Some(&mask))?;
-        let mask = mask.to_dtype(DType::F32)?.unsqueeze(2)?;
-        let mean = hidden
-            .broadcast_mul(&mask)?
-            .sum(1)?
-            .broadcast_div(&mask.sum(1)?)?;
-        let norm = mean.sqr()?.sum_keepdim(1)?.sqrt()?;
-        Ok(mean.broadcast_div(&norm)?.to_vec2()?)
+            .forward(batch, &self.device)?
+            .flatten_all()?
+            .to_vec1::<f32>()?;
+        Ok(batch
+            .iter()
+            .zip(hidden.chunks(width.max(1) * DIMENSIONS))
+            .map(|(ids, rows)| mean_direction(&rows[..ids.len() * DIMENSIONS]))
+            .collect())
     }
+}
+
+/// The unit vector along the mean of `rows` (each [`DIMENSIONS`] wide):
+/// the sum's direction, which is the mean's.
+fn mean_direction(rows: &[f32]) -> Vec<f32> {
+    let mut sum = vec![0.0f32; DIMENSIONS];
+    for row in rows.chunks_exact(DIMENSIONS) {
+        for (total, value) in sum.iter_mut().zip(row) {
+            *total += value;
+        }
+    }
+    let norm = sum.iter().map(|value| value * value).sum::<f32>().sqrt();
+    for value in &mut sum {
+        *value /= norm;
+    }
+    sum
 }
 
 /// Reads `file` from `dir` and checks its digest, returning its path (for

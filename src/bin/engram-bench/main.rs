@@ -9,6 +9,7 @@
 mod abuse;
 mod corpus;
 mod dump;
+mod embedref;
 mod freshness;
 mod locomo;
 mod mcp;
@@ -50,6 +51,10 @@ enum Command {
         #[arg(long, default_value_t = 256)]
         sentences: usize,
     },
+    /// The local embedder against sentence-transformers on PyTorch (CPU)
+    /// on the same sentences, batch 1 and 32, in one run; sets up the
+    /// reference's virtual environment on first use.
+    Embedref(embedref::Settings),
     /// `POST /retrieve` in query mode over stores of each size.
     Retrieve {
         #[arg(long, value_delimiter = ',', default_value = "1000,10000,100000")]
@@ -172,6 +177,7 @@ fn main() -> ExitCode {
     let result = runtime.block_on(async {
         match args.command {
             Command::Embed { sentences } => embed(&mut report, sentences).await,
+            Command::Embedref(settings) => embedref::embedref(&mut report, settings).await,
             Command::Retrieve {
                 memories,
                 requests,

@@ -110,9 +110,26 @@ impl Report {
         if !self.figures.is_empty() {
             println!("\n| figure | value |\n| --- | ---: |");
             for figure in &self.figures {
-                println!("| {} | {:.1} {} |", figure.name, figure.value, figure.unit);
+                println!(
+                    "| {} | {} {} |",
+                    figure.name,
+                    readable(figure.value),
+                    figure.unit
+                );
             }
         }
+    }
+}
+
+/// Whole numbers as they are, one decimal for large values, three for
+/// small ones (ratios), scientific notation for tiny ones (a cosine's
+/// distance from 1).
+fn readable(value: f64) -> String {
+    match value.abs() {
+        _ if value.fract() == 0.0 => format!("{value}"),
+        magnitude if magnitude >= 10.0 => format!("{value:.1}"),
+        magnitude if magnitude >= 0.01 => format!("{value:.3}"),
+        _ => format!("{value:.2e}"),
     }
 }
 
