@@ -10,28 +10,14 @@
 //! Invariants: every vector has [`DIMENSIONS`] entries and unit length, so
 //! cosine similarity is a dot product; a text's vector does not depend on the
 //! batch it is embedded in, because padding is masked out of attention and
-//! pooling. [`LocalEmbedder::embed`] is synchronous and CPU-bound: call it
-//! through `crate::blocking::run`.
-//!
-//! A call of one forward pass (a query) spreads each matrix product over
-//! every core, on rayon's global pool, as candle does by default. A call of
-//! several (the indexer's batches) runs its passes side by side instead,
-//! one per core, each on a thread pool of one thread ("lanes"): candle's
-//! products inside a pass stay on that thread, so a long batch never fills
-//! the global pool's queue ahead of a query's products (a retrieval during
-//! a backlog is not held up behind it), and the rest of a pass (GELU,
-//! softmax, layer norms, on one thread in candle) no longer leaves the
-//! other cores idle.
+//! pooling. [`LocalEmbedder::embed`] is synchronous and CPU-bound (candle
+//! spreads each matrix product over all cores): call it through `crate::blocking::run`.
 
 mod pinned;
 
 use std::{
     io,
     path::{Path, PathBuf},
-    sync::{
-        Mutex, PoisonError,
-        atomic::{AtomicUsize, Ordering},
-    },
 };
 
 use candle_core::{DType, Device, Tensor};
@@ -104,8 +90,6 @@ pub enum Error {
     },
     #[error("tokenizing texts")]
     Tokenize(#[source] tokenizers::Error),
-    #[error("starting the embedder's threads")]
-    Threads(#[source] rayon::ThreadPoolBuildError),
     #[error("running the model")]
     Inference(#[from] candle_core::Error),
 }
@@ -115,9 +99,6 @@ pub struct LocalEmbedder {
     model: BertModel,
     tokenizer: Tokenizer,
     device: Device,
-    /// One single-threaded pool per core, for the forward passes of a call
-    /// of several.
-    lanes: Vec<rayon::ThreadPool>,
 }
 
 impl LocalEmbedder {
@@ -149,22 +130,10 @@ impl LocalEmbedder {
             .and_then(|weights| BertModel::load(weights, &config))
             .map_err(|source| Error::Weights { path, source })?;
 
-        let cores = std::thread::available_parallelism().map_or(1, usize::from);
-        let lanes = (0..cores)
-            .map(|lane| {
-                rayon::ThreadPoolBuilder::new()
-                    .num_threads(1)
-                    .thread_name(move |_| format!("engram-embed-{lane}"))
-                    .build()
-                    .map_err(Error::Threads)
-            })
-            .collect::<Result<_, _>>()?;
-
         Ok(Self {
             model,
             tokenizer,
             device,
-            lanes,
         })
     }
 
@@ -174,63 +143,14 @@ impl LocalEmbedder {
         let mut order: Vec<usize> = (0..ids.len()).collect();
         order.sort_by_key(|&i| ids[i].len());
 
-        let chunks: Vec<&[usize]> = order.chunks(BATCH_SIZE).collect();
-        let pass = |chunk: &[usize]| {
-            let batch: Vec<&[u32]> = chunk.iter().map(|&i| ids[i].as_slice()).collect();
-            self.embed_batch(&batch)
-        };
-        let passes: Vec<Vec<Vec<f32>>> = if chunks.len() > 1 {
-            self.side_by_side(&chunks, pass)?
-        } else {
-            chunks
-                .iter()
-                .map(|chunk| pass(chunk))
-                .collect::<Result<_, _>>()?
-        };
-
         let mut vectors = vec![Vec::new(); ids.len()];
-        for (chunk, embedded) in chunks.iter().zip(passes) {
-            for (&i, vector) in chunk.iter().zip(embedded) {
+        for chunk in order.chunks(BATCH_SIZE) {
+            let batch: Vec<&[u32]> = chunk.iter().map(|&i| ids[i].as_slice()).collect();
+            for (&i, vector) in chunk.iter().zip(self.embed_batch(&batch)?) {
                 vectors[i] = vector;
             }
         }
         Ok(vectors)
-    }
-
-    /// `pass` over every chunk, one chunk at a time on each lane, as many
-    /// lanes at once as there are chunks (up to one per core); results in
-    /// the chunks' order.
-    fn side_by_side<T: Send>(
-        &self,
-        chunks: &[&[usize]],
-        pass: impl Fn(&[usize]) -> Result<T, Error> + Sync,
-    ) -> Result<Vec<T>, Error> {
-        let next = AtomicUsize::new(0);
-        let done: Mutex<Vec<Option<Result<T, Error>>>> =
-            Mutex::new(chunks.iter().map(|_| None).collect());
-        std::thread::scope(|scope| {
-            for lane in self.lanes.iter().take(chunks.len()) {
-                scope.spawn(|| {
-                    lane.install(|| {
-                        loop {
-                            let at = next.fetch_add(1, Ordering::Relaxed);
-                            let Some(chunk) = chunks.get(at) else {
-                                break;
-                            };
-                            let result = pass(chunk);
-                            // Poisoned only if a pass panicked, which the
-                            // scope resumes here anyway.
-                            done.lock().unwrap_or_else(PoisonError::into_inner)[at] = Some(result);
-                        }
-                    });
-                });
-            }
-        });
-        done.into_inner()
-            .unwrap_or_else(PoisonError::into_inner)
-            .into_iter()
-            .map(|result| result.expect("every chunk was claimed and run"))
-            .collect()
     }
 
     /// The token ids the model sees for each text: `[CLS] … [SEP]`, at most
