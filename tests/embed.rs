@@ -107,3 +107,18 @@ fn published_similarities_hold() {
 fn no_texts_give_no_vectors() {
     assert!(EMBEDDER.embed(&[]).expect("embeds nothing").is_empty());
 }
+
+/// A call of several forward passes runs them side by side: each text
+/// still gets its own vector, in order.
+#[test]
+fn a_call_of_many_passes_keeps_every_vector_in_place() {
+    let many: Vec<&str> = texts().into_iter().cycle().take(100).collect();
+    let vectors = EMBEDDER.embed(&many).expect("embeds");
+    let alone = EMBEDDER.embed(&texts()).expect("embeds");
+    assert_eq!(vectors.len(), many.len());
+    for (at, vector) in vectors.iter().enumerate() {
+        let reference = &alone[at % alone.len()];
+        let similarity = cosine(vector, reference);
+        assert!(similarity > 0.99999, "text {at}: cosine {similarity}");
+    }
+}

@@ -198,7 +198,9 @@ pub struct Outcome {
     /// ranked, before `top_k` cut them; hops not included.
     pub total_matches: usize,
     /// Whether writes to these namespaces were still on their way into the
-    /// index (so the newest memories may be missing).
+    /// index: their vectors, at least (so the newest memories may be
+    /// missing from a search by meaning; one found by its words meanwhile
+    /// says `vector_pending` in its reason).
     pub index_catching_up: bool,
     /// Most relevant first.
     pub memories: Vec<RetrievedMemory>,
