@@ -19,7 +19,8 @@
 //! (`pulp`) and spread over rayon's threads, like candle's own kernels.
 //!
 //! Invariant: a text's output rows depend only on its own tokens. Rows past
-//! a text's end (padding) are zero, and never read by another row.
+//! a text's end (padding) are never attended to, so whatever they hold
+//! reaches no real row; pooling skips them.
 
 use candle_core::{CpuStorage, CustomOp1, Device, InplaceOp1, Layout, Module, Shape, Tensor, bail};
 use candle_nn::{LayerNorm, VarBuilder};
@@ -125,14 +126,14 @@ impl Bert {
 
     /// The last layer's output for a batch of token id sequences, padded
     /// to the longest: `(texts × width, hidden)`, a text's rows together,
-    /// rows past its end zero.
+    /// followed by its padding rows (meaningless, to be skipped).
     pub fn forward(&self, batch: &[&[u32]], device: &Device) -> candle_core::Result<Tensor> {
         let width = batch.iter().map(|ids| ids.len()).max().unwrap_or_default();
         let lengths: Vec<usize> = batch.iter().map(|ids| ids.len()).collect();
         let mut ids = Vec::with_capacity(batch.len() * width);
         for text in batch {
             ids.extend_from_slice(text);
-            // Padding rows are zeroed by attention; any id will do.
+            // No real row attends to padding rows; any id will do.
             ids.resize(ids.len() + width - text.len(), 0);
         }
         let ids = Tensor::from_vec(ids, batch.len() * width, device)?;
