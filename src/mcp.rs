@@ -263,11 +263,17 @@ fn to_value(value: &impl Serialize) -> Result<Value, ApiError> {
     serde_json::to_value(value).map_err(ApiError::internal)
 }
 
+/// How Engram describes itself to an MCP client, over HTTP and through the
+/// stdio bridge alike.
+pub fn server_config() -> ServerConfig {
+    ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        .with_server_info(Implementation::new("engram", env!("CARGO_PKG_VERSION")))
+        .with_instructions(INSTRUCTIONS)
+}
+
 impl ServerHandler for Tools {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(Implementation::new("engram", env!("CARGO_PKG_VERSION")))
-            .with_instructions(INSTRUCTIONS)
+        server_config()
     }
 
     async fn list_tools(

@@ -1,8 +1,13 @@
 //! `engram mcp`: MCP over stdio, for clients that only start local
-//! processes. A thin bridge: it connects to a running Engram's `/mcp` and
-//! passes the tool list and every tool call through, with the key from
+//! processes. A thin bridge: it passes the tool list and every tool call
+//! through to a running Engram's `/mcp`, with the key from
 //! `ENGRAM_API_KEY`. It never opens the data directory, so the service
 //! stays its only owner.
+//!
+//! It answers the client's handshake itself, with the service's own
+//! description, and connects to the service at the first call: an agent
+//! started before Engram, or across a restart of Engram, gets a tool error
+//! saying Engram is not answering, and the next call connects again.
 //!
 //! Its one addition is the namespace: a tool call that names no `repo` or
 //! `user` gets the bridge's (`--repo`, `--user`, else the project of the
@@ -11,6 +16,7 @@
 //! its hooks capture and retrieve.
 
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use clap::Args;
 use rmcp::model::{
@@ -22,6 +28,7 @@ use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::{ErrorData, RoleClient, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{Map, Value};
+use tokio::sync::Mutex;
 
 use crate::causes::error_chain;
 use crate::hook::project;
@@ -43,23 +50,88 @@ pub struct BridgeArgs {
 
 /// A stdio MCP server whose tools are the running service's.
 struct Bridge {
-    upstream: RunningService<RoleClient, ()>,
+    /// The service's `/mcp`.
+    endpoint: String,
+    key: Option<String>,
     /// `repo` and `user`, for the calls that leave them out.
     owners: Map<String, Value>,
+    /// The connection to the service: made at the first call that needs
+    /// it, dropped when it fails, made again at the next call.
+    upstream: Mutex<Option<Arc<Upstream>>>,
+}
+
+/// One connection to the service, with what it said of its tools.
+struct Upstream {
+    service: RunningService<RoleClient, ()>,
     /// The tools whose arguments take a `repo` and a `user`.
     owned_tools: Vec<String>,
 }
 
+impl Upstream {
+    async fn connect(endpoint: &str, key: Option<&str>) -> Result<Self, Error> {
+        let mut config = StreamableHttpClientTransportConfig::with_uri(endpoint);
+        if let Some(key) = key {
+            config = config.auth_header(key);
+        }
+        let service =
+            ().serve(StreamableHttpClientTransport::from_config(config))
+                .await
+                .map_err(|source| Error::Connect {
+                    endpoint: endpoint.to_owned(),
+                    source: Box::new(source),
+                })?;
+        let tools = service
+            .list_all_tools()
+            .await
+            .map_err(|source| Error::Tools {
+                endpoint: endpoint.to_owned(),
+                source,
+            })?;
+        Ok(Self {
+            owned_tools: owned_tools(&tools),
+            service,
+        })
+    }
+}
+
+impl Bridge {
+    /// The live connection, or a new one; a tool error when the service
+    /// cannot be reached.
+    async fn upstream(&self) -> Result<Arc<Upstream>, ErrorData> {
+        let mut slot = self.upstream.lock().await;
+        if let Some(upstream) = slot.as_ref().filter(|u| !u.service.is_closed()) {
+            return Ok(upstream.clone());
+        }
+        *slot = None;
+        let upstream = Upstream::connect(&self.endpoint, self.key.as_deref())
+            .await
+            .map_err(|err| ErrorData::internal_error(error_chain(&err), None))?;
+        let upstream = Arc::new(upstream);
+        *slot = Some(upstream.clone());
+        Ok(upstream)
+    }
+
+    /// The service's own protocol error as it sent it. Anything else (the
+    /// service gone, a refused key) drops the connection, so the next call
+    /// connects again, and is an internal error that says so.
+    async fn upstream_error(&self, used: &Arc<Upstream>, err: ServiceError) -> ErrorData {
+        if let ServiceError::McpError(error) = err {
+            return error;
+        }
+        let mut slot = self.upstream.lock().await;
+        if slot.as_ref().is_some_and(|live| Arc::ptr_eq(live, used)) {
+            *slot = None;
+        }
+        ErrorData::internal_error(
+            format!("Engram did not answer at {}: {err}", self.endpoint),
+            None,
+        )
+    }
+}
+
 impl ServerHandler for Bridge {
     fn get_info(&self) -> ServerConfig {
-        // The service's own description, as it answered the handshake.
-        self.upstream
-            .peer_info()
-            .map_or_else(ServerConfig::default, |info| {
-                ServerConfig::new(info.capabilities.clone())
-                    .with_server_info(info.server_info.clone().unwrap_or_default())
-                    .with_instructions(info.instructions.clone().unwrap_or_default())
-            })
+        super::server_config()
     }
 
     async fn list_tools(
@@ -67,10 +139,11 @@ impl ServerHandler for Bridge {
         request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        self.upstream
-            .list_tools(request)
-            .await
-            .map_err(upstream_error)
+        let upstream = self.upstream().await?;
+        match upstream.service.list_tools(request).await {
+            Ok(tools) => Ok(tools),
+            Err(err) => Err(self.upstream_error(&upstream, err).await),
+        }
     }
 
     fn get_tool(&self, _name: &str) -> Option<Tool> {
@@ -83,7 +156,8 @@ impl ServerHandler for Bridge {
         mut request: CallToolRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        if self
+        let upstream = self.upstream().await?;
+        if upstream
             .owned_tools
             .iter()
             .any(|name| name.as_str() == request.name)
@@ -93,19 +167,10 @@ impl ServerHandler for Bridge {
                 arguments.entry(owner.clone()).or_insert_with(|| id.clone());
             }
         }
-        self.upstream
-            .call_tool_once(request)
-            .await
-            .map_err(upstream_error)
-    }
-}
-
-/// The service's own protocol error as it sent it; anything else (the
-/// service down, a refused key) as an internal error that says so.
-fn upstream_error(err: ServiceError) -> ErrorData {
-    match err {
-        ServiceError::McpError(error) => error,
-        other => ErrorData::internal_error(format!("Engram did not answer: {other}"), None),
+        match upstream.service.call_tool_once(request).await {
+            Ok(response) => Ok(response),
+            Err(err) => Err(self.upstream_error(&upstream, err).await),
+        }
     }
 }
 
@@ -161,7 +226,7 @@ fn owned_tools(tools: &[Tool]) -> Vec<String> {
         .collect()
 }
 
-/// Why the bridge stopped.
+/// Why the bridge stopped, or could not reach the service.
 #[derive(Debug, thiserror::Error)]
 enum Error {
     #[error("starting the runtime")]
@@ -185,30 +250,19 @@ enum Error {
 }
 
 async fn serve(args: &BridgeArgs) -> Result<(), Error> {
-    let endpoint = format!("{}/mcp", args.url.trim_end_matches('/'));
-    let mut config = StreamableHttpClientTransportConfig::with_uri(endpoint.as_str());
-    if let Some(key) = std::env::var("ENGRAM_API_KEY")
-        .ok()
-        .filter(|key| !key.is_empty())
-    {
-        config = config.auth_header(key);
-    }
-    let upstream =
-        ().serve(StreamableHttpClientTransport::from_config(config))
-            .await
-            .map_err(|source| Error::Connect {
-                endpoint: endpoint.clone(),
-                source: Box::new(source),
-            })?;
-    let tools = upstream
-        .list_all_tools()
-        .await
-        .map_err(|source| Error::Tools { endpoint, source })?;
     let bridge = Bridge {
+        endpoint: format!("{}/mcp", args.url.trim_end_matches('/')),
+        key: std::env::var("ENGRAM_API_KEY")
+            .ok()
+            .filter(|key| !key.is_empty()),
         owners: owners(args, |var| std::env::var(var).ok()),
-        owned_tools: owned_tools(&tools),
-        upstream,
+        upstream: Mutex::default(),
     };
+    // Connecting early only tells the person reading the client's log; the
+    // calls connect again on their own.
+    if let Err(err) = bridge.upstream().await {
+        eprintln!("engram mcp: {}; tool calls will try again", err.message);
+    }
     let server = bridge
         .serve(rmcp::transport::stdio())
         .await

@@ -179,8 +179,9 @@ pub struct ListMemoriesResponse {
 
 /// List memories, newest first.
 ///
-/// Without `repo` and `user`, every namespace is listed; with either or
-/// both, only those namespaces. The other filters narrow further.
+/// Without `repo` and `user`, every namespace the key holds is listed;
+/// with either or both, only those namespaces, which the key must hold.
+/// The other filters narrow further.
 #[utoipa::path(
     get,
     path = "/memories",
@@ -189,6 +190,7 @@ pub struct ListMemoriesResponse {
     responses(
         Unauthorized,
         (status = 200, body = ListMemoriesResponse),
+        (status = 403, description = "The API key does not hold the repo or user named", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "A query parameter is invalid", body = Problem, content_type = "application/problem+json"),
     )
 )]
@@ -215,13 +217,21 @@ pub async fn list_memories(
             })
         })
         .transpose()?;
+    let namespaces: Vec<Namespace> = query
+        .repo
+        .map(Namespace::Repo)
+        .into_iter()
+        .chain(query.user.map(Namespace::User))
+        .collect();
+    // A namespace named but not held is refused, as a retrieval refuses
+    // it, rather than listed as empty.
+    if let Some(namespace) = namespaces.iter().find(|ns| !caller.can_see(ns)) {
+        return Err(ApiError::Forbidden {
+            detail: format!("this API key may not use {namespace}"),
+        });
+    }
     let filter = ListFilter {
-        namespaces: query
-            .repo
-            .map(Namespace::Repo)
-            .into_iter()
-            .chain(query.user.map(Namespace::User))
-            .collect(),
+        namespaces,
         scope: query.scope,
         category: query.category,
         text: query.text.filter(|text| !text.is_empty()),

@@ -137,11 +137,7 @@ async fn a_limited_key_cannot_fetch_or_delete_another_namespaces_memory() {
 #[tokio::test]
 async fn a_limited_key_lists_only_its_namespaces() {
     let f = fixture().await;
-    for uri in [
-        "/memories",
-        "/memories?repo=secret",
-        "/memories?text=pipeline",
-    ] {
+    for uri in ["/memories", "/memories?text=pipeline"] {
         let listed = send(&f.app, Method::GET, uri, None, LIMITED).await.json;
         let ids: Vec<&str> = listed["memories"]
             .as_array()
@@ -155,6 +151,18 @@ async fn a_limited_key_lists_only_its_namespaces() {
         .await
         .json;
     assert_eq!(all["memories"].as_array().unwrap().len(), 1);
+    for uri in ["/memories?repo=secret", "/memories?user=ana&repo=secret"] {
+        let refused = send(&f.app, Method::GET, uri, None, LIMITED).await;
+        refused.assert_problem(StatusCode::FORBIDDEN, None);
+        assert!(
+            refused.json["detail"]
+                .as_str()
+                .unwrap()
+                .contains("repo/secret"),
+            "{uri}: {:#}",
+            refused.json
+        );
+    }
 }
 
 #[tokio::test]

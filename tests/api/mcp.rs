@@ -397,6 +397,24 @@ async fn configured_hosts_and_origins_are_answered() {
     app.stop().await;
 }
 
+/// `engram mcp` started as an agent starts it, in its project's checkout,
+/// with `key`, as user `ana`.
+async fn stdio_bridge(url: &str, project: &std::path::Path, key: &str) -> Client {
+    let (url, project, key) = (url.to_owned(), project.to_owned(), key.to_owned());
+    let command =
+        tokio::process::Command::new(env!("CARGO_BIN_EXE_engram")).configure(move |command| {
+            command
+                .args(["mcp", "--url", &url])
+                .current_dir(&project)
+                .env("ENGRAM_API_KEY", &key)
+                .env("USER", "ana")
+                .env_remove("ENGRAM_URL");
+        });
+    ().serve(TokioChildProcess::new(command).unwrap())
+        .await
+        .expect("the handshake over stdio")
+}
+
 #[tokio::test]
 async fn the_stdio_bridge_serves_the_same_tools_with_its_key() {
     let upstream = Upstream::start().await;
@@ -406,25 +424,7 @@ async fn the_stdio_bridge_serves_the_same_tools_with_its_key() {
     // calls that name no owner get those.
     let project = dir.path().join("checkouts/forge");
     std::fs::create_dir_all(&project).unwrap();
-    let bridge = |key: &'static str| {
-        let url = app.base_url.clone();
-        let project = project.clone();
-        let command =
-            tokio::process::Command::new(env!("CARGO_BIN_EXE_engram")).configure(move |command| {
-                command
-                    .args(["mcp", "--url", &url])
-                    .current_dir(&project)
-                    .env("ENGRAM_API_KEY", key)
-                    .env("USER", "ana")
-                    .env_remove("ENGRAM_URL");
-            });
-        async move {
-            ().serve(TokioChildProcess::new(command).unwrap())
-                .await
-                .expect("the handshake over stdio")
-        }
-    };
-    let root = bridge(ROOT).await;
+    let root = stdio_bridge(&app.base_url, &project, ROOT).await;
     assert_eq!(root.list_all_tools().await.unwrap().len(), 6);
     ok(
         &root,
@@ -453,7 +453,7 @@ async fn the_stdio_bridge_serves_the_same_tools_with_its_key() {
             .contains("rust-toolchain")
     );
 
-    let limited = bridge(LIMITED).await;
+    let limited = stdio_bridge(&app.base_url, &project, LIMITED).await;
     let page = ok(&limited, "list_memories", json!({})).await;
     assert_eq!(page["memories"].as_array().unwrap().len(), 1, "{page:#}");
     assert_eq!(page["memories"][0]["repo"], "forge");
@@ -481,5 +481,56 @@ async fn the_stdio_bridge_serves_the_same_tools_with_its_key() {
 
     root.cancel().await.unwrap();
     limited.cancel().await.unwrap();
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn the_stdio_bridge_outlives_a_service_that_is_down_or_restarts() {
+    let upstream = Upstream::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let project = dir.path().join("checkouts/forge");
+    std::fs::create_dir_all(&project).unwrap();
+    // A free port for the service to come up on later.
+    let address = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let start = || {
+        RunningApp::start(test_config(dir.path(), |config: &mut Config| {
+            embed_with(&upstream, config);
+            config.api_key = Some(ApiKey::new(ROOT));
+            config.listen = address;
+        }))
+    };
+    let agent = stdio_bridge(&format!("http://{address}"), &project, ROOT).await;
+    let down = agent
+        .list_all_tools()
+        .await
+        .expect_err("nothing serves yet");
+    assert!(down.to_string().contains("cannot reach"), "{down}");
+
+    let app = start().await;
+    assert_eq!(agent.list_all_tools().await.unwrap().len(), 6);
+    let remember = json!({"scope": "repo", "category": "patterns",
+                          "content": "Forge tags releases from main."});
+    assert_eq!(
+        ok(&agent, "remember", remember.clone()).await["repo"],
+        "forge"
+    );
+
+    app.stop().await;
+    let stopped = agent
+        .call_tool(
+            CallToolRequestParams::new("remember")
+                .with_arguments(remember.as_object().unwrap().clone()),
+        )
+        .await
+        .expect_err("the service is gone");
+    assert!(stopped.to_string().contains("Engram"), "{stopped}");
+    let app = start().await;
+    let page = ok(&agent, "list_memories", json!({})).await;
+    assert_eq!(page["memories"].as_array().unwrap().len(), 1, "{page:#}");
+
+    agent.cancel().await.unwrap();
     app.stop().await;
 }
