@@ -262,6 +262,13 @@ fn session_key(trigger: &Trigger) -> SessionKey {
     (trigger.pair(), trigger.session_id.clone())
 }
 
+/// Whether `trigger` is of the session `key`, compared in place: the scans
+/// under the queue's lock clone nothing.
+fn is_of_session(trigger: &Trigger, key: &SessionKey) -> bool {
+    let ((pair, session), t) = (key, trigger);
+    t.session_id == *session && t.repo == pair.repo && t.user == pair.user
+}
+
 #[derive(Debug, PartialEq, Eq)]
 enum FailedDir {
     Ready,
@@ -442,7 +449,7 @@ impl Queue {
         let same_session = |waiting: &Waiting| {
             trigger.kind == Kind::Turn
                 && waiting.trigger.kind == Kind::Turn
-                && session_key(&waiting.trigger) == key
+                && is_of_session(&waiting.trigger, &key)
         };
         if state
             .waiting
@@ -492,7 +499,7 @@ impl Queue {
         let key = session_key(trigger);
         let replaces = trigger.kind == Kind::Turn
             && (state.waiting.values().any(|waiting| {
-                waiting.trigger.kind == Kind::Turn && session_key(&waiting.trigger) == key
+                waiting.trigger.kind == Kind::Turn && is_of_session(&waiting.trigger, &key)
             }) || state
                 .pending
                 .values()
@@ -591,7 +598,13 @@ impl Queue {
             .waiting
             .iter()
             .find(|(_, waiting)| {
-                !state.busy.contains(&waiting.trigger.pair())
+                let trigger = &waiting.trigger;
+                // In place, not `busy.contains(&trigger.pair())`: no clones
+                // per waiting trigger under the lock.
+                !state
+                    .busy
+                    .iter()
+                    .any(|pair| pair.repo == trigger.repo && pair.user == trigger.user)
                     && waiting.not_before.is_none_or(|at| at <= now)
             })
             .map(|(id, _)| *id)?;
