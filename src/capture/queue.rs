@@ -250,6 +250,19 @@ impl State {
         }
     }
 
+    /// Takes in a trigger found at start, waiting and ready.
+    fn resume(&mut self, trigger: Trigger, bytes: u64) {
+        self.account(&trigger, bytes);
+        self.waiting.insert(
+            trigger.id,
+            Waiting {
+                trigger,
+                accepted: 0,
+                not_before: None,
+            },
+        );
+    }
+
     fn session_bytes(&self, trigger: &Trigger) -> u64 {
         self.bytes_by_session
             .get(&session_key(trigger))
@@ -365,15 +378,7 @@ impl Queue {
                 Ok((trigger, bytes.len() as u64))
             }) {
                 Ok((trigger, bytes)) if name == file_name(trigger.id) => {
-                    state.account(&trigger, bytes);
-                    state.waiting.insert(
-                        trigger.id,
-                        Waiting {
-                            trigger,
-                            accepted: 0,
-                            not_before: None,
-                        },
-                    );
+                    state.resume(trigger, bytes);
                 }
                 Ok(_) | Err(_) => {
                     if queue.failed_dir_state() == FailedDir::Ready {
@@ -410,15 +415,7 @@ impl Queue {
         if state.waiting.contains_key(&trigger.id) {
             self.remove_file(trigger.id);
         }
-        state.account(&trigger, bytes);
-        state.waiting.insert(
-            trigger.id,
-            Waiting {
-                trigger,
-                accepted: 0,
-                not_before: None,
-            },
-        );
+        state.resume(trigger, bytes);
     }
 
     /// Stores `trigger` (or not) by the coalescing, capacity and budget
