@@ -1,6 +1,12 @@
-//! The durable capture queue: every accepted trigger is a JSON file in
-//! `<data_dir>/queue/` before its `202`, and leaves only once its memories
-//! are written (or it is moved to `queue/failed/` with its error).
+//! The durable capture queue: every accepted trigger is in `<data_dir>/queue/`
+//! before its `202`, and leaves only once its memories are written (or it
+//! is moved to `queue/failed/` with its error).
+//!
+//! Accepts are appended to the queue's log (`queue/<sequence>.log`, see
+//! [`log`]), where the accepts that arrive together share one write and one
+//! sync. A trigger may also be a file of its own, `queue/<id>.json`: as an
+//! earlier version of the queue left it, or moved out of an old segment by
+//! the log's compaction. Both are read at start.
 //!
 //! The in-memory state mirrors the directory: triggers waiting, in flight,
 //! or waiting out a retry backoff. Turn triggers coalesce (a newer one of
@@ -11,10 +17,10 @@
 //! later, and no trigger is written while the disk is below its floor.
 //!
 //! Symbolic links under `queue/` are never followed: a link in place of a
-//! trigger file or of `queue/failed/` is left alone (not read, not removed,
+//! log segment, of a trigger file or of `queue/failed/` is left alone (not read, not removed,
 //! nothing written through it) and counted.
 
-mod group_sync;
+mod log;
 pub mod summary;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -35,7 +41,7 @@ use crate::disk::{self, LowSpace};
 use crate::memory::{RepoId, SessionId, UserId};
 use crate::store::{NamespacePair, atomic};
 use crate::window::Speaker;
-use group_sync::GroupSync;
+use log::{Log, SyncFile};
 use summary::TriggerSummary;
 
 /// What fired a capture.
@@ -63,7 +69,7 @@ impl StoredLine {
     }
 }
 
-/// An accepted capture trigger, as stored in its queue file.
+/// An accepted capture trigger, as the queue stores it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Trigger {
     pub id: Uuid,
@@ -130,7 +136,7 @@ pub const OVER_BUDGET_RETRY_AFTER_S: u64 = 30;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("writing the queue file {path}")]
+    #[error("writing to the queue in {path}")]
     Write { path: PathBuf, source: io::Error },
     #[error("reading the queue directory {path}")]
     Read { path: PathBuf, source: io::Error },
@@ -169,9 +175,9 @@ pub enum Error {
 pub struct Limits {
     /// Turn triggers waiting beyond this many are dropped.
     pub capacity: usize,
-    /// The most bytes of trigger files one session may have queued.
+    /// The most bytes of stored triggers one session may have queued.
     pub session_bytes: u64,
-    /// The most bytes of trigger files the whole queue may hold.
+    /// The most bytes of stored triggers the whole queue may hold.
     pub total_bytes: u64,
     /// No trigger is written while the disk has less free space than this.
     pub min_free_disk_bytes: u64,
@@ -193,8 +199,9 @@ pub struct Queue {
     dir: PathBuf,
     limits: Limits,
     state: Mutex<State>,
-    /// Accepts share directory syncs (group commit), outside `state`'s lock.
-    dir_sync: GroupSync,
+    /// Where accepts are made durable together (group commit), outside
+    /// `state`'s lock.
+    log: Log,
     /// Symbolic links found in place of a trigger file or of `failed/`.
     skipped_symlinks: AtomicU64,
 }
@@ -243,6 +250,19 @@ impl State {
         }
     }
 
+    /// Takes in a trigger found at start, waiting and ready.
+    fn resume(&mut self, trigger: Trigger, bytes: u64) {
+        self.account(&trigger, bytes);
+        self.waiting.insert(
+            trigger.id,
+            Waiting {
+                trigger,
+                accepted: 0,
+                not_before: None,
+            },
+        );
+    }
+
     fn session_bytes(&self, trigger: &Trigger) -> u64 {
         self.bytes_by_session
             .get(&session_key(trigger))
@@ -253,6 +273,13 @@ impl State {
 
 fn session_key(trigger: &Trigger) -> SessionKey {
     (trigger.pair(), trigger.session_id.clone())
+}
+
+/// Whether `trigger` is of the session `key`, compared in place: the scans
+/// under the queue's lock clone nothing.
+fn is_of_session(trigger: &Trigger, key: &SessionKey) -> bool {
+    let ((pair, session), t) = (key, trigger);
+    t.session_id == *session && t.repo == pair.repo && t.user == pair.user
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -278,17 +305,27 @@ impl Queue {
     /// restart). A file that does not parse is moved to `failed/`; a
     /// symbolic link is left alone and counted.
     pub fn open(dir: &Path, limits: Limits) -> Result<Self, Error> {
-        let queue = Self {
-            dir: dir.to_owned(),
-            limits,
-            state: Mutex::new(State::default()),
-            dir_sync: GroupSync::default(),
-            skipped_symlinks: AtomicU64::new(0),
-        };
+        Self::open_with(dir, limits, std::sync::Arc::new(File::sync_data))
+    }
+
+    /// [`Queue::open`] with the log's rounds made durable by `sync_file`
+    /// (a fault, in tests).
+    fn open_with(dir: &Path, limits: Limits, sync_file: SyncFile) -> Result<Self, Error> {
         fs::create_dir_all(dir).map_err(|source| Error::Write {
             path: dir.to_owned(),
             source,
         })?;
+        let (log, logged) = Log::open(dir, sync_file).map_err(|source| Error::Read {
+            path: dir.to_owned(),
+            source,
+        })?;
+        let queue = Self {
+            dir: dir.to_owned(),
+            limits,
+            state: Mutex::new(State::default()),
+            log,
+            skipped_symlinks: AtomicU64::new(0),
+        };
         match queue.failed_dir_state() {
             FailedDir::Missing => {
                 fs::create_dir(queue.failed_dir()).map_err(|source| Error::Write {
@@ -341,15 +378,7 @@ impl Queue {
                 Ok((trigger, bytes.len() as u64))
             }) {
                 Ok((trigger, bytes)) if name == file_name(trigger.id) => {
-                    state.account(&trigger, bytes);
-                    state.waiting.insert(
-                        trigger.id,
-                        Waiting {
-                            trigger,
-                            accepted: 0,
-                            not_before: None,
-                        },
-                    );
+                    state.resume(trigger, bytes);
                 }
                 Ok(_) | Err(_) => {
                     if queue.failed_dir_state() == FailedDir::Ready {
@@ -358,6 +387,9 @@ impl Queue {
                     }
                 }
             }
+        }
+        for (trigger, bytes) in logged {
+            queue.take_in_logged(&mut state, trigger, bytes);
         }
         if !state.waiting.is_empty() {
             tracing::info!(
@@ -370,37 +402,51 @@ impl Queue {
         Ok(queue)
     }
 
+    /// Takes in a trigger the log held at start. Should its own file hold
+    /// it too (a crash while it moved), the copy with more attempts wins,
+    /// the file on a tie (the log's compaction writes equal copies).
+    fn take_in_logged(&self, state: &mut State, trigger: Trigger, bytes: u64) {
+        if let Some(filed) = state.waiting.get(&trigger.id)
+            && filed.trigger.attempts >= trigger.attempts
+        {
+            self.log.forget_later(trigger.id);
+            return;
+        }
+        if state.waiting.contains_key(&trigger.id) {
+            self.remove_file(trigger.id);
+        }
+        state.resume(trigger, bytes);
+    }
+
     /// Stores `trigger` (or not) by the coalescing, capacity and budget
-    /// rules, and returns once its file is durable. Blocking (it writes and
-    /// fsyncs): call it from a blocking thread.
+    /// rules, and returns once it is durable. Blocking (it writes and
+    /// syncs): call it from a blocking thread.
     ///
-    /// Group commit: the decision is taken under the lock, the file is
-    /// written and synced outside it, concurrent accepts share one sync of
-    /// the directory, and only then does the trigger become visible to the
-    /// worker and replace an older turn of its session.
+    /// Group commit: the decision is taken under the lock, the trigger is
+    /// appended to the log outside it, the accepts that arrive together
+    /// share one write and one sync, and only then does the trigger become
+    /// visible to the worker and replace an older turn of its session.
     pub fn enqueue(&self, trigger: Trigger) -> Result<EnqueueStatus, Error> {
-        let bytes = serialize(&trigger);
-        let Some(accepted) = self.reserve(&trigger, bytes.len() as u64)? else {
+        let json = to_json(&trigger);
+        let Some(accepted) = self.reserve(&trigger, json.len() as u64)? else {
             return Ok(EnqueueStatus::Dropped);
         };
         let stored = disk::ensure_free_space(&self.dir, self.limits.min_free_disk_bytes)
             .map_err(Error::from)
-            .and_then(|()| self.store_durably(trigger.id, &bytes));
+            .and_then(|()| self.append(trigger.id, &json));
         let mut state = self.lock();
         state.pending.remove(&trigger.id);
         if let Err(err) = stored {
+            // Not acknowledged, so not kept: a record a crash keeps anyway
+            // is processed once more at the next start, which is harmless.
             state.unaccount(trigger.id);
-            drop(state);
-            // Not acknowledged, so not kept: a file a crash keeps anyway is
-            // processed once more at the next start, which is harmless.
-            let _ = fs::remove_file(self.dir.join(file_name(trigger.id)));
             return Err(err);
         }
         let key = session_key(&trigger);
         let same_session = |waiting: &Waiting| {
             trigger.kind == Kind::Turn
                 && waiting.trigger.kind == Kind::Turn
-                && session_key(&waiting.trigger) == key
+                && is_of_session(&waiting.trigger, &key)
         };
         if state
             .waiting
@@ -411,7 +457,7 @@ impl Queue {
             // this one's.
             state.unaccount(trigger.id);
             drop(state);
-            self.forget_file(trigger.id);
+            self.log.forget_later(trigger.id);
             return Ok(EnqueueStatus::Coalesced);
         }
         let replaced: Vec<Uuid> = state
@@ -434,7 +480,7 @@ impl Queue {
         );
         drop(state);
         for old in &replaced {
-            self.forget_file(*old);
+            self.forget_replaced(*old);
         }
         Ok(if replaced.is_empty() {
             EnqueueStatus::Queued
@@ -450,7 +496,7 @@ impl Queue {
         let key = session_key(trigger);
         let replaces = trigger.kind == Kind::Turn
             && (state.waiting.values().any(|waiting| {
-                waiting.trigger.kind == Kind::Turn && session_key(&waiting.trigger) == key
+                waiting.trigger.kind == Kind::Turn && is_of_session(&waiting.trigger, &key)
             }) || state
                 .pending
                 .values()
@@ -470,23 +516,19 @@ impl Queue {
         Ok(Some(state.accepted))
     }
 
-    /// Writes the trigger's file and waits for a directory sync after it.
-    fn store_durably(&self, id: Uuid, bytes: &[u8]) -> Result<(), Error> {
-        let path = self.dir.join(file_name(id));
-        let write_error = |source| Error::Write {
-            path: path.clone(),
+    /// Appends the trigger's JSON to the log and waits until it is durable.
+    fn append(&self, id: Uuid, json: &[u8]) -> Result<(), Error> {
+        self.log.append(id, json).map_err(|source| Error::Write {
+            path: self.dir.clone(),
             source,
-        };
-        atomic::replace(&path, bytes).map_err(write_error)?;
-        self.dir_sync
-            .wait_durable(|| atomic::sync_dir(&self.dir))
-            .map_err(write_error)
+        })
     }
 
-    /// Removes the file of a trigger another one stands in for, without a
-    /// directory sync: should a crash bring it back, it is processed once
-    /// more and its memories are found already written.
-    fn forget_file(&self, id: Uuid) {
+    /// Forgets a trigger another one stands in for, without waiting for a
+    /// sync: should a crash bring it back, it is processed once more and
+    /// its memories are found already written.
+    fn forget_replaced(&self, id: Uuid) {
+        self.log.forget_later(id);
         let path = self.dir.join(file_name(id));
         if let Err(err) = fs::remove_file(&path)
             && err.kind() != io::ErrorKind::NotFound
@@ -495,9 +537,9 @@ impl Queue {
         }
     }
 
-    /// Directory syncs run by accepts so far (one per group).
+    /// Log rounds written and synced so far (one per group).
     pub fn sync_rounds(&self) -> u64 {
-        self.dir_sync.syncs()
+        self.log.syncs()
     }
 
     /// A compaction may not take its session's files, or the queue's, past
@@ -553,7 +595,13 @@ impl Queue {
             .waiting
             .iter()
             .find(|(_, waiting)| {
-                !state.busy.contains(&waiting.trigger.pair())
+                let trigger = &waiting.trigger;
+                // In place, not `busy.contains(&trigger.pair())`: no clones
+                // per waiting trigger under the lock.
+                !state
+                    .busy
+                    .iter()
+                    .any(|pair| pair.repo == trigger.repo && pair.user == trigger.user)
                     && waiting.not_before.is_none_or(|at| at <= now)
             })
             .map(|(id, _)| *id)?;
@@ -574,23 +622,28 @@ impl Queue {
             .min()
     }
 
-    /// The trigger is done: its file goes, its pair is free.
+    /// The trigger is done: it leaves the log or its file goes, durably,
+    /// and its pair is free. Blocking: call it from a blocking thread.
     pub fn finish(&self, trigger: &Trigger) {
-        self.remove_file(trigger.id);
+        self.forget(trigger.id);
         self.lock().unaccount(trigger.id);
         self.release(trigger);
     }
 
-    /// The trigger failed and will be tried again after `at`; its file
-    /// records the attempt.
+    /// The trigger failed and will be tried again after `at`; the log
+    /// records the attempt (and its own file, if it had one, goes).
+    /// Blocking: call it from a blocking thread.
     pub fn retry_later(&self, mut trigger: Trigger, error: String, at: Instant) {
         trigger.attempts += 1;
         trigger.last_error = Some(error);
-        let bytes = serialize(&trigger);
-        match self.write(trigger.id, &bytes) {
-            Ok(()) => self.lock().account(&trigger, bytes.len() as u64),
+        let json = to_json(&trigger);
+        match self.append(trigger.id, &json) {
+            Ok(()) => {
+                self.remove_file(trigger.id);
+                self.lock().account(&trigger, json.len() as u64);
+            }
             Err(err) => {
-                tracing::warn!(error = %err, "could not record a failed attempt; the trigger keeps its old file");
+                tracing::warn!(error = %err, "could not record a failed attempt; the trigger keeps its old record");
             }
         }
         self.release(&trigger);
@@ -606,6 +659,7 @@ impl Queue {
 
     /// The trigger will not be tried again: it moves to `failed/` with its
     /// error. This attempt failed too, so it is counted like the others.
+    /// Blocking: call it from a blocking thread.
     pub fn fail(&self, mut trigger: Trigger, error: String) {
         trigger.attempts += 1;
         trigger.last_error = Some(error);
@@ -620,7 +674,7 @@ impl Queue {
         };
         match moved {
             Ok(()) => {
-                self.remove_file(trigger.id);
+                self.forget(trigger.id);
                 self.lock().unaccount(trigger.id);
             }
             Err(err) => {
@@ -706,8 +760,8 @@ impl Queue {
     }
 
     /// Moves the failed trigger `id` (if `visible` admits its pair) back
-    /// into the queue with its attempts reset, durably: its queue file is
-    /// written and synced before its copy in `failed/` is removed, so a
+    /// into the queue with its attempts reset, durably: it is appended to
+    /// the log and synced before its copy in `failed/` is removed, so a
     /// crash in between leaves it queued (and listed in neither place
     /// twice: [`Self::failed`] leaves out what is queued). A retried turn
     /// is never dropped for a full queue; a retried compaction obeys the
@@ -725,23 +779,22 @@ impl Queue {
             .filter(|trigger| trigger.id == id && visible(&trigger.pair()))
             .ok_or(Error::NoSuchFailed(id))?;
         trigger.attempts = 0;
-        let bytes = serialize(&trigger);
+        let json = to_json(&trigger);
         {
             let mut state = self.lock();
             if state.sizes.contains_key(&id) {
                 return Err(Error::AlreadyQueued(id));
             }
             if trigger.kind == Kind::Compaction {
-                self.check_budgets(&state, &trigger, bytes.len() as u64)?;
+                self.check_budgets(&state, &trigger, json.len() as u64)?;
             }
-            state.account(&trigger, bytes.len() as u64);
+            state.account(&trigger, json.len() as u64);
         }
         let stored = disk::ensure_free_space(&self.dir, self.limits.min_free_disk_bytes)
             .map_err(Error::from)
-            .and_then(|()| self.store_durably(id, &bytes));
+            .and_then(|()| self.append(id, &json));
         if let Err(err) = stored {
             self.lock().unaccount(id);
-            let _ = fs::remove_file(self.dir.join(file_name(id)));
             return Err(err);
         }
         if let Err(err) = atomic::remove(&failed) {
@@ -770,7 +823,7 @@ impl Queue {
         state.busy.remove(&trigger.pair());
     }
 
-    /// Bytes of trigger files waiting or in flight.
+    /// Bytes of stored triggers waiting or in flight.
     pub fn bytes(&self) -> u64 {
         self.lock().total_bytes
     }
@@ -778,13 +831,6 @@ impl Queue {
     /// Symbolic links found in place of a trigger file or of `failed/`.
     pub fn skipped_symlinks(&self) -> u64 {
         self.skipped_symlinks.load(Ordering::Relaxed)
-    }
-
-    /// Writes through a temporary file renamed into place, so a link at
-    /// `path` is replaced, never written through.
-    fn write(&self, id: Uuid, bytes: &[u8]) -> Result<(), Error> {
-        let path = self.dir.join(file_name(id));
-        atomic::write(&path, bytes).map_err(|source| Error::Write { path, source })
     }
 
     fn failed_dir(&self) -> PathBuf {
@@ -806,6 +852,16 @@ impl Queue {
         tracing::warn!(file.path = %path.display(), reason = "symbolic link", "skipped a queue entry; links under queue/ are never followed");
     }
 
+    /// The trigger leaves the log (durably) and its own file, if it has
+    /// one, goes: in this order, so a file the log's compaction writes
+    /// meanwhile is removed by one or the other.
+    fn forget(&self, id: Uuid) {
+        if let Err(err) = self.log.forget(id) {
+            tracing::warn!(trigger.id = %id, error = %err, "could not record a finished trigger in the queue's log; it may be processed again after a restart");
+        }
+        self.remove_file(id);
+    }
+
     fn remove_file(&self, id: Uuid) {
         let path = self.dir.join(file_name(id));
         if let Err(err) = atomic::remove(&path)
@@ -822,9 +878,14 @@ impl Queue {
     }
 }
 
-/// A trigger as its queue file holds it.
+/// A trigger as its own file (or `failed/`) holds it.
 fn serialize(trigger: &Trigger) -> Vec<u8> {
     serde_json::to_vec_pretty(trigger).expect("a trigger serializes")
+}
+
+/// A trigger as the log holds it; its length is what the byte budgets count.
+fn to_json(trigger: &Trigger) -> Vec<u8> {
+    serde_json::to_vec(trigger).expect("a trigger serializes")
 }
 
 /// The trigger stored at `path`, if it is a regular file (not a link)
@@ -910,7 +971,7 @@ mod tests {
             let (id, status) = handle.join().unwrap();
             assert_eq!(status, EnqueueStatus::Queued);
             assert!(
-                dir.path().join(file_name(id)).is_file(),
+                log::live_ids(dir.path()).contains(&id),
                 "acknowledged, so on disk"
             );
         }
@@ -920,8 +981,11 @@ mod tests {
             "{statuses:?}"
         );
         assert_eq!(queue.depth(), 17, "16 compactions and one turn of s1");
-        assert_eq!(files(dir.path()), 17);
         assert!(queue.sync_rounds() >= 1);
+        assert!(
+            queue.sync_rounds() < 32,
+            "accepts that arrive together share a sync"
+        );
         assert_eq!(queue.bytes(), {
             let state = queue.lock();
             state.sizes.values().map(|(_, bytes)| bytes).sum::<u64>()
@@ -939,7 +1003,7 @@ mod tests {
             queue.enqueue(newer.clone()).unwrap(),
             EnqueueStatus::Coalesced
         );
-        assert_eq!(files(dir.path()), 1);
+        assert_eq!(queue.depth(), 1);
         assert_eq!(
             queue.enqueue(trigger(Kind::Turn, "s2", "r")).unwrap(),
             EnqueueStatus::Queued
@@ -960,7 +1024,6 @@ mod tests {
             );
         }
         assert_eq!(queue.depth(), 5);
-        assert_eq!(files(dir.path()), 5);
     }
 
     #[test]
@@ -1027,7 +1090,11 @@ mod tests {
             ),
             "{refused}"
         );
-        assert_eq!(files(dir.path()), 4, "nothing refused was written");
+        assert_eq!(
+            log::live_ids(dir.path()).len(),
+            4,
+            "nothing refused was written"
+        );
         assert!(queue.bytes() <= 5_500);
 
         let done = queue.take_next().unwrap();
@@ -1092,7 +1159,7 @@ mod tests {
             "nothing is written through a linked failed/"
         );
         assert!(
-            queue_dir.join(file_name(failing.id)).is_file(),
+            log::live_ids(&queue_dir).contains(&failing.id),
             "kept for the next start"
         );
         assert_eq!(queue.skipped_symlinks(), 4);
@@ -1154,7 +1221,7 @@ mod tests {
                 .join(file_name(failing.id))
                 .exists()
         );
-        assert!(dir.path().join(file_name(failing.id)).is_file());
+        assert!(log::live_ids(dir.path()).contains(&failing.id));
         assert_eq!(queue.depth(), 1);
         let queued = queue.queued(10, |_| true);
         assert_eq!(queued.len(), 1);
@@ -1195,5 +1262,82 @@ mod tests {
         );
         assert!(queue.take_next().is_none());
         assert!(dir.path().join("failed/garbage.json").exists());
+    }
+
+    #[test]
+    fn a_queue_whose_sync_fails_acknowledges_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let failing: SyncFile =
+            std::sync::Arc::new(|_: &File| Err(io::Error::other("injected sync failure")));
+        let queue = Queue::open_with(dir.path(), limits(10), failing).unwrap();
+        for kind in [Kind::Turn, Kind::Compaction] {
+            let refused = queue.enqueue(trigger(kind, "s1", "r")).unwrap_err();
+            assert!(matches!(refused, Error::Write { .. }), "{refused}");
+        }
+        assert_eq!((queue.depth(), queue.bytes()), (0, 0));
+        assert!(queue.take_next().is_none());
+    }
+
+    #[test]
+    fn finished_triggers_stay_gone_and_retries_keep_their_attempts_across_a_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        let kept = trigger(Kind::Compaction, "s1", "a");
+        {
+            let queue = Queue::open(dir.path(), limits(10)).unwrap();
+            queue.enqueue(kept.clone()).unwrap();
+            for n in 0..3 {
+                queue
+                    .enqueue(trigger(Kind::Compaction, &format!("d{n}"), "b"))
+                    .unwrap();
+            }
+            let retried = queue.take_next().unwrap();
+            assert_eq!(retried.id, kept.id);
+            let later = Instant::now() + std::time::Duration::from_secs(60);
+            queue.retry_later(retried, "timeout".into(), later);
+            while let Some(done) = queue.take_next() {
+                queue.finish(&done);
+            }
+            assert_eq!(queue.depth(), 1);
+        }
+        let queue = Queue::open(dir.path(), limits(10)).unwrap();
+        assert_eq!(queue.depth(), 1, "the finished ones did not come back");
+        let again = queue.take_next().unwrap();
+        assert_eq!(
+            (again.id, again.attempts, again.last_error.as_deref()),
+            (kept.id, 1, Some("timeout"))
+        );
+    }
+
+    #[test]
+    fn a_trigger_both_in_its_own_file_and_in_the_log_keeps_the_copy_with_more_attempts() {
+        let dir = tempfile::tempdir().unwrap();
+        let retried = trigger(Kind::Compaction, "s2", "b");
+        let moved = trigger(Kind::Compaction, "s1", "a");
+        {
+            let queue = Queue::open(dir.path(), limits(10)).unwrap();
+            queue.enqueue(retried.clone()).unwrap();
+            queue.enqueue(moved.clone()).unwrap();
+            let taken = queue.take_next().unwrap();
+            assert_eq!(taken.id, retried.id);
+            queue.retry_later(taken, "timeout".into(), Instant::now());
+        }
+        // As a compaction of the log leaves one, and as a retry of a
+        // trigger with its own file leaves one if the crash comes before
+        // the file is removed.
+        fs::write(dir.path().join(file_name(moved.id)), serialize(&moved)).unwrap();
+        fs::write(dir.path().join(file_name(retried.id)), serialize(&retried)).unwrap();
+        let queue = Queue::open(dir.path(), limits(10)).unwrap();
+        assert_eq!(queue.depth(), 2);
+        let listed: HashMap<Uuid, u32> = queue
+            .queued(10, |_| true)
+            .into_iter()
+            .map(|queued| (queued.trigger.id, queued.trigger.attempts))
+            .collect();
+        assert_eq!(listed, HashMap::from([(moved.id, 0), (retried.id, 1)]));
+        assert!(
+            !dir.path().join(file_name(retried.id)).exists(),
+            "the stale file goes"
+        );
+        assert!(dir.path().join(file_name(moved.id)).is_file());
     }
 }

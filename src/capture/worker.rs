@@ -12,6 +12,7 @@ use tokio::sync::{Notify, Semaphore};
 use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 
+use crate::blocking;
 use crate::capture::classify::{self, Classified};
 use crate::capture::guard::{self, Verdict};
 use crate::capture::queue::{Queue, Trigger};
@@ -133,7 +134,12 @@ impl Worker {
         let stats = &self.deps.stats;
         match outcome {
             Ok(written) => {
-                self.deps.queue.finish(&trigger);
+                let queue = self.deps.queue.clone();
+                let trigger = blocking::run(move || {
+                    queue.finish(&trigger);
+                    trigger
+                })
+                .await;
                 stats.processed.fetch_add(1, Ordering::Relaxed);
                 tracing::info!(trigger.id = %trigger.id, memories.written = written.len(), duration_ms = started.elapsed().as_millis(), "capture pass finished");
                 let count = written.len();
@@ -153,9 +159,9 @@ impl Worker {
                     Vec::new(),
                     Some(fault.message.clone()),
                 );
-                self.deps
-                    .queue
-                    .retry_later(trigger, fault.message, Instant::now() + backoff);
+                let queue = self.deps.queue.clone();
+                let at = Instant::now() + backoff;
+                blocking::run(move || queue.retry_later(trigger, fault.message, at)).await;
                 Step::Retrying
             }
             Err(fault) => {
@@ -167,7 +173,8 @@ impl Worker {
                     Vec::new(),
                     Some(fault.message.clone()),
                 );
-                self.deps.queue.fail(trigger, fault.message);
+                let queue = self.deps.queue.clone();
+                blocking::run(move || queue.fail(trigger, fault.message)).await;
                 Step::Failed
             }
         }

@@ -160,34 +160,42 @@ async fn newer_turns_of_a_session_coalesce_and_a_full_queue_drops_turns_not_comp
     assert!(prompts.iter().any(|p| p.contains("compaction trigger")));
 }
 
+/// The `engram` binary over `dir` on a free loopback port, with its base URL.
+fn engram_process(
+    upstream: &Upstream,
+    dir: &std::path::Path,
+    queue_capacity: usize,
+) -> (std::process::Child, String) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_engram"))
+        .env_remove("ENGRAM_CONFIG")
+        .env("ENGRAM_LISTEN", format!("127.0.0.1:{port}"))
+        .env("ENGRAM_DATA_DIR", dir)
+        .env("ENGRAM_EMBEDDING__PROVIDER", "openai")
+        .env("ENGRAM_EMBEDDING__BASE_URL", &upstream.base_url)
+        .env(
+            "ENGRAM_EMBEDDING__DIMENSIONS",
+            crate::upstream::Vectors::SMALL.dimensions.to_string(),
+        )
+        .env("ENGRAM_LLM__BASE_URL", &upstream.base_url)
+        .env("ENGRAM_CAPTURE__QUEUE_CAPACITY", queue_capacity.to_string())
+        .env("ENGRAM_LOG__FILTER", "warn")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    (child, format!("http://127.0.0.1:{port}"))
+}
+
 #[tokio::test]
 async fn a_kill_between_accept_and_processing_loses_nothing_and_repeats_nothing() {
     let upstream = Upstream::start().await;
     let dir = tempfile::tempdir().unwrap();
-    let engram = |upstream: &Upstream| {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let child = std::process::Command::new(env!("CARGO_BIN_EXE_engram"))
-            .env_remove("ENGRAM_CONFIG")
-            .env("ENGRAM_LISTEN", format!("127.0.0.1:{port}"))
-            .env("ENGRAM_DATA_DIR", dir.path())
-            .env("ENGRAM_EMBEDDING__PROVIDER", "openai")
-            .env("ENGRAM_EMBEDDING__BASE_URL", &upstream.base_url)
-            .env(
-                "ENGRAM_EMBEDDING__DIMENSIONS",
-                crate::upstream::Vectors::SMALL.dimensions.to_string(),
-            )
-            .env("ENGRAM_LLM__BASE_URL", &upstream.base_url)
-            .env("ENGRAM_LOG__FILTER", "warn")
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        (child, format!("http://127.0.0.1:{port}"))
-    };
+    let engram = |upstream: &Upstream| engram_process(upstream, dir.path(), 8);
     let client = reqwest::Client::new();
     upstream.set_chat(Behaviour::Delay(Duration::from_secs(60)), "[]");
     let (mut first, base) = engram(&upstream);
@@ -231,6 +239,77 @@ async fn a_kill_between_accept_and_processing_loses_nothing_and_repeats_nothing(
         .unwrap()
         .collect();
     assert_eq!(files.len(), 1, "written exactly once");
+}
+
+#[tokio::test]
+async fn a_kill_during_concurrent_accepts_keeps_every_acknowledged_trigger() {
+    let upstream = Upstream::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    // Nothing is classified, so everything accepted stays queued.
+    upstream.set_chat(Behaviour::Delay(Duration::from_secs(60)), "[]");
+    let (mut first, base) = engram_process(&upstream, dir.path(), 1_000);
+    wait_until_async("engram to get ready", async || is_ready(&base).await).await;
+    let acknowledged = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut clients = tokio::task::JoinSet::new();
+    for client_no in 0..32 {
+        let (base, acknowledged) = (base.clone(), acknowledged.clone());
+        clients.spawn(async move {
+            let client = reqwest::Client::new();
+            for serial in 0.. {
+                let body = turn(
+                    &format!("c{client_no}-{serial}"),
+                    "forge",
+                    "We deploy with Helm.",
+                );
+                // Until the kill: a request cut short was never acknowledged.
+                let Ok(response) = client
+                    .post(format!("{base}/turns"))
+                    .json(&body)
+                    .send()
+                    .await
+                else {
+                    return;
+                };
+                let Ok(answer) = response.json::<Value>().await else {
+                    return;
+                };
+                assert_eq!(answer["status"], "queued", "{answer}");
+                acknowledged
+                    .lock()
+                    .unwrap()
+                    .push(answer["trigger_id"].as_str().unwrap().to_owned());
+            }
+        });
+    }
+    wait_until("a hundred accepts", || {
+        acknowledged.lock().unwrap().len() >= 100
+    })
+    .await;
+    first.kill().unwrap(); // SIGKILL while accepts are being written and synced
+    first.wait().unwrap();
+    while clients.join_next().await.is_some() {}
+    let acknowledged = acknowledged.lock().unwrap().clone();
+    assert!(acknowledged.len() < 200, "more than one listing holds");
+
+    let (mut again, base) = engram_process(&upstream, dir.path(), 1_000);
+    wait_until_async("engram to get ready", async || is_ready(&base).await).await;
+    let listed = get_json(&base, "/triggers?limit=200").await;
+    let queued: std::collections::HashSet<&str> = listed["queued"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|queued| queued["id"].as_str().unwrap())
+        .collect();
+    let lost: Vec<&String> = acknowledged
+        .iter()
+        .filter(|id| !queued.contains(id.as_str()))
+        .collect();
+    assert!(
+        lost.is_empty(),
+        "acknowledged, then lost to the kill: {lost:?}"
+    );
+    again.kill().unwrap();
+    again.wait().unwrap();
 }
 
 #[tokio::test]

@@ -34,14 +34,11 @@ async fn post_raw(app: &TestApp, path: &str, body: &Value) -> (StatusCode, Optio
     (status, retry_after, serde_json::from_slice(&bytes).unwrap())
 }
 
-fn queued_files(app: &TestApp) -> usize {
+/// Files in `queue/` (its log segments and trigger files), `failed/` aside.
+fn queue_files(app: &TestApp) -> usize {
     app.files()
         .iter()
-        .filter(|file| {
-            file.starts_with("queue/")
-                && file.ends_with(".json")
-                && !file.starts_with("queue/failed/")
-        })
+        .filter(|file| file.starts_with("queue/") && !file.starts_with("queue/failed/"))
         .count()
 }
 
@@ -96,7 +93,11 @@ async fn compactions_past_the_byte_budget_get_429_with_retry_after_and_turns_sti
             .unwrap()
             .contains("capture.queue_bytes")
     );
-    assert_eq!(queued_files(&app), 4, "nothing refused was written");
+    let stats = app.get("/stats").await.json;
+    assert_eq!(
+        stats["capture"]["queue_depth"], 4,
+        "nothing refused was queued"
+    );
 
     let (status, _, body) = post_raw(&app, "/turns", &window("s5", "a turn")).await;
     assert_eq!(status, StatusCode::ACCEPTED, "{body}");
@@ -133,7 +134,7 @@ async fn below_the_disk_floor_writes_get_507_and_nothing_is_written() {
         )
         .await;
     response.assert_problem(StatusCode::INSUFFICIENT_STORAGE, None);
-    assert_eq!(queued_files(&app), 0);
+    assert_eq!(queue_files(&app), 0, "nothing was written to the queue");
     assert!(
         app.files().iter().all(|file| !file.ends_with(".md")),
         "{:?}",

@@ -499,7 +499,8 @@ async fn write(report: &mut Report, requests: usize) -> Result {
 }
 
 /// Capture triggers from 32 clients at once: how fast the `202` comes back
-/// (each is written and fsynced to `queue/` first).
+/// (each is durable in `queue/` first), beside the machine's own cost of a
+/// durable write measured right after, in the same directory.
 async fn turns(report: &mut Report, requests: usize) -> Result {
     let dir = ScratchDir::new()?;
     // A queue large enough that every trigger is stored (and fsynced).
@@ -538,7 +539,34 @@ async fn turns(report: &mut Report, requests: usize) -> Result {
         &mut syncs,
         wall,
     ));
+    let (mut appends, wall) = bare_appends(dir.path(), 200)?;
+    report.rows.push(Row::from_samples(
+        "bare append + fdatasync, one at a time",
+        "append 1 KiB to one file, fdatasync it: the bound for one group of accepts",
+        &mut appends,
+        wall,
+    ));
     Ok(())
+}
+
+/// The machine's own cost of one durable append to a log file in `dir`.
+fn bare_appends(dir: &std::path::Path, count: usize) -> std::io::Result<(Vec<Duration>, Duration)> {
+    use std::io::Write;
+    let path = dir.join("append-probe");
+    let mut file = std::fs::File::create(&path)?;
+    file.sync_all()?;
+    std::fs::File::open(dir)?.sync_all()?;
+    let started = Instant::now();
+    let mut samples = Vec::with_capacity(count);
+    for _ in 0..count {
+        let began = Instant::now();
+        file.write_all(&[b'x'; 1024])?;
+        file.sync_data()?;
+        samples.push(began.elapsed());
+    }
+    let wall = started.elapsed();
+    std::fs::remove_file(&path)?;
+    Ok((samples, wall))
 }
 
 /// The machine's own cost of one durable small file, measured in `dir`.
