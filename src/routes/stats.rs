@@ -133,7 +133,7 @@ pub struct SyncStatsView {
     pub watching: bool,
     /// Reconciliation passes since start.
     pub passes: u64,
-    /// Files they read.
+    /// Files those passes read (a file is read again only when it changed).
     pub files_read: u64,
     /// Files read that matched the memory in service (Engram's own writes
     /// among them): nothing to do.

@@ -311,13 +311,17 @@ async fn engrams_own_writes_are_not_taken_in_twice() {
         .await;
     let id = written["id"].as_str().unwrap();
     wait_until_async("the watcher to read the new file", async || {
-        sync_stats(&app).await["unchanged"].as_u64().unwrap() >= 1
+        sync_stats(&app).await["files_read"].as_u64().unwrap() >= 1
     })
     .await;
     app.wait_indexed().await;
     let sync = sync_stats(&app).await;
     assert_eq!(sync["watching"], true, "{sync}");
     assert_eq!(sync["applied"], 0, "nothing to take in: {sync}");
+    assert!(
+        sync["unchanged"].as_u64().unwrap() >= 1,
+        "read back, found equal: {sync}"
+    );
     let embedded = upstream.embedded_texts();
     assert_eq!(
         embedded.iter().filter(|text| *text == content).count(),
