@@ -30,6 +30,12 @@ async fn app() -> (TestApp, Upstream, tempfile::TempDir) {
     (app, upstream, temp)
 }
 
+/// Writes a memory through the API; its id.
+async fn write(app: &TestApp, scope: &str, owner: &str, content: &str) -> String {
+    let written = app.create(memory(scope, owner, "patterns", content)).await;
+    written["id"].as_str().unwrap().to_owned()
+}
+
 fn path_of(app: &TestApp, namespace: &str, id: &str) -> PathBuf {
     app.data_dir.join(namespace).join(format!("{id}.md"))
 }
@@ -102,17 +108,9 @@ async fn wait_for_a_pass(app: &TestApp) {
 #[tokio::test]
 async fn a_file_edited_on_disk_is_served_and_retrieved_as_edited() {
     let (app, _upstream, _temp) = app().await;
-    let written = app
-        .create(memory(
-            "repo",
-            "forge",
-            "patterns",
-            "Deploys go out on Mondays.",
-        ))
-        .await;
-    let id = written["id"].as_str().unwrap();
+    let id = &write(&app, "repo", "forge", "Deploys go out on Mondays.").await;
     let first = ask(&app, "forge", "t-1", "quokka deploys").await;
-    assert_eq!(ids(&first), [id], "{first:#}");
+    assert_eq!(ids(&first), [id.as_str()], "{first:#}");
 
     let path = path_of(&app, "repos/forge", id);
     let edited = fs::read_to_string(&path).unwrap().replace(
@@ -162,15 +160,7 @@ async fn files_added_and_removed_on_disk_in_a_new_namespace_are_found_then_gone(
 #[tokio::test]
 async fn a_broken_edit_keeps_the_last_good_version_and_is_reported_until_fixed() {
     let (app, _upstream, _temp) = app().await;
-    let written = app
-        .create(memory(
-            "user",
-            "ana",
-            "patterns",
-            "Ana reviews on Tuesdays.",
-        ))
-        .await;
-    let id = written["id"].as_str().unwrap();
+    let id = &write(&app, "user", "ana", "Ana reviews on Tuesdays.").await;
     let path = path_of(&app, "users/ana", id);
     let relative = format!("users/ana/{id}.md");
 
@@ -203,7 +193,11 @@ async fn a_broken_edit_keeps_the_last_good_version_and_is_reported_until_fixed()
     let retrieved = app
         .retrieve(json!({"turn_id": "t-1", "user": "ana", "query": "Ana reviews", "top_k": 5}))
         .await;
-    assert_eq!(ids(&retrieved), [id], "still retrieved: {retrieved:#}");
+    assert_eq!(
+        ids(&retrieved),
+        [id.as_str()],
+        "still retrieved: {retrieved:#}"
+    );
     wait_for_a_pass(&app).await;
     assert_eq!(
         fs::read_to_string(&path).unwrap(),
@@ -222,15 +216,7 @@ async fn a_broken_edit_keeps_the_last_good_version_and_is_reported_until_fixed()
 #[tokio::test]
 async fn a_file_moved_to_another_namespace_moves_its_memory() {
     let (app, _upstream, _temp) = app().await;
-    let written = app
-        .create(memory(
-            "user",
-            "ana",
-            "patterns",
-            "Prefers tabs over spaces.",
-        ))
-        .await;
-    let id = written["id"].as_str().unwrap();
+    let id = &write(&app, "user", "ana", "Prefers tabs over spaces.").await;
     let text = fs::read_to_string(path_of(&app, "users/ana", id)).unwrap();
     fs::create_dir_all(app.data_dir.join("users/bob")).unwrap();
     fs::rename(
@@ -306,10 +292,7 @@ async fn a_bulk_change_of_many_files_settles_to_what_is_on_disk() {
 async fn engrams_own_writes_are_not_taken_in_twice() {
     let (app, upstream, _temp) = app().await;
     let content = "Lint runs before every commit.";
-    let written = app
-        .create(memory("repo", "forge", "patterns", content))
-        .await;
-    let id = written["id"].as_str().unwrap();
+    let id = &write(&app, "repo", "forge", content).await;
     wait_until_async("the watcher to read the new file", async || {
         sync_stats(&app).await["files_read"].as_u64().unwrap() >= 1
     })

@@ -78,35 +78,30 @@ pub async fn sync(
     let checkout = dir.path().join("repos/checkout");
     std::fs::create_dir_all(&checkout)?;
     let arrivals = corpus::memories(&Namespace::Repo("checkout".parse()?), bulk, 43);
-    let passes_before = passes(&client).await?;
-    let began = Instant::now();
-    for memory in &arrivals {
-        std::fs::write(
-            checkout.join(format!("{}.md", memory.id)),
-            markdown::render(memory),
-        )?;
-    }
-    settle(&client, CORPUS + bulk, began).await?;
-    let added = began.elapsed();
-    let passes_added = passes(&client).await? - passes_before;
+    let added = timed_settle(&client, CORPUS + bulk, || {
+        arrivals.iter().try_for_each(|memory| {
+            std::fs::write(
+                checkout.join(format!("{}.md", memory.id)),
+                markdown::render(memory),
+            )
+        })
+    })
+    .await?;
     report.rows.push(Row::single(
         &format!("sync: checkout of {bulk} new files → settled"),
-        format!("{embedder:?} embedder; {passes_added} sync passes"),
-        added,
+        format!("{embedder:?} embedder; {} sync passes", added.1),
+        added.0,
     ));
-
-    let passes_before = passes(&client).await?;
-    let began = Instant::now();
-    for memory in &arrivals {
-        std::fs::remove_file(checkout.join(format!("{}.md", memory.id)))?;
-    }
-    settle(&client, CORPUS, began).await?;
-    let removed = began.elapsed();
-    let passes_removed = passes(&client).await? - passes_before;
+    let removed = timed_settle(&client, CORPUS, || {
+        arrivals
+            .iter()
+            .try_for_each(|memory| std::fs::remove_file(checkout.join(format!("{}.md", memory.id))))
+    })
+    .await?;
     report.rows.push(Row::single(
         &format!("sync: removal of {bulk} files → settled"),
-        format!("{embedder:?} embedder; {passes_removed} sync passes"),
-        removed,
+        format!("{embedder:?} embedder; {} sync passes", removed.1),
+        removed.0,
     ));
     server.stop().await;
     Ok(())
@@ -135,6 +130,21 @@ async fn passes(client: &Client) -> Result<u64> {
     Ok(stats(client).await?["store"]["sync"]["passes"]
         .as_u64()
         .unwrap_or_default())
+}
+
+/// Makes `change` on disk, then waits until it settles at `memories`: how
+/// long from the change's start, and how many sync passes it took.
+async fn timed_settle(
+    client: &Client,
+    memories: usize,
+    change: impl FnOnce() -> std::io::Result<()>,
+) -> Result<(Duration, u64)> {
+    let passes_before = passes(client).await?;
+    let began = Instant::now();
+    change()?;
+    settle(client, memories, began).await?;
+    let took = began.elapsed();
+    Ok((took, passes(client).await? - passes_before))
 }
 
 /// Waits until the store holds `memories` and the index has every vector.
