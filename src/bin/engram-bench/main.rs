@@ -88,7 +88,7 @@ enum Command {
         /// Files edited one at a time, each timed.
         #[arg(long, default_value_t = 20)]
         rounds: usize,
-        /// Files of the bulk checkout.
+        /// Files of the bulk checkout (0: none).
         #[arg(long, default_value_t = 1000)]
         bulk: usize,
         #[arg(long, value_enum, default_value_t = EmbedderChoice::Fake)]
