@@ -20,7 +20,8 @@
 //!   reported, with a warning naming it, until it is fixed.
 //! - Ids stay unique store-wide: a file whose id another namespace's file
 //!   still holds is reported, as at load. A file moved from one namespace
-//!   to another moves its memory.
+//!   to another moves its memory, whichever order the new file and the
+//!   removal of the old one come in.
 //! - A file no event named is read again only when its fingerprint
 //!   (inode, size, modification and change times) differs from the last
 //!   read, so a rescan of a large directory costs a listing.
@@ -147,6 +148,10 @@ pub struct Reconciler {
     store: Store,
     /// By path relative to the data directory.
     fingerprints: HashMap<String, Fingerprint>,
+    /// Files refused because another namespace's file held their id: when
+    /// that memory goes (a move done as copy, then delete, as a checkout
+    /// may do it), they are read again in the same pass.
+    clashes: HashMap<MemoryId, (Namespace, String)>,
 }
 
 impl Reconciler {
@@ -154,14 +159,26 @@ impl Reconciler {
         Self {
             store,
             fingerprints: HashMap::new(),
+            clashes: HashMap::new(),
         }
     }
 
     /// Brings the store in line with the data directory for `targets`.
     /// Blocking.
-    pub fn pass(&mut self, targets: Targets) {
+    pub fn pass(&mut self, mut targets: Targets) {
         let store = self.store.clone();
         let _writer = store.lock_writer();
+        // Each round after the first follows removals that freed an id a
+        // refused file holds; it ends when a round removes no such id.
+        while !targets.is_empty() {
+            targets = self.round(targets);
+        }
+    }
+
+    /// One comparison of `targets` with the store, applied; what to look
+    /// at again.
+    fn round(&mut self, targets: Targets) -> Targets {
+        let store = self.store.clone();
         let mut namespaces = targets.namespaces;
         for scope in targets.scopes {
             self.scope(scope, &mut namespaces);
@@ -178,7 +195,15 @@ impl Reconciler {
             let ids = in_service.remove(namespace).unwrap_or_default();
             self.namespace(namespace, &ids, &targets.touched, &mut plan);
         }
+        let mut again = Targets::default();
+        for id in &plan.removals {
+            if let Some((namespace, path)) = self.clashes.remove(id) {
+                again.namespaces.insert(namespace);
+                again.touched.insert(path);
+            }
+        }
         self.apply(plan);
+        again
     }
 
     /// Lists a scope directory: its namespaces join the pass (with those
@@ -301,7 +326,7 @@ impl Reconciler {
     /// A file that parses: in service from now on, unless its id belongs
     /// to another namespace's file that is still there.
     fn found(
-        &self,
+        &mut self,
         memory: Memory,
         path: String,
         plan: &mut Plan,
@@ -326,6 +351,7 @@ impl Reconciler {
             .get(&id)
             .is_some_and(|other| *other != namespace);
         if held_elsewhere || claimed_elsewhere {
+            self.clashes.insert(id, (namespace.clone(), path.clone()));
             self.unusable(&namespace, path, Some(id), load::id_in_use(id), on_disk);
             return;
         }

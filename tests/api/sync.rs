@@ -22,11 +22,18 @@ pub fn memory_file(id: &str, scope: &str, content: &str) -> String {
     )
 }
 
-/// An app whose embedder is the fake upstream, over a fresh directory.
+/// An app whose embedder is the fake upstream, over a fresh directory,
+/// with room in the retrieval budget for a loaded test machine (these
+/// tests check what is found, never how fast).
 async fn app() -> (TestApp, Upstream, tempfile::TempDir) {
     let upstream = Upstream::start().await;
     let temp = tempfile::tempdir().unwrap();
-    let app = spawn_app_on(temp.path(), |config| embed_with(&upstream, config)).await;
+    let app = spawn_app_on(temp.path(), |config| {
+        embed_with(&upstream, config);
+        config.embedding.timeout_ms = 10_000;
+        config.retrieval.budget_ms = 20_000;
+    })
+    .await;
     (app, upstream, temp)
 }
 
@@ -238,6 +245,33 @@ async fn a_file_moved_to_another_namespace_moves_its_memory() {
         fs::read_to_string(path_of(&app, "users/bob", id)).unwrap(),
         text
     );
+}
+
+#[tokio::test]
+async fn a_move_done_as_copy_then_delete_moves_the_memory() {
+    let (app, _upstream, _temp) = app().await;
+    let id = &write(&app, "user", "ana", "Prefers small pull requests.").await;
+    let text = fs::read_to_string(path_of(&app, "users/ana", id)).unwrap();
+    put(&path_of(&app, "users/bob", id), &text);
+    let copy = format!("users/bob/{id}.md");
+    wait_until_async("the copy to be refused", async || {
+        skipped_paths(&app).await.contains(&copy)
+    })
+    .await;
+    assert_eq!(
+        app.get(&format!("/memories/{id}")).await.json["user"],
+        "ana"
+    );
+
+    fs::remove_file(path_of(&app, "users/ana", id)).unwrap();
+    wait_until_async("the memory to move to bob", async || {
+        app.get(&format!("/memories/{id}")).await.json["user"] == "bob"
+    })
+    .await;
+    wait_until_async("the report to clear", async || {
+        !skipped_paths(&app).await.contains(&copy)
+    })
+    .await;
 }
 
 #[tokio::test]
