@@ -405,38 +405,38 @@ impl Reconciler {
         changed.extend(plan.upserts.iter().map(|memory| memory.id));
         changed.sort_unstable();
         changed.dedup();
-        let removed = plan.removals.len();
-        let upserted = plan.upserts.len();
-        if !changed.is_empty() {
-            let mut view = store.write_view();
-            for id in plan.removals {
-                view.remove(id);
-            }
-            for memory in plan.upserts {
-                view.remove(memory.id);
-                view.insert(Arc::new(memory));
-            }
-        }
-        // The view before the reports, as everywhere.
-        let view = store.read();
-        store.write_reports().relink(&view);
-        drop(view);
+        let (removed, upserted) = (plan.removals.len(), plan.upserts.len());
         let sync = &store.inner.sync;
+        let mut view = store.write_view();
+        for id in plan.removals {
+            view.remove(id);
+        }
+        for memory in plan.upserts {
+            view.remove(memory.id);
+            view.insert(Arc::new(memory));
+        }
+        // Recorded and counted before the view is released: whoever sees
+        // the new view sees its changes pending for the index too, and the
+        // pass counted.
+        if !changed.is_empty() {
+            store.inner.changes.record(changed.iter().copied());
+        }
         sync.passes.fetch_add(1, Ordering::Relaxed);
         sync.files_read.fetch_add(plan.read, Ordering::Relaxed);
         sync.unchanged.fetch_add(plan.unchanged, Ordering::Relaxed);
-        if changed.is_empty() {
-            return;
-        }
         sync.applied
             .fetch_add(changed.len() as u64, Ordering::Relaxed);
-        tracing::info!(
-            memories.written = upserted,
-            memories.removed = removed,
-            files.read = plan.read,
-            "took in changes made to the data directory"
-        );
-        store.inner.changes.record(changed);
+        // The view before the reports, as everywhere.
+        store.write_reports().relink(&view);
+        drop(view);
+        if !changed.is_empty() {
+            tracing::info!(
+                memories.written = upserted,
+                memories.removed = removed,
+                files.read = plan.read,
+                "took in changes made to the data directory"
+            );
+        }
     }
 }
 
