@@ -1,7 +1,8 @@
 //! The application's lifecycle: load the store and the embedder, bind,
-//! build the vector index in the background, serve until told to stop, then
-//! let in-flight requests finish and stop the background tasks (the
-//! indexer, the capture worker, the access-count saver).
+//! build the vector index in the background, watch the data directory,
+//! serve until told to stop, then let in-flight requests finish and stop
+//! the background tasks (the indexer, the watcher, the capture worker, the
+//! access-count saver).
 
 use std::future::Future;
 use std::io;
@@ -57,8 +58,8 @@ pub struct App {
     listener: TcpListener,
     router: Router,
     state: AppState,
-    /// The indexer, the capture worker and the access-count saver,
-    /// stopped after serving ends.
+    /// The indexer, the data directory watcher, the capture worker and
+    /// the access-count saver, stopped after serving ends.
     background: Vec<JoinHandle<()>>,
     stop: CancellationToken,
 }
@@ -124,6 +125,18 @@ impl App {
             llm.is_some(),
         );
         let mut background = vec![indexer];
+        if config.store.watch {
+            match store::watch::spawn(&store, config.store.debounce(), stop.clone()) {
+                Ok(watcher) => background.push(watcher),
+                // Serving without live sync beats not serving: `/stats`
+                // says the directory is not watched.
+                Err(err) => tracing::error!(
+                    error = %err,
+                    cause = %std::error::Error::source(&err).map(ToString::to_string).unwrap_or_default(),
+                    "cannot watch the data directory; changes made on disk are taken in at the next start"
+                ),
+            }
+        }
         if let Some(llm) = &llm {
             let deps = WorkerDeps {
                 queue,

@@ -62,6 +62,7 @@ pub struct Config {
     pub llm: Option<Llm>,
     pub retrieval: Retrieval,
     pub capture: CaptureConfig,
+    pub store: StoreConfig,
     pub auth: Auth,
     pub cors: Cors,
     pub mcp: Mcp,
@@ -103,6 +104,7 @@ impl Default for Config {
             llm: None,
             retrieval: Retrieval::default(),
             capture: CaptureConfig::default(),
+            store: StoreConfig::default(),
             auth: Auth::default(),
             cors: Cors::default(),
             mcp: Mcp::default(),
@@ -463,6 +465,32 @@ impl Default for CaptureConfig {
     }
 }
 
+/// How the store follows the data directory.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StoreConfig {
+    /// Whether changes made to the files while Engram runs (by hand,
+    /// `git pull`, a sync tool) are taken in live; off, only at start.
+    pub watch: bool,
+    /// How long events must be quiet before they are taken in, in ms.
+    pub debounce_ms: u64,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        Self {
+            watch: true,
+            debounce_ms: 150,
+        }
+    }
+}
+
+impl StoreConfig {
+    pub fn debounce(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(self.debounce_ms)
+    }
+}
+
 /// API keys. The file holds SHA-256 digests of keys, never keys.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -747,6 +775,9 @@ impl Config {
         }
         if !(10..=600_000).contains(&capture.retry_base_ms) {
             return key_error("capture.retry_base_ms", "must be between 10 and 600000");
+        }
+        if !(10..=10_000).contains(&self.store.debounce_ms) {
+            return key_error("store.debounce_ms", "must be between 10 and 10000");
         }
         if capture.session_queue_bytes < self.limits.max_body_bytes as u64 {
             return key_error(

@@ -1,21 +1,27 @@
 //! The memory store: the markdown files under `<data_dir>/repos/` and
 //! `<data_dir>/users/`, and an in-memory view of them for fast reads.
 //!
-//! The files are the source of truth. Every namespace is loaded at start;
-//! a file that does not parse is skipped with a warning, counted, and never
-//! touched again. Writes and deletes are serialized by one writer lock and
-//! go to disk (atomically, durably) before the in-memory view changes, so a
-//! reader never sees a memory that is not on disk.
+//! The files are the source of truth. Every namespace is loaded at start,
+//! and changes made on disk afterwards (by hand, `git pull`, a sync tool)
+//! are taken in live by [`watch`] and [`sync`]; a file that does not parse
+//! is skipped with a warning, reported, and never written to (one that
+//! stops parsing keeps its last good version in service). Writes and
+//! deletes, Engram's own and those synced from disk, are serialized by one
+//! writer lock; Engram's go to disk (atomically, durably) before the
+//! in-memory view changes, so a reader never sees a memory that is not on
+//! disk.
 
 pub mod atomic;
 pub mod confine;
 mod load;
 pub mod markdown;
+mod sync;
+pub mod watch;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 
@@ -39,6 +45,11 @@ pub enum Error {
     Write { path: PathBuf, source: io::Error },
     #[error("removing {path}")]
     Remove { path: PathBuf, source: io::Error },
+    #[error("watching {path} for changes")]
+    Watch {
+        path: PathBuf,
+        source: notify::Error,
+    },
 }
 
 /// Why a new memory was refused.
@@ -213,8 +224,10 @@ pub struct Edges {
     pub incoming: Vec<RelatedEdge>,
 }
 
-/// A file the loader could not read as a memory.
-#[derive(Clone, Debug)]
+/// An entry of the data directory the store could not use as it is: a
+/// file that does not parse (at start, or since an edit), a link, a stray
+/// file, or a link of a memory in service that is never followed.
+#[derive(Clone, Debug, PartialEq)]
 pub struct SkippedFile {
     /// Relative to the data directory.
     pub path: String,
@@ -229,6 +242,9 @@ pub struct StoreStats {
     pub memories: usize,
     pub by_namespace: BTreeMap<String, NamespaceStats>,
     pub skipped: Vec<SkippedFile>,
+    /// What the live sync has done; `None` for a caller that does not see
+    /// every namespace (its counters span them all).
+    pub sync: Option<SyncView>,
 }
 
 #[derive(Debug, Default)]
@@ -249,8 +265,65 @@ struct Inner {
     /// Serializes writes and deletes: validation, file and view change
     /// happen as one step.
     writer: Mutex<()>,
-    skipped: Vec<SkippedFile>,
+    reports: RwLock<Reports>,
+    sync: SyncStats,
     changes: ChangeLog,
+}
+
+/// What the store could not use, as of the last load or sync: one list
+/// for both, so `/stats` and the UI show the same thing either way.
+#[derive(Default)]
+struct Reports {
+    /// Entries of the data directory, by path relative to it: files that
+    /// do not parse, links, stray files and directories.
+    files: BTreeMap<String, SkippedFile>,
+    /// The never-followed links of the memories in service, worked out
+    /// again from the view whenever the view changes on disk's account.
+    links: Vec<SkippedFile>,
+}
+
+impl Reports {
+    fn all(&self) -> impl Iterator<Item = &SkippedFile> {
+        self.files.values().chain(&self.links)
+    }
+
+    fn relink(&mut self, view: &View) {
+        let owner = |id| view.by_id.get(&id).map(|memory| &memory.namespace);
+        let mut links: Vec<SkippedFile> = view
+            .by_id
+            .values()
+            .flat_map(|memory| load::unfollowed_links(memory, owner))
+            .collect();
+        links.sort_by(|a, b| a.path.cmp(&b.path));
+        self.links = links;
+    }
+}
+
+/// Counters of the live sync.
+#[derive(Default)]
+struct SyncStats {
+    watching: AtomicBool,
+    passes: AtomicU64,
+    files_read: AtomicU64,
+    unchanged: AtomicU64,
+    applied: AtomicU64,
+}
+
+/// A snapshot of the live sync's counters.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SyncView {
+    /// Whether the data directory is watched (`store.watch`, and the
+    /// watcher could start).
+    pub watching: bool,
+    /// Reconciliation passes run since start.
+    pub passes: u64,
+    /// Memory files read by them.
+    pub files_read: u64,
+    /// Files read that matched the memory in service (Engram's own writes,
+    /// a `touch`): nothing to do.
+    pub unchanged: u64,
+    /// Memories added, changed or removed on disk and taken in.
+    pub applied: u64,
 }
 
 /// Memories written or deleted that the index has not yet taken in.
@@ -414,13 +487,17 @@ impl Store {
         for memory in loaded.memories {
             view.insert(Arc::new(memory));
         }
-        let skipped = loaded.skipped;
-        for file in &skipped {
+        let mut reports = Reports::default();
+        reports.relink(&view);
+        for file in loaded.skipped {
+            reports.files.insert(file.path.clone(), file);
+        }
+        for file in reports.all() {
             tracing::warn!(file.path = %file.path, reason = %file.reason, "skipped a file in the data directory");
         }
         tracing::info!(
             memories = view.by_id.len(),
-            files.skipped = skipped.len(),
+            files.skipped = reports.files.len() + reports.links.len(),
             data_dir = %root.display(),
             "memory store loaded"
         );
@@ -432,7 +509,8 @@ impl Store {
                 root: root.to_owned(),
                 view: RwLock::new(view),
                 writer: Mutex::new(()),
-                skipped,
+                reports: RwLock::new(reports),
+                sync: SyncStats::default(),
                 changes,
             }),
         })
@@ -701,12 +779,12 @@ impl Store {
         let view = self.read();
         let mut stats = StoreStats {
             skipped: self
-                .inner
-                .skipped
-                .iter()
+                .read_reports()
+                .all()
                 .filter(|file| file.namespace.as_ref().map_or(everything, &visible))
                 .cloned()
                 .collect(),
+            sync: everything.then(|| self.sync_view()),
             ..StoreStats::default()
         };
         for memory in view
@@ -886,6 +964,37 @@ impl Store {
             .view
             .write()
             .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn read_reports(&self) -> std::sync::RwLockReadGuard<'_, Reports> {
+        self.inner
+            .reports
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn write_reports(&self) -> std::sync::RwLockWriteGuard<'_, Reports> {
+        self.inner
+            .reports
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The live sync's counters.
+    pub fn sync_view(&self) -> SyncView {
+        let sync = &self.inner.sync;
+        SyncView {
+            watching: sync.watching.load(Ordering::Relaxed),
+            passes: sync.passes.load(Ordering::Relaxed),
+            files_read: sync.files_read.load(Ordering::Relaxed),
+            unchanged: sync.unchanged.load(Ordering::Relaxed),
+            applied: sync.applied.load(Ordering::Relaxed),
+        }
+    }
+
+    /// The data directory.
+    pub fn root(&self) -> &Path {
+        &self.inner.root
     }
 
     fn lock_changes(&self) -> std::sync::MutexGuard<'_, PendingChanges> {

@@ -22,12 +22,14 @@ export async function listView(params) {
   // The cursors of the pages before this one, so "Previous" needs no state.
   const trail = (params.get('trail') || '').split(',').filter(Boolean);
   const cursor = params.get('cursor') || '';
-  const [page, namespaces] = await Promise.all([
+  const [page, stats] = await Promise.all([
     get(`/memories${query({ ...filters, limit: PAGE, cursor })}`),
-    knownNamespaces(),
+    get('/stats'),
   ]);
+  const namespaces = namespacesOf(stats);
   return h('section', { class: 'list' },
     h('h1', { tabindex: '-1' }, 'Memories'),
+    skippedFiles(stats.store),
     filterForm(filters, namespaces),
     namespaceChips(namespaces, filters),
     page.memories.length
@@ -38,8 +40,22 @@ export async function listView(params) {
 
 /** The namespaces this key sees, from /stats (a limited key sees only its own). */
 export async function knownNamespaces() {
-  const stats = await get('/stats');
+  return namespacesOf(await get('/stats'));
+}
+
+function namespacesOf(stats) {
   return Object.entries(stats.store.namespaces).map(([name, counts]) => ({ name, memories: counts.memories }));
+}
+
+/** The files of the data directory the store cannot use (one that stopped
+ * parsing keeps its last good version in service), until they are fixed. */
+function skippedFiles(store) {
+  if (!store.skipped_files) return null;
+  const count = store.skipped_files === 1 ? '1 file' : `${store.skipped_files} files`;
+  return h('details', { class: 'warning skipped-files', id: 'skipped-files' },
+    h('summary', null, `${count} in the data directory cannot be used: fix or remove them on disk.`),
+    h('ul', null, store.skipped.map((file) => h('li', null, h('code', null, file.path), ': ', file.reason))),
+    store.skipped.length < store.skipped_files ? h('p', { class: 'muted' }, `The first ${store.skipped.length} are listed.`) : null);
 }
 
 /** `<option>`s of the owners of `scope` (repo or user) among `namespaces`. */

@@ -25,7 +25,7 @@ use crate::readiness::Readiness;
 use crate::retrieval::Retriever;
 use crate::retrieval::stats::RetrievalStatsView;
 use crate::routes::problems::Unauthorized;
-use crate::store::{IndexStage, Store};
+use crate::store::{IndexStage, Store, SyncView};
 
 /// The most skipped files listed by name; the count is always complete.
 const MAX_SKIPPED_LISTED: usize = 100;
@@ -111,12 +111,47 @@ pub struct StoreStatsView {
     /// Per namespace (`repo/<repo>`, `user/<user>`).
     pub namespaces: BTreeMap<String, NamespaceStatsView>,
     /// Entries under `repos/` and `users/` that were skipped: files that do
-    /// not parse, symbolic links, anything that is not a memory file, and
-    /// links of loaded memories that are never followed (a `supersedes` or
-    /// `related` naming no memory the file's namespace may link to).
+    /// not parse (at start, or since an edit on disk: their last good
+    /// version stays in service until they are fixed), symbolic links,
+    /// anything that is not a memory file, and links of loaded memories
+    /// that are never followed (a `supersedes` or `related` naming no
+    /// memory the file's namespace may link to). Kept current by the live
+    /// sync: a fixed file leaves the list.
     pub skipped_files: usize,
     /// The first 100 of them, with why.
     pub skipped: Vec<SkippedFileView>,
+    /// The live sync of the data directory: only for keys that see every
+    /// namespace (its counters span them all).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sync: Option<SyncStatsView>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SyncStatsView {
+    /// Whether changes made on disk are taken in live (`store.watch`, and
+    /// the watcher could start).
+    pub watching: bool,
+    /// Reconciliation passes since start.
+    pub passes: u64,
+    /// Files those passes read (a file is read again only when it changed).
+    pub files_read: u64,
+    /// Files read that matched the memory in service (Engram's own writes
+    /// among them): nothing to do.
+    pub unchanged: u64,
+    /// Memories added, changed or removed on disk and taken in.
+    pub applied: u64,
+}
+
+impl From<SyncView> for SyncStatsView {
+    fn from(view: SyncView) -> Self {
+        Self {
+            watching: view.watching,
+            passes: view.passes,
+            files_read: view.files_read,
+            unchanged: view.unchanged,
+            applied: view.applied,
+        }
+    }
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -225,6 +260,7 @@ impl StatsResponse {
                         reason: file.reason,
                     })
                     .collect(),
+                sync: stats.sync.map(SyncStatsView::from),
             },
         }
     }

@@ -1,15 +1,17 @@
-//! Loading the data directory at start: every `repos/<repo>/<id>.md` and
+//! Reading the data directory: every `repos/<repo>/<id>.md` and
 //! `users/<user>/<id>.md`, in name order, so loading is deterministic.
+//! The start-up load ([`load`]) and the live sync (`store::sync`) judge
+//! each entry by the same functions, so a file means the same to both.
 //!
 //! Nothing is ever followed out of the data directory: a symbolic link
 //! anywhere under `repos/` or `users/` (a memory file, a namespace
 //! directory, the scope directory itself) is skipped and counted, and
 //! files are opened without following links. A file that does not parse is
 //! skipped and counted too, and never touched; only the debris of
-//! interrupted writes is removed. So is everything else that is not a
-//! memory file (`.MD` files, subdirectories, FIFOs, stray files), each with
-//! its reason, judged from the listing alone; hidden files (editor and
-//! system debris) are the one thing left alone unlisted.
+//! interrupted writes is removed, at start. So is everything else that is
+//! not a memory file (`.MD` files, subdirectories, FIFOs, stray files),
+//! each with its reason, judged from the listing alone; hidden files
+//! (editor and system debris) are the one thing left alone unlisted.
 
 use std::collections::HashMap;
 use std::fs::{self, FileType};
@@ -22,7 +24,14 @@ use crate::store::{Error, SkippedFile, atomic, confine, markdown, may_relate};
 /// Why a link is skipped.
 const LINK: &str = "a symbolic link: Engram never follows links in the data directory";
 
-/// The memories found and what was skipped.
+/// Why a second file with an id already loaded is skipped. It does not
+/// name the other file's namespace: whoever reads this entry may not be
+/// allowed to see that namespace.
+pub fn id_in_use(id: MemoryId) -> String {
+    format!("the id {id} is already used by another memory file")
+}
+
+/// The memories found and the entries that could not be used.
 #[derive(Debug, Default)]
 pub struct Loaded {
     pub memories: Vec<Memory>,
@@ -32,24 +41,28 @@ pub struct Loaded {
 /// Loads every namespace under `root`.
 pub fn load(root: &Path) -> Result<Loaded, Error> {
     let mut loader = Loader::default();
-    for (scope_dir, scope) in [("repos", Scope::Repo), ("users", Scope::User)] {
-        loader.scope(root, scope_dir, scope)?;
+    for scope in [Scope::Repo, Scope::User] {
+        let listing = namespace_dirs(root, scope)?;
+        loader.loaded.skipped.extend(listing.skipped);
+        for (namespace, dir) in listing.namespaces {
+            loader.namespace(&dir, &namespace)?;
+        }
     }
-    let Loader { mut loaded, owners } = loader;
-    for memory in &loaded.memories {
-        loaded.skipped.extend(unfollowed_links(memory, &owners));
-    }
-    Ok(loaded)
+    Ok(loader.loaded)
 }
 
-/// The links of a loaded memory that the store never follows, as skipped
-/// entries of its file: a `supersedes` that names no memory of its own
-/// namespace, a `related` edge that names none it may link to (see
-/// [`may_relate`]). The memory itself is loaded and the file left as it
-/// is. A link to another namespace reads exactly like a link to no memory
-/// (one deleted, one mistyped), so no report tells that an id exists where
-/// the reader cannot look.
-fn unfollowed_links(memory: &Memory, owners: &HashMap<MemoryId, Namespace>) -> Vec<SkippedFile> {
+/// The links of a memory that the store never follows, as skipped entries
+/// of its file: a `supersedes` that names no memory of its own namespace,
+/// a `related` edge that names none it may link to (see [`may_relate`]);
+/// `owner` tells the namespace of each memory in service. The memory
+/// itself is in service and the file left as it is. A link to another
+/// namespace reads exactly like a link to no memory (one deleted, one
+/// mistyped), so no report tells that an id exists where the reader cannot
+/// look.
+pub fn unfollowed_links<'a>(
+    memory: &Memory,
+    owner: impl Fn(MemoryId) -> Option<&'a Namespace>,
+) -> Vec<SkippedFile> {
     let namespace = &memory.namespace;
     let path = format!(
         "{}/{}",
@@ -63,7 +76,7 @@ fn unfollowed_links(memory: &Memory, owners: &HashMap<MemoryId, Namespace>) -> V
     };
     let mut unfollowed = Vec::new();
     if let Some(predecessor) = memory.supersedes
-        && owners.get(&predecessor) != Some(namespace)
+        && owner(predecessor) != Some(namespace)
     {
         unfollowed.push(skipped(format!(
             "`supersedes` names no memory of {namespace}: the link is never followed (the memory is loaded)"
@@ -74,10 +87,7 @@ fn unfollowed_links(memory: &Memory, owners: &HashMap<MemoryId, Namespace>) -> V
         Scope::User => "repo",
     };
     for (index, edge) in memory.related.iter().enumerate() {
-        if !owners
-            .get(&edge.id)
-            .is_some_and(|target| may_relate(namespace, target))
-        {
+        if !owner(edge.id).is_some_and(|target| may_relate(namespace, target)) {
             unfollowed.push(skipped(format!(
                 "`related[{index}].id` names no memory of {namespace} or of a {other_scope}: the edge is never followed (the memory is loaded)"
             )));
@@ -87,12 +97,137 @@ fn unfollowed_links(memory: &Memory, owners: &HashMap<MemoryId, Namespace>) -> V
 }
 
 /// `repos/<repo>` or `users/<user>`.
-fn namespace_path(namespace: &Namespace) -> String {
+pub fn namespace_path(namespace: &Namespace) -> String {
     format!(
         "{}/{}",
         confine::scope_dir(namespace),
         confine::owner_name(namespace)
     )
+}
+
+/// `repos` or `users`.
+pub fn scope_dir_name(scope: Scope) -> &'static str {
+    match scope {
+        Scope::Repo => "repos",
+        Scope::User => "users",
+    }
+}
+
+/// The namespace directories of one scope directory, and its entries that
+/// are not one (links, files, directories with invalid names).
+#[derive(Debug, Default)]
+pub struct ScopeListing {
+    pub namespaces: Vec<(Namespace, PathBuf)>,
+    pub skipped: Vec<SkippedFile>,
+}
+
+/// Lists `<root>/repos/` or `<root>/users/`; one that does not exist is
+/// empty, one that is a link is skipped whole.
+pub fn namespace_dirs(root: &Path, scope: Scope) -> Result<ScopeListing, Error> {
+    let scope_dir = scope_dir_name(scope);
+    let dir = root.join(scope_dir);
+    let mut listing = ScopeListing::default();
+    let mut skip = |path: String, reason: String, namespace: Option<Namespace>| {
+        listing.skipped.push(SkippedFile {
+            path,
+            reason,
+            namespace,
+        });
+    };
+    match fs::symlink_metadata(&dir) {
+        Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(listing),
+        Err(source) => return Err(Error::Read { path: dir, source }),
+        Ok(metadata) if metadata.file_type().is_symlink() => {
+            skip(format!("{scope_dir}/"), LINK.to_owned(), None);
+            return Ok(listing);
+        }
+        Ok(_) => {}
+    }
+    let mut namespaces = Vec::new();
+    for entry in read_dir_sorted(&dir)? {
+        if entry.name.starts_with('.') {
+            continue;
+        }
+        let namespace = match scope {
+            Scope::Repo => entry.name.parse().map(Namespace::Repo),
+            Scope::User => entry.name.parse().map(Namespace::User),
+        };
+        let relative = format!("{scope_dir}/{}", entry.name);
+        if entry.kind.is_symlink() {
+            skip(relative, LINK.to_owned(), namespace.ok());
+            continue;
+        }
+        if !entry.kind.is_dir() {
+            skip(
+                relative,
+                format!("not a directory: {scope_dir}/ holds one directory per namespace"),
+                namespace.ok(),
+            );
+            continue;
+        }
+        match namespace {
+            Ok(namespace) => namespaces.push((namespace, entry.path)),
+            Err(reason) => skip(
+                format!("{relative}/"),
+                format!("the directory name is {reason}"),
+                None,
+            ),
+        }
+    }
+    listing.namespaces = namespaces;
+    Ok(listing)
+}
+
+/// What one entry of a namespace directory holds.
+#[derive(Debug)]
+pub enum Found {
+    Memory(Memory),
+    /// Not a memory, with why; `id` when the entry is named `<id>.md`.
+    Unusable {
+        id: Option<MemoryId>,
+        reason: String,
+    },
+}
+
+/// Reads one entry of `namespace`'s directory; `None` for a hidden file,
+/// which is left alone unlisted (temporary files are hidden too).
+pub fn read_entry(entry: &Entry, namespace: &Namespace) -> Option<Found> {
+    let stem = match classify(entry) {
+        Kind::HiddenFile => return None,
+        Kind::Other(reason) => {
+            let id = entry
+                .name
+                .strip_suffix(".md")
+                .and_then(|stem| stem.parse().ok());
+            return Some(Found::Unusable {
+                id,
+                reason: reason.to_owned(),
+            });
+        }
+        Kind::Markdown(stem) => stem,
+    };
+    let Ok(id) = stem.parse::<MemoryId>() else {
+        return Some(Found::Unusable {
+            id: None,
+            reason: "the file name is not `<memory id>.md`".to_owned(),
+        });
+    };
+    let unusable = |reason: String| Found::Unusable {
+        id: Some(id),
+        reason,
+    };
+    let text = match confine::read_regular_file(&entry.path) {
+        Ok(text) => text,
+        Err(err) => return Some(unusable(format!("unreadable: {err}"))),
+    };
+    Some(match markdown::parse(&text, namespace.clone()) {
+        Err(err) => unusable(err.to_string()),
+        Ok(memory) if memory.id != id => unusable(format!(
+            "the front-matter id {} does not match the file name",
+            memory.id
+        )),
+        Ok(memory) => Found::Memory(memory),
+    })
 }
 
 #[derive(Default)]
@@ -103,66 +238,9 @@ struct Loader {
 }
 
 impl Loader {
-    fn skip(&mut self, path: String, reason: impl Into<String>, namespace: Option<Namespace>) {
-        self.loaded.skipped.push(SkippedFile {
-            path,
-            reason: reason.into(),
-            namespace,
-        });
-    }
-
-    /// Loads `<root>/<scope_dir>/<owner>/` for every owner directory.
-    fn scope(&mut self, root: &Path, scope_dir: &str, scope: Scope) -> Result<(), Error> {
-        let dir = root.join(scope_dir);
-        match fs::symlink_metadata(&dir) {
-            Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(()),
-            Err(source) => return Err(Error::Read { path: dir, source }),
-            Ok(metadata) if metadata.file_type().is_symlink() => {
-                self.skip(format!("{scope_dir}/"), LINK, None);
-                return Ok(());
-            }
-            Ok(_) => {}
-        }
-        for entry in read_dir_sorted(&dir)? {
-            if entry.name.starts_with('.') {
-                continue;
-            }
-            let namespace = match scope {
-                Scope::Repo => entry.name.parse().map(Namespace::Repo),
-                Scope::User => entry.name.parse().map(Namespace::User),
-            };
-            let relative = format!("{scope_dir}/{}", entry.name);
-            if entry.kind.is_symlink() {
-                self.skip(relative, LINK, namespace.ok());
-                continue;
-            }
-            if !entry.kind.is_dir() {
-                self.skip(
-                    relative,
-                    format!("not a directory: {scope_dir}/ holds one directory per namespace"),
-                    namespace.ok(),
-                );
-                continue;
-            }
-            match namespace {
-                Ok(namespace) => self.namespace(&entry.path, &relative, &namespace)?,
-                Err(reason) => self.skip(
-                    format!("{relative}/"),
-                    format!("the directory name is {reason}"),
-                    None,
-                ),
-            }
-        }
-        Ok(())
-    }
-
     /// Loads the memory files of one namespace directory.
-    fn namespace(
-        &mut self,
-        dir: &Path,
-        relative: &str,
-        namespace: &Namespace,
-    ) -> Result<(), Error> {
+    fn namespace(&mut self, dir: &Path, namespace: &Namespace) -> Result<(), Error> {
+        let relative = namespace_path(namespace);
         for entry in read_dir_sorted(dir)? {
             let path = format!("{relative}/{}", entry.name);
             if entry.name.starts_with(atomic::TEMP_PREFIX) {
@@ -172,47 +250,25 @@ impl Loader {
                 }
                 continue;
             }
-            let loaded = match classify(&entry) {
-                Kind::HiddenFile => continue,
-                Kind::Other(reason) => Err(reason.to_owned()),
-                Kind::Markdown(stem) => self.memory_file(&entry.path, stem, namespace),
-            };
-            match loaded {
-                Ok(memory) => {
+            let reason = match read_entry(&entry, namespace) {
+                None => continue,
+                Some(Found::Unusable { reason, .. }) => reason,
+                Some(Found::Memory(memory)) if self.owners.contains_key(&memory.id) => {
+                    id_in_use(memory.id)
+                }
+                Some(Found::Memory(memory)) => {
                     self.owners.insert(memory.id, memory.namespace.clone());
                     self.loaded.memories.push(memory);
+                    continue;
                 }
-                Err(reason) => self.skip(path, reason, Some(namespace.clone())),
-            }
+            };
+            self.loaded.skipped.push(SkippedFile {
+                path,
+                reason,
+                namespace: Some(namespace.clone()),
+            });
         }
         Ok(())
-    }
-
-    fn memory_file(
-        &self,
-        path: &Path,
-        stem: &str,
-        namespace: &Namespace,
-    ) -> Result<Memory, String> {
-        let id: MemoryId = stem
-            .parse()
-            .map_err(|_| "the file name is not `<memory id>.md`".to_owned())?;
-        let text = confine::read_regular_file(path).map_err(|err| format!("unreadable: {err}"))?;
-        let memory = markdown::parse(&text, namespace.clone()).map_err(|err| err.to_string())?;
-        if memory.id != id {
-            return Err(format!(
-                "the front-matter id {} does not match the file name",
-                memory.id
-            ));
-        }
-        // Not naming the namespace of the other file: whoever reads this
-        // entry may not be allowed to see that namespace.
-        if self.owners.contains_key(&id) {
-            return Err(format!(
-                "the id {id} is already used by another memory file"
-            ));
-        }
-        Ok(memory)
     }
 }
 
@@ -249,15 +305,15 @@ fn classify(entry: &Entry) -> Kind<'_> {
 }
 
 /// A directory entry as listed: a link is a link, never what it points at.
-struct Entry {
-    path: PathBuf,
-    name: String,
-    kind: FileType,
+pub struct Entry {
+    pub path: PathBuf,
+    pub name: String,
+    pub kind: FileType,
 }
 
 /// A directory's entries in name order; a directory that does not exist
 /// is empty.
-fn read_dir_sorted(dir: &Path) -> Result<Vec<Entry>, Error> {
+pub fn read_dir_sorted(dir: &Path) -> Result<Vec<Entry>, Error> {
     let read_error = |source| Error::Read {
         path: dir.to_owned(),
         source,
@@ -312,7 +368,7 @@ mod tests {
             edge(repo.id),
             edge(MemoryId::new()),
         ];
-        let reasons: Vec<String> = unfollowed_links(&linking, &owners)
+        let reasons: Vec<String> = unfollowed_links(&linking, |id| owners.get(&id))
             .into_iter()
             .map(|skipped| skipped.reason)
             .collect();
@@ -324,7 +380,7 @@ mod tests {
             .map(|predecessor| {
                 let mut superseding = memory(&ana);
                 superseding.supersedes = Some(predecessor);
-                let mut skipped = unfollowed_links(&superseding, &owners);
+                let mut skipped = unfollowed_links(&superseding, |id| owners.get(&id));
                 assert_eq!(skipped.len(), 1);
                 skipped.remove(0).reason
             })

@@ -20,6 +20,7 @@ use tokio::sync::Semaphore;
 use crate::helpers::{RunningApp, embed_with, is_ready, llm_with, test_config, wait_until_async};
 use crate::upstream::{Behaviour, Upstream};
 
+mod live_sync;
 mod pages;
 mod render_times;
 
@@ -246,6 +247,11 @@ impl Served {
             http: reqwest::Client::new(),
             _dir: dir,
         }
+    }
+
+    /// The data directory the app serves.
+    pub fn data_dir(&self) -> &Path {
+        self._dir.path()
     }
 
     /// The URL of a page of the browser: `ui("#/m/…")`.

@@ -24,6 +24,7 @@ mod retrieve;
 mod setup;
 mod similar;
 mod store;
+mod sync;
 mod triggers;
 mod ui;
 mod upstream_faults;

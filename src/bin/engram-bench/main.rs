@@ -18,6 +18,7 @@ mod scan;
 mod semantic;
 mod server;
 mod soak;
+mod sync;
 mod upstream;
 
 use std::path::{Path, PathBuf};
@@ -79,6 +80,18 @@ enum Command {
         #[arg(long, value_delimiter = ',', default_value = "0,400,4000")]
         backlogs: Vec<usize>,
         #[arg(long, value_enum, default_value_t = EmbedderChoice::Local)]
+        embedder: EmbedderChoice,
+    },
+    /// Live sync: a file edited on disk → found by a retrieval (p50/p95),
+    /// and a checkout of many files → settled.
+    Sync {
+        /// Files edited one at a time, each timed.
+        #[arg(long, default_value_t = 20)]
+        rounds: usize,
+        /// Files of the bulk checkout (0: none).
+        #[arg(long, default_value_t = 1000)]
+        bulk: usize,
+        #[arg(long, value_enum, default_value_t = EmbedderChoice::Fake)]
         embedder: EmbedderChoice,
     },
     /// `POST /turns` accepted under 32 concurrent clients.
@@ -194,6 +207,11 @@ fn main() -> ExitCode {
             Command::Freshness { backlogs, embedder } => {
                 freshness::freshness(&mut report, &backlogs, embedder).await
             }
+            Command::Sync {
+                rounds,
+                bulk,
+                embedder,
+            } => sync::sync(&mut report, rounds, bulk, embedder).await,
             Command::Write { requests } => write(&mut report, requests).await,
             Command::Turns { requests } => turns(&mut report, requests).await,
             Command::Soak { seconds } => soak::soak(&mut report, seconds).await,
