@@ -21,12 +21,15 @@
 //! Beside the vectors, each chunk keeps BM25 postings of its entries'
 //! words ([`lexical`]), for [`Snapshot::lexical_search`].
 //!
-//! The vector search scans 8-bit codes of the vectors ([`quantized`]), a
-//! quarter of the bytes, sharing a long scan with idle cores ([`scan`]),
-//! and rescores its best candidates with the exact `f32` vectors, which
-//! stay beside the codes: results carry exact similarities, and only
-//! memories whose similarities lie within the quantization error bound of
-//! each other can change places against an exact scan.
+//! Vectors are stored in half precision (`f16`, half the bytes of `f32`;
+//! a unit vector moves by at most 2⁻¹¹, so a similarity by at most that
+//! much). The vector search scans one-bit codes of the vectors
+//! ([`quantized`], 64 bytes a row at 384 dimensions), sharing a long scan
+//! with idle cores ([`scan`]), and rescores a pool of the best estimates
+//! with the stored vectors: results carry the stored vectors'
+//! similarities, in their order, and are those of a full scan unless the
+//! codes ranked a true result outside the pool (measured, not bounded:
+//! `engram-bench retrieve` reports recall@10).
 
 pub mod indexer;
 pub mod lexical;
@@ -38,6 +41,8 @@ use std::collections::{BinaryHeap, HashMap, HashSet};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use arc_swap::ArcSwap;
+use half::f16;
+use half::slice::HalfFloatSliceExt;
 
 use crate::memory::{Category, MemoryId, Namespace};
 
@@ -45,12 +50,15 @@ use crate::memory::{Category, MemoryId, Namespace};
 /// large enough that a scan is mostly straight-line arithmetic.
 const CHUNK_CAPACITY: usize = 1024;
 
-/// How many candidates of the approximate scan are rescored exactly, for
-/// a search of `limit`: enough that a true top-`limit` memory pushed out
-/// by quantization noise (a few thousandths of similarity) is still among
-/// them; rescoring one costs a single `f32` dot product.
+/// The fewest candidates of the one-bit scan that are rescored.
+const MIN_POOL: usize = 1024;
+
+/// How many candidates of the one-bit scan are rescored with the stored
+/// vectors, for a search of `limit`: the codes' estimates are coarse, so
+/// the pool is wide (at 100,000 memories, 1 %); rescoring one costs a
+/// 384-float dot product, about what scanning 100 codes costs.
 fn rescore_pool(limit: usize) -> usize {
-    limit.saturating_mul(2).max(limit + 64)
+    limit.saturating_mul(16).max(MIN_POOL)
 }
 
 /// Below this many entries × queries a search is a few tens of
@@ -109,9 +117,10 @@ enum Side {
 
 /// The index. Cheap to share behind an `Arc`.
 pub struct Index {
-    /// Set at construction, or by the first vector applied when the
-    /// embedder's length is learned from its first reply.
-    dimensions: OnceLock<usize>,
+    /// The vectors' length and their codes' rotation: set at
+    /// construction, or by the first vector applied when the embedder's
+    /// length is learned from its first reply.
+    coder: OnceLock<Arc<quantized::Coder>>,
     snapshot: ArcSwap<Snapshot>,
     /// Where each indexed id lives; only the (serialized) writer reads it.
     writer: Mutex<HashMap<MemoryId, (Namespace, Side)>>,
@@ -123,17 +132,19 @@ impl Index {
     pub fn new(dimensions: impl Into<Option<usize>>) -> Self {
         let known = OnceLock::new();
         if let Some(dimensions) = dimensions.into() {
-            known.set(dimensions).expect("a fresh OnceLock is empty");
+            known
+                .set(Arc::new(quantized::Coder::new(dimensions)))
+                .expect("a fresh OnceLock is empty");
         }
         Self {
-            dimensions: known,
+            coder: known,
             snapshot: ArcSwap::from_pointee(Snapshot::default()),
             writer: Mutex::new(HashMap::new()),
         }
     }
 
     pub fn dimensions(&self) -> Option<usize> {
-        self.dimensions.get().copied()
+        self.coder.get().map(|coder| coder.dimensions())
     }
 
     /// The current snapshot; it stays valid (and unchanged) while held.
@@ -158,10 +169,14 @@ impl Index {
             Change::Words(_) | Change::Remove(_) => None,
         });
         // Unknown only while nothing was ever embedded, so 0 matters nowhere.
-        let dimensions = match first_length {
-            Some(length) => *self.dimensions.get_or_init(|| length),
-            None => self.dimensions().unwrap_or(0),
+        let coder = match first_length {
+            Some(length) => self
+                .coder
+                .get_or_init(|| Arc::new(quantized::Coder::new(length)))
+                .clone(),
+            None => self.coder.get().cloned().unwrap_or_default(),
         };
+        let dimensions = coder.dimensions();
         let mut embedded = Edits::default();
         let mut words_only = Edits::default();
         for change in changes {
@@ -194,9 +209,11 @@ impl Index {
 
         let current = self.snapshot.load();
         self.snapshot.store(Arc::new(Snapshot {
-            embedded: current.embedded.updated(dimensions, embedded),
-            words_only: current.words_only.updated(0, words_only),
-            dimensions,
+            embedded: current.embedded.updated(&coder, embedded),
+            words_only: current
+                .words_only
+                .updated(&quantized::Coder::default(), words_only),
+            coder,
         }));
     }
 }
@@ -237,7 +254,7 @@ struct Namespaces(HashMap<Namespace, Arc<NamespaceIndex>>);
 impl Namespaces {
     /// These namespaces with `edits` applied; untouched namespaces are
     /// shared, not copied.
-    fn updated(&self, dimensions: usize, mut edits: Edits) -> Self {
+    fn updated(&self, coder: &quantized::Coder, mut edits: Edits) -> Self {
         let mut namespaces = self.0.clone();
         let touched: HashSet<Namespace> = edits
             .removals
@@ -249,7 +266,7 @@ impl Namespaces {
             let existing = namespaces.remove(&namespace);
             let next = NamespaceIndex::updated(
                 existing.as_deref(),
-                dimensions,
+                coder,
                 edits.removals.get(&namespace),
                 edits.additions.remove(&namespace).unwrap_or_default(),
             );
@@ -298,6 +315,20 @@ pub struct LexicalHit {
     pub vector_pending: bool,
 }
 
+/// The bytes a snapshot's columns hold, by part: their capacities, not
+/// the allocator's overhead. For the bench's memory figures.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Footprint {
+    /// The vectors, in half precision.
+    pub vectors: usize,
+    /// Their one-bit codes.
+    pub codes: usize,
+    /// Ids, categories and lengths.
+    pub columns: usize,
+    /// The BM25 postings: their tables and lists.
+    pub postings: usize,
+}
+
 /// One immutable state of the index.
 #[derive(Default)]
 pub struct Snapshot {
@@ -305,7 +336,8 @@ pub struct Snapshot {
     embedded: Namespaces,
     /// Memories whose words are indexed and whose vectors are not yet.
     words_only: Namespaces,
-    dimensions: usize,
+    /// The vectors' length and their codes' rotation.
+    coder: Arc<quantized::Coder>,
 }
 
 impl Snapshot {
@@ -316,6 +348,31 @@ impl Snapshot {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// What the columns of both sides hold, in bytes.
+    pub fn footprint(&self) -> Footprint {
+        let mut total = Footprint::default();
+        for chunk in [&self.embedded, &self.words_only]
+            .into_iter()
+            .flat_map(|side| side.0.values())
+            .flat_map(|index| index.chunks.iter())
+        {
+            total.vectors += chunk.vectors.capacity() * size_of::<f16>();
+            total.codes += chunk.codes.capacity() * size_of::<u64>();
+            total.columns += chunk.ids.capacity() * size_of::<MemoryId>()
+                + chunk.categories.capacity() * size_of::<Category>()
+                + chunk.lengths.capacity() * size_of::<u32>();
+            // A table slot is its key, its list's header and a control byte.
+            total.postings += chunk.postings.capacity()
+                * (size_of::<lexical::Term>() + size_of::<Vec<Posting>>() + 1)
+                + chunk
+                    .postings
+                    .values()
+                    .map(|list| list.capacity() * size_of::<Posting>())
+                    .sum::<usize>();
+        }
+        total
     }
 
     /// Entries whose words are indexed and whose vectors are not yet.
@@ -331,15 +388,16 @@ impl Snapshot {
             .map(|(namespace, index)| (namespace, index.len()))
     }
 
-    /// Every embedded entry's id and (normalised) vector.
-    pub fn entries(&self) -> impl Iterator<Item = (MemoryId, &[f32])> {
+    /// Every embedded entry's id and (normalised, stored) vector.
+    pub fn entries(&self) -> impl Iterator<Item = (MemoryId, Vec<f32>)> {
+        let dimensions = self.dimensions();
         self.embedded
             .0
             .values()
             .flat_map(|index| index.chunks.iter())
-            .flat_map(|chunk| {
+            .flat_map(move |chunk| {
                 (0..chunk.ids.len())
-                    .map(|slot| (chunk.ids[slot], chunk.vector(slot, self.dimensions)))
+                    .map(move |slot| (chunk.ids[slot], chunk.vector(slot, dimensions)))
             })
     }
 
@@ -357,7 +415,7 @@ impl Snapshot {
         for chunk in self.embedded.chunks_of(namespaces) {
             for (slot, id) in chunk.ids.iter().enumerate() {
                 if ids.contains(id) {
-                    found.insert(*id, chunk.vector(slot, self.dimensions).to_vec());
+                    found.insert(*id, chunk.vector(slot, self.dimensions()));
                 }
             }
         }
@@ -365,28 +423,47 @@ impl Snapshot {
     }
 
     /// The stored (normalised) vector of `id` in `namespace`.
-    pub fn vector(&self, namespace: &Namespace, id: MemoryId) -> Option<&[f32]> {
+    pub fn vector(&self, namespace: &Namespace, id: MemoryId) -> Option<Vec<f32>> {
         let index = self.embedded.0.get(namespace)?;
         index.chunks.iter().find_map(|chunk| {
             let slot = chunk.ids.iter().position(|&candidate| candidate == id)?;
-            Some(chunk.vector(slot, self.dimensions))
+            Some(chunk.vector(slot, self.dimensions()))
         })
+    }
+
+    /// The length of the vectors.
+    fn dimensions(&self) -> usize {
+        self.coder.dimensions()
     }
 
     /// The `limit` entries of `namespaces` most similar to any of `queries`,
     /// best first, among those `accept` lets through. Each memory appears
-    /// once, with its best (exact) similarity and the query that gave it.
+    /// once, with its best similarity (to its stored vector) and the query
+    /// that gave it.
     ///
     /// Queries are normalised here; a query of the wrong length matches
-    /// nothing. The scan is approximate ([`quantized`]); the best
-    /// candidates are rescored exactly, so a memory whose similarity beats
-    /// the `limit`-th best by more than twice the error bound is always
-    /// found, and results are in exact order.
+    /// nothing. The scan compares one-bit codes ([`quantized`]); the pool
+    /// of the best estimates ([`rescore_pool`]) is rescored with the
+    /// stored vectors, so results are in the order of [`Self::exact_search`]
+    /// and are its results unless the codes left one out of the pool.
     pub fn search(
         &self,
         namespaces: &[Namespace],
         queries: &[Vec<f32>],
         limit: usize,
+        accept: impl Fn(MemoryId, Category) -> bool,
+    ) -> Vec<Hit> {
+        self.search_in_pool(namespaces, queries, limit, rescore_pool(limit), accept)
+    }
+
+    /// [`Self::search`], rescoring the `pool` best estimates (at least
+    /// `limit`): for measuring recall against the pool's size.
+    pub fn search_in_pool(
+        &self,
+        namespaces: &[Namespace],
+        queries: &[Vec<f32>],
+        limit: usize,
+        pool: usize,
         accept: impl Fn(MemoryId, Category) -> bool,
     ) -> Vec<Hit> {
         let queries = self.normalised(queries);
@@ -396,12 +473,12 @@ impl Snapshot {
         let coded: Arc<Vec<quantized::Query>> = Arc::new(
             queries
                 .iter()
-                .map(|query| quantized::Query::new(query))
+                .map(|query| quantized::Query::new(&self.coder, query))
                 .collect(),
         );
         let chunks: Vec<Arc<Chunk>> = self.chunks_of(namespaces).cloned().collect();
-        let mut candidates = TopK::new(rescore_pool(limit));
-        scan::approximate(&chunks, &coded, self.dimensions, |index, best| {
+        let mut candidates = TopK::new(pool.max(limit));
+        scan::approximate(&chunks, &self.coder, &coded, |index, best| {
             let chunk = &chunks[index];
             for (slot, &(_, similarity)) in best.iter().enumerate() {
                 if candidates.admits(similarity, chunk.ids[slot])
@@ -417,20 +494,23 @@ impl Snapshot {
             }
         });
         let mut best = TopK::new(limit);
+        let mut row = vec![0.0; self.dimensions()];
         for candidate in candidates.into_unsorted() {
-            let vector = chunks[candidate.chunk].vector(candidate.slot, self.dimensions);
-            let (query, similarity) = best_of(&queries, vector).expect("queries is not empty");
-            best.push(Hit {
-                id: candidate.id,
-                similarity,
-                query,
-            });
+            chunks[candidate.chunk].decode(candidate.slot, &mut row);
+            let (query, similarity) = best_of(&queries, &row).expect("queries is not empty");
+            if best.admits(similarity, candidate.id) {
+                best.push(Hit {
+                    id: candidate.id,
+                    similarity,
+                    query,
+                });
+            }
         }
         best.into_sorted()
     }
 
-    /// The exact scan that [`Self::search`] approximates: every vector of
-    /// `namespaces` compared in `f32`. For measuring the approximation.
+    /// The full scan that [`Self::search`] approximates: every stored
+    /// vector of `namespaces` compared. For measuring the approximation.
     pub fn exact_search(
         &self,
         namespaces: &[Namespace],
@@ -442,10 +522,11 @@ impl Snapshot {
             return Vec::new();
         }
         let mut best = TopK::new(limit);
+        let mut row = vec![0.0; self.dimensions()];
         for chunk in self.chunks_of(namespaces) {
             for slot in 0..chunk.ids.len() {
-                let (query, similarity) = best_of(&queries, chunk.vector(slot, self.dimensions))
-                    .expect("queries is not empty");
+                chunk.decode(slot, &mut row);
+                let (query, similarity) = best_of(&queries, &row).expect("queries is not empty");
                 if best.admits(similarity, chunk.ids[slot]) {
                     best.push(Hit {
                         id: chunk.ids[slot],
@@ -481,7 +562,7 @@ impl Snapshot {
     fn normalised(&self, queries: &[Vec<f32>]) -> Vec<Vec<f32>> {
         queries
             .iter()
-            .filter(|query| query.len() == self.dimensions)
+            .filter(|query| query.len() == self.dimensions())
             .map(|query| {
                 let mut query = query.clone();
                 normalise(&mut query);
@@ -491,12 +572,14 @@ impl Snapshot {
     }
 }
 
-/// The query closest to `vector` (unit length) and its cosine; `None`
-/// without queries.
+/// The query closest to `vector` (a stored, unit-length vector) and its
+/// cosine; `None` without queries. Clamped to -1..1: a vector stored in
+/// half precision is of unit length within 2⁻¹¹, so a memory compared with
+/// its own vector could otherwise score a hair above 1.
 fn best_of(queries: &[Vec<f32>], vector: &[f32]) -> Option<(usize, f32)> {
     queries
         .iter()
-        .map(|query| dot(query, vector))
+        .map(|query| dot(query, vector).clamp(-1.0, 1.0))
         .enumerate()
         .max_by(|a, b| a.1.total_cmp(&b.1))
 }
@@ -573,8 +656,12 @@ impl Snapshot {
                     .unwrap_or_default()
                 {
                     let slot = usize::from(slot);
-                    scores[slot] +=
-                        lexical::weight(*idf, frequency, chunk.lengths[slot], average_length);
+                    scores[slot] += lexical::weight(
+                        *idf,
+                        frequency.into(),
+                        chunk.lengths[slot],
+                        average_length,
+                    );
                     matched[slot] += idf;
                     matched_terms[slot] += 1;
                 }
@@ -583,7 +670,7 @@ impl Snapshot {
                 let id = chunk.ids[slot];
                 if score > 0.0 && best.admits(score, id) && accept(id, chunk.categories[slot]) {
                     let similarity = match side {
-                        Side::Embedded => best_of(&queries, chunk.vector(slot, self.dimensions))
+                        Side::Embedded => best_of(&queries, &chunk.vector(slot, self.dimensions()))
                             .map_or(0.0, |(_, similarity)| similarity),
                         Side::WordsOnly => 0.0,
                     };
@@ -629,7 +716,7 @@ impl NamespaceIndex {
     /// are shared, not copied; new entries fill the last chunk, then new ones.
     fn updated(
         existing: Option<&Self>,
-        dimensions: usize,
+        coder: &quantized::Coder,
         removed: Option<&HashSet<MemoryId>>,
         added: Vec<(Entry, Vec<f32>)>,
     ) -> Self {
@@ -640,7 +727,7 @@ impl NamespaceIndex {
         {
             match removed {
                 Some(removed) if chunk.ids.iter().any(|id| removed.contains(id)) => {
-                    let kept = chunk.without(removed, dimensions);
+                    let kept = chunk.without(removed, coder);
                     if !kept.ids.is_empty() {
                         chunks.push(Arc::new(kept));
                     }
@@ -661,7 +748,7 @@ impl NamespaceIndex {
                 let Some((entry, vector)) = added.next() else {
                     break;
                 };
-                last.push(entry.id, entry.category, &vector, &entry.terms);
+                last.push(coder, entry.id, entry.category, &vector, &entry.terms);
             }
             chunks.push(Arc::new(last));
         }
@@ -670,96 +757,99 @@ impl NamespaceIndex {
 }
 
 /// Up to [`CHUNK_CAPACITY`] entries, stored column-wise: vectors are one
-/// contiguous run of `dimensions`-float rows (none on the words-only side,
-/// whose chunks are built with 0 dimensions).
+/// contiguous run of `dimensions`-long rows, and so are their codes (none
+/// on the words-only side, whose chunks are built with 0 dimensions).
 #[derive(Clone, Default)]
 struct Chunk {
     ids: Vec<MemoryId>,
     categories: Vec<Category>,
-    vectors: Vec<f32>,
-    /// `vectors` coded for the scan, row for row.
-    codes: Vec<i8>,
-    codings: Vec<quantized::Coding>,
+    /// The normalised vectors, in half precision.
+    vectors: Vec<f16>,
+    /// `vectors` coded for the scan ([`quantized`]), row for row.
+    codes: Vec<u64>,
     /// Each entry's length in tokens (its terms live in `postings` only).
     lengths: Vec<u32>,
-    /// term → (slot, frequency) of every entry holding it, by slot.
-    postings: HashMap<lexical::Term, Vec<(u16, u32)>>,
+    /// term → every entry holding it, by slot.
+    postings: HashMap<lexical::Term, Vec<Posting>>,
     total_length: u64,
 }
 
 impl Chunk {
-    fn vector(&self, slot: usize, dimensions: usize) -> &[f32] {
-        &self.vectors[slot * dimensions..(slot + 1) * dimensions]
+    /// The stored vector of `slot`, into `row` (of the vectors' length).
+    fn decode(&self, slot: usize, row: &mut [f32]) {
+        let length = row.len();
+        self.vectors[slot * length..(slot + 1) * length].convert_to_f32_slice(row);
     }
 
-    fn codes(&self, slot: usize, dimensions: usize) -> &[i8] {
-        &self.codes[slot * dimensions..(slot + 1) * dimensions]
+    /// The stored vector of `slot`.
+    fn vector(&self, slot: usize, dimensions: usize) -> Vec<f32> {
+        let mut row = vec![0.0; dimensions];
+        self.decode(slot, &mut row);
+        row
     }
 
-    /// Each slot's approximate best query and similarity, into `best`.
+    /// Each slot's estimated best query and similarity, into `best`.
     fn approximate(
         &self,
+        coder: &quantized::Coder,
         queries: &[quantized::Query],
-        dimensions: usize,
         best: &mut Vec<(usize, f32)>,
     ) {
-        quantized::scan(queries, &self.codes, &self.codings, dimensions, best);
+        quantized::scan(coder, queries, &self.codes, best);
     }
 
-    /// Adds an entry: its vector is coded here.
-    fn push(&mut self, id: MemoryId, category: Category, vector: &[f32], terms: &lexical::Terms) {
+    /// Adds an entry: its (normalised) vector is coded and stored here.
+    fn push(
+        &mut self,
+        coder: &quantized::Coder,
+        id: MemoryId,
+        category: Category,
+        vector: &[f32],
+        terms: &lexical::Terms,
+    ) {
         let slot = self.next_slot();
         for &(term, frequency) in &terms.counts {
             self.postings
                 .entry(term)
                 .or_default()
-                .push((slot, frequency));
+                .push((slot, u16::try_from(frequency).unwrap_or(u16::MAX)));
         }
-        let coding = quantized::encode(vector, &mut self.codes);
-        self.push_row(id, category, vector, coding, terms.length);
+        coder.encode(vector, &mut self.codes);
+        self.vectors
+            .extend(vector.iter().copied().map(f16::from_f32));
+        self.push_row(id, category, terms.length);
     }
 
     fn next_slot(&self) -> u16 {
         u16::try_from(self.ids.len()).expect("a chunk holds at most 1024 entries")
     }
 
-    /// Adds an entry's columns, its codes already in `codes`.
-    fn push_row(
-        &mut self,
-        id: MemoryId,
-        category: Category,
-        vector: &[f32],
-        coding: quantized::Coding,
-        length: u32,
-    ) {
+    /// Adds an entry's other columns, its vector and code already in.
+    fn push_row(&mut self, id: MemoryId, category: Category, length: u32) {
         self.ids.push(id);
         self.categories.push(category);
-        self.vectors.extend_from_slice(vector);
-        self.codings.push(coding);
         self.lengths.push(length);
         self.total_length += u64::from(length);
     }
 
     /// A copy without the `removed` entries; the others keep their order,
-    /// codes and postings.
-    fn without(&self, removed: &HashSet<MemoryId>, dimensions: usize) -> Self {
+    /// vectors, codes and postings.
+    fn without(&self, removed: &HashSet<MemoryId>, coder: &quantized::Coder) -> Self {
+        let (dimensions, words) = (coder.dimensions(), coder.words());
         let mut kept = Self::default();
         let mut moved_to = vec![None; self.ids.len()];
         for (slot, id) in self.ids.iter().enumerate() {
             if !removed.contains(id) {
                 moved_to[slot] = Some(kept.next_slot());
-                kept.codes.extend_from_slice(self.codes(slot, dimensions));
-                kept.push_row(
-                    *id,
-                    self.categories[slot],
-                    self.vector(slot, dimensions),
-                    self.codings[slot],
-                    self.lengths[slot],
-                );
+                kept.vectors
+                    .extend_from_slice(&self.vectors[slot * dimensions..(slot + 1) * dimensions]);
+                kept.codes
+                    .extend_from_slice(&self.codes[slot * words..(slot + 1) * words]);
+                kept.push_row(*id, self.categories[slot], self.lengths[slot]);
             }
         }
         for (term, postings) in &self.postings {
-            let postings: Vec<(u16, u32)> = postings
+            let postings: Vec<Posting> = postings
                 .iter()
                 .filter_map(|&(slot, frequency)| {
                     moved_to[usize::from(slot)].map(|slot| (slot, frequency))
@@ -772,6 +862,10 @@ impl Chunk {
         kept
     }
 }
+
+/// An entry holding a term: its slot, and how often it holds the term (at
+/// most `u16::MAX`, far beyond where BM25's term frequency saturates).
+type Posting = (u16, u16);
 
 /// Cosine similarity of two vectors of the same length, normalised or not.
 pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
@@ -1130,7 +1224,7 @@ mod tests {
             hits.iter().map(|h| h.id).collect::<Vec<_>>(),
             [near.id, middle.id]
         );
-        assert!((hits[0].similarity - 10.0 / 101f32.sqrt()).abs() < 1e-6);
+        assert!((hits[0].similarity - 10.0 / 101f32.sqrt()).abs() < STORAGE_ERROR);
     }
 
     #[test]
@@ -1203,7 +1297,7 @@ mod tests {
         index.apply(vec![memory.upsert()]);
         assert_eq!(
             index.snapshot().vector(&ns, memory.id),
-            Some(&[0.0, 1.0][..])
+            Some(vec![0.0, 1.0])
         );
         assert_eq!(index.snapshot().len(), 1);
         index.apply(vec![Change::Remove(memory.id)]);
@@ -1225,55 +1319,70 @@ mod tests {
         assert!(zero.iter().all(|hit| hit.similarity == 0.0));
     }
 
-    /// Every remaining entry's exact similarity to `query`, best first
-    /// (ties by id, as the index breaks them).
-    fn brute_force(
-        entries: &[Embedded],
-        removed: &HashSet<MemoryId>,
-        query: &[f32],
-    ) -> Vec<(f32, MemoryId)> {
+    /// Every remaining entry's similarity to `query` in `f32`, best first.
+    fn brute_force(entries: &[Embedded], removed: &HashSet<MemoryId>, query: &[f32]) -> Vec<f32> {
         let mut q = query.to_vec();
         normalise(&mut q);
-        let mut exact: Vec<(f32, MemoryId)> = entries
+        let mut exact: Vec<f32> = entries
             .iter()
             .filter(|e| !removed.contains(&e.id))
             .map(|e| {
                 let mut v = e.vector.clone();
                 normalise(&mut v);
-                (dot(&q, &v), e.id)
+                dot(&q, &v)
             })
             .collect();
-        exact.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        exact.sort_by(|a, b| b.total_cmp(a));
         exact
     }
 
-    /// The widest error bound of the approximate scan over `entries`.
-    fn error_bound(entries: &[Embedded], query: &[f32]) -> f32 {
+    /// The most half precision moves a unit vector's similarity to a unit
+    /// query: 2⁻¹¹ relative per component, plus `f32` rounding.
+    const STORAGE_ERROR: f32 = 1.0 / 2048.0 + 1e-5;
+
+    /// The ids of the `pool` remaining entries the one-bit scan ranks
+    /// first (ties by id, as the index breaks them).
+    fn pool_of(
+        entries: &[Embedded],
+        removed: &HashSet<MemoryId>,
+        query: &[f32],
+        pool: usize,
+    ) -> HashSet<MemoryId> {
+        let coder = quantized::Coder::new(query.len());
         let mut q = query.to_vec();
         normalise(&mut q);
-        let coded = quantized::Query::new(&q);
-        entries
+        let coded = [quantized::Query::new(&coder, &q)];
+        let mut estimated: Vec<(f32, MemoryId)> = entries
             .iter()
+            .filter(|e| !removed.contains(&e.id))
             .map(|e| {
                 let mut v = e.vector.clone();
                 normalise(&mut v);
-                coded.bound(quantized::encode(&v, &mut Vec::new()))
+                let mut code = Vec::new();
+                coder.encode(&v, &mut code);
+                let mut best = Vec::new();
+                quantized::scan(&coder, &coded, &code, &mut best);
+                (best[0].1, e.id)
             })
-            .fold(0.0, f32::max)
+            .collect();
+        estimated.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        estimated.iter().take(pool).map(|&(_, id)| id).collect()
     }
 
     proptest! {
         /// Over random contents spanning several chunks and random
-        /// removals: the exact scan matches a brute-force sort, and the
-        /// quantized search with rescoring agrees with it wherever
-        /// similarities differ by more than the error bound; what it
-        /// returns carries exact similarities, best first.
+        /// removals: the full scan matches a brute-force sort of the `f32`
+        /// vectors within half precision's error, and the search returns
+        /// exactly the full scan's best of the pool the one-bit codes
+        /// rank first, with the same similarities, best first: all of the
+        /// full scan's results whenever the pool holds every entry.
         #[test]
-        fn search_matches_brute_force_beyond_the_error_bound(
+        fn search_is_the_full_scan_over_the_pool_of_best_codes(
             vectors in prop::collection::vec(prop::collection::vec(-1.0f32..1.0, 40), 1..2500),
             query in prop::collection::vec(-1.0f32..1.0, 40),
             remove_every in 2usize..7,
             limit in 1usize..40,
+            pool in 1usize..3000,
         ) {
             let ns = repo("a");
             let index = Index::new(40);
@@ -1282,35 +1391,29 @@ mod tests {
             let removed: HashSet<MemoryId> =
                 entries.iter().step_by(remove_every).map(|e| e.id).collect();
             index.apply(removed.iter().copied().map(Change::Remove).collect());
-            let exact = brute_force(&entries, &removed, &query);
-            let similarity_of: HashMap<MemoryId, f32> =
-                exact.iter().map(|&(similarity, id)| (id, similarity)).collect();
-            let mut expected = exact.clone();
-            expected.truncate(limit);
+            let remaining = entries.len() - removed.len();
             let snapshot = index.snapshot();
-            prop_assert_eq!(snapshot.len(), entries.len() - removed.len());
+            prop_assert_eq!(snapshot.len(), remaining);
 
-            let scanned = snapshot.exact_search(std::slice::from_ref(&ns), std::slice::from_ref(&query), limit);
-            prop_assert_eq!(scanned.len(), expected.len());
-            for (hit, (similarity, _)) in scanned.iter().zip(&expected) {
-                prop_assert!((hit.similarity - similarity).abs() < 1e-5);
+            let exact = brute_force(&entries, &removed, &query);
+            let everything = snapshot.exact_search(std::slice::from_ref(&ns), std::slice::from_ref(&query), remaining);
+            prop_assert_eq!(everything.len(), exact.len());
+            for (hit, similarity) in everything.iter().zip(&exact) {
+                prop_assert!((hit.similarity - similarity).abs() <= STORAGE_ERROR);
             }
 
-            let hits = snapshot.search(&[ns], std::slice::from_ref(&query), limit, all);
-            let bound = error_bound(&entries, &query);
-            let threshold = expected.last().map_or(f32::MIN, |&(similarity, _)| similarity);
-            prop_assert_eq!(hits.len(), expected.len());
-            for pair in hits.windows(2) {
-                prop_assert!(pair[0].similarity >= pair[1].similarity, "best first");
-            }
-            for (hit, (similarity, _)) in hits.iter().zip(&expected) {
-                prop_assert!((hit.similarity - similarity_of[&hit.id]).abs() < 1e-5, "exact similarity");
-                prop_assert!((hit.similarity - similarity).abs() <= 2.0 * bound);
-            }
-            for &(similarity, id) in &expected {
-                if similarity > threshold + 2.0 * bound {
-                    prop_assert!(hits.iter().any(|hit| hit.id == id), "a clear winner is never lost");
-                }
+            let pooled = pool_of(&entries, &removed, &query, pool.max(limit));
+            let expected: Vec<Hit> = everything
+                .iter()
+                .filter(|hit| pooled.contains(&hit.id))
+                .take(limit)
+                .copied()
+                .collect();
+            let hits = snapshot.search_in_pool(std::slice::from_ref(&ns), std::slice::from_ref(&query), limit, pool, all);
+            prop_assert_eq!(&hits, &expected);
+            if pool >= remaining {
+                let full = snapshot.exact_search(&[ns], std::slice::from_ref(&query), limit);
+                prop_assert_eq!(hits, full);
             }
         }
     }

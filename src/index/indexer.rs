@@ -293,7 +293,7 @@ impl Indexer {
         let stale = std::mem::take(&mut self.stored).len();
         if stale * 4 >= self.stored_at_start {
             let snapshot = self.index.snapshot();
-            let live: HashMap<ContentKey, &[f32]> = snapshot
+            let live: HashMap<ContentKey, Vec<f32>> = snapshot
                 .entries()
                 .filter_map(|(id, vector)| {
                     let memory = self.store.get(id)?;
@@ -301,7 +301,8 @@ impl Indexer {
                 })
                 .collect();
             tracing::info!(stale, live = live.len(), "compacting the embedding cache");
-            self.cache.rewrite(live);
+            self.cache
+                .rewrite(live.iter().map(|(key, vector)| (*key, vector.as_slice())));
         }
         self.stored_at_start = 0;
     }

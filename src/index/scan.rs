@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock, mpsc};
 
 use super::Chunk;
-use super::quantized::Query;
+use super::quantized::{Coder, Query};
 
 /// The fewest chunks worth sharing: below it, waking a helper costs about
 /// as much as it saves.
@@ -53,8 +53,8 @@ pub type Best = Vec<(usize, f32)>;
 /// and approximate similarities, in no particular order, every chunk once.
 pub fn approximate(
     chunks: &[Arc<Chunk>],
+    coder: &Arc<Coder>,
     queries: &Arc<Vec<Query>>,
-    dimensions: usize,
     mut visit: impl FnMut(usize, &[(usize, f32)]),
 ) {
     let (_running, running) = Running::start();
@@ -63,7 +63,7 @@ pub fn approximate(
     let helpers = helpers_for(chunks.len(), running);
     let (Ok(runtime), true) = (runtime, helpers > 0) else {
         for (index, chunk) in chunks.iter().enumerate() {
-            chunk.approximate(queries, dimensions, &mut best);
+            chunk.approximate(coder, queries, &mut best);
             visit(index, &best);
         }
         return;
@@ -72,9 +72,10 @@ pub fn approximate(
     let shared: Arc<[Arc<Chunk>]> = chunks.into();
     let (sender, results) = mpsc::channel::<(usize, Best)>();
     for _ in 0..helpers {
-        let (next, shared, queries, sender) = (
+        let (next, shared, coder, queries, sender) = (
             next.clone(),
             shared.clone(),
+            coder.clone(),
             queries.clone(),
             sender.clone(),
         );
@@ -85,7 +86,7 @@ pub fn approximate(
                     return;
                 };
                 let mut best = Vec::new();
-                chunk.approximate(&queries, dimensions, &mut best);
+                chunk.approximate(&coder, &queries, &mut best);
                 if sender.send((index, best)).is_err() {
                     return;
                 }
@@ -102,7 +103,7 @@ pub fn approximate(
         let Some(chunk) = chunks.get(index) else {
             break;
         };
-        chunk.approximate(queries, dimensions, &mut best);
+        chunk.approximate(coder, queries, &mut best);
         visit(index, &best);
         seen[index] = true;
         left -= 1;
@@ -119,7 +120,7 @@ pub fn approximate(
     // A helper that died mid-chunk: its chunks are scanned here.
     for (index, chunk) in chunks.iter().enumerate() {
         if !seen[index] {
-            chunk.approximate(queries, dimensions, &mut best);
+            chunk.approximate(coder, queries, &mut best);
             visit(index, &best);
         }
     }

@@ -26,8 +26,7 @@ impl Retriever {
         let snapshot = inner.index.snapshot();
         let vector = snapshot
             .vector(&memory.namespace, memory.id)
-            .ok_or(Degraded::MemoryNotIndexed)?
-            .to_vec();
+            .ok_or(Degraded::MemoryNotIndexed)?;
         let chain: HashSet<MemoryId> = inner.store.chain(memory.id).iter().map(|m| m.id).collect();
         let namespace = memory.namespace.clone();
         // Versions of one chain collapse into its head, so ask for spares.

@@ -656,8 +656,9 @@ async fn a_memory_found_by_its_words_alone_reports_its_real_cosine() {
     );
     assert!(expected > 0.0);
     let similarity = found["scores"]["similarity"].as_f64().unwrap();
+    // The index stores vectors in half precision: within 2⁻¹¹ of the cosine.
     assert!(
-        (similarity - f64::from(expected)).abs() < 1e-5,
+        (similarity - f64::from(expected)).abs() < 1e-3,
         "{similarity} != {expected}"
     );
 }

@@ -319,7 +319,17 @@ async fn retrieve(
 ) -> Result {
     let dir = ScratchDir::new()?;
     let namespace = Namespace::Repo("bench".parse()?);
+    report.figure(
+        format!("resident memory before the corpus at {size} ({embedder:?})"),
+        measure::resident_mib(),
+        "MiB",
+    );
     write_corpus(dir.path(), &namespace, size, 1)?;
+    report.figure(
+        format!("resident memory once the corpus is written, before the service, at {size} ({embedder:?})"),
+        measure::resident_mib(),
+        "MiB",
+    );
     let (server, ready_in) = Server::start(dir.path(), embedder).await?;
     report.figure(
         format!("resident memory once indexed at {size} ({embedder:?})"),
