@@ -7,18 +7,20 @@
 //! findable by its words within moments at any backlog. Its vector
 //! follows: the indexer takes the pending changes oldest first, in
 //! batches, finds each changed memory's vector (in the embedding cache,
-//! else from the embedder, all of a batch in one call), applies the batch
-//! as one snapshot swap, and only then acknowledges it as fully applied.
+//! else from the embedder, all of a batch in one call on the embedder's
+//! backlog threads, so a retrieval's own query embedding never waits
+//! behind it), applies the batch as one snapshot swap, and only then
+//! acknowledges it as fully applied.
 //!
 //! A batch is gathered ([`Gathering`]): once a change is pending the
 //! indexer waits up to [`GATHER`] for more, unless a full batch is already
 //! there or a retrieval waits for the vectors, so a trickle of writes is
 //! embedded in batches rather than one text per call, and a read right
-//! after a write does not wait for the gathering. At start every loaded memory is pending, so the start-up
-//! build and later updates are the same code; readiness is declared once
-//! the first pass (vectors included) is done. A batch the embedder cannot
-//! serve stays pending and is retried with backoff; its words are in
-//! meanwhile, and nothing else waits for it.
+//! after a write does not wait for the gathering. At start every loaded
+//! memory is pending, so the start-up build and later updates are the same
+//! code; readiness is declared once the first pass (vectors included) is
+//! done. A batch the embedder cannot serve stays pending and is retried
+//! with backoff; its words are in meanwhile, and nothing else waits for it.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -249,7 +251,9 @@ impl Indexer {
                 .iter()
                 .map(|(_, _, memory)| memory.content.clone())
                 .collect();
-            let vectors = self.taking_in_words(self.embedder.embed(texts)).await?;
+            let vectors = self
+                .taking_in_words(self.embedder.embed_backlog(texts))
+                .await?;
             self.stats
                 .embedded
                 .fetch_add(vectors.len() as u64, Ordering::Relaxed);
