@@ -166,13 +166,21 @@ impl Embedder {
         self.embed_as(texts, Priority::Backlog).await
     }
 
-    async fn embed_as(&self, texts: Vec<String>, priority: Priority) -> Result<Vec<Vec<f32>>, Error> {
-        let result = self.embed_unchecked(texts, priority).await.and_then(|vectors| {
-            match vectors.iter().find_map(|vector| degenerate(vector)) {
-                Some(what) => Err(Error::Degenerate(what)),
-                None => Ok(vectors),
-            }
-        });
+    /// As [`Embedder::embed`], on the threads `priority` names.
+    pub async fn embed_as(
+        &self,
+        texts: Vec<String>,
+        priority: Priority,
+    ) -> Result<Vec<Vec<f32>>, Error> {
+        let result = self
+            .embed_unchecked(texts, priority)
+            .await
+            .and_then(
+                |vectors| match vectors.iter().find_map(|vector| degenerate(vector)) {
+                    Some(what) => Err(Error::Degenerate(what)),
+                    None => Ok(vectors),
+                },
+            );
         if let Err(err) = &result {
             // Poisoned only by a panic while storing a string.
             *self

@@ -34,9 +34,9 @@ use std::{
 };
 
 use candle_core::{DType, Device};
-use rayon::prelude::*;
 use candle_nn::VarBuilder;
 use candle_transformers::models::bert::Config;
+use rayon::prelude::*;
 use tokenizers::{Tokenizer, TruncationParams};
 
 use bert::Bert;

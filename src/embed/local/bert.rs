@@ -12,11 +12,16 @@
 //!   (scores, softmax, weighted sum), looking only at the text's real
 //!   tokens, instead of a dozen tensor operations over the padded batch,
 //!   two of them a matrix product per text and head;
-//! - GELU is one pass with an erf accurate to 1e-7 that the compiler
-//!   vectorises, where candle calls libm's scalar `erff` per element.
+//! - the intermediate layer's bias and GELU are one pass, with an erf
+//!   accurate to 1e-7 that the compiler vectorises, where candle calls
+//!   libm's scalar `erff` per element;
+//! - each half-layer ends in one pass over the product's rows (its bias,
+//!   the residual and the layer norm), where candle makes three, each
+//!   allocating a tensor.
 //!
-//! Both passes are compiled for the widest instruction set the CPU has
-//! (`pulp`) and spread over rayon's threads, like candle's own kernels.
+//! These passes are compiled for the widest instruction set the CPU has
+//! (`pulp`) and spread over the current rayon pool's threads, like
+//! candle's own kernels.
 //!
 //! Invariant: a text's output rows depend only on its own tokens. Rows past
 //! a text's end (padding) are never attended to, so whatever they hold
