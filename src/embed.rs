@@ -4,7 +4,8 @@
 //!
 //! Both return one vector per text, in order, of [`Embedder::dimensions`]
 //! floats; the local model is CPU-bound and runs on a blocking thread so it
-//! never stalls the runtime. A model directory is loaded once per process
+//! never stalls the runtime, a query's call and the backlog's on threads
+//! of their own ([`Priority`]). A model directory is loaded once per process
 //! and shared, however many embedders are built from it.
 //!
 //! A vector with a zero norm or a non-finite value is refused for either: it
@@ -28,7 +29,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-pub use local::LocalEmbedder;
+pub use local::{LocalEmbedder, Priority};
 pub use openai::OpenAiEmbedder;
 
 use crate::blocking;
@@ -153,14 +154,33 @@ impl Embedder {
         }
     }
 
-    /// One vector per text, in order, each finite and not all zeros.
+    /// One vector per text, in order, each finite and not all zeros, for a
+    /// reader who waits for them (a query).
     pub async fn embed(&self, texts: Vec<String>) -> Result<Vec<Vec<f32>>, Error> {
-        let result = self.embed_unchecked(texts).await.and_then(|vectors| {
-            match vectors.iter().find_map(|vector| degenerate(vector)) {
-                Some(what) => Err(Error::Degenerate(what)),
-                None => Ok(vectors),
-            }
-        });
+        self.embed_as(texts, Priority::Query).await
+    }
+
+    /// As [`Embedder::embed`], for the backlog (the indexer's batches): the
+    /// local model runs it on threads that yield the cores to queries.
+    pub async fn embed_backlog(&self, texts: Vec<String>) -> Result<Vec<Vec<f32>>, Error> {
+        self.embed_as(texts, Priority::Backlog).await
+    }
+
+    /// As [`Embedder::embed`], on the threads `priority` names.
+    pub async fn embed_as(
+        &self,
+        texts: Vec<String>,
+        priority: Priority,
+    ) -> Result<Vec<Vec<f32>>, Error> {
+        let result = self
+            .embed_unchecked(texts, priority)
+            .await
+            .and_then(
+                |vectors| match vectors.iter().find_map(|vector| degenerate(vector)) {
+                    Some(what) => Err(Error::Degenerate(what)),
+                    None => Ok(vectors),
+                },
+            );
         if let Err(err) = &result {
             // Poisoned only by a panic while storing a string.
             *self
@@ -171,13 +191,17 @@ impl Embedder {
         result
     }
 
-    async fn embed_unchecked(&self, texts: Vec<String>) -> Result<Vec<Vec<f32>>, Error> {
+    async fn embed_unchecked(
+        &self,
+        texts: Vec<String>,
+        priority: Priority,
+    ) -> Result<Vec<Vec<f32>>, Error> {
         Ok(match &self.backend {
             Backend::Local(embedder) => {
                 let embedder = embedder.clone();
                 blocking::run(move || {
                     let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
-                    embedder.embed(&texts)
+                    embedder.embed_as(&texts, priority)
                 })
                 .await?
             }

@@ -3,7 +3,7 @@
 
 use std::sync::LazyLock;
 
-use engram::embed::local::{BUNDLED_MODEL_DIR, DIMENSIONS, LocalEmbedder};
+use engram::embed::local::{BUNDLED_MODEL_DIR, DIMENSIONS, LocalEmbedder, Priority};
 use serde::Deserialize;
 
 /// `shared/` sits beside the repository, in development and in CI.
@@ -108,17 +108,30 @@ fn no_texts_give_no_vectors() {
     assert!(EMBEDDER.embed(&[]).expect("embeds nothing").is_empty());
 }
 
-/// A call of several forward passes runs them side by side: each text
-/// still gets its own vector, in order.
+/// A call of several forward passes, in turn (a query's) or side by side
+/// on the backlog's threads: each text still gets its own vector, in order.
 #[test]
 fn a_call_of_many_passes_keeps_every_vector_in_place() {
     let many: Vec<&str> = texts().into_iter().cycle().take(100).collect();
-    let vectors = EMBEDDER.embed(&many).expect("embeds");
     let alone = EMBEDDER.embed(&texts()).expect("embeds");
-    assert_eq!(vectors.len(), many.len());
-    for (at, vector) in vectors.iter().enumerate() {
-        let reference = &alone[at % alone.len()];
-        let similarity = cosine(vector, reference);
-        assert!(similarity > 0.99999, "text {at}: cosine {similarity}");
+    for priority in [Priority::Query, Priority::Backlog] {
+        let vectors = EMBEDDER.embed_as(&many, priority).expect("embeds");
+        assert_eq!(vectors.len(), many.len());
+        for (at, vector) in vectors.iter().enumerate() {
+            let reference = &alone[at % alone.len()];
+            let similarity = cosine(vector, reference);
+            assert!(
+                similarity > 0.99999,
+                "{priority:?}, text {at}: cosine {similarity}"
+            );
+        }
     }
+}
+
+#[test]
+fn texts_embedded_on_the_backlog_threads_match_reference() {
+    let vectors = EMBEDDER
+        .embed_as(&texts(), Priority::Backlog)
+        .expect("embeds");
+    assert_matches_reference("backlog", &vectors);
 }

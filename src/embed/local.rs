@@ -10,9 +10,20 @@
 //! Invariants: every vector has [`DIMENSIONS`] entries and unit length, so
 //! cosine similarity is a dot product; a text's vector does not depend on the
 //! batch it is embedded in, because attention and pooling look only at its
-//! real tokens. [`LocalEmbedder::embed`] is synchronous and CPU-bound (the
-//! matrix products and the attention are spread over all cores): call it
-//! through `crate::blocking::run`.
+//! real tokens. [`LocalEmbedder::embed`] is synchronous and CPU-bound: call
+//! it through `crate::blocking::run`.
+//!
+//! Threads: a call runs where its [`Priority`] says. A query (someone waits
+//! for it) runs on rayon's global pool, its passes in turn, each matrix
+//! product spread over every core. The backlog (the indexer's batches) runs
+//! on a pool of its own, as many threads as the global one, whose threads
+//! run at a lower OS priority ([`BACKLOG_NICENESS`]): the two never share
+//! a queue, so a query's products never wait behind a batch's, and when
+//! both want the cores the kernel gives them to the query first, while a
+//! batch alone still has every core. A backlog call's passes run side by
+//! side, one per thread, each thread's products helped by the others once
+//! they run out of passes of their own (rayon's work stealing), so a thread
+//! that loses its core to another process holds up no one at a barrier.
 
 mod bert;
 mod pinned;
@@ -25,6 +36,7 @@ use std::{
 use candle_core::{DType, Device};
 use candle_nn::VarBuilder;
 use candle_transformers::models::bert::Config;
+use rayon::prelude::*;
 use tokenizers::{Tokenizer, TruncationParams};
 
 use bert::Bert;
@@ -40,6 +52,11 @@ pub const BUNDLED_MODEL_DIR: Option<&str> = option_env!("MINILM_BUNDLED_MODEL_DI
 /// Tokens per text, [CLS] and [SEP] included: the model's `max_seq_length`.
 /// The shipped `tokenizer.json` says 128; longer texts are cut at the end.
 const MAX_TOKENS: usize = 256;
+
+/// How far a backlog thread's OS priority is below the process's (Linux
+/// niceness, up to 19; lowering it needs no privilege): a query's thread at
+/// niceness 0 weighs about nine times as much with the kernel's scheduler.
+pub const BACKLOG_NICENESS: i32 = 10;
 
 /// Texts per forward pass. Texts are sorted by length before batching, so a
 /// batch pads its texts only to the length of similar ones.
@@ -87,10 +104,23 @@ pub enum Error {
         path: PathBuf,
         source: candle_core::Error,
     },
+    #[error("starting the embedder's backlog threads")]
+    Threads(#[source] rayon::ThreadPoolBuildError),
     #[error("tokenizing texts")]
     Tokenize(#[source] tokenizers::Error),
     #[error("running the model")]
     Inference(#[from] candle_core::Error),
+}
+
+/// Who waits for an embedding call, which decides the threads it runs on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Priority {
+    /// A reader waits for it (a retrieval's query): the global pool, at the
+    /// process's own priority.
+    Query,
+    /// Only the backlog waits for it (the indexer's batches): the backlog
+    /// pool, at a lower priority, one pass per thread.
+    Backlog,
 }
 
 /// all-MiniLM-L6-v2, loaded and ready to embed.
@@ -98,6 +128,8 @@ pub struct LocalEmbedder {
     model: Bert,
     tokenizer: Tokenizer,
     device: Device,
+    /// The threads of [`Priority::Backlog`] calls.
+    backlog: rayon::ThreadPool,
 }
 
 impl LocalEmbedder {
@@ -129,23 +161,49 @@ impl LocalEmbedder {
             .and_then(|weights| Bert::load(&weights, &config))
             .map_err(|source| Error::Weights { path, source })?;
 
+        let backlog = rayon::ThreadPoolBuilder::new()
+            .num_threads(rayon::current_num_threads())
+            .thread_name(|thread| format!("engram-embed-backlog-{thread}"))
+            .start_handler(|_| lower_this_threads_priority())
+            .build()
+            .map_err(Error::Threads)?;
+
         Ok(Self {
             model,
             tokenizer,
             device,
+            backlog,
         })
     }
 
-    /// One unit-length vector of [`DIMENSIONS`] floats per text, in order.
+    /// One unit-length vector of [`DIMENSIONS`] floats per text, in order,
+    /// at [`Priority::Query`].
     pub fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, Error> {
+        self.embed_as(texts, Priority::Query)
+    }
+
+    /// One unit-length vector of [`DIMENSIONS`] floats per text, in order,
+    /// on the threads `priority` names. The vectors do not depend on it.
+    pub fn embed_as(&self, texts: &[&str], priority: Priority) -> Result<Vec<Vec<f32>>, Error> {
         let ids = self.token_ids(texts)?;
         let mut order: Vec<usize> = (0..ids.len()).collect();
         order.sort_by_key(|&i| ids[i].len());
 
-        let mut vectors = vec![Vec::new(); ids.len()];
-        for chunk in order.chunks(BATCH_SIZE) {
+        let chunks: Vec<&[usize]> = order.chunks(BATCH_SIZE).collect();
+        let pass = |chunk: &&[usize]| {
             let batch: Vec<&[u32]> = chunk.iter().map(|&i| ids[i].as_slice()).collect();
-            for (&i, vector) in chunk.iter().zip(self.embed_batch(&batch)?) {
+            self.embed_batch(&batch)
+        };
+        let passes: Vec<Vec<Vec<f32>>> = match priority {
+            Priority::Query => chunks.iter().map(pass).collect::<Result<_, _>>()?,
+            Priority::Backlog => self
+                .backlog
+                .install(|| chunks.par_iter().map(pass).collect::<Result<_, _>>())?,
+        };
+
+        let mut vectors = vec![Vec::new(); ids.len()];
+        for (chunk, embedded) in chunks.iter().zip(passes) {
+            for (&i, vector) in chunk.iter().zip(embedded) {
                 vectors[i] = vector;
             }
         }
@@ -199,6 +257,25 @@ fn mean_direction(rows: &[f32]) -> Vec<f32> {
     sum
 }
 
+/// Lowers the calling thread's OS priority by [`BACKLOG_NICENESS`] (to 19
+/// at most). Where that fails (or elsewhere than Linux) the thread keeps
+/// the process's priority: slower queries under a backlog, nothing worse.
+fn lower_this_threads_priority() {
+    #[cfg(target_os = "linux")]
+    {
+        use rustix::process::{getpriority_process, setpriority_process};
+        // On Linux, `PRIO_PROCESS` with a thread's id sets that thread's
+        // niceness alone; a new thread starts with its creator's.
+        let thread = Some(rustix::thread::gettid());
+        let lowered = getpriority_process(thread).and_then(|niceness| {
+            setpriority_process(thread, (niceness + BACKLOG_NICENESS).min(19))
+        });
+        if let Err(err) = lowered {
+            tracing::warn!(error = %err, "could not lower a backlog thread's priority");
+        }
+    }
+}
+
 /// Reads `file` from `dir` and checks its digest, returning its path (for
 /// errors) and bytes.
 fn read_verified(dir: &Path, file: ModelFile) -> Result<(PathBuf, Vec<u8>), Error> {
@@ -233,6 +310,22 @@ mod tests {
             "{err:?}"
         );
         assert!(err.to_string().contains("ENGRAM_MODEL_DIR"), "{err}");
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_backlog_thread_runs_at_a_lower_priority() {
+        use rustix::process::getpriority_process;
+        let niceness = || getpriority_process(Some(rustix::thread::gettid())).unwrap();
+        let (before, after) = std::thread::spawn(move || {
+            let before = niceness();
+            lower_this_threads_priority();
+            (before, niceness())
+        })
+        .join()
+        .unwrap();
+        assert_eq!(after, (before + BACKLOG_NICENESS).min(19));
+        assert_eq!(niceness(), before, "the other threads keep theirs");
     }
 
     #[test]

@@ -7,18 +7,20 @@
 //! findable by its words within moments at any backlog. Its vector
 //! follows: the indexer takes the pending changes oldest first, in
 //! batches, finds each changed memory's vector (in the embedding cache,
-//! else from the embedder, all of a batch in one call), applies the batch
-//! as one snapshot swap, and only then acknowledges it as fully applied.
+//! else from the embedder, all of a batch in one call on the embedder's
+//! backlog threads, so a retrieval's own query embedding never waits
+//! behind it, unless a reader waits for that batch), applies the batch as
+//! one snapshot swap, and only then acknowledges it as fully applied.
 //!
 //! A batch is gathered ([`Gathering`]): once a change is pending the
 //! indexer waits up to [`GATHER`] for more, unless a full batch is already
 //! there or a retrieval waits for the vectors, so a trickle of writes is
 //! embedded in batches rather than one text per call, and a read right
-//! after a write does not wait for the gathering. At start every loaded memory is pending, so the start-up
-//! build and later updates are the same code; readiness is declared once
-//! the first pass (vectors included) is done. A batch the embedder cannot
-//! serve stays pending and is retried with backoff; its words are in
-//! meanwhile, and nothing else waits for it.
+//! after a write does not wait for the gathering. At start every loaded
+//! memory is pending, so the start-up build and later updates are the same
+//! code; readiness is declared once the first pass (vectors included) is
+//! done. A batch the embedder cannot serve stays pending and is retried
+//! with backoff; its words are in meanwhile, and nothing else waits for it.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -30,7 +32,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::embed::cache::{ContentKey, EmbeddingCache, StoredVectors};
-use crate::embed::{self, Embedder};
+use crate::embed::{self, Embedder, Priority};
 use crate::index::{Change, Entry, Index, lexical};
 use crate::memory::Memory;
 use crate::metrics::Metrics;
@@ -195,7 +197,7 @@ impl Indexer {
             let hurry = self.store.vectors_awaited();
             match gathering.next(&pending, Instant::now(), hurry) {
                 Next::Idle => break,
-                Next::Embed(batch) => self.apply_batch(batch).await?,
+                Next::Embed(batch) => self.apply_batch(batch, hurry).await?,
                 // Words of what arrives meanwhile go in at the loop's top.
                 Next::Until(deadline) => tokio::select! {
                     () = tokio::time::sleep_until(deadline.into()) => {}
@@ -227,7 +229,14 @@ impl Indexer {
         }
     }
 
-    async fn apply_batch(&mut self, batch: &[PendingChange]) -> Result<(), embed::Error> {
+    /// Finds the batch's vectors and applies it; `hurry`: a reader waits
+    /// for them (behind a short backlog only), so they are embedded at a
+    /// query's priority rather than the backlog's.
+    async fn apply_batch(
+        &mut self,
+        batch: &[PendingChange],
+        hurry: bool,
+    ) -> Result<(), embed::Error> {
         let mut changes = Vec::with_capacity(batch.len());
         let mut to_embed = Vec::new();
         for change in batch {
@@ -249,7 +258,14 @@ impl Indexer {
                 .iter()
                 .map(|(_, _, memory)| memory.content.clone())
                 .collect();
-            let vectors = self.taking_in_words(self.embedder.embed(texts)).await?;
+            let priority = if hurry {
+                Priority::Query
+            } else {
+                Priority::Backlog
+            };
+            let vectors = self
+                .taking_in_words(self.embedder.embed_as(texts, priority))
+                .await?;
             self.stats
                 .embedded
                 .fetch_add(vectors.len() as u64, Ordering::Relaxed);

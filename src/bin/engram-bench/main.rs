@@ -308,6 +308,26 @@ async fn embed(report: &mut Report, sentences: usize) -> Result {
     #[expect(clippy::cast_precision_loss, reason = "a small count")]
     let rate = texts.len() as f64 / wall.as_secs_f64();
     report.figure("local embedder, batched", rate, "sentences/s");
+
+    // As the indexer embeds: calls of its batch size, on the backlog's
+    // threads, passes side by side.
+    let mut samples = Vec::new();
+    let started = Instant::now();
+    for batch in texts.chunks(engram::index::indexer::BATCH_SIZE) {
+        let one = Instant::now();
+        embedder.embed_backlog(batch.to_vec()).await?;
+        samples.push(one.elapsed());
+    }
+    let wall = started.elapsed();
+    report.rows.push(Row::from_samples(
+        "embed (local)",
+        "indexer batches on the backlog threads (per batch)",
+        &mut samples,
+        wall,
+    ));
+    #[expect(clippy::cast_precision_loss, reason = "a small count")]
+    let rate = texts.len() as f64 / wall.as_secs_f64();
+    report.figure("local embedder, backlog batches", rate, "sentences/s");
     Ok(())
 }
 

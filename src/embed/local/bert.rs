@@ -12,17 +12,24 @@
 //!   (scores, softmax, weighted sum), looking only at the text's real
 //!   tokens, instead of a dozen tensor operations over the padded batch,
 //!   two of them a matrix product per text and head;
-//! - GELU is one pass with an erf accurate to 1e-7 that the compiler
-//!   vectorises, where candle calls libm's scalar `erff` per element.
+//! - the intermediate layer's bias and GELU are one pass, with an erf
+//!   accurate to 1e-7 that the compiler vectorises, where candle calls
+//!   libm's scalar `erff` per element;
+//! - each half-layer ends in one pass over the product's rows (its bias,
+//!   the residual and the layer norm), where candle makes three, each
+//!   allocating a tensor.
 //!
-//! Both passes are compiled for the widest instruction set the CPU has
-//! (`pulp`) and spread over rayon's threads, like candle's own kernels.
+//! These passes are compiled for the widest instruction set the CPU has
+//! (`pulp`) and spread over the current rayon pool's threads, like
+//! candle's own kernels.
 //!
 //! Invariant: a text's output rows depend only on its own tokens. Rows past
 //! a text's end (padding) are never attended to, so whatever they hold
 //! reaches no real row; pooling skips them.
 
-use candle_core::{CpuStorage, CustomOp1, Device, InplaceOp1, Layout, Module, Shape, Tensor, bail};
+use candle_core::{
+    CpuStorage, CustomOp1, Device, InplaceOp1, InplaceOp2, Layout, Module, Shape, Tensor, bail,
+};
 use candle_nn::{LayerNorm, VarBuilder};
 use candle_transformers::models::bert::{Config, HiddenAct};
 use pulp::{Arch, Simd, WithSimd};
@@ -42,11 +49,17 @@ pub struct Bert {
 struct Layer {
     /// Query, key and value: `hidden` → 3 × `hidden`.
     qkv: Dense,
-    attention_output: Dense,
-    attention_norm: LayerNorm,
-    intermediate: Dense,
-    output: Dense,
-    output_norm: LayerNorm,
+    /// The attention's output projection; its bias, the residual and the
+    /// layer norm are applied by `attention_norm`.
+    attention_output: Tensor,
+    attention_norm: AddNorm,
+    /// `hidden` → intermediate; its bias is added by `gelu`.
+    intermediate: Tensor,
+    gelu: BiasGelu,
+    /// Intermediate → `hidden`; its bias, the residual and the layer norm
+    /// are applied by `output_norm`.
+    output: Tensor,
+    output_norm: AddNorm,
 }
 
 impl Bert {
@@ -101,17 +114,31 @@ impl Bert {
                     &Tensor::cat(&[(query * scale)?, key, value], 0)?,
                     Tensor::cat(&[(query_bias * scale)?, key_bias, value_bias], 0)?,
                 )?;
+                let intermediate_size = config.intermediate_size;
+                let (attention_output, attention_bias) =
+                    linear(&attention.pp("output.dense"), hidden, hidden)?;
+                let (intermediate, intermediate_bias) =
+                    linear(&layer.pp("intermediate.dense"), hidden, intermediate_size)?;
+                let (output, output_bias) =
+                    linear(&layer.pp("output.dense"), intermediate_size, hidden)?;
                 Ok(Layer {
                     qkv,
-                    attention_output: linear(&attention.pp("output.dense"), hidden, hidden)?,
-                    attention_norm: layer_norm(&attention.pp("output.LayerNorm"), config)?,
-                    intermediate: linear(
-                        &layer.pp("intermediate.dense"),
-                        hidden,
-                        config.intermediate_size,
+                    attention_output,
+                    attention_norm: AddNorm::load(
+                        &attention_bias,
+                        &attention.pp("output.LayerNorm"),
+                        config,
                     )?,
-                    output: linear(&layer.pp("output.dense"), config.intermediate_size, hidden)?,
-                    output_norm: layer_norm(&layer.pp("output.LayerNorm"), config)?,
+                    intermediate,
+                    gelu: BiasGelu {
+                        bias: intermediate_bias.to_vec1()?,
+                    },
+                    output,
+                    output_norm: AddNorm::load(
+                        &output_bias,
+                        &layer.pp("output.LayerNorm"),
+                        config,
+                    )?,
                 })
             })
             .collect::<candle_core::Result<_>>()?;
@@ -152,14 +179,12 @@ impl Bert {
         };
         for layer in &self.layers {
             let mixed = layer.qkv.forward(&hidden)?.apply_op1_no_bwd(&attention)?;
-            let attended = layer
-                .attention_norm
-                .forward(&(layer.attention_output.forward(&mixed)? + &hidden)?)?;
-            let intermediate = layer.intermediate.forward(&attended)?;
-            intermediate.inplace_op1(&Gelu)?;
-            hidden = layer
-                .output_norm
-                .forward(&(layer.output.forward(&intermediate)? + &attended)?)?;
+            let attended = mixed.matmul(&layer.attention_output)?;
+            attended.inplace_op2(&hidden, &layer.attention_norm)?;
+            let intermediate = attended.matmul(&layer.intermediate)?;
+            intermediate.inplace_op1(&layer.gelu)?;
+            hidden = intermediate.matmul(&layer.output)?;
+            hidden.inplace_op2(&attended, &layer.output_norm)?;
         }
         Ok(hidden)
     }
@@ -187,15 +212,134 @@ impl Dense {
     }
 }
 
-fn linear(weights: &VarBuilder, input: usize, output: usize) -> candle_core::Result<Dense> {
-    Dense::new(
-        &weights.get((output, input), "weight")?,
-        weights.get(output, "bias")?,
-    )
+/// A linear layer's weight, stored `(in, out)` as [`Dense`] does, and its
+/// bias, for a fused pass to add.
+fn linear(
+    weights: &VarBuilder,
+    input: usize,
+    output: usize,
+) -> candle_core::Result<(Tensor, Tensor)> {
+    let weight = weights.get((output, input), "weight")?.t()?.contiguous()?;
+    Ok((weight, weights.get(output, "bias")?))
 }
 
 fn layer_norm(weights: &VarBuilder, config: &Config) -> candle_core::Result<LayerNorm> {
     candle_nn::layer_norm(config.hidden_size, config.layer_norm_eps, weights.clone())
+}
+
+/// Rows per task of the row-wise passes: enough work to outweigh handing
+/// it to another thread.
+const ROWS_PER_TASK: usize = 16;
+
+/// The end of each half of a layer, in place over a product's rows:
+/// `LayerNorm(row + bias + residual row)`, one pass instead of three.
+struct AddNorm {
+    bias: Vec<f32>,
+    gamma: Vec<f32>,
+    beta: Vec<f32>,
+    eps: f32,
+}
+
+impl AddNorm {
+    fn load(bias: &Tensor, norm: &VarBuilder, config: &Config) -> candle_core::Result<Self> {
+        let hidden = config.hidden_size;
+        #[expect(clippy::cast_possible_truncation, reason = "an epsilon of 1e-12")]
+        let eps = config.layer_norm_eps as f32;
+        Ok(Self {
+            bias: bias.to_vec1()?,
+            gamma: norm.get(hidden, "weight")?.to_vec1()?,
+            beta: norm.get(hidden, "bias")?.to_vec1()?,
+            eps,
+        })
+    }
+}
+
+impl InplaceOp2 for AddNorm {
+    fn name(&self) -> &'static str {
+        "minilm-add-norm"
+    }
+
+    fn cpu_fwd(
+        &self,
+        rows: &mut CpuStorage,
+        rows_layout: &Layout,
+        residual: &CpuStorage,
+        residual_layout: &Layout,
+    ) -> candle_core::Result<()> {
+        let (CpuStorage::F32(rows), Some((start, end))) = (rows, rows_layout.contiguous_offsets())
+        else {
+            bail!("add-norm expects contiguous f32 rows");
+        };
+        let (CpuStorage::F32(residual), Some((residual_start, residual_end))) =
+            (residual, residual_layout.contiguous_offsets())
+        else {
+            bail!("add-norm expects a contiguous f32 residual");
+        };
+        let width = self.bias.len();
+        if end - start != residual_end - residual_start || (end - start) % width != 0 {
+            bail!("add-norm got rows and a residual of different shapes");
+        }
+        rows[start..end]
+            .par_chunks_mut(width * ROWS_PER_TASK)
+            .zip(residual[residual_start..residual_end].par_chunks(width * ROWS_PER_TASK))
+            .for_each(|(rows, residual)| {
+                Arch::new().dispatch(AddNormRows {
+                    op: self,
+                    rows,
+                    residual,
+                });
+            });
+        Ok(())
+    }
+}
+
+struct AddNormRows<'a> {
+    op: &'a AddNorm,
+    rows: &'a mut [f32],
+    residual: &'a [f32],
+}
+
+impl WithSimd for AddNormRows<'_> {
+    type Output = ();
+
+    #[inline(always)]
+    fn with_simd<S: Simd>(self, _simd: S) {
+        let Self { op, rows, residual } = self;
+        let width = op.bias.len();
+        #[expect(clippy::cast_precision_loss, reason = "a row is 384 wide")]
+        let count = width as f32;
+        for (row, residual) in rows
+            .chunks_exact_mut(width)
+            .zip(residual.chunks_exact(width))
+        {
+            for ((value, bias), residual) in row.iter_mut().zip(&op.bias).zip(residual) {
+                *value += bias + residual;
+            }
+            let mean = sum(row) / count;
+            let mut deviations = [0.0f32; 16];
+            for chunk in row.chunks(16) {
+                for (lane, value) in deviations.iter_mut().zip(chunk) {
+                    *lane += (value - mean) * (value - mean);
+                }
+            }
+            let scale = 1.0 / (sum(&deviations) / count + op.eps).sqrt();
+            for ((value, gamma), beta) in row.iter_mut().zip(&op.gamma).zip(&op.beta) {
+                *value = (*value - mean) * scale * gamma + beta;
+            }
+        }
+    }
+}
+
+/// A sum in sixteen lanes, so the compiler can vectorise it.
+#[inline(always)]
+fn sum(values: &[f32]) -> f32 {
+    let mut lanes = [0.0f32; 16];
+    for chunk in values.chunks(16) {
+        for (lane, value) in lanes.iter_mut().zip(chunk) {
+            *lane += value;
+        }
+    }
+    lanes.iter().sum()
 }
 
 /// Self-attention over the stacked query, key and value rows of a padded
@@ -323,38 +467,53 @@ fn dot(a: &[f32], b: &[f32]) -> f32 {
     lanes.iter().sum::<f32>() + tail
 }
 
-/// GELU, `x · (1 + erf(x / √2)) / 2`, in place.
-struct Gelu;
+/// The intermediate layer's bias and GELU, `x · (1 + erf(x / √2)) / 2`,
+/// in place over the product's rows.
+struct BiasGelu {
+    bias: Vec<f32>,
+}
 
-impl InplaceOp1 for Gelu {
+impl InplaceOp1 for BiasGelu {
     fn name(&self) -> &'static str {
-        "minilm-gelu"
+        "minilm-bias-gelu"
     }
 
     fn cpu_fwd(&self, storage: &mut CpuStorage, layout: &Layout) -> candle_core::Result<()> {
         let (CpuStorage::F32(data), Some((start, end))) = (storage, layout.contiguous_offsets())
         else {
-            bail!("GELU expects contiguous f32 values");
+            bail!("GELU expects contiguous f32 rows");
         };
+        let width = self.bias.len();
+        if (end - start) % width != 0 {
+            bail!("GELU got rows of another width");
+        }
         data[start..end]
-            .par_chunks_mut(GELU_CHUNK)
-            .for_each(|values| Arch::new().dispatch(GeluChunk(values)));
+            .par_chunks_mut(width * ROWS_PER_TASK)
+            .for_each(|rows| {
+                Arch::new().dispatch(BiasGeluRows {
+                    bias: &self.bias,
+                    rows,
+                });
+            });
         Ok(())
     }
 }
 
-/// Values per task: large enough that a task outweighs its scheduling.
-const GELU_CHUNK: usize = 1 << 14;
+struct BiasGeluRows<'a> {
+    bias: &'a [f32],
+    rows: &'a mut [f32],
+}
 
-struct GeluChunk<'a>(&'a mut [f32]);
-
-impl WithSimd for GeluChunk<'_> {
+impl WithSimd for BiasGeluRows<'_> {
     type Output = ();
 
     #[inline(always)]
     fn with_simd<S: Simd>(self, _simd: S) {
-        for value in self.0 {
-            *value = 0.5 * *value * (1.0 + erf(*value * std::f32::consts::FRAC_1_SQRT_2));
+        for row in self.rows.chunks_exact_mut(self.bias.len()) {
+            for (value, bias) in row.iter_mut().zip(self.bias) {
+                let x = *value + bias;
+                *value = 0.5 * x * (1.0 + erf(x * std::f32::consts::FRAC_1_SQRT_2));
+            }
         }
     }
 }
