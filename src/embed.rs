@@ -160,12 +160,6 @@ impl Embedder {
         self.embed_as(texts, Priority::Query).await
     }
 
-    /// As [`Embedder::embed`], for the backlog (the indexer's batches): the
-    /// local model runs it on threads that yield the cores to queries.
-    pub async fn embed_backlog(&self, texts: Vec<String>) -> Result<Vec<Vec<f32>>, Error> {
-        self.embed_as(texts, Priority::Backlog).await
-    }
-
     /// As [`Embedder::embed`], on the threads `priority` names.
     pub async fn embed_as(
         &self,

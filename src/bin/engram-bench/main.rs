@@ -27,7 +27,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use clap::{Parser, Subcommand, ValueEnum};
-use engram::embed::Embedder;
+use engram::embed::{Embedder, Priority};
 use engram::memory::{Memory, Namespace};
 use engram::store::markdown;
 use serde_json::{Value, json};
@@ -291,43 +291,58 @@ async fn embed(report: &mut Report, sentences: usize) -> Result {
         started.elapsed(),
     ));
 
-    let mut samples = Vec::new();
-    let started = Instant::now();
-    for batch in texts.chunks(32) {
-        let one = Instant::now();
-        embedder.embed(batch.to_vec()).await?;
-        samples.push(one.elapsed());
-    }
-    let wall = started.elapsed();
-    report.rows.push(Row::from_samples(
-        "embed (local)",
+    embed_in_calls(
+        report,
+        &embedder,
+        &texts,
+        32,
+        Priority::Query,
         "batches of 32 (per batch)",
-        &mut samples,
-        wall,
-    ));
-    #[expect(clippy::cast_precision_loss, reason = "a small count")]
-    let rate = texts.len() as f64 / wall.as_secs_f64();
-    report.figure("local embedder, batched", rate, "sentences/s");
-
+        "local embedder, batched",
+    )
+    .await?;
     // As the indexer embeds: calls of its batch size, on the backlog's
     // threads, passes side by side.
+    embed_in_calls(
+        report,
+        &embedder,
+        &texts,
+        engram::index::indexer::BATCH_SIZE,
+        Priority::Backlog,
+        "indexer batches on the backlog threads (per batch)",
+        "local embedder, backlog batches",
+    )
+    .await
+}
+
+/// Embeds `texts` in calls of `size` on `priority`'s threads: a row of the
+/// calls' times and a figure of sentences a second.
+async fn embed_in_calls(
+    report: &mut Report,
+    embedder: &Embedder,
+    texts: &[String],
+    size: usize,
+    priority: Priority,
+    calls: &str,
+    figure: &str,
+) -> Result {
     let mut samples = Vec::new();
     let started = Instant::now();
-    for batch in texts.chunks(engram::index::indexer::BATCH_SIZE) {
+    for batch in texts.chunks(size) {
         let one = Instant::now();
-        embedder.embed_backlog(batch.to_vec()).await?;
+        embedder.embed_as(batch.to_vec(), priority).await?;
         samples.push(one.elapsed());
     }
     let wall = started.elapsed();
     report.rows.push(Row::from_samples(
         "embed (local)",
-        "indexer batches on the backlog threads (per batch)",
+        calls,
         &mut samples,
         wall,
     ));
     #[expect(clippy::cast_precision_loss, reason = "a small count")]
     let rate = texts.len() as f64 / wall.as_secs_f64();
-    report.figure("local embedder, backlog batches", rate, "sentences/s");
+    report.figure(figure, rate, "sentences/s");
     Ok(())
 }
 
