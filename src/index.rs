@@ -50,15 +50,21 @@ use crate::memory::{Category, MemoryId, Namespace};
 /// large enough that a scan is mostly straight-line arithmetic.
 const CHUNK_CAPACITY: usize = 1024;
 
-/// The fewest candidates of the one-bit scan that are rescored.
-const MIN_POOL: usize = 1024;
+/// The fewest and the most candidates of the one-bit scan rescored.
+const MIN_POOL: usize = 256;
+const MAX_POOL: usize = 1024;
 
 /// How many candidates of the one-bit scan are rescored with the stored
-/// vectors, for a search of `limit`: the codes' estimates are coarse, so
-/// the pool is wide (at 100,000 memories, 1 %); rescoring one costs a
-/// 384-float dot product, about what scanning 100 codes costs.
-fn rescore_pool(limit: usize) -> usize {
-    limit.saturating_mul(16).max(MIN_POOL)
+/// vectors, for a search of `limit` over `rows` entries: the codes'
+/// estimates are coarse, and the rows whose estimates crowd out a true
+/// result grow with the rows scanned, so the pool is 1 % of them, between
+/// [`MIN_POOL`] and [`MAX_POOL`], and at least 4 × `limit`. Rescoring one
+/// costs a 384-float dot product from wherever the row is stored, so a
+/// pool wider than needed is what a small namespace's search pays most.
+fn rescore_pool(limit: usize, rows: usize) -> usize {
+    (rows / 100)
+        .clamp(MIN_POOL, MAX_POOL)
+        .max(limit.saturating_mul(4))
 }
 
 /// Below this many entries × queries a search is a few tens of
@@ -453,7 +459,17 @@ impl Snapshot {
         limit: usize,
         accept: impl Fn(MemoryId, Category) -> bool,
     ) -> Vec<Hit> {
-        self.search_in_pool(namespaces, queries, limit, rescore_pool(limit), accept)
+        let rows = self
+            .chunks_of(namespaces)
+            .map(|chunk| chunk.ids.len())
+            .sum();
+        self.search_in_pool(
+            namespaces,
+            queries,
+            limit,
+            rescore_pool(limit, rows),
+            accept,
+        )
     }
 
     /// [`Self::search`], rescoring the `pool` best estimates (at least
