@@ -17,6 +17,7 @@ use crate::auth::Caller;
 use crate::error::{ApiError, Problem};
 use crate::memory::{Category, Memory, MemoryId, Namespace, Relationship, RepoId, Scope, UserId};
 use crate::routes::extract::{ApiPath, ApiQuery, in_range};
+use crate::routes::memories::visible_memory;
 use crate::routes::problems::{NoSuchMemory, Unauthorized};
 use crate::store::Store;
 
@@ -108,10 +109,7 @@ pub async fn get_memory_graph(
 ) -> Result<Json<GraphResponse>, ApiError> {
     let depth = in_range("depth", query.depth, DEFAULT_DEPTH, 1..=MAX_DEPTH)?;
     let limit = in_range("limit", query.limit, DEFAULT_NODES, 1..=MAX_NODES)?;
-    let root = store
-        .get(id)
-        .filter(|memory| caller.can_see(&memory.namespace))
-        .ok_or_else(|| ApiError::not_found(format!("no memory has the id {id}")))?;
+    let root = visible_memory(&store, &caller, id)?;
     Ok(Json(walk(&store, &caller, &root, depth, limit)))
 }
 

@@ -401,7 +401,7 @@ pub async fn find_similar_memories(
 
 /// The memory `id`, if it exists and the caller may see it: one that
 /// exists elsewhere is as absent as one that does not exist.
-fn visible_memory(
+pub(super) fn visible_memory(
     store: &Store,
     caller: &Caller,
     id: MemoryId,
