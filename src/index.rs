@@ -493,25 +493,59 @@ impl Snapshot {
                 .collect(),
         );
         let chunks: Vec<Arc<Chunk>> = self.chunks_of(namespaces).cloned().collect();
-        let mut candidates = TopK::new(pool.max(limit));
+        let bits = self.coder.bits();
+        // Estimates are whole numbers of differing bits, so the pool is
+        // picked by counting rows per number (no heap): every accepted
+        // row closer than the pool's last number, then as many of those
+        // at that number as fit, by id, as a ranking by (estimate, id)
+        // would pick them.
+        let level = |estimate: &quantized::Estimate| usize::from(estimate.differing).min(bits);
+        let mut per_level = vec![0usize; bits + 1];
+        let mut estimates: Vec<scan::Best> = vec![Vec::new(); chunks.len()];
         scan::approximate(&chunks, &self.coder, &coded, |index, best| {
             let chunk = &chunks[index];
-            for (slot, &(_, similarity)) in best.iter().enumerate() {
-                if candidates.admits(similarity, chunk.ids[slot])
-                    && accept(chunk.ids[slot], chunk.categories[slot])
-                {
-                    candidates.push(Candidate {
-                        id: chunk.ids[slot],
-                        similarity,
-                        chunk: index,
-                        slot,
-                    });
+            for (slot, estimate) in best.iter().enumerate() {
+                if accept(chunk.ids[slot], chunk.categories[slot]) {
+                    per_level[level(estimate)] += 1;
                 }
             }
+            estimates[index] = best;
         });
+        let wanted = pool.max(limit);
+        let mut closer = 0;
+        let mut last_level = bits;
+        for (level, &rows) in per_level.iter().enumerate() {
+            if closer + rows >= wanted {
+                last_level = level;
+                break;
+            }
+            closer += rows;
+        }
+        let mut candidates = Vec::with_capacity(wanted);
+        let mut at_last_level = Vec::new();
+        for (index, best) in estimates.iter().enumerate() {
+            let chunk = &chunks[index];
+            for (slot, estimate) in best.iter().enumerate() {
+                let row_level = level(estimate);
+                if row_level <= last_level && accept(chunk.ids[slot], chunk.categories[slot]) {
+                    let candidate = Candidate {
+                        id: chunk.ids[slot],
+                        chunk: index,
+                        slot,
+                    };
+                    if row_level < last_level {
+                        candidates.push(candidate);
+                    } else {
+                        at_last_level.push(candidate);
+                    }
+                }
+            }
+        }
+        at_last_level.sort_unstable_by_key(|candidate| candidate.id);
+        candidates.extend(at_last_level.into_iter().take(wanted - closer));
         let mut best = TopK::new(limit);
         let mut row = vec![0.0; self.dimensions()];
-        for candidate in candidates.into_unsorted() {
+        for candidate in candidates {
             chunks[candidate.chunk].decode(candidate.slot, &mut row);
             let (query, similarity) = best_of(&queries, &row).expect("queries is not empty");
             if best.admits(similarity, candidate.id) {
@@ -651,13 +685,10 @@ impl Snapshot {
             .collect();
         let query_weight: f32 = idfs.iter().map(|(_, idf)| idf).sum();
         let mut best = TopK::new(limit);
-        let queries = self.normalised(queries);
-        // What each hit that entered the top list is, beside its score.
-        let mut found: HashMap<MemoryId, LexicalHit> = HashMap::new();
         let mut scores = Vec::new();
         let mut matched = Vec::new();
         let mut matched_terms = Vec::new();
-        for (chunk, side) in chunks {
+        for (index, (chunk, _)) in chunks.iter().enumerate() {
             scores.clear();
             scores.resize(chunk.ids.len(), 0.0f32);
             matched.clear();
@@ -683,37 +714,66 @@ impl Snapshot {
                 }
             }
             for (slot, &score) in scores.iter().enumerate() {
+                if score <= 0.0 || !best.may_admit(score) {
+                    continue;
+                }
                 let id = chunk.ids[slot];
-                if score > 0.0 && best.admits(score, id) && accept(id, chunk.categories[slot]) {
-                    let similarity = match side {
-                        Side::Embedded => best_of(&queries, &chunk.vector(slot, self.dimensions()))
-                            .map_or(0.0, |(_, similarity)| similarity),
-                        Side::WordsOnly => 0.0,
-                    };
-                    found.insert(
+                if best.admits(score, id) && accept(id, chunk.categories[slot]) {
+                    best.push(Scoring {
                         id,
-                        LexicalHit {
-                            id,
-                            score,
-                            coverage: matched[slot] / query_weight.max(f32::EPSILON),
-                            matched_idf: matched[slot],
-                            matched_terms: matched_terms[slot],
-                            similarity,
-                            vector_pending: side == Side::WordsOnly,
-                        },
-                    );
-                    best.push(Hit {
-                        id,
-                        similarity: score,
-                        query: 0,
+                        score,
+                        chunk: index,
+                        slot,
+                        matched_idf: matched[slot],
+                        matched_terms: matched_terms[slot],
                     });
                 }
             }
         }
+        // Only the hits kept are compared with the queries.
+        let queries = self.normalised(queries);
         best.into_sorted()
             .into_iter()
-            .filter_map(|hit| found.remove(&hit.id))
+            .map(|scoring| {
+                let (chunk, side) = chunks[scoring.chunk];
+                let similarity = match side {
+                    Side::Embedded => {
+                        best_of(&queries, &chunk.vector(scoring.slot, self.dimensions()))
+                            .map_or(0.0, |(_, similarity)| similarity)
+                    }
+                    Side::WordsOnly => 0.0,
+                };
+                LexicalHit {
+                    id: scoring.id,
+                    score: scoring.score,
+                    coverage: scoring.matched_idf / query_weight.max(f32::EPSILON),
+                    matched_idf: scoring.matched_idf,
+                    matched_terms: scoring.matched_terms,
+                    similarity,
+                    vector_pending: side == Side::WordsOnly,
+                }
+            })
             .collect()
+    }
+}
+
+/// A lexical match while the search runs: its score, and where it lives.
+struct Scoring {
+    id: MemoryId,
+    score: f32,
+    chunk: usize,
+    slot: usize,
+    matched_idf: f32,
+    matched_terms: u32,
+}
+
+impl Scored for Scoring {
+    fn similarity(&self) -> f32 {
+        self.score
+    }
+
+    fn id(&self) -> MemoryId {
+        self.id
     }
 }
 
@@ -751,8 +811,9 @@ impl NamespaceIndex {
                 _ => chunks.push(chunk.clone()),
             }
         }
-        let mut added = added.into_iter().peekable();
-        while added.peek().is_some() {
+        let mut left = added.len();
+        let mut added = added.into_iter();
+        while left > 0 {
             let mut last = match chunks.last() {
                 Some(last) if last.ids.len() < CHUNK_CAPACITY => {
                     let last = chunks.pop().expect("just seen");
@@ -760,6 +821,9 @@ impl NamespaceIndex {
                 }
                 _ => Chunk::default(),
             };
+            let rows = left.min(CHUNK_CAPACITY - last.ids.len());
+            last.reserve_exact(coder, rows);
+            left -= rows;
             while last.ids.len() < CHUNK_CAPACITY {
                 let Some((entry, vector)) = added.next() else {
                     break;
@@ -804,14 +868,21 @@ impl Chunk {
         row
     }
 
-    /// Each slot's estimated best query and similarity, into `best`.
-    fn approximate(
-        &self,
-        coder: &quantized::Coder,
-        queries: &[quantized::Query],
-        best: &mut Vec<(usize, f32)>,
-    ) {
-        quantized::scan(coder, queries, &self.codes, best);
+    /// Each slot's estimate: its closest query by the codes.
+    fn approximate(&self, coder: &quantized::Coder, queries: &[quantized::Query]) -> scan::Best {
+        quantized::scan(coder, queries, &self.codes)
+    }
+
+    /// Room for `rows` more entries, and no more: a chunk's buffers are
+    /// copied whenever a snapshot adds to it, so the doubling growth of a
+    /// `Vec` would leave up to a third of every one unused, and each
+    /// growth step freed memory for the allocator to keep.
+    fn reserve_exact(&mut self, coder: &quantized::Coder, rows: usize) {
+        self.ids.reserve_exact(rows);
+        self.categories.reserve_exact(rows);
+        self.lengths.reserve_exact(rows);
+        self.vectors.reserve_exact(rows * coder.dimensions());
+        self.codes.reserve_exact(rows * coder.words());
     }
 
     /// Adds an entry: its (normalised) vector is coded and stored here.
@@ -936,23 +1007,11 @@ impl Scored for Hit {
     }
 }
 
-/// A candidate of the approximate scan: where its exact vector lives.
+/// A row of the one-bit scan's pool: where its stored vector lives.
 struct Candidate {
     id: MemoryId,
-    /// Approximate.
-    similarity: f32,
     chunk: usize,
     slot: usize,
-}
-
-impl Scored for Candidate {
-    fn similarity(&self) -> f32 {
-        self.similarity
-    }
-
-    fn id(&self) -> MemoryId {
-        self.id
-    }
 }
 
 /// A bounded min-heap keeping the `limit` best items seen.
@@ -1011,6 +1070,16 @@ impl<T: Scored> TopK<T> {
             })
     }
 
+    /// Whether an item with this similarity could enter, whatever its id:
+    /// lets a caller skip fetching the id of most items.
+    fn may_admit(&self, similarity: f32) -> bool {
+        self.heap.len() < self.limit
+            || self
+                .heap
+                .peek()
+                .is_some_and(|worst| similarity >= worst.0.similarity())
+    }
+
     fn push(&mut self, item: T) {
         self.heap.push(WorstFirst(item));
         if self.heap.len() > self.limit {
@@ -1026,10 +1095,6 @@ impl<T: Scored> TopK<T> {
             .into_iter()
             .map(|WorstFirst(item)| item)
             .collect()
-    }
-
-    fn into_unsorted(self) -> impl Iterator<Item = T> {
-        self.heap.into_iter().map(|WorstFirst(item)| item)
     }
 }
 
@@ -1368,7 +1433,7 @@ mod tests {
         let mut q = query.to_vec();
         normalise(&mut q);
         let coded = [quantized::Query::new(&coder, &q)];
-        let mut estimated: Vec<(f32, MemoryId)> = entries
+        let mut estimated: Vec<(u16, MemoryId)> = entries
             .iter()
             .filter(|e| !removed.contains(&e.id))
             .map(|e| {
@@ -1376,12 +1441,10 @@ mod tests {
                 normalise(&mut v);
                 let mut code = Vec::new();
                 coder.encode(&v, &mut code);
-                let mut best = Vec::new();
-                quantized::scan(&coder, &coded, &code, &mut best);
-                (best[0].1, e.id)
+                (quantized::scan(&coder, &coded, &code)[0].differing, e.id)
             })
             .collect();
-        estimated.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        estimated.sort_unstable();
         estimated.iter().take(pool).map(|&(_, id)| id).collect()
     }
 

@@ -9,8 +9,8 @@
 //! (the bench's fake vectors are sparse and non-negative, which sign bits
 //! alone would not tell apart), so that for two vectors an angle θ apart
 //! each bit differs with probability θ/π, as in SimHash (Charikar, 2002):
-//! the number of differing bits `h` of `n` estimates the angle, and
-//! `1 − 2h/n` (the estimate [`scan`] gives) is monotone in it.
+//! the number of differing bits `h` of `n` estimates the angle: the fewer,
+//! the closer (what [`scan`] gives).
 //!
 //! A 384-dimensional vector codes to 512 bits: 64 bytes, a 24th of its
 //! `f32` vector, compared with eight XORs and popcounts. The estimate is
@@ -109,11 +109,10 @@ impl Coder {
         }
     }
 
-    /// The estimate [`scan`] gives for `differing` bits of the code.
-    fn estimate(&self, differing: u32) -> f32 {
-        #[expect(clippy::cast_precision_loss, reason = "bit counts are far below 2^24")]
-        let (differing, bits) = (differing as f32, self.padded.max(1) as f32);
-        1.0 - 2.0 * differing / bits
+    /// Bits per code: the search's estimates run from 0 to this many
+    /// differing bits.
+    pub fn bits(&self) -> usize {
+        self.padded
     }
 }
 
@@ -163,33 +162,40 @@ impl Query {
     }
 }
 
-/// Estimated similarities of rows of `codes` (each [`Coder::words`] long)
-/// to every query: for each row, the best query and its estimate, written
-/// to `best` (one per row).
-pub fn scan(coder: &Coder, queries: &[Query], codes: &[u64], best: &mut Vec<(usize, f32)>) {
-    best.clear();
+/// A row's closest query by the codes: the query's index and how many
+/// bits of their codes differ (fewer is closer).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Estimate {
+    pub query: u16,
+    pub differing: u16,
+}
+
+/// Estimates for rows of `codes` (each [`Coder::words`] long) against
+/// `queries` (the first 65,536 of them; a search has a handful): one per
+/// row.
+pub fn scan(coder: &Coder, queries: &[Query], codes: &[u64]) -> Vec<Estimate> {
     let words = coder.words();
     if words == 0 {
-        return;
+        return Vec::new();
     }
+    let mut best = Vec::with_capacity(codes.len() / words);
     Arch::new().dispatch(Scan {
-        coder,
         queries,
         codes,
         words,
-        best,
+        best: &mut best,
     });
+    best
 }
 
 /// [`scan`] as one function compiled for each instruction set, so that
 /// `count_ones` is the CPU's popcount (or a vector form of it) where it
 /// has one.
 struct Scan<'a> {
-    coder: &'a Coder,
     queries: &'a [Query],
     codes: &'a [u64],
     words: usize,
-    best: &'a mut Vec<(usize, f32)>,
+    best: &'a mut Vec<Estimate>,
 }
 
 impl WithSimd for Scan<'_> {
@@ -198,25 +204,33 @@ impl WithSimd for Scan<'_> {
     #[inline(always)]
     fn with_simd<S: Simd>(self, _simd: S) {
         let Self {
-            coder,
             queries,
             codes,
             words,
             best,
         } = self;
         for row in codes.chunks_exact(words) {
-            let mut top = (0, u32::MAX);
-            for (index, query) in queries.iter().enumerate() {
+            let mut top = Estimate {
+                query: 0,
+                differing: u16::MAX,
+            };
+            for (index, query) in (0..=u16::MAX).zip(queries) {
                 let differing: u32 = row
                     .iter()
                     .zip(&query.code)
                     .map(|(a, b)| (a ^ b).count_ones())
                     .sum();
-                if differing < top.1 {
-                    top = (index, differing);
+                // At most 64 × `words` bits: 4,096 for the longest
+                // vectors embedders give (3,072 dimensions).
+                let differing = u16::try_from(differing).unwrap_or(u16::MAX);
+                if differing < top.differing {
+                    top = Estimate {
+                        query: index,
+                        differing,
+                    };
                 }
             }
-            best.push((top.0, coder.estimate(top.1)));
+            best.push(top);
         }
     }
 }
@@ -240,9 +254,12 @@ mod tests {
         let mut codes = Vec::new();
         coder.encode(&vector, &mut codes);
         coder.encode(&opposite, &mut codes);
-        let mut best = Vec::new();
-        scan(&coder, &[query], &codes, &mut best);
-        assert_eq!(best, [(0, 1.0), (0, -1.0)]);
+        let best = scan(&coder, &[query], &codes);
+        let estimate = |differing| Estimate {
+            query: 0,
+            differing,
+        };
+        assert_eq!(best, [estimate(0), estimate(8)]);
     }
 
     #[test]
@@ -256,9 +273,14 @@ mod tests {
         let queries = [Query::new(&coder, &axis(1)), Query::new(&coder, &axis(2))];
         let mut codes = Vec::new();
         coder.encode(&axis(2), &mut codes);
-        let mut best = Vec::new();
-        scan(&coder, &queries, &codes, &mut best);
-        assert_eq!(best, [(1, 1.0)]);
+        let best = scan(&coder, &queries, &codes);
+        assert_eq!(
+            best,
+            [Estimate {
+                query: 1,
+                differing: 0
+            }]
+        );
     }
 
     proptest! {

@@ -9,14 +9,14 @@
 //! a helper that starts late (the cores are busy elsewhere) takes less or
 //! nothing, and the caller never waits for work nobody has started: a
 //! loaded server scans exactly as it would alone. Helpers see only codes
-//! and send back each chunk's approximate similarities; the caller filters
+//! and send back each chunk's estimates; the caller filters
 //! and keeps the best, so what callers pass need not cross threads.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock, mpsc};
 
 use super::Chunk;
-use super::quantized::{Coder, Query};
+use super::quantized::{Coder, Estimate, Query};
 
 /// The fewest chunks worth sharing: below it, waking a helper costs about
 /// as much as it saves.
@@ -46,25 +46,23 @@ fn cores() -> usize {
     *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, usize::from))
 }
 
-/// One chunk's approximate best query and similarity per slot.
-pub type Best = Vec<(usize, f32)>;
+/// One chunk's estimates, slot by slot.
+pub type Best = Vec<Estimate>;
 
 /// Scans `chunks` with `queries` and calls `visit` with each chunk's index
-/// and approximate similarities, in no particular order, every chunk once.
+/// and estimates, in no particular order, every chunk once.
 pub fn approximate(
     chunks: &[Arc<Chunk>],
     coder: &Arc<Coder>,
     queries: &Arc<Vec<Query>>,
-    mut visit: impl FnMut(usize, &[(usize, f32)]),
+    mut visit: impl FnMut(usize, Best),
 ) {
     let (_running, running) = Running::start();
-    let mut best = Vec::new();
     let runtime = tokio::runtime::Handle::try_current();
     let helpers = helpers_for(chunks.len(), running);
     let (Ok(runtime), true) = (runtime, helpers > 0) else {
         for (index, chunk) in chunks.iter().enumerate() {
-            chunk.approximate(coder, queries, &mut best);
-            visit(index, &best);
+            visit(index, chunk.approximate(coder, queries));
         }
         return;
     };
@@ -85,9 +83,10 @@ pub fn approximate(
                 let Some(chunk) = shared.get(index) else {
                     return;
                 };
-                let mut best = Vec::new();
-                chunk.approximate(&coder, &queries, &mut best);
-                if sender.send((index, best)).is_err() {
+                if sender
+                    .send((index, chunk.approximate(&coder, &queries)))
+                    .is_err()
+                {
                     return;
                 }
             }
@@ -103,8 +102,7 @@ pub fn approximate(
         let Some(chunk) = chunks.get(index) else {
             break;
         };
-        chunk.approximate(coder, queries, &mut best);
-        visit(index, &best);
+        visit(index, chunk.approximate(coder, queries));
         seen[index] = true;
         left -= 1;
     }
@@ -113,15 +111,14 @@ pub fn approximate(
         let Ok((index, best)) = results.recv() else {
             break;
         };
-        visit(index, &best);
+        visit(index, best);
         seen[index] = true;
         left -= 1;
     }
     // A helper that died mid-chunk: its chunks are scanned here.
     for (index, chunk) in chunks.iter().enumerate() {
         if !seen[index] {
-            chunk.approximate(coder, queries, &mut best);
-            visit(index, &best);
+            visit(index, chunk.approximate(coder, queries));
         }
     }
 }
