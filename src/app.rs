@@ -69,18 +69,19 @@ impl App {
     /// picks a free port) and starts building the index; the service is
     /// ready once that build is done.
     pub async fn build(config: Config) -> Result<Self, Error> {
-        let (store, embedder, cache, access, queue) = {
+        let (store, fingerprints, embedder, cache, access, queue) = {
             let data_dir = config.data_dir.clone();
             let embedding = config.embedding.clone();
             let queue_limits = queue::Limits::from_config(&config);
             blocking::run(move || -> Result<_, Error> {
-                let store = Store::open(&data_dir)?;
+                let (store, fingerprints) = Store::open(&data_dir)?;
                 let queue = Arc::new(Queue::open(&data_dir.join("queue"), queue_limits)?);
                 let embedder = Embedder::from_config(&embedding)?;
                 let cache_dir = data_dir.join(".cache");
                 let cache = embedder.open_cache(&cache_dir);
                 Ok((
                     store,
+                    fingerprints,
                     embedder,
                     cache,
                     AccessCounts::load(&cache_dir),
@@ -126,7 +127,7 @@ impl App {
         );
         let mut background = vec![indexer];
         if config.store.watch {
-            match store::watch::spawn(&store, config.store.debounce(), stop.clone()) {
+            match store::watch::spawn(&store, fingerprints, config.store.debounce(), stop.clone()) {
                 Ok(watcher) => background.push(watcher),
                 // Serving without live sync beats not serving: `/stats`
                 // says the directory is not watched.

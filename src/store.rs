@@ -18,6 +18,8 @@ pub mod markdown;
 mod sync;
 pub mod watch;
 
+pub use load::{Fingerprint, Fingerprints};
+
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io;
 use std::path::{Path, PathBuf};
@@ -480,8 +482,9 @@ pub fn may_relate(one: &Namespace, other: &Namespace) -> bool {
 impl Store {
     /// Loads every namespace under `root`, skipping (and counting) files
     /// that do not parse. Blocking: call it before serving, or on a blocking
-    /// thread.
-    pub fn open(root: &Path) -> Result<Self, Error> {
+    /// thread. Returns the store with the fingerprint of every file it
+    /// loaded, for the live sync to start from ([`watch::spawn`]).
+    pub fn open(root: &Path) -> Result<(Self, Fingerprints), Error> {
         let loaded = load::load(root)?;
         let mut view = View::default();
         for memory in loaded.memories {
@@ -504,7 +507,7 @@ impl Store {
         let changes = ChangeLog::default();
         // Everything loaded is new to the index.
         changes.record(view.by_id.keys().copied());
-        Ok(Self {
+        let store = Self {
             inner: Arc::new(Inner {
                 root: root.to_owned(),
                 view: RwLock::new(view),
@@ -513,7 +516,8 @@ impl Store {
                 sync: SyncStats::default(),
                 changes,
             }),
-        })
+        };
+        Ok((store, loaded.fingerprints))
     }
 
     /// The changes whose vectors are not in yet, oldest first.

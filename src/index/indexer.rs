@@ -656,7 +656,7 @@ mod tests {
             runtime.block_on(async {
                 let dir = tempfile::tempdir().unwrap();
                 let mut run = Run {
-                    store: Store::open(dir.path()).unwrap(),
+                    store: Store::open(dir.path()).unwrap().0,
                     index: Index::new(2),
                     gathering: Gathering::default(),
                     in_flight: None,

@@ -16,6 +16,7 @@
 use std::collections::HashMap;
 use std::fs::{self, FileType};
 use std::io;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use crate::memory::{Memory, MemoryId, Namespace, Scope};
@@ -36,7 +37,34 @@ pub fn id_in_use(id: MemoryId) -> String {
 pub struct Loaded {
     pub memories: Vec<Memory>,
     pub skipped: Vec<SkippedFile>,
+    /// Of each memory file loaded, taken before it was read.
+    pub fingerprints: Fingerprints,
 }
+
+/// What an entry looked like when it was last read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Fingerprint {
+    inode: u64,
+    len: u64,
+    modified: (i64, i64),
+    changed: (i64, i64),
+}
+
+impl Fingerprint {
+    /// `None` when the entry is gone.
+    pub fn of(path: &Path) -> Option<Self> {
+        let metadata = fs::symlink_metadata(path).ok()?;
+        Some(Self {
+            inode: metadata.ino(),
+            len: metadata.len(),
+            modified: (metadata.mtime(), metadata.mtime_nsec()),
+            changed: (metadata.ctime(), metadata.ctime_nsec()),
+        })
+    }
+}
+
+/// Fingerprints by path relative to the data directory.
+pub type Fingerprints = HashMap<String, Fingerprint>;
 
 /// Loads every namespace under `root`.
 pub fn load(root: &Path) -> Result<Loaded, Error> {
@@ -250,6 +278,9 @@ impl Loader {
                 }
                 continue;
             }
+            // Before the read: a change made after it shows as a new
+            // fingerprint, and the live sync reads the file again.
+            let fingerprint = Fingerprint::of(&entry.path);
             let reason = match read_entry(&entry, namespace) {
                 None => continue,
                 Some(Found::Unusable { reason, .. }) => reason,
@@ -259,6 +290,9 @@ impl Loader {
                 Some(Found::Memory(memory)) => {
                     self.owners.insert(memory.id, memory.namespace.clone());
                     self.loaded.memories.push(memory);
+                    if let Some(fingerprint) = fingerprint {
+                        self.loaded.fingerprints.insert(path, fingerprint);
+                    }
                     continue;
                 }
             };

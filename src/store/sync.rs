@@ -28,13 +28,12 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::fs;
-use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use crate::memory::{Memory, MemoryId, Namespace, Scope};
-use crate::store::load::{self, Found};
+use crate::store::load::{self, Fingerprint, Fingerprints, Found};
 use crate::store::{Reports, SkippedFile, Store, confine, file_name};
 
 /// What a pass looks at.
@@ -109,28 +108,6 @@ impl Targets {
     }
 }
 
-/// What an entry looked like when it was last read.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Fingerprint {
-    inode: u64,
-    len: u64,
-    modified: (i64, i64),
-    changed: (i64, i64),
-}
-
-impl Fingerprint {
-    /// `None` when the entry is gone.
-    fn of(path: &Path) -> Option<Self> {
-        let metadata = fs::symlink_metadata(path).ok()?;
-        Some(Self {
-            inode: metadata.ino(),
-            len: metadata.len(),
-            modified: (metadata.mtime(), metadata.mtime_nsec()),
-            changed: (metadata.ctime(), metadata.ctime_nsec()),
-        })
-    }
-}
-
 /// The differences a pass found, applied at its end.
 #[derive(Default)]
 struct Plan {
@@ -147,7 +124,7 @@ struct Plan {
 pub struct Reconciler {
     store: Store,
     /// By path relative to the data directory.
-    fingerprints: HashMap<String, Fingerprint>,
+    fingerprints: Fingerprints,
     /// Files refused because another namespace's file held their id: when
     /// that memory goes (a move done as copy, then delete, as a checkout
     /// may do it), they are read again in the same pass.
@@ -155,10 +132,13 @@ pub struct Reconciler {
 }
 
 impl Reconciler {
-    pub fn new(store: Store) -> Self {
+    /// A reconciler that takes the files of `fingerprints` (those the
+    /// store was loaded from) as read: its first pass only reads what
+    /// changed since.
+    pub fn new(store: Store, fingerprints: Fingerprints) -> Self {
         Self {
             store,
-            fingerprints: HashMap::new(),
+            fingerprints,
             clashes: HashMap::new(),
         }
     }

@@ -26,7 +26,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::blocking;
 use crate::store::sync::{Reconciler, Targets};
-use crate::store::{Error, Store, atomic};
+use crate::store::{Error, Fingerprints, Store, atomic};
 
 /// The longest a stream of events defers a pass.
 pub const MAX_DELAY: Duration = Duration::from_secs(1);
@@ -80,9 +80,11 @@ impl Inbox {
 /// Starts watching the store's data directory (creating `repos/` and
 /// `users/` when absent) and the task that takes changes in, which runs
 /// until `stop` is cancelled. Passes wait for events to be quiet for
-/// `debounce`.
+/// `debounce`. The files of `fingerprints` are not read again unless they
+/// changed (see [`Store::open`]).
 pub fn spawn(
     store: &Store,
+    fingerprints: Fingerprints,
     debounce: Duration,
     stop: CancellationToken,
 ) -> Result<JoinHandle<()>, Error> {
@@ -113,7 +115,7 @@ pub fn spawn(
     inbox.wake.notify_one();
     let task = WatchTask {
         store: store.clone(),
-        reconciler: Reconciler::new(store.clone()),
+        reconciler: Reconciler::new(store.clone(), fingerprints),
         inbox,
         debounce,
         _watcher: watcher,

@@ -178,6 +178,8 @@ pub enum EmbedderChoice {
 }
 
 fn main() -> ExitCode {
+    // As the service's own `main` does: what is measured is what ships.
+    engram::allocator::limit_arenas();
     let args = Args::parse();
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
