@@ -52,7 +52,7 @@ const CHUNK_CAPACITY: usize = 1024;
 
 /// The fewest and the most candidates of the one-bit scan rescored.
 const MIN_POOL: usize = 256;
-const MAX_POOL: usize = 1024;
+const MAX_POOL: usize = 512;
 
 /// How many candidates of the one-bit scan are rescored with the stored
 /// vectors, for a search of `limit` over `rows` entries: the codes'

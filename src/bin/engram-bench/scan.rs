@@ -21,7 +21,7 @@ const RECALL_AT: usize = 10;
 const QUERIES: usize = 200;
 /// Pools of the one-bit scan's best estimates to rescore, for recall
 /// against pool size (the search's own pool is 1 % of the rows, between
-/// 256 and 1,024, at least [`LIMIT`] × 4).
+/// 256 and 512, at least [`LIMIT`] × 4).
 const POOLS: [usize; 4] = [128, 256, 512, 2048];
 /// Passes over the streamed buffer.
 const STREAM_PASSES: usize = 20;
