@@ -1,7 +1,9 @@
-//! Running CPU-bound or blocking work off the async workers, by one rule.
+//! Running work apart from the task that awaits it, by one rule:
+//! CPU-bound or blocking work on the blocking pool ([`run`]), and async
+//! work that must finish even if its caller is dropped ([`run_to_end`]).
 //!
-//! [`run`] is the only way the crate awaits `spawn_blocking`. A blocking
-//! task that panics is a bug, so its panic is resumed on the awaiting task,
+//! [`run`] is the only way the crate awaits `spawn_blocking`. Work that
+//! panics is a bug, so its panic is resumed on the awaiting task,
 //! as if the work had run in place: a request's `CatchPanicLayer` answers
 //! a 500 problem and logs it once, and a long-lived task's `JoinHandle`
 //! reports it. A panic never becomes an error value, an empty result or a
@@ -19,9 +21,25 @@ pub async fn run<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -
     }
 }
 
+/// Runs `work` on its own task and returns its value; a panic in it is
+/// resumed here. Dropping the returned future (a client that hangs up, a
+/// timeout) does not stop `work`: for steps that must not be cut short
+/// half-way, such as a durable write and the bookkeeping after it.
+pub async fn run_to_end<T: Send + 'static>(work: impl Future<Output = T> + Send + 'static) -> T {
+    match tokio::spawn(work).await {
+        Ok(value) => value,
+        Err(err) if err.is_panic() => std::panic::resume_unwind(err.into_panic()),
+        Err(err) => panic!("a task run to its end was cancelled: {err}"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::run;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::Duration;
+
+    use super::{run, run_to_end};
 
     #[tokio::test]
     async fn returns_the_value() {
@@ -36,5 +54,27 @@ mod tests {
             .expect_err("the panic reaches the awaiting task");
         let payload = err.into_panic();
         assert_eq!(payload.downcast_ref::<&str>(), Some(&"boom in the pool"));
+    }
+
+    #[tokio::test]
+    async fn work_run_to_its_end_outlives_a_dropped_caller() {
+        let (started, finished) = (
+            Arc::new(tokio::sync::Notify::new()),
+            Arc::new(AtomicBool::new(false)),
+        );
+        let (start, finish) = (started.clone(), finished.clone());
+        let caller = tokio::spawn(run_to_end(async move {
+            start.notify_one();
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            finish.store(true, Ordering::SeqCst);
+        }));
+        started.notified().await;
+        caller.abort();
+        assert!(caller.await.unwrap_err().is_cancelled());
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert!(
+            finished.load(Ordering::SeqCst),
+            "the work went on without its caller"
+        );
     }
 }

@@ -129,8 +129,14 @@ impl Capture {
     /// Stores `trigger` durably (or drops it, by the queue's rules) and
     /// wakes the worker.
     pub async fn enqueue(&self, trigger: Trigger) -> Result<EnqueueStatus, queue::Error> {
-        let queue = self.queue.clone();
-        let enqueued = blocking::run(move || queue.enqueue(trigger)).await;
+        // On its own task: a client that hangs up mid-accept must not stop
+        // it between the log's sync and the queue's bookkeeping.
+        let capture = self.clone();
+        blocking::run_to_end(async move { capture.store(trigger).await }).await
+    }
+
+    async fn store(&self, trigger: Trigger) -> Result<EnqueueStatus, queue::Error> {
+        let enqueued = self.queue.enqueue(trigger).await;
         let refusals = match &enqueued {
             Err(queue::Error::OverBudget { .. } | queue::Error::TooLarge { .. }) => {
                 Some(&self.stats.refused_over_budget)

@@ -29,7 +29,7 @@ use std::io::{self, Read};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
 use chrono::{DateTime, Utc};
@@ -201,7 +201,7 @@ pub struct Queue {
     state: Mutex<State>,
     /// Where accepts are made durable together (group commit), outside
     /// `state`'s lock.
-    log: Log,
+    log: Arc<Log>,
     /// Symbolic links found in place of a trigger file or of `failed/`.
     skipped_symlinks: AtomicU64,
 }
@@ -323,7 +323,7 @@ impl Queue {
             dir: dir.to_owned(),
             limits,
             state: Mutex::new(State::default()),
-            log,
+            log: Arc::new(log),
             skipped_symlinks: AtomicU64::new(0),
         };
         match queue.failed_dir_state() {
@@ -419,21 +419,28 @@ impl Queue {
     }
 
     /// Stores `trigger` (or not) by the coalescing, capacity and budget
-    /// rules, and returns once it is durable. Blocking (it writes and
-    /// syncs): call it from a blocking thread.
+    /// rules, and returns once it is durable.
     ///
     /// Group commit: the decision is taken under the lock, the trigger is
     /// appended to the log outside it, the accepts that arrive together
-    /// share one write and one sync, and only then does the trigger become
-    /// visible to the worker and replace an older turn of its session.
-    pub fn enqueue(&self, trigger: Trigger) -> Result<EnqueueStatus, Error> {
+    /// share one write and one sync (run on the blocking pool by the first
+    /// of them; the others wait without a thread), and only then does the
+    /// trigger become visible to the worker and replace an older turn of
+    /// its session.
+    pub async fn enqueue(&self, trigger: Trigger) -> Result<EnqueueStatus, Error> {
         let json = to_json(&trigger);
         let Some(accepted) = self.reserve(&trigger, json.len() as u64)? else {
             return Ok(EnqueueStatus::Dropped);
         };
-        let stored = disk::ensure_free_space(&self.dir, self.limits.min_free_disk_bytes)
-            .map_err(Error::from)
-            .and_then(|()| self.append(trigger.id, &json));
+        // One `statvfs`: quick enough for an async worker.
+        let stored = match disk::ensure_free_space(&self.dir, self.limits.min_free_disk_bytes) {
+            Ok(()) => self
+                .log
+                .append_durably(trigger.id, &json)
+                .await
+                .map_err(|source| self.write_error(source)),
+            Err(err) => Err(Error::from(err)),
+        };
         let mut state = self.lock();
         state.pending.remove(&trigger.id);
         if let Err(err) = stored {
@@ -518,10 +525,16 @@ impl Queue {
 
     /// Appends the trigger's JSON to the log and waits until it is durable.
     fn append(&self, id: Uuid, json: &[u8]) -> Result<(), Error> {
-        self.log.append(id, json).map_err(|source| Error::Write {
+        self.log
+            .append(id, json)
+            .map_err(|source| self.write_error(source))
+    }
+
+    fn write_error(&self, source: io::Error) -> Error {
+        Error::Write {
             path: self.dir.clone(),
             source,
-        })
+        }
     }
 
     /// Forgets a trigger another one stands in for, without waiting for a
@@ -932,6 +945,14 @@ mod tests {
         }
     }
 
+    /// Accepts `trigger` from a thread, as a request's task would.
+    fn enqueue(queue: &Queue, trigger: Trigger) -> Result<EnqueueStatus, Error> {
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(queue.enqueue(trigger))
+    }
+
     fn limits(capacity: usize) -> Limits {
         Limits {
             capacity,
@@ -959,7 +980,7 @@ mod tests {
         let queue = std::sync::Arc::new(Queue::open(dir.path(), limits(64)).unwrap());
         let accept = |trigger: Trigger| {
             let queue = queue.clone();
-            std::thread::spawn(move || (trigger.id, queue.enqueue(trigger).unwrap()))
+            std::thread::spawn(move || (trigger.id, enqueue(&queue, trigger).unwrap()))
         };
         let compactions: Vec<_> = (0..16)
             .map(|n| accept(trigger(Kind::Compaction, &format!("c{n}"), "forge")))
@@ -997,29 +1018,29 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let queue = Queue::open(dir.path(), limits(2)).unwrap();
         let first = trigger(Kind::Turn, "s1", "r");
-        assert_eq!(queue.enqueue(first).unwrap(), EnqueueStatus::Queued);
+        assert_eq!(enqueue(&queue, first).unwrap(), EnqueueStatus::Queued);
         let newer = trigger(Kind::Turn, "s1", "r");
         assert_eq!(
-            queue.enqueue(newer.clone()).unwrap(),
+            enqueue(&queue, newer.clone()).unwrap(),
             EnqueueStatus::Coalesced
         );
         assert_eq!(queue.depth(), 1);
         assert_eq!(
-            queue.enqueue(trigger(Kind::Turn, "s2", "r")).unwrap(),
+            enqueue(&queue, trigger(Kind::Turn, "s2", "r")).unwrap(),
             EnqueueStatus::Queued
         );
         assert_eq!(
-            queue.enqueue(trigger(Kind::Turn, "s3", "r")).unwrap(),
+            enqueue(&queue, trigger(Kind::Turn, "s3", "r")).unwrap(),
             EnqueueStatus::Dropped
         );
         assert_eq!(
-            queue.enqueue(trigger(Kind::Turn, "s1", "r")).unwrap(),
+            enqueue(&queue, trigger(Kind::Turn, "s1", "r")).unwrap(),
             EnqueueStatus::Coalesced,
             "a full queue still takes a turn that replaces one"
         );
         for _ in 0..3 {
             assert_eq!(
-                queue.enqueue(trigger(Kind::Compaction, "s9", "r")).unwrap(),
+                enqueue(&queue, trigger(Kind::Compaction, "s9", "r")).unwrap(),
                 EnqueueStatus::Queued
             );
         }
@@ -1034,7 +1055,7 @@ mod tests {
         let a2 = trigger(Kind::Compaction, "s2", "a");
         let b1 = trigger(Kind::Compaction, "s3", "b");
         for t in [&a1, &a2, &b1] {
-            queue.enqueue(t.clone()).unwrap();
+            enqueue(&queue, t.clone()).unwrap();
         }
         let first = queue.take_next().unwrap();
         assert_eq!(first.id, a1.id);
@@ -1064,9 +1085,9 @@ mod tests {
         let queue = Queue::open(dir.path(), limits).unwrap();
         let big = |session| with_text(trigger(Kind::Compaction, session, "r"), 1_000);
         for _ in 0..2 {
-            assert_eq!(queue.enqueue(big("s1")).unwrap(), EnqueueStatus::Queued);
+            assert_eq!(enqueue(&queue, big("s1")).unwrap(), EnqueueStatus::Queued);
         }
-        let refused = queue.enqueue(big("s1")).unwrap_err();
+        let refused = enqueue(&queue, big("s1")).unwrap_err();
         assert!(
             matches!(
                 refused,
@@ -1077,9 +1098,9 @@ mod tests {
             ),
             "{refused}"
         );
-        assert_eq!(queue.enqueue(big("s2")).unwrap(), EnqueueStatus::Queued);
-        assert_eq!(queue.enqueue(big("s3")).unwrap(), EnqueueStatus::Queued);
-        let refused = queue.enqueue(big("s4")).unwrap_err();
+        assert_eq!(enqueue(&queue, big("s2")).unwrap(), EnqueueStatus::Queued);
+        assert_eq!(enqueue(&queue, big("s3")).unwrap(), EnqueueStatus::Queued);
+        let refused = enqueue(&queue, big("s4")).unwrap_err();
         assert!(
             matches!(
                 refused,
@@ -1099,13 +1120,14 @@ mod tests {
 
         let done = queue.take_next().unwrap();
         queue.finish(&done);
-        assert_eq!(queue.enqueue(big("s4")).unwrap(), EnqueueStatus::Queued);
+        assert_eq!(enqueue(&queue, big("s4")).unwrap(), EnqueueStatus::Queued);
         let alone = with_text(trigger(Kind::Compaction, "s5", "r"), 4_000);
-        assert!(matches!(queue.enqueue(alone), Err(Error::TooLarge { .. })));
+        assert!(matches!(
+            enqueue(&queue, alone),
+            Err(Error::TooLarge { .. })
+        ));
         assert_eq!(
-            queue
-                .enqueue(with_text(trigger(Kind::Turn, "s6", "r"), 1_000))
-                .unwrap(),
+            enqueue(&queue, with_text(trigger(Kind::Turn, "s6", "r"), 1_000)).unwrap(),
             EnqueueStatus::Queued,
             "turns keep their own rule"
         );
@@ -1120,7 +1142,7 @@ mod tests {
         };
         let queue = Queue::open(dir.path(), limits).unwrap();
         for kind in [Kind::Turn, Kind::Compaction] {
-            let refused = queue.enqueue(trigger(kind, "s1", "r")).unwrap_err();
+            let refused = enqueue(&queue, trigger(kind, "s1", "r")).unwrap_err();
             assert!(matches!(refused, Error::LowSpace(_)), "{refused}");
         }
         assert_eq!((files(dir.path()), queue.depth()), (0, 0));
@@ -1150,7 +1172,7 @@ mod tests {
         assert_eq!(fs::read(&target).unwrap(), serialize(&planted));
 
         let failing = trigger(Kind::Compaction, "s2", "r");
-        queue.enqueue(failing.clone()).unwrap();
+        enqueue(&queue, failing.clone()).unwrap();
         let taken = queue.take_next().unwrap();
         queue.fail(taken, "boom".into());
         assert_eq!(
@@ -1174,7 +1196,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let queue = Queue::open(dir.path(), limits(10)).unwrap();
         let queued = trigger(Kind::Compaction, "s1", "r");
-        queue.enqueue(queued.clone()).unwrap();
+        enqueue(&queue, queued.clone()).unwrap();
         for _ in 0..2 {
             let taken = queue.take_next().unwrap();
             queue.retry_later(taken, "timeout".into(), Instant::now());
@@ -1194,7 +1216,7 @@ mod tests {
         let failing = trigger(Kind::Turn, "s1", "forge");
         let hidden = trigger(Kind::Turn, "s2", "secret");
         for queued in [&failing, &hidden] {
-            queue.enqueue(queued.clone()).unwrap();
+            enqueue(&queue, queued.clone()).unwrap();
             let taken = queue.take_next().unwrap();
             queue.fail(taken, "classifier said 503".into());
         }
@@ -1245,9 +1267,9 @@ mod tests {
         let kept = trigger(Kind::Turn, "s1", "r");
         {
             let queue = Queue::open(dir.path(), limits(10)).unwrap();
-            queue.enqueue(kept.clone()).unwrap();
+            enqueue(&queue, kept.clone()).unwrap();
             let done = trigger(Kind::Turn, "s2", "other");
-            queue.enqueue(done).unwrap();
+            enqueue(&queue, done).unwrap();
             let taken = queue.take_next().unwrap();
             assert_eq!(taken.id, kept.id);
             let other = queue.take_next().unwrap();
@@ -1271,7 +1293,7 @@ mod tests {
             std::sync::Arc::new(|_: &File| Err(io::Error::other("injected sync failure")));
         let queue = Queue::open_with(dir.path(), limits(10), failing).unwrap();
         for kind in [Kind::Turn, Kind::Compaction] {
-            let refused = queue.enqueue(trigger(kind, "s1", "r")).unwrap_err();
+            let refused = enqueue(&queue, trigger(kind, "s1", "r")).unwrap_err();
             assert!(matches!(refused, Error::Write { .. }), "{refused}");
         }
         assert_eq!((queue.depth(), queue.bytes()), (0, 0));
@@ -1284,11 +1306,9 @@ mod tests {
         let kept = trigger(Kind::Compaction, "s1", "a");
         {
             let queue = Queue::open(dir.path(), limits(10)).unwrap();
-            queue.enqueue(kept.clone()).unwrap();
+            enqueue(&queue, kept.clone()).unwrap();
             for n in 0..3 {
-                queue
-                    .enqueue(trigger(Kind::Compaction, &format!("d{n}"), "b"))
-                    .unwrap();
+                enqueue(&queue, trigger(Kind::Compaction, &format!("d{n}"), "b")).unwrap();
             }
             let retried = queue.take_next().unwrap();
             assert_eq!(retried.id, kept.id);
@@ -1315,8 +1335,8 @@ mod tests {
         let moved = trigger(Kind::Compaction, "s1", "a");
         {
             let queue = Queue::open(dir.path(), limits(10)).unwrap();
-            queue.enqueue(retried.clone()).unwrap();
-            queue.enqueue(moved.clone()).unwrap();
+            enqueue(&queue, retried.clone()).unwrap();
+            enqueue(&queue, moved.clone()).unwrap();
             let taken = queue.take_next().unwrap();
             assert_eq!(taken.id, retried.id);
             queue.retry_later(taken, "timeout".into(), Instant::now());

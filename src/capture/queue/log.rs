@@ -32,9 +32,11 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
 
+use tokio::sync::Notify;
 use uuid::Uuid;
 
 use super::{Trigger, file_name, read_no_follow, serialize};
+use crate::blocking;
 use crate::store::atomic;
 
 const SEGMENT_BYTES: u64 = 4 << 20;
@@ -89,11 +91,45 @@ struct Round {
     bytes: Vec<u8>,
     accepted: Vec<Uuid>,
     gone: Vec<Uuid>,
-    outcome: Arc<OnceLock<Outcome>>,
+    /// A caller waits for it (only "gone" records left by
+    /// [`Log::forget_later`] or by a failed round do not).
+    waited: bool,
+    done: Arc<Done>,
 }
 
 /// A round's result, shared by its callers (`io::Error` is not `Clone`).
 type Outcome = Result<(), (io::ErrorKind, String)>;
+
+/// A round's result once its leader has it: threads wait for it on the
+/// log's `round_done`, tasks on `notify`.
+#[derive(Default)]
+struct Done {
+    outcome: OnceLock<Outcome>,
+    notify: Notify,
+}
+
+impl Done {
+    /// Waits, without holding a thread, for the round's outcome.
+    async fn outcome(&self) -> io::Result<()> {
+        loop {
+            let notified = self.notify.notified();
+            tokio::pin!(notified);
+            // Registered before the check, so a leader that sets the
+            // outcome after it still wakes this task.
+            notified.as_mut().enable();
+            if let Some(outcome) = self.outcome.get() {
+                return as_result(outcome);
+            }
+            notified.await;
+        }
+    }
+}
+
+fn as_result(outcome: &Outcome) -> io::Result<()> {
+    outcome
+        .clone()
+        .map_err(|(kind, message)| io::Error::new(kind, message))
+}
 
 enum Record {
     Accepted(Trigger, u64),
@@ -154,8 +190,33 @@ impl Log {
         let mut writer = self.lock();
         push_record(&mut writer.open.bytes, ACCEPTED, json);
         writer.open.accepted.push(id);
-        let outcome = writer.open.outcome.clone();
-        self.wait(writer, &outcome)
+        writer.open.waited = true;
+        let done = writer.open.done.clone();
+        self.wait(writer, &done)
+    }
+
+    /// [`Self::append`] for a task, which holds no thread while it waits:
+    /// the record joins the open round at once; when no round is being
+    /// written, this task leads (the writes and syncs run on the blocking
+    /// pool, one hand-off for the whole round), and otherwise the round's
+    /// leader wakes it.
+    pub async fn append_durably(self: &Arc<Self>, id: Uuid, json: &[u8]) -> io::Result<()> {
+        let (done, leads) = {
+            let mut writer = self.lock();
+            push_record(&mut writer.open.bytes, ACCEPTED, json);
+            writer.open.accepted.push(id);
+            writer.open.waited = true;
+            // Claimed here, under the lock, so no thread starts this round
+            // before the blocking pool does.
+            let leads = !writer.writing;
+            writer.writing = true;
+            (writer.open.done.clone(), leads)
+        };
+        if leads {
+            let log = self.clone();
+            blocking::run(move || log.lead_claimed()).await;
+        }
+        done.outcome().await
     }
 
     /// Records that the trigger `id` is gone and returns once that is
@@ -166,8 +227,9 @@ impl Log {
             return Ok(());
         }
         push_gone(&mut writer.open, id);
-        let outcome = writer.open.outcome.clone();
-        self.wait(writer, &outcome)
+        writer.open.waited = true;
+        let done = writer.open.done.clone();
+        self.wait(writer, &done)
     }
 
     /// Records that the trigger `id` is gone with the next round, without
@@ -191,21 +253,15 @@ impl Log {
         self.lock().segments.len()
     }
 
-    fn wait<'a>(
-        &'a self,
-        mut writer: MutexGuard<'a, Writer>,
-        outcome: &OnceLock<Outcome>,
-    ) -> io::Result<()> {
+    fn wait<'a>(&'a self, mut writer: MutexGuard<'a, Writer>, done: &Done) -> io::Result<()> {
         let mut led = false;
         loop {
-            if let Some(done) = outcome.get() {
+            if let Some(outcome) = done.outcome.get() {
                 drop(writer);
-                if led && let Err(err) = self.upkeep() {
-                    tracing::warn!(error = %err, "could not tidy the queue's log segments");
+                if led {
+                    self.tidy();
                 }
-                return done
-                    .clone()
-                    .map_err(|(kind, message)| io::Error::new(kind, message));
+                return as_result(outcome);
             }
             if writer.writing {
                 writer = self
@@ -213,16 +269,42 @@ impl Log {
                     .wait(writer)
                     .unwrap_or_else(PoisonError::into_inner);
             } else {
-                writer = self.lead(writer);
+                writer.writing = true;
+                writer = self.write_open_round(writer);
+                writer.writing = false;
                 led = true;
             }
         }
     }
 
-    /// Writes and syncs the open round, outside the lock.
-    fn lead<'a>(&'a self, mut writer: MutexGuard<'a, Writer>) -> MutexGuard<'a, Writer> {
+    /// Writes the open rounds one after another while a caller waits for
+    /// one, for a task that claimed the writing ([`Self::append_durably`]);
+    /// then gives the claim up. Blocking.
+    fn lead_claimed(&self) {
+        let mut writer = self.lock();
+        while writer.open.waited {
+            writer = self.write_open_round(writer);
+        }
+        writer.writing = false;
+        // A thread that gathered into a round meanwhile may lead now.
+        self.round_done.notify_all();
+        drop(writer);
+        self.tidy();
+    }
+
+    fn tidy(&self) {
+        if let Err(err) = self.upkeep() {
+            tracing::warn!(error = %err, "could not tidy the queue's log segments");
+        }
+    }
+
+    /// Writes and syncs the open round outside the lock, for a caller that
+    /// has claimed the writing (`writing` is set), and wakes its callers.
+    fn write_open_round<'a>(
+        &'a self,
+        mut writer: MutexGuard<'a, Writer>,
+    ) -> MutexGuard<'a, Writer> {
         let round = std::mem::take(&mut writer.open);
-        writer.writing = true;
         let target = match &writer.active {
             Some(active) if active.bytes < self.segment_bytes => {
                 Target::Append(active.sequence, active.file.clone())
@@ -240,7 +322,6 @@ impl Log {
         let written = self.write_round(target, &round.bytes);
         self.syncs.fetch_add(1, Ordering::Relaxed);
         let mut writer = self.lock();
-        writer.writing = false;
         if let Some(sequence) = new_sequence {
             // Listed even if creating it failed half-way, so it is deleted
             // with the rest.
@@ -282,7 +363,8 @@ impl Log {
                 Err((err.kind(), err.to_string()))
             }
         };
-        let _ = round.outcome.set(outcome);
+        let _ = round.done.outcome.set(outcome);
+        round.done.notify.notify_waiters();
         self.round_done.notify_all();
         writer
     }
@@ -622,14 +704,20 @@ mod tests {
         }
     }
 
+    /// Threads ([`Log::append`]) and tasks ([`Log::append_durably`])
+    /// append together, so rounds led by either gather both.
     #[test]
     fn no_append_is_acknowledged_before_a_sync_after_it_succeeded() {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(4)
+            .build()
+            .unwrap();
         for crash_at in [1, 2, 3, 5] {
             let dir = tempfile::tempdir().unwrap();
             let disk = Arc::new(Disk::default());
             let (log, _) = Log::open(dir.path(), disk.hook(crash_at)).unwrap();
             let log = Arc::new(log);
-            let clients: Vec<_> = (0..32)
+            let threads: Vec<_> = (0..16)
                 .map(|_| {
                     let log = log.clone();
                     std::thread::spawn(move || {
@@ -642,10 +730,29 @@ mod tests {
                     })
                 })
                 .collect();
-            let acknowledged: HashSet<Uuid> = clients
+            let tasks: Vec<_> = (0..16)
+                .map(|_| {
+                    let log = log.clone();
+                    runtime.spawn(async move {
+                        let mut acknowledged = Vec::new();
+                        for _ in 0..8 {
+                            let trigger = trigger(200);
+                            let json = serde_json::to_vec(&trigger).unwrap();
+                            if log.append_durably(trigger.id, &json).await.is_ok() {
+                                acknowledged.push(trigger.id);
+                            }
+                        }
+                        acknowledged
+                    })
+                })
+                .collect();
+            let mut acknowledged: HashSet<Uuid> = threads
                 .into_iter()
                 .flat_map(|client| client.join().unwrap())
                 .collect();
+            for task in tasks {
+                acknowledged.extend(runtime.block_on(task).unwrap());
+            }
             assert!(
                 !disk.crashed.load(Ordering::SeqCst) || acknowledged.len() < 32 * 8,
                 "the crash refused the appends after it"
