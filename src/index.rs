@@ -685,16 +685,10 @@ impl Snapshot {
             .collect();
         let query_weight: f32 = idfs.iter().map(|(_, idf)| idf).sum();
         let mut best = TopK::new(limit);
-        let mut scores = Vec::new();
-        let mut matched = Vec::new();
-        let mut matched_terms = Vec::new();
+        let mut accumulated = Vec::new();
         for (index, (chunk, _)) in chunks.iter().enumerate() {
-            scores.clear();
-            scores.resize(chunk.ids.len(), 0.0f32);
-            matched.clear();
-            matched.resize(chunk.ids.len(), 0.0f32);
-            matched_terms.clear();
-            matched_terms.resize(chunk.ids.len(), 0u32);
+            accumulated.clear();
+            accumulated.resize(chunk.ids.len(), Accumulated::default());
             for (term, idf) in &idfs {
                 for &(slot, frequency) in chunk
                     .postings
@@ -703,30 +697,35 @@ impl Snapshot {
                     .unwrap_or_default()
                 {
                     let slot = usize::from(slot);
-                    scores[slot] += lexical::weight(
+                    let entry = &mut accumulated[slot];
+                    entry.score += lexical::weight(
                         *idf,
                         frequency.into(),
                         chunk.lengths[slot],
                         average_length,
                     );
-                    matched[slot] += idf;
-                    matched_terms[slot] += 1;
+                    entry.matched_idf += idf;
+                    entry.matched_terms += 1;
                 }
             }
-            for (slot, &score) in scores.iter().enumerate() {
-                if score <= 0.0 || !best.may_admit(score) {
+            // Most entries fall below the floor once `best` is full: one
+            // comparison with a local copy of it rejects them.
+            let mut floor = best.floor();
+            for (slot, entry) in accumulated.iter().enumerate() {
+                if entry.score <= 0.0 || entry.score < floor {
                     continue;
                 }
                 let id = chunk.ids[slot];
-                if best.admits(score, id) && accept(id, chunk.categories[slot]) {
+                if best.admits(entry.score, id) && accept(id, chunk.categories[slot]) {
                     best.push(Scoring {
                         id,
-                        score,
+                        score: entry.score,
                         chunk: index,
                         slot,
-                        matched_idf: matched[slot],
-                        matched_terms: matched_terms[slot],
+                        matched_idf: entry.matched_idf,
+                        matched_terms: entry.matched_terms,
                     });
+                    floor = best.floor();
                 }
             }
         }
@@ -755,6 +754,15 @@ impl Snapshot {
             })
             .collect()
     }
+}
+
+/// What one chunk entry's matching terms add up to, while the postings of
+/// a lexical search are summed (side by side, so an entry is one access).
+#[derive(Clone, Copy, Default)]
+struct Accumulated {
+    score: f32,
+    matched_idf: f32,
+    matched_terms: u32,
 }
 
 /// A lexical match while the search runs: its score, and where it lives.
@@ -1070,14 +1078,14 @@ impl<T: Scored> TopK<T> {
             })
     }
 
-    /// Whether an item with this similarity could enter, whatever its id:
-    /// lets a caller skip fetching the id of most items.
-    fn may_admit(&self, similarity: f32) -> bool {
-        self.heap.len() < self.limit
-            || self
-                .heap
-                .peek()
-                .is_some_and(|worst| similarity >= worst.0.similarity())
+    /// The lowest similarity that may still enter, whatever its id:
+    /// minus infinity until the heap is full, then the worst kept. Lets a
+    /// caller skip fetching the id of most items.
+    fn floor(&self) -> f32 {
+        match self.heap.peek() {
+            Some(worst) if self.heap.len() >= self.limit => worst.0.similarity(),
+            _ => f32::NEG_INFINITY,
+        }
     }
 
     fn push(&mut self, item: T) {
@@ -1494,6 +1502,79 @@ mod tests {
                 let full = snapshot.exact_search(&[ns], std::slice::from_ref(&query), limit);
                 prop_assert_eq!(hits, full);
             }
+        }
+
+        /// Over documents of a few words from a small vocabulary (so scores
+        /// tie often) spanning several chunks, some with their vector
+        /// pending, and a filter that turns some down: the lexical search
+        /// returns exactly a brute-force BM25 ranking's best, best first,
+        /// ties broken by id.
+        #[test]
+        fn lexical_search_is_the_brute_force_bm25_ranking(
+            documents in prop::collection::vec(prop::collection::vec(0usize..8, 1..6), 1..2600),
+            query in prop::collection::vec(0usize..10, 1..5),
+            limit in 1usize..40,
+            pending_every in 2usize..9,
+            refuse_every in 2usize..11,
+        ) {
+            const WORDS: [&str; 10] = [
+                "deploy", "helm", "postgres", "pool", "retry", "jitter", "tracing", "kafka", "absent", "missing",
+            ];
+            let ns = repo("a");
+            let index = Index::new(2);
+            let entries: Vec<Embedded> = documents
+                .iter()
+                .map(|words| {
+                    let text: Vec<&str> = words.iter().map(|&word| WORDS[word]).collect();
+                    text_entry(&ns, &text.join(" "))
+                })
+                .collect();
+            index.apply(
+                entries
+                    .iter()
+                    .enumerate()
+                    .map(|(n, e)| if n % pending_every == 0 { e.words() } else { e.upsert() })
+                    .collect(),
+            );
+            let refused: HashSet<MemoryId> =
+                entries.iter().step_by(refuse_every).map(|e| e.id).collect();
+            let text: Vec<&str> = query.iter().map(|&word| WORDS[word]).collect();
+            let terms = lexical::query_terms(&text.join(" "));
+
+            let total_length: u64 = entries.iter().map(|e| u64::from(e.entry.terms.length)).sum();
+            #[expect(clippy::cast_precision_loss, reason = "small counts")]
+            let average_length = total_length as f32 / entries.len() as f32;
+            let count = |e: &Embedded, term: &lexical::Term| {
+                e.entry.terms.counts.iter().find(|(t, _)| t == term).map(|&(_, n)| n)
+            };
+            let idfs: Vec<f32> = terms
+                .iter()
+                .map(|term| {
+                    let frequency = entries.iter().filter(|e| count(e, term).is_some()).count();
+                    lexical::idf(entries.len(), frequency)
+                })
+                .collect();
+            let mut expected: Vec<(f32, MemoryId)> = entries
+                .iter()
+                .filter(|e| !refused.contains(&e.id))
+                .map(|e| {
+                    let score = terms.iter().zip(&idfs).fold(0.0f32, |score, (term, idf)| {
+                        count(e, term).map_or(score, |n| {
+                            score + lexical::weight(*idf, n, e.entry.terms.length, average_length)
+                        })
+                    });
+                    (score, e.id)
+                })
+                .filter(|(score, _)| *score > 0.0)
+                .collect();
+            expected.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+            expected.truncate(limit);
+
+            let hits = index.snapshot().lexical_search(&[ns], &terms, &[], limit, |id, _| {
+                !refused.contains(&id)
+            });
+            let found: Vec<(f32, MemoryId)> = hits.iter().map(|hit| (hit.score, hit.id)).collect();
+            prop_assert_eq!(found, expected);
         }
     }
 }

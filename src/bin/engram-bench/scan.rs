@@ -1,8 +1,9 @@
-//! The vector scan on its own, over the retrieve workload's corpus: the
-//! search (one-bit codes, then the pool rescored) against the full scan
-//! of the stored vectors it stands in for, its recall, the bare cost of
-//! streaming the scanned bytes once (a bound no scan can beat, measured in
-//! the same run), and what the index holds in memory.
+//! The index's searches on their own, over the retrieve workload's corpus:
+//! the vector search (one-bit codes, then the pool rescored) against the
+//! full scan of the stored vectors it stands in for, its recall, the bare
+//! cost of streaming the scanned bytes once (a bound no scan can beat,
+//! measured in the same run), the lexical (BM25) search over the same
+//! queries' words, and what the index holds in memory.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -68,8 +69,10 @@ fn measure(size: usize) -> Result<Report> {
     }
     let namespaces = [namespace];
     let mut rng = corpus::Rng::new(4242);
-    let queries: Vec<Vec<f32>> = (0..QUERIES)
-        .map(|_| upstream::Vectors::MINILM.of(&corpus::query(&mut rng)))
+    let texts: Vec<String> = (0..QUERIES).map(|_| corpus::query(&mut rng)).collect();
+    let queries: Vec<Vec<f32>> = texts
+        .iter()
+        .map(|text| upstream::Vectors::MINILM.of(text))
         .collect();
 
     let detail = format!("{size} memories, limit {LIMIT}");
@@ -106,6 +109,27 @@ fn measure(size: usize) -> Result<Report> {
         detail,
         &mut quantized_times,
         wall,
+    ));
+    let mut lexical_times = Vec::with_capacity(QUERIES);
+    let started = Instant::now();
+    for (text, query) in texts.iter().zip(&queries) {
+        let terms = lexical::query_terms(text);
+        let one = Instant::now();
+        let hits = snapshot.lexical_search(
+            &namespaces,
+            &terms,
+            std::slice::from_ref(query),
+            LIMIT,
+            |_, _| true,
+        );
+        lexical_times.push(one.elapsed());
+        black_box(hits);
+    }
+    report.rows.push(Row::from_samples(
+        "lexical search, BM25 over the query's words",
+        format!("{size} memories, limit {LIMIT}"),
+        &mut lexical_times,
+        started.elapsed(),
     ));
     #[expect(clippy::cast_precision_loss, reason = "small counts")]
     let share = |hits: usize| hits as f64 / (QUERIES * RECALL_AT) as f64;
