@@ -49,6 +49,9 @@ use crate::memory::{Category, MemoryId, Namespace};
 /// Entries per chunk: small enough that copying one on update is cheap,
 /// large enough that a scan is mostly straight-line arithmetic.
 const CHUNK_CAPACITY: usize = 1024;
+/// Entries a lexical search's selection skips together when none of them
+/// reaches the floor of the best so far.
+const SELECTION_BLOCK: usize = 16;
 
 /// The fewest and the most candidates of the one-bit scan rescored.
 const MIN_POOL: usize = 256;
@@ -685,10 +688,10 @@ impl Snapshot {
             .collect();
         let query_weight: f32 = idfs.iter().map(|(_, idf)| idf).sum();
         let mut best = TopK::new(limit);
-        let mut accumulated = Vec::new();
+        let mut scores = Vec::new();
         for (index, (chunk, _)) in chunks.iter().enumerate() {
-            accumulated.clear();
-            accumulated.resize(chunk.ids.len(), Accumulated::default());
+            scores.clear();
+            scores.resize(chunk.ids.len(), 0.0f32);
             for (term, idf) in &idfs {
                 for &(slot, frequency) in chunk
                     .postings
@@ -697,39 +700,43 @@ impl Snapshot {
                     .unwrap_or_default()
                 {
                     let slot = usize::from(slot);
-                    let entry = &mut accumulated[slot];
-                    entry.score += lexical::weight(
+                    scores[slot] += lexical::weight(
                         *idf,
                         frequency.into(),
                         chunk.lengths[slot],
                         average_length,
                     );
-                    entry.matched_idf += idf;
-                    entry.matched_terms += 1;
                 }
             }
-            // Most entries fall below the floor once `best` is full: one
-            // comparison with a local copy of it rejects them.
+            // Once `best` is full most entries fall below its floor: a
+            // block's best score, found in a loop the compiler vectorises,
+            // rejects all of the block's entries at once.
             let mut floor = best.floor();
-            for (slot, entry) in accumulated.iter().enumerate() {
-                if entry.score <= 0.0 || entry.score < floor {
+            for (block, block_scores) in scores.chunks(SELECTION_BLOCK).enumerate() {
+                let top = block_scores.iter().copied().fold(0.0f32, f32::max);
+                if top <= 0.0 || top < floor {
                     continue;
                 }
-                let id = chunk.ids[slot];
-                if best.admits(entry.score, id) && accept(id, chunk.categories[slot]) {
-                    best.push(Scoring {
-                        id,
-                        score: entry.score,
-                        chunk: index,
-                        slot,
-                        matched_idf: entry.matched_idf,
-                        matched_terms: entry.matched_terms,
-                    });
-                    floor = best.floor();
+                for (offset, &score) in block_scores.iter().enumerate() {
+                    if score <= 0.0 || score < floor {
+                        continue;
+                    }
+                    let slot = block * SELECTION_BLOCK + offset;
+                    let id = chunk.ids[slot];
+                    if best.admits(score, id) && accept(id, chunk.categories[slot]) {
+                        best.push(Scoring {
+                            id,
+                            score,
+                            chunk: index,
+                            slot,
+                        });
+                        floor = best.floor();
+                    }
                 }
             }
         }
-        // Only the hits kept are compared with the queries.
+        // Only the hits kept are compared with the queries, and have their
+        // matched terms looked up.
         let queries = self.normalised(queries);
         best.into_sorted()
             .into_iter()
@@ -742,12 +749,18 @@ impl Snapshot {
                     }
                     Side::WordsOnly => 0.0,
                 };
+                let (matched_idf, matched_terms) = idfs
+                    .iter()
+                    .filter(|(term, _)| chunk.holds(term, scoring.slot))
+                    .fold((0.0f32, 0u32), |(sum, count), (_, idf)| {
+                        (sum + idf, count + 1)
+                    });
                 LexicalHit {
                     id: scoring.id,
                     score: scoring.score,
-                    coverage: scoring.matched_idf / query_weight.max(f32::EPSILON),
-                    matched_idf: scoring.matched_idf,
-                    matched_terms: scoring.matched_terms,
+                    coverage: matched_idf / query_weight.max(f32::EPSILON),
+                    matched_idf,
+                    matched_terms,
                     similarity,
                     vector_pending: side == Side::WordsOnly,
                 }
@@ -756,23 +769,12 @@ impl Snapshot {
     }
 }
 
-/// What one chunk entry's matching terms add up to, while the postings of
-/// a lexical search are summed (side by side, so an entry is one access).
-#[derive(Clone, Copy, Default)]
-struct Accumulated {
-    score: f32,
-    matched_idf: f32,
-    matched_terms: u32,
-}
-
 /// A lexical match while the search runs: its score, and where it lives.
 struct Scoring {
     id: MemoryId,
     score: f32,
     chunk: usize,
     slot: usize,
-    matched_idf: f32,
-    matched_terms: u32,
 }
 
 impl Scored for Scoring {
@@ -913,6 +915,16 @@ impl Chunk {
         self.vectors
             .extend(vector.iter().copied().map(f16::from_f32));
         self.push_row(id, category, terms.length);
+    }
+
+    /// Whether the entry in `slot` holds `term` (postings are in slot
+    /// order).
+    fn holds(&self, term: &lexical::Term, slot: usize) -> bool {
+        self.postings.get(term).is_some_and(|postings| {
+            postings
+                .binary_search_by_key(&slot, |&(holder, _)| usize::from(holder))
+                .is_ok()
+        })
     }
 
     fn next_slot(&self) -> u16 {
@@ -1508,7 +1520,7 @@ mod tests {
         /// tie often) spanning several chunks, some with their vector
         /// pending, and a filter that turns some down: the lexical search
         /// returns exactly a brute-force BM25 ranking's best, best first,
-        /// ties broken by id.
+        /// ties broken by id, each with its count of matched terms.
         #[test]
         fn lexical_search_is_the_brute_force_bm25_ranking(
             documents in prop::collection::vec(prop::collection::vec(0usize..8, 1..6), 1..2600),
@@ -1554,7 +1566,7 @@ mod tests {
                     lexical::idf(entries.len(), frequency)
                 })
                 .collect();
-            let mut expected: Vec<(f32, MemoryId)> = entries
+            let mut expected: Vec<(f32, MemoryId, u32)> = entries
                 .iter()
                 .filter(|e| !refused.contains(&e.id))
                 .map(|e| {
@@ -1563,9 +1575,10 @@ mod tests {
                             score + lexical::weight(*idf, n, e.entry.terms.length, average_length)
                         })
                     });
-                    (score, e.id)
+                    let matched = terms.iter().filter(|term| count(e, term).is_some()).count();
+                    (score, e.id, u32::try_from(matched).unwrap())
                 })
-                .filter(|(score, _)| *score > 0.0)
+                .filter(|(score, _, _)| *score > 0.0)
                 .collect();
             expected.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
             expected.truncate(limit);
@@ -1573,7 +1586,8 @@ mod tests {
             let hits = index.snapshot().lexical_search(&[ns], &terms, &[], limit, |id, _| {
                 !refused.contains(&id)
             });
-            let found: Vec<(f32, MemoryId)> = hits.iter().map(|hit| (hit.score, hit.id)).collect();
+            let found: Vec<(f32, MemoryId, u32)> =
+                hits.iter().map(|hit| (hit.score, hit.id, hit.matched_terms)).collect();
             prop_assert_eq!(found, expected);
         }
     }
