@@ -427,6 +427,11 @@ impl Queue {
     /// of them; the others wait without a thread), and only then does the
     /// trigger become visible to the worker and replace an older turn of
     /// its session.
+    ///
+    /// Not to be dropped half-way: a future dropped between the log's sync
+    /// and the bookkeeping after it would leave the trigger durable but
+    /// unseen until a restart, and its reservation held. `Capture::enqueue`
+    /// runs it on a task of its own for that reason.
     pub async fn enqueue(&self, trigger: Trigger) -> Result<EnqueueStatus, Error> {
         let json = to_json(&trigger);
         let Some(accepted) = self.reserve(&trigger, json.len() as u64)? else {
