@@ -36,8 +36,9 @@ pub async fn run_to_end<T: Send + 'static>(work: impl Future<Output = T> + Send 
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
-    use std::sync::atomic::{AtomicBool, Ordering};
     use std::time::Duration;
+
+    use tokio::sync::Notify;
 
     use super::{run, run_to_end};
 
@@ -58,23 +59,23 @@ mod tests {
 
     #[tokio::test]
     async fn work_run_to_its_end_outlives_a_dropped_caller() {
-        let (started, finished) = (
-            Arc::new(tokio::sync::Notify::new()),
-            Arc::new(AtomicBool::new(false)),
-        );
-        let (start, finish) = (started.clone(), finished.clone());
-        let caller = tokio::spawn(run_to_end(async move {
-            start.notify_one();
-            tokio::time::sleep(Duration::from_millis(50)).await;
-            finish.store(true, Ordering::SeqCst);
-        }));
+        let [started, released, finished] = [(); 3].map(|()| Arc::new(Notify::new()));
+        let work = {
+            let (started, released, finished) =
+                (started.clone(), released.clone(), finished.clone());
+            async move {
+                started.notify_one();
+                released.notified().await;
+                finished.notify_one();
+            }
+        };
+        let caller = tokio::spawn(run_to_end(work));
         started.notified().await;
         caller.abort();
         assert!(caller.await.unwrap_err().is_cancelled());
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        assert!(
-            finished.load(Ordering::SeqCst),
-            "the work went on without its caller"
-        );
+        released.notify_one();
+        tokio::time::timeout(Duration::from_secs(10), finished.notified())
+            .await
+            .expect("the work went on without its caller");
     }
 }
