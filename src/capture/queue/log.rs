@@ -281,15 +281,20 @@ impl Log {
     /// one, for a task that claimed the writing ([`Self::append_durably`]);
     /// then gives the claim up. Blocking.
     fn lead_claimed(&self) {
-        let mut writer = self.lock();
-        while writer.open.waited {
-            writer = self.write_open_round(writer);
+        loop {
+            let mut writer = self.lock();
+            if !writer.open.waited {
+                writer.writing = false;
+                // A thread that gathered into a round meanwhile may lead now.
+                self.round_done.notify_all();
+                return;
+            }
+            drop(self.write_open_round(writer));
+            // After every round, as a thread that led one does: under a
+            // steady stream of accepts this loop may not end for a long
+            // time, and finished segments must not pile up meanwhile.
+            self.tidy();
         }
-        writer.writing = false;
-        // A thread that gathered into a round meanwhile may lead now.
-        self.round_done.notify_all();
-        drop(writer);
-        self.tidy();
     }
 
     fn tidy(&self) {
