@@ -842,10 +842,7 @@ impl NamespaceIndex {
             let rows = left.min(CHUNK_CAPACITY - last.ids.len());
             last.reserve_exact(coder, rows);
             left -= rows;
-            while last.ids.len() < CHUNK_CAPACITY {
-                let Some((entry, vector)) = added.next() else {
-                    break;
-                };
+            for (entry, vector) in added.by_ref().take(rows) {
                 last.push(coder, entry.id, entry.category, &vector, &entry.terms);
             }
             chunks.push(Arc::new(last));
