@@ -188,10 +188,8 @@ impl Log {
     /// Blocking.
     pub fn append(&self, id: Uuid, json: &[u8]) -> io::Result<()> {
         let mut writer = self.lock();
-        push_record(&mut writer.open.bytes, ACCEPTED, json);
-        writer.open.accepted.push(id);
-        writer.open.waited = true;
-        let done = writer.open.done.clone();
+        writer.open.push_accepted(id, json);
+        let done = writer.open.waited_for();
         self.wait(writer, &done)
     }
 
@@ -203,14 +201,12 @@ impl Log {
     pub async fn append_durably(self: &Arc<Self>, id: Uuid, json: &[u8]) -> io::Result<()> {
         let (done, leads) = {
             let mut writer = self.lock();
-            push_record(&mut writer.open.bytes, ACCEPTED, json);
-            writer.open.accepted.push(id);
-            writer.open.waited = true;
+            writer.open.push_accepted(id, json);
             // Claimed here, under the lock, so no thread starts this round
             // before the blocking pool does.
             let leads = !writer.writing;
             writer.writing = true;
-            (writer.open.done.clone(), leads)
+            (writer.open.waited_for(), leads)
         };
         if leads {
             let log = self.clone();
@@ -226,9 +222,8 @@ impl Log {
         if !writer.homes.contains_key(&id) {
             return Ok(());
         }
-        push_gone(&mut writer.open, id);
-        writer.open.waited = true;
-        let done = writer.open.done.clone();
+        writer.open.push_gone(id);
+        let done = writer.open.waited_for();
         self.wait(writer, &done)
     }
 
@@ -238,7 +233,7 @@ impl Log {
     pub fn forget_later(&self, id: Uuid) {
         let mut writer = self.lock();
         if writer.homes.contains_key(&id) {
-            push_gone(&mut writer.open, id);
+            writer.open.push_gone(id);
         }
     }
 
@@ -363,7 +358,7 @@ impl Log {
                 // would then call durable: the segment takes no more.
                 writer.active = None;
                 for id in round.gone {
-                    push_gone(&mut writer.open, id);
+                    writer.open.push_gone(id);
                 }
                 Err((err.kind(), err.to_string()))
             }
@@ -496,9 +491,22 @@ fn unlive(segments: &mut BTreeMap<u64, HashSet<Uuid>>, sequence: u64, id: Uuid) 
     }
 }
 
-fn push_gone(round: &mut Round, id: Uuid) {
-    push_record(&mut round.bytes, GONE, id.as_bytes());
-    round.gone.push(id);
+impl Round {
+    fn push_accepted(&mut self, id: Uuid, json: &[u8]) {
+        push_record(&mut self.bytes, ACCEPTED, json);
+        self.accepted.push(id);
+    }
+
+    fn push_gone(&mut self, id: Uuid) {
+        push_record(&mut self.bytes, GONE, id.as_bytes());
+        self.gone.push(id);
+    }
+
+    /// Marks the round as waited for, and returns what to wait on.
+    fn waited_for(&mut self) -> Arc<Done> {
+        self.waited = true;
+        self.done.clone()
+    }
 }
 
 fn push_record(buffer: &mut Vec<u8>, tag: u8, payload: &[u8]) {
