@@ -26,6 +26,8 @@
 //! that loses its core to another process holds up no one at a barrier.
 
 mod bert;
+#[cfg(target_arch = "x86_64")]
+mod bf16;
 mod pinned;
 
 use std::{
