@@ -8,7 +8,7 @@
 //! resident once indexed against 262 MiB with one arena per core, with the
 //! same throughput (`engram-bench retrieve --memories 100000`).
 //!
-//! Setting it is the crate's one `unsafe` call.
+//! Setting it needs `unsafe`: glibc's `mallopt` has no safe binding.
 
 /// Caps glibc's arenas at one per core. Call it first thing in `main`,
 /// before any thread starts. Elsewhere than glibc it does nothing.
