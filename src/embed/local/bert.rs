@@ -242,17 +242,27 @@ impl CustomOp1 for Bf16Weight {
         storage: &CpuStorage,
         layout: &Layout,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
-        let (rows, input) = layout.shape().dims2()?;
-        let (CpuStorage::F32(data), Some((start, end))) = (storage, layout.contiguous_offsets())
-        else {
-            bail!("the bf16 product expects contiguous f32 rows");
-        };
+        let (rows, input, values) = f32_rows(storage, layout, "the bf16 product")?;
         if input != self.input() {
             bail!("the bf16 product got rows of {input}, not {}", self.input());
         }
-        let product = self.multiply(&data[start..end]);
+        let product = self.multiply(values);
         Ok((CpuStorage::F32(product), Shape::from((rows, self.output()))))
     }
+}
+
+/// A custom op's input as rows: their count, their width and the values;
+/// an error naming `op` unless they are contiguous f32.
+fn f32_rows<'a>(
+    storage: &'a CpuStorage,
+    layout: &Layout,
+    op: &str,
+) -> candle_core::Result<(usize, usize, &'a [f32])> {
+    let (rows, width) = layout.shape().dims2()?;
+    let (CpuStorage::F32(data), Some((start, end))) = (storage, layout.contiguous_offsets()) else {
+        bail!("{op} expects contiguous f32 rows");
+    };
+    Ok((rows, width, &data[start..end]))
 }
 
 /// A linear layer with its bias added by candle.
@@ -424,11 +434,7 @@ impl CustomOp1 for Attention {
         storage: &CpuStorage,
         layout: &Layout,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
-        let (rows, stacked) = layout.shape().dims2()?;
-        let (CpuStorage::F32(data), Some((start, end))) = (storage, layout.contiguous_offsets())
-        else {
-            bail!("attention expects contiguous f32 rows");
-        };
+        let (rows, stacked, qkv) = f32_rows(storage, layout, "attention")?;
         if rows != self.lengths.len() * self.width || stacked % 3 != 0 {
             bail!(
                 "attention got {rows} × {stacked} for {} texts",
@@ -436,7 +442,6 @@ impl CustomOp1 for Attention {
             );
         }
         let hidden = stacked / 3;
-        let qkv = &data[start..end];
         let mut out = vec![0.0f32; rows * hidden];
         out.par_chunks_mut(self.width * hidden)
             .zip(qkv.par_chunks(self.width * stacked))
