@@ -197,7 +197,8 @@ impl Bert {
 }
 
 /// A linear layer's weight, stored as this CPU multiplies it fastest: in
-/// bf16 panels where it has AVX-512 BF16 (twice the rate, see [`bf16`]),
+/// bf16 panels where it has AVX-512 BF16 (twice the rate, see
+/// [`super::bf16`]),
 /// else in f32 `(in, out)` for candle's `gemm` (PyTorch's `(out, in)` would
 /// be transposed and gathered on every call).
 enum Weight {

@@ -5,7 +5,7 @@
 //! `VDPBF16PS` multiplies 16 pairs of bf16 values and adds both products
 //! of each pair into one f32 lane: 32 multiply-adds per instruction where
 //! an f32 FMA does 16, so on such a CPU these products run at about twice
-//! the rate of the f32 kernels `gemm` picks (200–225 against 100–108
+//! the rate of the f32 kernels `gemm` picks (190–226 against 99–111
 //! GFLOP/s on one core of the bench machine, at the encoder's shapes).
 //! Both inputs are rounded to bf16 (8 significant bits); the products of
 //! two bf16 values are exact in f32 and the sums stay f32, so a product's
