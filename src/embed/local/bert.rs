@@ -39,7 +39,7 @@ use pulp::{Arch, Simd, WithSimd};
 use rayon::prelude::*;
 
 #[cfg(target_arch = "x86_64")]
-use super::bf16::Bf16Weight;
+use super::bf16::{self, Bf16Weight};
 
 /// The encoder's weights, ready for [`Bert::forward`].
 pub struct Bert {
@@ -211,8 +211,9 @@ impl Weight {
     /// From PyTorch's `(out, in)` weight.
     fn new(weight: &Tensor) -> candle_core::Result<Self> {
         let weight = weight.t()?.contiguous()?;
+        // The weight is copied out for packing only where it can be packed.
         #[cfg(target_arch = "x86_64")]
-        {
+        if bf16::supported() {
             let (input, output) = weight.dims2()?;
             let values = weight.flatten_all()?.to_vec1::<f32>()?;
             if let Some(packed) = Bf16Weight::pack(&values, input, output) {

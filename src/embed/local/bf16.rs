@@ -120,8 +120,9 @@ impl Bf16Weight {
     }
 }
 
-/// Whether this CPU multiplies bf16 natively.
-fn supported() -> bool {
+/// Whether this CPU multiplies bf16 natively: without it, [`Bf16Weight::pack`]
+/// refuses every weight.
+pub fn supported() -> bool {
     std::arch::is_x86_feature_detected!("avx512f")
         && std::arch::is_x86_feature_detected!("avx512bf16")
 }
