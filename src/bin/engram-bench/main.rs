@@ -431,7 +431,21 @@ async fn retrieve(
     let bodies: Vec<Value> = (0..requests * 4)
         .map(|turn| json!({"turn_id": format!("c-{turn}"), "repo": "bench", "query": corpus::query(&mut rng)}))
         .collect();
+    let cpu_before = measure::cpu_time();
     let (answers, wall) = concurrent(&client, "/retrieve", 200, bodies, CONCURRENT_CLIENTS).await?;
+    let cpu = measure::cpu_time().saturating_sub(cpu_before);
+    #[expect(clippy::cast_precision_loss, reason = "a small count")]
+    let per_request = cpu.as_secs_f64() * 1000.0 / answers.len().max(1) as f64;
+    report.figure(
+        format!("CPU time per retrieval, 32 concurrent clients, at {size} (service, client and fake upstream together)"),
+        per_request,
+        "ms",
+    );
+    report.figure(
+        format!("cores busy during the 32-client retrievals at {size}"),
+        cpu.as_secs_f64() / wall.as_secs_f64().max(f64::MIN_POSITIVE),
+        "",
+    );
     let mut total = Vec::with_capacity(answers.len());
     for (took, answer) in answers {
         check_answer(&answer)?;

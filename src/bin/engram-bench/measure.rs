@@ -150,6 +150,16 @@ pub fn reset_peak_resident() {
     let _ = std::fs::write("/proc/self/clear_refs", "5");
 }
 
+/// CPU time this process has used so far, on every thread, user and
+/// system: the bench's own client and fake upstreams included.
+pub fn cpu_time() -> Duration {
+    let spent = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
+    Duration::new(
+        u64::try_from(spent.tv_sec).unwrap_or_default(),
+        u32::try_from(spent.tv_nsec).unwrap_or_default(),
+    )
+}
+
 /// This process's open file descriptors (Linux; 0 elsewhere).
 pub fn open_fds() -> usize {
     std::fs::read_dir("/proc/self/fd").map_or(0, Iterator::count)

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use engram::index::{Change, Entry, Hit, Index, lexical};
 use engram::memory::Namespace;
 
-use crate::measure::{Report, Row};
+use crate::measure::{self, Report, Row};
 use crate::{Result, corpus, upstream};
 
 /// What a retrieval of `top_k` 10 asks the vector search for (its
@@ -110,7 +110,20 @@ fn measure(size: usize) -> Result<Report> {
         &mut quantized_times,
         wall,
     ));
+    // Alone, for its CPU time: helpers' included, what a loaded server
+    // pays per search.
+    let before = measure::cpu_time();
+    for query in &queries {
+        let query = std::slice::from_ref(query);
+        black_box(snapshot.search(&namespaces, query, LIMIT, |_, _| true));
+    }
+    report.figure(
+        format!("CPU time per vector search at {size}, every thread"),
+        per_query(measure::cpu_time().saturating_sub(before)),
+        "ms",
+    );
     let mut lexical_times = Vec::with_capacity(QUERIES);
+    let before = measure::cpu_time();
     let started = Instant::now();
     for (text, query) in texts.iter().zip(&queries) {
         let terms = lexical::query_terms(text);
@@ -131,6 +144,11 @@ fn measure(size: usize) -> Result<Report> {
         &mut lexical_times,
         started.elapsed(),
     ));
+    report.figure(
+        format!("CPU time per lexical search at {size}"),
+        per_query(measure::cpu_time().saturating_sub(before)),
+        "ms",
+    );
     #[expect(clippy::cast_precision_loss, reason = "small counts")]
     let share = |hits: usize| hits as f64 / (QUERIES * RECALL_AT) as f64;
     report.figure(
@@ -206,6 +224,13 @@ fn stream(bytes: usize) -> Duration {
         .collect();
     samples.sort();
     samples[samples.len() / 2]
+}
+
+/// `spent` over [`QUERIES`] queries, in ms per query.
+fn per_query(spent: Duration) -> f64 {
+    #[expect(clippy::cast_precision_loss, reason = "a small count")]
+    let queries = QUERIES as f64;
+    millis(spent) / queries
 }
 
 fn millis(duration: Duration) -> f64 {
