@@ -33,11 +33,13 @@
 
 pub mod indexer;
 pub mod lexical;
+mod pool;
 pub mod quantized;
 mod scan;
 
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashMap, HashSet};
+use std::sync::atomic::{AtomicU16, Ordering as AtomicOrdering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use arc_swap::ArcSwap;
@@ -368,7 +370,7 @@ impl Snapshot {
             .flat_map(|index| index.chunks.iter())
         {
             total.vectors += chunk.vectors.capacity() * size_of::<f16>();
-            total.codes += chunk.codes.capacity() * size_of::<u64>();
+            total.codes += chunk.codes.bytes();
             total.columns += chunk.ids.capacity() * size_of::<MemoryId>()
                 + chunk.categories.capacity() * size_of::<Category>()
                 + chunk.lengths.capacity() * size_of::<u32>();
@@ -496,56 +498,27 @@ impl Snapshot {
                 .collect(),
         );
         let chunks: Vec<Arc<Chunk>> = self.chunks_of(namespaces).cloned().collect();
-        let bits = self.coder.bits();
-        // Estimates are whole numbers of differing bits, so the pool is
-        // picked by counting rows per number (no heap): every accepted
-        // row closer than the pool's last number, then as many of those
-        // at that number as fit, by id, as a ranking by (estimate, id)
-        // would pick them.
-        let level = |estimate: &quantized::Estimate| usize::from(estimate.differing).min(bits);
-        let mut per_level = vec![0usize; bits + 1];
-        let mut estimates: Vec<scan::Best> = vec![Vec::new(); chunks.len()];
-        scan::approximate(&chunks, &self.coder, &coded, |index, best| {
+        let mut pool = pool::Pool::new(pool.max(limit), self.coder.bits());
+        let cutoff = Arc::new(AtomicU16::new(pool.cutoff()));
+        scan::approximate(&chunks, &coded, &cutoff, |index, near| {
             let chunk = &chunks[index];
-            for (slot, estimate) in best.iter().enumerate() {
-                if accept(chunk.ids[slot], chunk.categories[slot]) {
-                    per_level[level(estimate)] += 1;
+            for row in near {
+                let slot = usize::from(row.slot);
+                let id = chunk.ids[slot];
+                if row.differing <= pool.cutoff() && accept(id, chunk.categories[slot]) {
+                    pool.offer(
+                        row.differing,
+                        pool::Candidate {
+                            id,
+                            chunk: index,
+                            slot,
+                        },
+                    );
                 }
             }
-            estimates[index] = best;
+            cutoff.store(pool.cutoff(), AtomicOrdering::Relaxed);
         });
-        let wanted = pool.max(limit);
-        let mut closer = 0;
-        let mut last_level = bits;
-        for (level, &rows) in per_level.iter().enumerate() {
-            if closer + rows >= wanted {
-                last_level = level;
-                break;
-            }
-            closer += rows;
-        }
-        let mut candidates = Vec::with_capacity(wanted);
-        let mut at_last_level = Vec::new();
-        for (index, best) in estimates.iter().enumerate() {
-            let chunk = &chunks[index];
-            for (slot, estimate) in best.iter().enumerate() {
-                let row_level = level(estimate);
-                if row_level <= last_level && accept(chunk.ids[slot], chunk.categories[slot]) {
-                    let candidate = Candidate {
-                        id: chunk.ids[slot],
-                        chunk: index,
-                        slot,
-                    };
-                    if row_level < last_level {
-                        candidates.push(candidate);
-                    } else {
-                        at_last_level.push(candidate);
-                    }
-                }
-            }
-        }
-        at_last_level.sort_unstable_by_key(|candidate| candidate.id);
-        candidates.extend(at_last_level.into_iter().take(wanted - closer));
+        let candidates = pool.into_rows();
         // The candidates' rows are scattered over the stored vectors: read
         // one value of each of their cache lines first, in loads that do
         // not wait on each other, so the CPU overlaps their misses instead
@@ -682,38 +655,36 @@ impl Snapshot {
             clippy::cast_precision_loss,
             reason = "token counts stay far below 2^24 per document"
         )]
-        let average_length = total_length as f32 / documents as f32;
+        let weights = lexical::Weights::new(total_length as f32 / documents as f32);
+        // Each chunk's postings of each term, looked up once: for the
+        // document frequencies, then for the scores.
+        let postings: Vec<Vec<&[Posting]>> = chunks
+            .iter()
+            .map(|(chunk, _)| {
+                terms
+                    .iter()
+                    .map(|term| chunk.postings.get(term).map_or(&[][..], Vec::as_slice))
+                    .collect()
+            })
+            .collect();
         let idfs: Vec<(lexical::Term, f32)> = terms
             .iter()
-            .map(|term| {
-                let frequency = chunks
-                    .iter()
-                    .filter_map(|(chunk, _)| chunk.postings.get(term))
-                    .map(Vec::len)
-                    .sum();
+            .enumerate()
+            .map(|(nth, term)| {
+                let frequency = postings.iter().map(|lists| lists[nth].len()).sum();
                 (*term, lexical::idf(documents, frequency))
             })
             .collect();
         let query_weight: f32 = idfs.iter().map(|(_, idf)| idf).sum();
         let mut best = TopK::new(limit);
         let mut scores = Vec::new();
-        for (index, (chunk, _)) in chunks.iter().enumerate() {
+        for (index, ((chunk, _), lists)) in chunks.iter().zip(&postings).enumerate() {
             scores.clear();
             scores.resize(chunk.ids.len(), 0.0f32);
-            for (term, idf) in &idfs {
-                for &(slot, frequency) in chunk
-                    .postings
-                    .get(term)
-                    .map(Vec::as_slice)
-                    .unwrap_or_default()
-                {
+            for ((_, idf), list) in idfs.iter().zip(lists) {
+                for &(slot, frequency) in *list {
                     let slot = usize::from(slot);
-                    scores[slot] += lexical::weight(
-                        *idf,
-                        frequency.into(),
-                        chunk.lengths[slot],
-                        average_length,
-                    );
+                    scores[slot] += weights.weight(*idf, frequency.into(), chunk.lengths[slot]);
                 }
             }
             // Once `best` is full most entries fall below its floor: a
@@ -837,7 +808,7 @@ impl NamespaceIndex {
                     let last = chunks.pop().expect("just seen");
                     Arc::unwrap_or_clone(last)
                 }
-                _ => Chunk::default(),
+                _ => Chunk::new(coder),
             };
             let rows = left.min(CHUNK_CAPACITY - last.ids.len());
             last.reserve_exact(coder, rows);
@@ -861,7 +832,7 @@ struct Chunk {
     /// The normalised vectors, in half precision.
     vectors: Vec<f16>,
     /// `vectors` coded for the scan ([`quantized`]), row for row.
-    codes: Vec<u64>,
+    codes: quantized::Codes,
     /// Each entry's length in tokens (its terms live in `postings` only).
     lengths: Vec<u32>,
     /// term → every entry holding it, by slot.
@@ -870,6 +841,14 @@ struct Chunk {
 }
 
 impl Chunk {
+    /// An empty chunk for vectors (and codes) of `coder`.
+    fn new(coder: &quantized::Coder) -> Self {
+        Self {
+            codes: quantized::Codes::new(coder.words()),
+            ..Self::default()
+        }
+    }
+
     /// The stored vector of `slot`, into `row` (of the vectors' length).
     fn decode(&self, slot: usize, row: &mut [f32]) {
         let length = row.len();
@@ -893,9 +872,13 @@ impl Chunk {
         row
     }
 
-    /// Each slot's estimate: its closest query by the codes.
-    fn approximate(&self, coder: &quantized::Coder, queries: &[quantized::Query]) -> scan::Best {
-        quantized::scan(coder, queries, &self.codes)
+    /// The rows within `cutoff` bits of their closest query by the codes.
+    fn approximate(
+        &self,
+        queries: &[quantized::Query],
+        cutoff: &AtomicU16,
+    ) -> Vec<quantized::Near> {
+        quantized::scan(queries, &self.codes, cutoff.load(AtomicOrdering::Relaxed))
     }
 
     /// Room for `rows` more entries, and no more: a chunk's buffers are
@@ -907,7 +890,7 @@ impl Chunk {
         self.categories.reserve_exact(rows);
         self.lengths.reserve_exact(rows);
         self.vectors.reserve_exact(rows * coder.dimensions());
-        self.codes.reserve_exact(rows * coder.words());
+        self.codes.reserve_exact(rows);
     }
 
     /// Adds an entry: its (normalised) vector is coded and stored here.
@@ -926,7 +909,7 @@ impl Chunk {
                 .or_default()
                 .push((slot, u16::try_from(frequency).unwrap_or(u16::MAX)));
         }
-        coder.encode(vector, &mut self.codes);
+        self.codes.push(&coder.code(vector));
         self.vectors
             .extend(vector.iter().copied().map(f16::from_f32));
         self.push_row(id, category, terms.length);
@@ -957,16 +940,15 @@ impl Chunk {
     /// A copy without the `removed` entries; the others keep their order,
     /// vectors, codes and postings.
     fn without(&self, removed: &HashSet<MemoryId>, coder: &quantized::Coder) -> Self {
-        let (dimensions, words) = (coder.dimensions(), coder.words());
-        let mut kept = Self::default();
+        let dimensions = coder.dimensions();
+        let mut kept = Self::new(coder);
         let mut moved_to = vec![None; self.ids.len()];
         for (slot, id) in self.ids.iter().enumerate() {
             if !removed.contains(id) {
                 moved_to[slot] = Some(kept.next_slot());
                 kept.vectors
                     .extend_from_slice(&self.vectors[slot * dimensions..(slot + 1) * dimensions]);
-                kept.codes
-                    .extend_from_slice(&self.codes[slot * words..(slot + 1) * words]);
+                kept.codes.push(&self.codes.row(slot));
                 kept.push_row(*id, self.categories[slot], self.lengths[slot]);
             }
         }
@@ -1040,13 +1022,6 @@ impl Scored for Hit {
     fn id(&self) -> MemoryId {
         self.id
     }
-}
-
-/// A row of the one-bit scan's pool: where its stored vector lives.
-struct Candidate {
-    id: MemoryId,
-    chunk: usize,
-    slot: usize,
 }
 
 /// A bounded min-heap keeping the `limit` best items seen.
@@ -1474,9 +1449,9 @@ mod tests {
             .map(|e| {
                 let mut v = e.vector.clone();
                 normalise(&mut v);
-                let mut code = Vec::new();
-                coder.encode(&v, &mut code);
-                (quantized::scan(&coder, &coded, &code)[0].differing, e.id)
+                let mut codes = quantized::Codes::new(coder.words());
+                codes.push(&coder.code(&v));
+                (quantized::scan(&coded, &codes, u16::MAX)[0].differing, e.id)
             })
             .collect();
         estimated.sort_unstable();

@@ -106,12 +106,57 @@ pub fn idf(documents: usize, frequency: usize) -> f32 {
 
 /// One term's contribution to a document's score.
 pub fn weight(idf: f32, frequency: u32, length: u32, average_length: f32) -> f32 {
+    idf * saturation(frequency, length, average_length)
+}
+
+/// A term's weight per unit of idf, in a document that holds it
+/// `frequency` times in `length` tokens.
+fn saturation(frequency: u32, length: u32, average_length: f32) -> f32 {
     #[expect(
         clippy::cast_precision_loss,
         reason = "frequencies and lengths are small"
     )]
     let (tf, dl) = (frequency as f32, length as f32);
-    idf * tf * (K1 + 1.0) / (tf + K1 * (1.0 - B + B * dl / average_length.max(1.0)))
+    tf * (K1 + 1.0) / (tf + K1 * (1.0 - B + B * dl / average_length.max(1.0)))
+}
+
+/// Documents up to this many tokens long have their single-occurrence
+/// weight looked up in [`Weights`] rather than computed.
+const TABULATED_LENGTHS: usize = 256;
+
+/// [`weight`] for one search's average length, with the case almost every
+/// posting is (a term held once, in a document of ordinary length)
+/// tabulated: a search adds up tens of thousands of postings, and the
+/// division in each was most of its time. The same values, bit for bit.
+pub struct Weights {
+    average_length: f32,
+    /// [`saturation`] of a term held once, by document length.
+    once: Vec<f32>,
+}
+
+impl Weights {
+    pub fn new(average_length: f32) -> Self {
+        Self {
+            average_length,
+            once: (0..TABULATED_LENGTHS)
+                .map(|length| {
+                    saturation(1, u32::try_from(length).unwrap_or(u32::MAX), average_length)
+                })
+                .collect(),
+        }
+    }
+
+    /// [`weight`] of a term of `idf` held `frequency` times in `length`
+    /// tokens.
+    pub fn weight(&self, idf: f32, frequency: u32, length: u32) -> f32 {
+        match usize::try_from(length)
+            .ok()
+            .and_then(|length| self.once.get(length))
+        {
+            Some(once) if frequency == 1 => idf * once,
+            _ => weight(idf, frequency, length, self.average_length),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -136,6 +181,19 @@ mod tests {
             t
         });
         assert!(query_terms("what is it?").is_empty());
+    }
+
+    #[test]
+    fn tabulated_weights_are_the_computed_ones() {
+        let weights = Weights::new(7.3);
+        for length in [0, 1, 9, 255, 256, 4000] {
+            for frequency in [1, 2, 40] {
+                assert_eq!(
+                    weights.weight(1.7, frequency, length).to_bits(),
+                    weight(1.7, frequency, length, 7.3).to_bits()
+                );
+            }
+        }
     }
 
     #[test]

@@ -9,14 +9,15 @@
 //! a helper that starts late (the cores are busy elsewhere) takes less or
 //! nothing, and the caller never waits for work nobody has started: a
 //! loaded server scans exactly as it would alone. Helpers see only codes
-//! and send back each chunk's estimates; the caller filters
-//! and keeps the best, so what callers pass need not cross threads.
+//! and send back each chunk's rows within the caller's cutoff (read as
+//! each chunk starts); the caller filters and keeps the best, so what
+//! callers pass need not cross threads.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU16, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock, mpsc};
 
 use super::Chunk;
-use super::quantized::{Coder, Estimate, Query};
+use super::quantized::{Near, Query};
 
 /// The fewest chunks worth sharing: below it, waking a helper costs about
 /// as much as it saves.
@@ -46,35 +47,35 @@ fn cores() -> usize {
     *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, usize::from))
 }
 
-/// One chunk's estimates, slot by slot.
-pub type Best = Vec<Estimate>;
-
 /// Scans `chunks` with `queries` and calls `visit` with each chunk's index
-/// and estimates, in no particular order, every chunk once.
+/// and its rows within `cutoff` bits of their closest query, in no
+/// particular order, every chunk once. The caller may lower `cutoff` as
+/// it goes (in `visit`); a chunk is scanned with the cutoff of the moment
+/// it starts, so it may hand back rows the cutoff has since left out.
 pub fn approximate(
     chunks: &[Arc<Chunk>],
-    coder: &Arc<Coder>,
     queries: &Arc<Vec<Query>>,
-    mut visit: impl FnMut(usize, Best),
+    cutoff: &Arc<AtomicU16>,
+    mut visit: impl FnMut(usize, Vec<Near>),
 ) {
     let (_running, running) = Running::start();
     let runtime = tokio::runtime::Handle::try_current();
     let helpers = helpers_for(chunks.len(), running);
     let (Ok(runtime), true) = (runtime, helpers > 0) else {
         for (index, chunk) in chunks.iter().enumerate() {
-            visit(index, chunk.approximate(coder, queries));
+            visit(index, chunk.approximate(queries, cutoff));
         }
         return;
     };
     let next = Arc::new(AtomicUsize::new(0));
     let shared: Arc<[Arc<Chunk>]> = chunks.into();
-    let (sender, results) = mpsc::channel::<(usize, Best)>();
+    let (sender, results) = mpsc::channel::<(usize, Vec<Near>)>();
     for _ in 0..helpers {
-        let (next, shared, coder, queries, sender) = (
+        let (next, shared, queries, cutoff, sender) = (
             next.clone(),
             shared.clone(),
-            coder.clone(),
             queries.clone(),
+            cutoff.clone(),
             sender.clone(),
         );
         runtime.spawn_blocking(move || {
@@ -84,7 +85,7 @@ pub fn approximate(
                     return;
                 };
                 if sender
-                    .send((index, chunk.approximate(&coder, &queries)))
+                    .send((index, chunk.approximate(&queries, &cutoff)))
                     .is_err()
                 {
                     return;
@@ -102,23 +103,23 @@ pub fn approximate(
         let Some(chunk) = chunks.get(index) else {
             break;
         };
-        visit(index, chunk.approximate(coder, queries));
+        visit(index, chunk.approximate(queries, cutoff));
         seen[index] = true;
         left -= 1;
     }
     // What is left was claimed by helpers that are running now.
     while left > 0 {
-        let Ok((index, best)) = results.recv() else {
+        let Ok((index, near)) = results.recv() else {
             break;
         };
-        visit(index, best);
+        visit(index, near);
         seen[index] = true;
         left -= 1;
     }
     // A helper that died mid-chunk: its chunks are scanned here.
     for (index, chunk) in chunks.iter().enumerate() {
         if !seen[index] {
-            visit(index, chunk.approximate(coder, queries));
+            visit(index, chunk.approximate(queries, cutoff));
         }
     }
 }
