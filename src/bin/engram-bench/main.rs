@@ -432,7 +432,15 @@ async fn retrieve(
         .map(|turn| json!({"turn_id": format!("c-{turn}"), "repo": "bench", "query": corpus::query(&mut rng)}))
         .collect();
     let cpu_before = measure::cpu_time();
-    let (answers, wall) = concurrent(&client, "/retrieve", 200, bodies, CONCURRENT_CLIENTS).await?;
+    let (answers, wall) = concurrent(
+        &client,
+        "/retrieve",
+        200,
+        bodies,
+        CONCURRENT_CLIENTS,
+        |answer| check_answer(&answer),
+    )
+    .await?;
     let cpu = measure::cpu_time().saturating_sub(cpu_before);
     #[expect(clippy::cast_precision_loss, reason = "a small count")]
     let per_request = cpu.as_secs_f64() * 1000.0 / answers.len().max(1) as f64;
@@ -446,11 +454,7 @@ async fn retrieve(
         cpu.as_secs_f64() / wall.as_secs_f64().max(f64::MIN_POSITIVE),
         "",
     );
-    let mut total = Vec::with_capacity(answers.len());
-    for (took, answer) in answers {
-        check_answer(&answer)?;
-        total.push(took);
-    }
+    let mut total: Vec<Duration> = answers.into_iter().map(|(took, ())| took).collect();
     report.rows.push(Row::from_samples(
         "retrieve (query), 32 concurrent clients",
         detail.clone(),
@@ -491,15 +495,18 @@ async fn sequential(
 }
 
 /// POSTs `bodies` to `path` from `clients` tasks at once, each answer
-/// expected with `status`; returns each latency with its answer, and the
-/// wall time.
-async fn concurrent(
+/// expected with `status`; returns each latency with what `keep` makes of
+/// its answer (as it arrives, so that the bench holds no more of the
+/// answers than it needs, and the resident memory after it is the
+/// service's), and the wall time.
+async fn concurrent<T: Send + 'static>(
     client: &server::Client,
     path: &'static str,
     status: u16,
     bodies: Vec<Value>,
     clients: usize,
-) -> Result<(Vec<(Duration, Value)>, Duration)> {
+    keep: fn(Value) -> Result<T>,
+) -> Result<(Vec<(Duration, T)>, Duration)> {
     let queue = std::sync::Arc::new(std::sync::Mutex::new(bodies));
     let started = Instant::now();
     let mut tasks = tokio::task::JoinSet::new();
@@ -514,10 +521,11 @@ async fn concurrent(
                 };
                 let one = Instant::now();
                 let (answered, answer) = client.send("POST", path, Some(&body)).await?;
+                let took = one.elapsed();
                 if answered != status {
                     return Err(format!("{path} answered {answered}: {answer}").into());
                 }
-                samples.push((one.elapsed(), answer));
+                samples.push((took, keep(answer)?));
             }
         });
     }
@@ -595,11 +603,19 @@ async fn turns(report: &mut Report, requests: usize) -> Result {
                 "messages": [{"role": "user", "content": corpus::sentence(&mut rng, serial)}]})
         })
         .collect();
-    let (samples, wall) = concurrent(&client, "/turns", 202, bodies, CONCURRENT_CLIENTS).await?;
+    let (samples, wall) = concurrent(
+        &client,
+        "/turns",
+        202,
+        bodies,
+        CONCURRENT_CLIENTS,
+        |answer| Ok(answer["status"].as_str().unwrap_or_default().to_owned()),
+    )
+    .await?;
     for outcome in ["queued", "coalesced", "dropped"] {
         let count = samples
             .iter()
-            .filter(|(_, answer)| answer["status"] == outcome)
+            .filter(|(_, status)| status == outcome)
             .count();
         report.figure(format!("POST /turns answered {outcome}"), count as f64, "");
     }
