@@ -51,9 +51,6 @@ use crate::memory::{Category, MemoryId, Namespace};
 /// Entries per chunk: small enough that copying one on update is cheap,
 /// large enough that a scan is mostly straight-line arithmetic.
 const CHUNK_CAPACITY: usize = 1024;
-/// Entries a lexical search's selection skips together when none of them
-/// reaches the floor of the best so far.
-const SELECTION_BLOCK: usize = 16;
 
 /// The fewest and the most candidates of the one-bit scan rescored.
 const MIN_POOL: usize = 256;
@@ -502,39 +499,49 @@ impl Snapshot {
         let cutoff = Arc::new(AtomicU16::new(pool.cutoff()));
         scan::approximate(&chunks, &coded, &cutoff, |index, near| {
             let chunk = &chunks[index];
+            let index = u32::try_from(index).expect("far fewer chunks than 2^32");
             for row in near {
                 let slot = usize::from(row.slot);
-                let id = chunk.ids[slot];
-                if row.differing <= pool.cutoff() && accept(id, chunk.categories[slot]) {
-                    pool.offer(
-                        row.differing,
-                        pool::Candidate {
-                            id,
-                            chunk: index,
-                            slot,
-                        },
-                    );
+                if row.differing <= pool.cutoff() && accept(chunk.ids[slot], chunk.categories[slot])
+                {
+                    let candidate = pool::Candidate {
+                        chunk: index,
+                        slot: row.slot,
+                    };
+                    pool.offer(row.differing, candidate);
                 }
             }
             cutoff.store(pool.cutoff(), AtomicOrdering::Relaxed);
         });
-        let candidates = pool.into_rows();
+        let place = |candidate: pool::Candidate| {
+            (
+                &chunks[candidate.chunk as usize],
+                usize::from(candidate.slot),
+            )
+        };
+        let candidates = pool.into_rows(|candidate| {
+            let (chunk, slot) = place(candidate);
+            chunk.ids[slot]
+        });
         // The candidates' rows are scattered over the stored vectors: read
         // one value of each of their cache lines first, in loads that do
         // not wait on each other, so the CPU overlaps their misses instead
         // of the rescoring below stalling on each row in turn.
-        let touched = candidates.iter().fold(0u16, |touched, candidate| {
-            touched ^ chunks[candidate.chunk].touch(candidate.slot, self.dimensions())
+        let touched = candidates.iter().fold(0u16, |touched, &candidate| {
+            let (chunk, slot) = place(candidate);
+            touched ^ chunk.touch(slot, self.dimensions())
         });
         std::hint::black_box(touched);
         let mut best = TopK::new(limit);
         let mut row = vec![0.0; self.dimensions()];
         for candidate in candidates {
-            chunks[candidate.chunk].decode(candidate.slot, &mut row);
+            let (chunk, slot) = place(candidate);
+            chunk.decode(slot, &mut row);
             let (query, similarity) = best_of(&queries, &row).expect("queries is not empty");
-            if best.admits(similarity, candidate.id) {
+            let id = chunk.ids[slot];
+            if best.admits(similarity, id) {
                 best.push(Hit {
-                    id: candidate.id,
+                    id,
                     similarity,
                     query,
                 });
@@ -677,40 +684,40 @@ impl Snapshot {
             .collect();
         let query_weight: f32 = idfs.iter().map(|(_, idf)| idf).sum();
         let mut best = TopK::new(limit);
-        let mut scores = Vec::new();
+        // Scores of one chunk at a time, by slot; all 0 between chunks.
+        let longest = chunks.iter().map(|(chunk, _)| chunk.ids.len()).max();
+        let mut scores = vec![0.0f32; longest.unwrap_or_default()];
         for (index, ((chunk, _), lists)) in chunks.iter().zip(&postings).enumerate() {
-            scores.clear();
-            scores.resize(chunk.ids.len(), 0.0f32);
+            // Plain slices, so that the loop keeps their bounds in
+            // registers instead of reloading them after every store.
+            let (lengths, totals) = (chunk.lengths.as_slice(), scores.as_mut_slice());
             for ((_, idf), list) in idfs.iter().zip(lists) {
                 for &(slot, frequency) in *list {
                     let slot = usize::from(slot);
-                    scores[slot] += weights.weight(*idf, frequency.into(), chunk.lengths[slot]);
+                    totals[slot] += weights.weight(*idf, frequency.into(), lengths[slot]);
                 }
             }
-            // Once `best` is full most entries fall below its floor: a
-            // block's best score, found in a loop the compiler vectorises,
-            // rejects all of the block's entries at once.
+            // Only entries holding a query term have a score: they are
+            // found through the postings, not by reading every slot, and
+            // each score is taken (reset to 0) as it is read, so an entry
+            // in several lists is judged once and the next chunk starts
+            // from zeros.
             let mut floor = best.floor();
-            for (block, block_scores) in scores.chunks(SELECTION_BLOCK).enumerate() {
-                let top = block_scores.iter().copied().fold(0.0f32, f32::max);
-                if top <= 0.0 || top < floor {
+            for &(slot, _) in lists.iter().copied().flatten() {
+                let slot = usize::from(slot);
+                let score = std::mem::take(&mut totals[slot]);
+                if score <= 0.0 || score < floor {
                     continue;
                 }
-                for (offset, &score) in block_scores.iter().enumerate() {
-                    if score <= 0.0 || score < floor {
-                        continue;
-                    }
-                    let slot = block * SELECTION_BLOCK + offset;
-                    let id = chunk.ids[slot];
-                    if best.admits(score, id) && accept(id, chunk.categories[slot]) {
-                        best.push(Scoring {
-                            id,
-                            score,
-                            chunk: index,
-                            slot,
-                        });
-                        floor = best.floor();
-                    }
+                let id = chunk.ids[slot];
+                if best.admits(score, id) && accept(id, chunk.categories[slot]) {
+                    best.push(Scoring {
+                        id,
+                        score,
+                        chunk: index,
+                        slot,
+                    });
+                    floor = best.floor();
                 }
             }
         }

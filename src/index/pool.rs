@@ -12,12 +12,12 @@
 
 use crate::memory::MemoryId;
 
-/// A row offered to the pool: where its stored vector lives.
+/// A row offered to the pool: where it lives. Eight bytes with its
+/// estimate, so that the thousands a long scan offers stay small.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Candidate {
-    pub id: MemoryId,
-    pub chunk: usize,
-    pub slot: usize,
+    pub chunk: u32,
+    pub slot: u16,
 }
 
 /// The best `wanted` rows offered so far, by estimate and then by id.
@@ -30,8 +30,9 @@ pub struct Pool {
     /// Rows offered at or below the cutoff: the sum of `per_estimate` up
     /// to it.
     within: usize,
-    /// Rows offered, some of them above the cutoff until the next sweep.
-    rows: Vec<(usize, Candidate)>,
+    /// Rows offered with their (capped) estimates, some of them above the
+    /// cutoff until the next sweep.
+    rows: Vec<(u16, Candidate)>,
     /// The length of `rows` at which the next sweep runs.
     sweep_at: usize,
 }
@@ -57,13 +58,14 @@ impl Pool {
 
     /// Offers a row with its estimate (capped at the pool's `bits`).
     pub fn offer(&mut self, estimate: u16, candidate: Candidate) {
-        let estimate = usize::from(estimate).min(self.per_estimate.len() - 1);
-        if estimate > self.cutoff {
+        let level = usize::from(estimate).min(self.per_estimate.len() - 1);
+        if level > self.cutoff {
             return;
         }
-        self.per_estimate[estimate] += 1;
+        self.per_estimate[level] += 1;
         self.within += 1;
-        self.rows.push((estimate, candidate));
+        self.rows
+            .push((u16::try_from(level).unwrap_or(u16::MAX), candidate));
         while self.cutoff > 0 && self.within - self.per_estimate[self.cutoff] >= self.wanted {
             self.within -= self.per_estimate[self.cutoff];
             self.cutoff -= 1;
@@ -78,20 +80,20 @@ impl Pool {
 
     /// Drops the rows above the cutoff.
     fn sweep(&mut self) {
-        let cutoff = self.cutoff;
+        let cutoff = self.cutoff();
         self.rows.retain(|&(estimate, _)| estimate <= cutoff);
     }
 
     /// The pool: every row below the cutoff, then the rows at it by id
-    /// as far as `wanted` allows.
-    pub fn into_rows(mut self) -> Vec<Candidate> {
+    /// (`id_of` says a row's) as far as `wanted` allows.
+    pub fn into_rows(mut self, id_of: impl Fn(Candidate) -> MemoryId) -> Vec<Candidate> {
         self.sweep();
-        let cutoff = self.cutoff;
+        let cutoff = self.cutoff();
         let (mut at_cutoff, mut below): (Vec<_>, Vec<_>) = self
             .rows
             .into_iter()
             .partition(|&(estimate, _)| estimate == cutoff);
-        at_cutoff.sort_unstable_by_key(|&(_, candidate)| candidate.id);
+        at_cutoff.sort_unstable_by_key(|&(_, candidate)| id_of(candidate));
         let room = self.wanted.saturating_sub(below.len());
         below.extend(at_cutoff.into_iter().take(room));
         below.into_iter().map(|(_, candidate)| candidate).collect()
@@ -106,9 +108,8 @@ mod tests {
 
     fn candidate(serial: usize) -> Candidate {
         Candidate {
-            id: MemoryId::new(),
             chunk: 0,
-            slot: serial,
+            slot: u16::try_from(serial).unwrap(),
         }
     }
 
@@ -123,6 +124,8 @@ mod tests {
             wanted in 1usize..200,
             skip_above_cutoff in any::<bool>(),
         ) {
+            let ids: Vec<MemoryId> = estimates.iter().map(|_| MemoryId::new()).collect();
+            let id_of = |row: Candidate| ids[usize::from(row.slot)];
             let rows: Vec<(u16, Candidate)> = estimates
                 .iter()
                 .enumerate()
@@ -135,10 +138,10 @@ mod tests {
                 }
             }
             let mut expected = rows.clone();
-            expected.sort_by_key(|&(estimate, row)| (estimate, row.id));
+            expected.sort_by_key(|&(estimate, row)| (estimate, id_of(row)));
             expected.truncate(wanted);
-            let mut expected: Vec<MemoryId> = expected.iter().map(|(_, row)| row.id).collect();
-            let mut pooled: Vec<MemoryId> = pool.into_rows().iter().map(|row| row.id).collect();
+            let mut expected: Vec<MemoryId> = expected.iter().map(|&(_, row)| id_of(row)).collect();
+            let mut pooled: Vec<MemoryId> = pool.into_rows(id_of).into_iter().map(id_of).collect();
             expected.sort_unstable();
             pooled.sort_unstable();
             prop_assert_eq!(pooled, expected);

@@ -8,6 +8,7 @@
 //! of the frame around it.
 
 use std::fmt::Write as _;
+use std::sync::OnceLock;
 
 use tiktoken_rs::CoreBPE;
 
@@ -26,7 +27,13 @@ pub fn count_tokens(text: &str) -> usize {
 /// Loads the encoder's ranks (about 0.1 s) so the first retrieval does not
 /// pay for it.
 pub fn warm_up() {
-    encoder();
+    header_tokens();
+}
+
+/// The header's tokens, counted once.
+fn header_tokens() -> usize {
+    static TOKENS: OnceLock<usize> = OnceLock::new();
+    *TOKENS.get_or_init(|| count_tokens(HEADER))
 }
 
 fn encoder() -> &'static CoreBPE {
@@ -39,11 +46,18 @@ fn encoder() -> &'static CoreBPE {
 /// text is empty.
 pub fn render(memories: &[&Memory], token_budget: usize) -> (String, Vec<bool>) {
     let mut included = vec![false; memories.len()];
-    let header_tokens = count_tokens(HEADER);
+    let header_tokens = header_tokens();
     if memories.is_empty() || header_tokens >= token_budget {
         return (String::new(), included);
     }
     let entries: Vec<String> = memories.iter().map(|memory| entry(memory)).collect();
+    // Most often everything fits: the whole text is then counted once,
+    // not piece by piece and again as a whole.
+    let everything = vec![true; entries.len()];
+    let whole = assemble(&entries, &everything);
+    if token_floor(&whole) <= token_budget && count_tokens(&whole) <= token_budget {
+        return (whole, everything);
+    }
     let mut used = header_tokens;
     for (slot, entry) in entries.iter().enumerate() {
         // Counting is the costly part (a large top_k of long memories is
