@@ -495,23 +495,24 @@ impl Snapshot {
                 .collect(),
         );
         let chunks: Vec<Arc<Chunk>> = self.chunks_of(namespaces).cloned().collect();
-        let mut pool = pool::Pool::new(pool.max(limit), self.coder.bits());
-        let cutoff = Arc::new(AtomicU16::new(pool.cutoff()));
+        let mut best_codes = pool::Pool::new(pool.max(limit), self.coder.bits());
+        let cutoff = Arc::new(AtomicU16::new(best_codes.cutoff()));
         scan::approximate(&chunks, &coded, &cutoff, |index, near| {
             let chunk = &chunks[index];
             let index = u32::try_from(index).expect("far fewer chunks than 2^32");
             for row in near {
                 let slot = usize::from(row.slot);
-                if row.differing <= pool.cutoff() && accept(chunk.ids[slot], chunk.categories[slot])
+                if row.differing <= best_codes.cutoff()
+                    && accept(chunk.ids[slot], chunk.categories[slot])
                 {
                     let candidate = pool::Candidate {
                         chunk: index,
                         slot: row.slot,
                     };
-                    pool.offer(row.differing, candidate);
+                    best_codes.offer(row.differing, candidate);
                 }
             }
-            cutoff.store(pool.cutoff(), AtomicOrdering::Relaxed);
+            cutoff.store(best_codes.cutoff(), AtomicOrdering::Relaxed);
         });
         let place = |candidate: pool::Candidate| {
             (
@@ -519,7 +520,7 @@ impl Snapshot {
                 usize::from(candidate.slot),
             )
         };
-        let candidates = pool.into_rows(|candidate| {
+        let candidates = best_codes.into_rows(|candidate| {
             let (chunk, slot) = place(candidate);
             chunk.ids[slot]
         });
