@@ -1,30 +1,25 @@
-//! The allocator's one setting: at most one glibc arena per core.
+//! The process's allocator: mimalloc, without transparent huge pages.
 //!
-//! glibc gives each thread that allocates an arena of its own, up to eight
-//! per core, and keeps what is freed in an arena for that arena alone. A
-//! service whose threads each build and drop large buffers at times (the
-//! load, the indexer's batches, searches on the blocking pool) so holds the
-//! sum of every arena's high-water mark: at 100,000 memories, 335 MiB
-//! resident once indexed against 262 MiB with one arena per core, with the
-//! same throughput (`engram-bench retrieve --memories 100000`).
+//! Under the 32-client retrieval load glibc's malloc took about 15 % of
+//! the process's CPU time, with its arenas capped at one per core to bound
+//! what each one keeps, and threads queued on the arenas' locks. mimalloc
+//! keeps a heap per thread; with it the CPU time of one retrieval at
+//! 100,000 memories fell by about a quarter (`engram-bench retrieve
+//! --memories 100000`), and the embedder's batches run as fast as before.
 //!
-//! Setting it needs `unsafe`: glibc's `mallopt` has no safe binding.
+//! mimalloc asks the kernel for transparent huge pages on the memory it
+//! reserves, so a few live objects keep a whole 2 MiB page resident: with
+//! them that run held 303–309 MiB once indexed and 620–680 MiB after its
+//! retrievals, against 250–275 and about 310 without. The switch is
+//! process-wide and covers memory mapped before `main`, which mimalloc's
+//! own option would come too late for.
 
-/// Caps glibc's arenas at one per core. Call it first thing in `main`,
-/// before any thread starts. Elsewhere than glibc it does nothing.
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
-pub fn limit_arenas() {
-    let cores = std::thread::available_parallelism().map_or(1, usize::from);
-    let arenas = libc::c_int::try_from(cores).unwrap_or(libc::c_int::MAX);
-    // SAFETY: `mallopt` only sets one of the allocator's tunables; it
-    // takes no pointers and has no precondition. A refused value (0 is
-    // returned) leaves glibc's default, which is still correct.
-    #[expect(unsafe_code, reason = "glibc's mallopt has no safe binding")]
-    unsafe {
-        libc::mallopt(libc::M_ARENA_MAX, arenas);
-    }
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// Turns transparent huge pages off for the process. Call it first thing
+/// in `main`. Where the kernel refuses, memory is only held longer, which
+/// is not worth failing for.
+pub fn configure() {
+    let _ = rustix::thread::disable_transparent_huge_pages(true);
 }
-
-/// Caps glibc's arenas at one per core: nothing to do without glibc.
-#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-pub fn limit_arenas() {}

@@ -43,7 +43,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    engram::allocator::limit_arenas();
+    engram::allocator::configure();
     let args = match Args::try_parse() {
         Ok(args) => args,
         // A mistyped hook command must not fail the agent's prompt: log it

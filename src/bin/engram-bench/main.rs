@@ -179,7 +179,7 @@ pub enum EmbedderChoice {
 
 fn main() -> ExitCode {
     // As the service's own `main` does: what is measured is what ships.
-    engram::allocator::limit_arenas();
+    engram::allocator::configure();
     let args = Args::parse();
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
