@@ -444,6 +444,37 @@ impl View {
         Some(memory)
     }
 
+    /// Every version of the chain `id` belongs to, oldest first.
+    fn chain(&self, id: MemoryId) -> Vec<Arc<Memory>> {
+        let Some(memory) = self.by_id.get(&id) else {
+            return Vec::new();
+        };
+        let mut older = Vec::new();
+        let mut seen = BTreeSet::from([id]);
+        let mut cursor = memory.supersedes;
+        while let Some(previous) = cursor
+            .and_then(|p| self.by_id.get(&p))
+            .filter(|previous| previous.namespace == memory.namespace)
+        {
+            if !seen.insert(previous.id) {
+                break; // a hand-made cycle
+            }
+            older.push(previous.clone());
+            cursor = previous.supersedes;
+        }
+        older.reverse();
+        older.push(memory.clone());
+        let mut current = id;
+        while let Some(next) = self.successor(current) {
+            if !seen.insert(next.id) {
+                break;
+            }
+            older.push(next.clone());
+            current = next.id;
+        }
+        older
+    }
+
     /// The newest memory of `id`'s namespace that supersedes it, if any
     /// (chains should not fork, but hand-edited files can make them; a
     /// hand-edited `supersedes` from another namespace is never followed).
@@ -705,34 +736,7 @@ impl Store {
 
     /// Every version of the chain `id` belongs to, oldest first.
     pub fn chain(&self, id: MemoryId) -> Vec<Arc<Memory>> {
-        let view = self.read();
-        let Some(memory) = view.by_id.get(&id) else {
-            return Vec::new();
-        };
-        let mut older = Vec::new();
-        let mut seen = BTreeSet::from([id]);
-        let mut cursor = memory.supersedes;
-        while let Some(previous) = cursor
-            .and_then(|p| view.by_id.get(&p))
-            .filter(|previous| previous.namespace == memory.namespace)
-        {
-            if !seen.insert(previous.id) {
-                break; // a hand-made cycle
-            }
-            older.push(previous.clone());
-            cursor = previous.supersedes;
-        }
-        older.reverse();
-        older.push(memory.clone());
-        let mut current = id;
-        while let Some(next) = view.successor(current) {
-            if !seen.insert(next.id) {
-                break;
-            }
-            older.push(next.clone());
-            current = next.id;
-        }
-        older
+        self.read().chain(id)
     }
 
     /// Whether `id` exists and nothing supersedes it.
@@ -743,7 +747,15 @@ impl Store {
 
     /// The newest version of the chain `id` belongs to (itself if current).
     pub fn head_of(&self, id: MemoryId) -> Option<Arc<Memory>> {
-        self.chain(id).pop()
+        let view = self.read();
+        let memory = view.by_id.get(&id)?;
+        // Most memories are never superseded, and a search asks for the
+        // head of every match: only a memory with a successor needs the
+        // walk (which also settles hand-made cycles).
+        if view.successor(id).is_none() {
+            return Some(memory.clone());
+        }
+        view.chain(id).pop()
     }
 
     /// `id`'s edges in both directions, leaving out memories that are gone
