@@ -7,8 +7,9 @@
 //! under a label, so no content can pose as a heading or as instructions
 //! of the frame around it.
 
+use std::collections::HashMap;
 use std::fmt::Write as _;
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock, PoisonError};
 
 use tiktoken_rs::CoreBPE;
 
@@ -44,51 +45,63 @@ fn encoder() -> &'static CoreBPE {
 /// whether it made it in. A memory that does not fit is left out and the
 /// next, shorter ones still get their chance; with nothing fitting, the
 /// text is empty.
+///
+/// The text's tokens are the header's plus each entry's: `o200k_base`
+/// splits text into pieces before it merges bytes into tokens, and no
+/// piece crosses into an entry, because the text before one ends in a
+/// line break and each entry opens with `**[` (a piece that holds a line
+/// break ends there, unless a `/` follows). So each entry is counted on
+/// its own, once per process ([`entry_tokens`]).
 pub fn render(memories: &[&Memory], token_budget: usize) -> (String, Vec<bool>) {
     let mut included = vec![false; memories.len()];
-    let header_tokens = header_tokens();
-    if memories.is_empty() || header_tokens >= token_budget {
+    let mut used = header_tokens();
+    if memories.is_empty() || used >= token_budget {
         return (String::new(), included);
     }
     let entries: Vec<String> = memories.iter().map(|memory| entry(memory)).collect();
-    // Most often everything fits: the whole text is then counted once,
-    // not piece by piece and again as a whole.
-    let everything = vec![true; entries.len()];
-    let whole = assemble(&entries, &everything);
-    if token_floor(&whole) <= token_budget && count_tokens(&whole) <= token_budget {
-        return (whole, everything);
-    }
-    let mut used = header_tokens;
     for (slot, entry) in entries.iter().enumerate() {
-        // Counting is the costly part (a large top_k of long memories is
-        // megabytes of text); an entry with more words than there are
-        // tokens left cannot fit, so it is not counted at all.
-        if token_floor(entry) > token_budget - used {
+        let left = token_budget - used;
+        // An entry with more words than there are tokens left cannot fit,
+        // so it is not counted at all: counting is the costly part, and a
+        // large top_k of long memories is megabytes of text.
+        if token_floor(entry) > left {
             continue;
         }
-        let cost = count_tokens(entry);
-        if used + cost <= token_budget {
+        let cost = entry_tokens(entry);
+        if cost <= left {
             used += cost;
             included[slot] = true;
         }
     }
-    // Token counts of pieces need not add up to the count of the whole;
-    // drop the least relevant entries until the whole fits.
-    loop {
-        if !included.contains(&true) {
-            return (String::new(), included);
-        }
-        let text = assemble(&entries, &included);
-        if count_tokens(&text) <= token_budget {
-            return (text, included);
-        }
-        let last = included
-            .iter()
-            .rposition(|&kept| kept)
-            .expect("one is kept");
-        included[last] = false;
+    if !included.contains(&true) {
+        return (String::new(), included);
     }
+    (assemble(&entries, &included), included)
 }
+
+/// The tokens of one entry. Counts are kept by the entry's text, since the
+/// memories an agent retrieves recur from turn to turn; when
+/// [`COUNTED_ENTRIES`] are kept, they are all dropped and counting starts
+/// over.
+fn entry_tokens(entry: &str) -> usize {
+    static COUNTS: OnceLock<Mutex<HashMap<String, usize>>> = OnceLock::new();
+    let counts = COUNTS.get_or_init(Mutex::default);
+    let lock = || counts.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(&count) = lock().get(entry) {
+        return count;
+    }
+    let count = count_tokens(entry);
+    let mut counts = lock();
+    if counts.len() >= COUNTED_ENTRIES {
+        counts.clear();
+    }
+    counts.insert(entry.to_owned(), count);
+    count
+}
+
+/// How many entries' counts [`entry_tokens`] keeps: about 1 MiB of entries
+/// of a few hundred bytes.
+const COUNTED_ENTRIES: usize = 4096;
 
 /// A floor under the number of tokens `text` counts as: `o200k_base`
 /// splits text into pieces none of which holds whitespace between two
@@ -179,6 +192,17 @@ mod tests {
         #[test]
         fn words_never_outnumber_tokens(text in "\\PC{0,400}|[a-z ,.\n]{0,400}") {
             prop_assert!(token_floor(&text) <= count_tokens(&text));
+        }
+
+        #[test]
+        fn the_whole_counts_as_the_header_and_the_entries(
+            contents in prop::collection::vec("\\PC{1,200}|[ a-z/*>.\n\r\t-]{1,200}", 1..6),
+        ) {
+            let memories: Vec<Memory> = contents.iter().map(|c| memory(c)).collect();
+            let entries: Vec<String> = memories.iter().map(entry).collect();
+            let whole = assemble(&entries, &vec![true; entries.len()]);
+            let parts: usize = entries.iter().map(|entry| count_tokens(entry)).sum();
+            prop_assert_eq!(count_tokens(&whole), count_tokens(HEADER) + parts);
         }
 
         #[test]
