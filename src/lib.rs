@@ -1,7 +1,8 @@
 //! Engram: long-term memory for AI coding agents, as a small HTTP service
 //! over plain markdown files.
 
-/// The global allocator (mimalloc) and its options, set first thing in `main`.
+/// The global allocator (mimalloc), and the process setting it needs first
+/// thing in `main`.
 pub mod allocator;
 /// Lifecycle: load, bind, serve, stop gracefully.
 pub mod app;

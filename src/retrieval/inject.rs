@@ -51,7 +51,7 @@ fn encoder() -> &'static CoreBPE {
 /// piece crosses into an entry, because the text before one ends in a
 /// line break and each entry opens with `**[` (a piece that holds a line
 /// break ends there, unless a `/` follows). So each entry is counted on
-/// its own, once per process ([`entry_tokens`]).
+/// its own, and its count kept ([`entry_tokens`]).
 pub fn render(memories: &[&Memory], token_budget: usize) -> (String, Vec<bool>) {
     let mut included = vec![false; memories.len()];
     let mut used = header_tokens();
@@ -80,28 +80,36 @@ pub fn render(memories: &[&Memory], token_budget: usize) -> (String, Vec<bool>) 
 }
 
 /// The tokens of one entry. Counts are kept by the entry's text, since the
-/// memories an agent retrieves recur from turn to turn; when
-/// [`COUNTED_ENTRIES`] are kept, they are all dropped and counting starts
+/// memories an agent retrieves recur from turn to turn; once the entries
+/// kept pass [`COUNTED_BYTES`], they are all dropped and counting starts
 /// over.
 fn entry_tokens(entry: &str) -> usize {
-    static COUNTS: OnceLock<Mutex<HashMap<String, usize>>> = OnceLock::new();
-    let counts = COUNTS.get_or_init(Mutex::default);
-    let lock = || counts.lock().unwrap_or_else(PoisonError::into_inner);
-    if let Some(&count) = lock().get(entry) {
+    static COUNTED: OnceLock<Mutex<Counted>> = OnceLock::new();
+    let counted = COUNTED.get_or_init(Mutex::default);
+    let lock = || counted.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(&count) = lock().tokens.get(entry) {
         return count;
     }
     let count = count_tokens(entry);
-    let mut counts = lock();
-    if counts.len() >= COUNTED_ENTRIES {
-        counts.clear();
+    let mut counted = lock();
+    if counted.bytes + entry.len() > COUNTED_BYTES {
+        *counted = Counted::default();
     }
-    counts.insert(entry.to_owned(), count);
+    counted.bytes += entry.len();
+    counted.tokens.insert(entry.to_owned(), count);
     count
 }
 
-/// How many entries' counts [`entry_tokens`] keeps: about 1 MiB of entries
-/// of a few hundred bytes.
-const COUNTED_ENTRIES: usize = 4096;
+/// Entries already counted, by their text, and the bytes of text kept.
+#[derive(Default)]
+struct Counted {
+    tokens: HashMap<String, usize>,
+    bytes: usize,
+}
+
+/// How many bytes of entries [`entry_tokens`] keeps: a few thousand
+/// entries of a few hundred bytes, or a few dozen of the longest.
+const COUNTED_BYTES: usize = 1 << 20;
 
 /// A floor under the number of tokens `text` counts as: `o200k_base`
 /// splits text into pieces none of which holds whitespace between two
