@@ -95,8 +95,10 @@ fn entry_tokens(entry: &str) -> usize {
     if counted.bytes + entry.len() > COUNTED_BYTES {
         *counted = Counted::default();
     }
-    counted.bytes += entry.len();
-    counted.tokens.insert(entry.to_owned(), count);
+    // Another thread may have counted it meanwhile: its bytes count once.
+    if counted.tokens.insert(entry.to_owned(), count).is_none() {
+        counted.bytes += entry.len();
+    }
     count
 }
 
