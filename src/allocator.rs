@@ -10,7 +10,7 @@
 //! mimalloc asks the kernel for transparent huge pages on the memory it
 //! reserves, so a few live objects keep a whole 2 MiB page resident: with
 //! them that run held 303–309 MiB once indexed and 620–680 MiB after its
-//! retrievals, against 250–275 and about 310 without. The switch is
+//! retrievals, against 254–271 and 305–332 without. The switch is
 //! process-wide and covers memory mapped before `main`, which mimalloc's
 //! own option would come too late for.
 
