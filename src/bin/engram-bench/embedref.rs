@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use engram::embed::local::{BUNDLED_MODEL_DIR, LocalEmbedder};
 
-use crate::measure::{Report, Row};
+use crate::measure::{self, Report, Row};
 use crate::{Result, corpus};
 
 use reference::{Pass, Reference};
@@ -170,7 +170,7 @@ fn check_agreement(
 fn time_engram(engram: &LocalEmbedder, texts: &[String], batch: usize) -> Result<Pass> {
     let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
     let mut seconds = Vec::with_capacity(refs.len().div_ceil(batch));
-    let cpu_began = process_cpu_seconds()?;
+    let cpu_began = measure::cpu_time();
     for chunk in refs.chunks(batch) {
         let began = Instant::now();
         engram.embed(chunk)?;
@@ -178,7 +178,7 @@ fn time_engram(engram: &LocalEmbedder, texts: &[String], batch: usize) -> Result
     }
     Ok(Pass {
         seconds,
-        cpu_seconds: process_cpu_seconds()? - cpu_began,
+        cpu_seconds: measure::cpu_time().saturating_sub(cpu_began).as_secs_f64(),
     })
 }
 
@@ -230,28 +230,6 @@ fn cosine(a: &[f32], b: &[f32]) -> f32 {
 fn count(n: usize) -> f64 {
     n as f64
 }
-
-/// The CPU time of this process, every thread, from `/proc/self/stat`
-/// (in clock ticks of 10 ms: a pass takes seconds).
-fn process_cpu_seconds() -> Result<f64> {
-    let stat = std::fs::read_to_string("/proc/self/stat")?;
-    // The fields after the command name, which is in parentheses and may
-    // hold spaces: state is field 3, utime and stime fields 14 and 15.
-    let after_name = stat
-        .rsplit_once(')')
-        .ok_or("no command name in /proc/self/stat")?
-        .1;
-    let fields: Vec<&str> = after_name.split_whitespace().collect();
-    let ticks = |field: usize| -> Result<f64> {
-        let value = fields.get(field - 3).ok_or("a short /proc/self/stat")?;
-        Ok(value.parse::<f64>()?)
-    };
-    Ok((ticks(14)? + ticks(15)?) / TICKS_PER_SECOND)
-}
-
-/// `USER_HZ`, the unit of `/proc` CPU times on every Linux architecture
-/// the bench runs on.
-const TICKS_PER_SECOND: f64 = 100.0;
 
 /// The one-minute load average (Linux; 0 elsewhere).
 fn load_average() -> f64 {
