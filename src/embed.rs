@@ -79,15 +79,7 @@ impl Embedder {
     /// reads and verifies about 90 MB: call it from a blocking thread.
     pub fn from_config(config: &config::Embedding) -> Result<Self, Error> {
         let backend = match config.provider {
-            EmbeddingProvider::Local => {
-                let dir = match &config.model_dir {
-                    Some(dir) => dir.clone(),
-                    None => {
-                        PathBuf::from(local::BUNDLED_MODEL_DIR.ok_or(local::Error::NotBundled)?)
-                    }
-                };
-                Backend::Local(load_shared(&dir)?)
-            }
+            EmbeddingProvider::Local => Backend::Local(load_shared(config.model_dir.as_deref())?),
             EmbeddingProvider::Openai => Backend::OpenAi(OpenAiEmbedder::new(openai::Settings {
                 base_url: config.base_url.clone(),
                 model: config.model.clone(),
@@ -220,17 +212,20 @@ pub fn degenerate(vector: &[f32]) -> Option<&'static str> {
     }
 }
 
-/// The model loaded from `dir`, loading it on first use. Tests and
-/// restarts in one process share one copy of the weights.
-fn load_shared(dir: &Path) -> Result<Arc<LocalEmbedder>, local::Error> {
-    static LOADED: Mutex<Option<HashMap<PathBuf, Arc<LocalEmbedder>>>> = Mutex::new(None);
+/// The model loaded from `dir` (the bundled copy when `None`), loading it
+/// on first use. Tests and restarts in one process share one copy of the
+/// weights.
+fn load_shared(dir: Option<&Path>) -> Result<Arc<LocalEmbedder>, local::Error> {
+    static LOADED: Mutex<Option<HashMap<Option<PathBuf>, Arc<LocalEmbedder>>>> = Mutex::new(None);
     // Held while loading, so two callers never load the same model twice.
     let mut loaded = LOADED.lock().unwrap_or_else(PoisonError::into_inner);
     let loaded = loaded.get_or_insert_with(HashMap::new);
-    if let Some(embedder) = loaded.get(dir) {
+    let key = dir.map(Path::to_owned);
+    if let Some(embedder) = loaded.get(&key) {
         return Ok(embedder.clone());
     }
-    let embedder = Arc::new(LocalEmbedder::load(dir)?);
-    loaded.insert(dir.to_owned(), embedder.clone());
+    let source = dir.map_or(local::Source::Bundled, local::Source::Dir);
+    let embedder = Arc::new(LocalEmbedder::load(source)?);
+    loaded.insert(key, embedder.clone());
     Ok(embedder)
 }

@@ -1,22 +1,20 @@
 //! The local embedder against vectors from the reference sentence-transformers
-//! pipeline (`shared/fixtures/minilm_reference.json`).
+//! pipeline (`tests/fixtures/minilm_reference.json`, a copy of the project's
+//! shared reference vectors).
 
 use std::sync::LazyLock;
 
-use engram::embed::local::{BUNDLED_MODEL_DIR, DIMENSIONS, LocalEmbedder, Priority};
+use engram::embed::local::{DIMENSIONS, LocalEmbedder, Priority, Source};
 use serde::Deserialize;
 
-/// `shared/` sits beside the repository, in development and in CI.
 const FIXTURE: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
-    "/../shared/fixtures/minilm_reference.json"
+    "/tests/fixtures/minilm_reference.json"
 );
 
 /// Loading takes a while, so every test shares one embedder.
-static EMBEDDER: LazyLock<LocalEmbedder> = LazyLock::new(|| {
-    let dir = BUNDLED_MODEL_DIR.expect("build.rs bundled the model");
-    LocalEmbedder::load(std::path::Path::new(dir)).expect("the bundled model loads")
-});
+static EMBEDDER: LazyLock<LocalEmbedder> =
+    LazyLock::new(|| LocalEmbedder::load(Source::Bundled).expect("the bundled model loads"));
 
 static ITEMS: LazyLock<Vec<Item>> = LazyLock::new(|| {
     let json = std::fs::read(FIXTURE).expect("the fixture is readable");

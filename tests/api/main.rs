@@ -5,6 +5,7 @@ mod helpers;
 mod upstream;
 
 mod auth;
+mod binary;
 mod browser;
 mod capture;
 mod capture_limits;

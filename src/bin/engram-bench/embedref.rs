@@ -17,7 +17,7 @@ mod reference;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use engram::embed::local::{BUNDLED_MODEL_DIR, LocalEmbedder};
+use engram::embed::local::{LocalEmbedder, Source};
 
 use crate::measure::{self, Report, Row};
 use crate::{Result, corpus};
@@ -48,12 +48,28 @@ pub async fn embedref(report: &mut Report, settings: Settings) -> Result {
     Ok(())
 }
 
+/// Writes the bundled model's files into `<venv>/model` for the reference
+/// to read, and returns that directory; both runtimes then load it.
+fn unpack_bundled(venv: &std::path::Path) -> Result<PathBuf> {
+    let files = engram_model::BUNDLED.ok_or("no model was bundled at build time")?;
+    let dir = venv.join("model");
+    std::fs::create_dir_all(&dir)?;
+    for (file, bytes) in [
+        (engram_model::pinned::CONFIG, files.config),
+        (engram_model::pinned::TOKENIZER, files.tokenizer),
+        (engram_model::pinned::WEIGHTS, files.weights),
+    ] {
+        std::fs::write(dir.join(file.name), bytes)?;
+    }
+    Ok(dir)
+}
+
 fn measure(settings: &Settings) -> Result<Report> {
     let model_dir = match std::env::var_os("ENGRAM_MODEL_DIR").filter(|dir| !dir.is_empty()) {
         Some(dir) => PathBuf::from(dir),
-        None => PathBuf::from(BUNDLED_MODEL_DIR.ok_or("no model was bundled at build time")?),
+        None => unpack_bundled(&settings.venv)?,
     };
-    let engram = LocalEmbedder::load(&model_dir)?;
+    let engram = LocalEmbedder::load(Source::Dir(&model_dir))?;
     // Candle runs each matrix product on rayon with this many threads; the
     // reference gets as many intra-op threads.
     let threads = candle_core::utils::get_num_threads();

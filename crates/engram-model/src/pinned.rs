@@ -1,7 +1,8 @@
 //! The three model files the local embedder needs, pinned by SHA-256.
 //!
-//! Shared verbatim by `build.rs` (through `#[path]`) and `local.rs`, so the
-//! build-time fetch and the load-time check can never disagree on a hash.
+//! Shared verbatim by `build.rs` (through `#[path]`) and the embedder, so
+//! the build-time check and the check of a run-time `ENGRAM_MODEL_DIR` can
+//! never disagree on a hash.
 
 use sha2::{Digest, Sha256};
 

