@@ -1,5 +1,6 @@
 //! The `engram` binary: arguments → configuration → logging → serve.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -10,22 +11,38 @@ use engram::config::Config;
 /// Engram: long-term memory for AI coding agents.
 ///
 /// Configuration comes from built-in defaults, then the YAML file given by
-/// --config (or ENGRAM_CONFIG), then ENGRAM_SECTION__KEY environment
-/// variables (e.g. ENGRAM_LIMITS__MAX_BODY_BYTES=2097152).
+/// --config (or ENGRAM_CONFIG), then environment variables: ENGRAM_KEY for
+/// a top-level key (ENGRAM_LISTEN, ENGRAM_DATA_DIR), ENGRAM_SECTION__KEY
+/// for one in a section (e.g. ENGRAM_LIMITS__MAX_BODY_BYTES=2097152), then
+/// the flags of `serve`.
 #[derive(Parser)]
-#[command(version)]
+#[command(version, args_conflicts_with_subcommands = true)]
 struct Args {
     /// The YAML configuration file.
     #[arg(long, env = "ENGRAM_CONFIG", value_name = "FILE")]
     config: Option<PathBuf>,
+    /// `serve`'s flags, for `engram` run without a command.
+    #[command(flatten)]
+    serve: ServeArgs,
     #[command(subcommand)]
     command: Option<Command>,
+}
+
+/// Where to serve, winning over the environment and the file.
+#[derive(clap::Args)]
+struct ServeArgs {
+    /// The address to serve on (the `listen` key, ENGRAM_LISTEN).
+    #[arg(long, value_name = "ADDR")]
+    listen: Option<SocketAddr>,
+    /// The data directory (the `data_dir` key, ENGRAM_DATA_DIR).
+    #[arg(long, value_name = "DIR")]
+    data_dir: Option<PathBuf>,
 }
 
 #[derive(Subcommand)]
 enum Command {
     /// Serve the HTTP API (the default).
-    Serve,
+    Serve(ServeArgs),
     /// Print the effective configuration as YAML and exit.
     Config,
     /// Print the OpenAPI document as YAML and exit.
@@ -54,7 +71,7 @@ fn main() -> ExitCode {
         }
         Err(err) => err.exit(),
     };
-    match args.command.unwrap_or(Command::Serve) {
+    match args.command.unwrap_or(Command::Serve(args.serve)) {
         Command::Hook(hook) => engram::hook::run(&hook),
         Command::Setup(setup) => engram::setup::run(&setup),
         Command::Mcp(bridge) => engram::mcp::bridge::run(&bridge),
@@ -73,7 +90,7 @@ fn main() -> ExitCode {
             },
             Err(code) => code,
         },
-        Command::Serve => match load_config(args.config.as_deref()) {
+        Command::Serve(flags) => match serve_config(args.config.as_deref(), flags) {
             Ok(config) => serve(config),
             Err(code) => code,
         },
@@ -94,10 +111,27 @@ fn is_hook_run(err: &clap::Error) -> bool {
 }
 
 fn load_config(path: Option<&std::path::Path>) -> Result<Config, ExitCode> {
-    Config::load(path, std::env::vars()).map_err(|err| {
-        eprintln!("engram: invalid configuration: {err}");
-        ExitCode::from(2)
-    })
+    Config::load(path, std::env::vars()).map_err(|err| invalid_configuration(&err))
+}
+
+fn invalid_configuration(err: &engram::config::Error) -> ExitCode {
+    eprintln!("engram: invalid configuration: {err}");
+    ExitCode::from(2)
+}
+
+/// The configuration with `serve`'s flags laid over it, validated again.
+fn serve_config(path: Option<&std::path::Path>, flags: ServeArgs) -> Result<Config, ExitCode> {
+    let mut config = load_config(path)?;
+    if let Some(listen) = flags.listen {
+        config.listen = listen;
+    }
+    if let Some(data_dir) = flags.data_dir {
+        config.data_dir = data_dir;
+    }
+    config
+        .validate()
+        .map_err(|err| invalid_configuration(&err))?;
+    Ok(config)
 }
 
 fn print_yaml(value: &impl serde::Serialize) -> ExitCode {
