@@ -24,18 +24,33 @@ onUnauthorized(askForKey);
 const main = document.getElementById('main');
 let generation = 0;
 
+/** `part` of the address decoded, or null when it is not valid
+ * percent-encoding (a hand-typed or truncated link). */
+function decoded(part) {
+  try {
+    return decodeURIComponent(part);
+  } catch {
+    return null;
+  }
+}
+
 function route() {
   const hash = location.hash.replace(/^#/, '') || '/';
   const [path, search = ''] = hash.split('?');
   const params = new URLSearchParams(search);
-  const parts = path.split('/').filter(Boolean).map(decodeURIComponent);
+  const parts = path.split('/').filter(Boolean).map(decoded);
+  if (parts.includes(null)) return ['missing', notFound];
   if (parts.length === 0) return ['list', () => listView(params)];
   if (parts[0] === 'search') return ['search', () => searchView(params)];
   if (parts[0] === 'm' && parts[1]) return ['memory', () => memoryView(parts[1])];
   if (parts[0] === 'g' && parts[1]) return ['graph', () => graphView(parts[1], params)];
   if (parts[0] === 'capture') return ['capture', () => captureView()];
-  return ['missing', async () => h('section', null, h('h1', { tabindex: '-1' }, 'Not found'),
-    h('p', null, 'No page here. ', h('a', { href: '#/' }, 'Back to the memories.')))];
+  return ['missing', notFound];
+}
+
+async function notFound() {
+  return h('section', null, h('h1', { tabindex: '-1' }, 'Not found'),
+    h('p', null, 'No page here. ', h('a', { href: '#/' }, 'Back to the memories.')));
 }
 
 async function render() {

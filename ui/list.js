@@ -4,9 +4,9 @@
 
 import { get, query } from './api.js';
 import {
-  CATEGORIES, clip, field, h, memoryLink, namespaceOf, select, time,
+  CATEGORIES, field, h, memoryLink, namespaceOf, select, time,
 } from './dom.js';
-import { plainText } from './markdown.js';
+import { excerpt } from './markdown.js';
 
 const PAGE = 50;
 
@@ -109,7 +109,7 @@ export function item(memory) {
       h('span', null, namespaceOf(memory)),
       memory.version > 1 ? h('span', null, `v${memory.version}`) : null,
       time(memory.created_at)),
-    h('p', null, memoryLink(memory.id, clip(plainText(memory.content), 240))));
+    h('p', null, memoryLink(memory.id, excerpt(memory.content, 240))));
 }
 
 function pager(filters, trail, cursor, next) {

@@ -7,6 +7,11 @@
 // headings, paragraphs with line breaks, fenced and indented code, inline
 // code, bold, italics, links, bullet and numbered lists, block quotes and
 // rules. Images are shown as their alt text: nothing is fetched.
+//
+// Its work is linear in the text at each nesting level (at most MAX_DEPTH):
+// a memory full of unclosed markers costs no more than plain text.
+
+import { clip } from './dom.js';
 
 const SAFE_SCHEME = /^(https?:\/\/|mailto:)/i;
 
@@ -30,8 +35,15 @@ export function renderMarkdown(source) {
   return root;
 }
 
+/** The first `chars` characters a reader sees of `source`, on one line:
+ * for previews. Only the head of the source is rendered, so a long memory
+ * costs a list no more than a short one. */
+export function excerpt(source, chars) {
+  return clip(plainText(String(source).slice(0, chars * 4)), chars);
+}
+
 /** The text a reader sees of `source` (markup gone), on one line: for
- * previews and labels. */
+ * labels. */
 export function plainText(source) {
   const root = renderMarkdown(source);
   for (const block of root.querySelectorAll('br, p, li, h3, h4, h5, h6, pre, hr')) {
@@ -154,10 +166,14 @@ function list(lines, start, parent, depth) {
 }
 
 const ESCAPABLE = /[\\`*_{}[\]()#+\-.!>~|]/;
-const LINK = /^(!?)\[([^\]]*)\]\(\s*<?([^()\s<>]*)>?(?:\s+"[^"]*")?\s*\)/;
+// Sticky, matched where the text stands (no copy of the rest); a label or
+// target longer than a line's worth is not a link, which bounds each try.
+const LINK = /(!?)\[([^\]]{0,500})\]\(\s*<?([^()\s<>]{0,2000})>?(?:\s+"[^"]{0,500}")?\s*\)/y;
+const TICKS = /`+/y;
 
 /** Inline markdown of `text`, appended to `parent`. */
 function inline(text, parent, depth) {
+  const closers = { '*': emphasisClosers(text, '*'), '_': emphasisClosers(text, '_') };
   let plain = '';
   const flush = () => {
     if (plain) parent.append(document.createTextNode(plain));
@@ -172,7 +188,8 @@ function inline(text, parent, depth) {
       continue;
     }
     if (c === '`') {
-      const ticks = /^`+/.exec(text.slice(i))[0];
+      TICKS.lastIndex = i;
+      const ticks = TICKS.exec(text)[0];
       const end = text.indexOf(ticks, i + ticks.length);
       if (end > i) {
         flush();
@@ -196,7 +213,7 @@ function inline(text, parent, depth) {
       }
     }
     if (depth < MAX_DEPTH && (c === '*' || c === '_') && emphasisOpens(text, i)) {
-      const end = emphasisCloses(text, i + 1, c);
+      const end = closers[c].after(i + 1);
       if (end > 0) {
         flush();
         const em = document.createElement('em');
@@ -207,7 +224,8 @@ function inline(text, parent, depth) {
       }
     }
     if (c === '[' || (c === '!' && text[i + 1] === '[')) {
-      const match = LINK.exec(text.slice(i));
+      LINK.lastIndex = i;
+      const match = LINK.exec(text);
       if (match) {
         flush();
         parent.append(match[1] ? image(match[2]) : link(match[2], match[3], depth));
@@ -228,15 +246,25 @@ function emphasisOpens(text, i) {
   return text[i] === '*' || i === 0 || !/[\p{L}\p{N}]/u.test(text[i - 1]);
 }
 
-function emphasisCloses(text, from, marker) {
-  for (let end = text.indexOf(marker, from); end > from; end = text.indexOf(marker, end + 1)) {
-    const before = text[end - 1];
+/** Where `marker` may close emphasis in `text`: after a non-space, and
+ * `_` only at a word's end. Found once per text; `after(from)` answers the
+ * first such place past `from`, and since the text is read left to right
+ * it only ever moves forward. */
+function emphasisClosers(text, marker) {
+  const places = [];
+  for (let end = text.indexOf(marker, 1); end > 0; end = text.indexOf(marker, end + 1)) {
     const after = text[end + 1];
-    if (/\s/.test(before)) continue;
+    if (/\s/.test(text[end - 1])) continue;
     if (marker === '_' && after && /[\p{L}\p{N}]/u.test(after)) continue;
-    return end;
+    places.push(end);
   }
-  return -1;
+  let next = 0;
+  return {
+    after(from) {
+      while (next < places.length && places[next] <= from) next += 1;
+      return next < places.length ? places[next] : -1;
+    },
+  };
 }
 
 function link(label, target, depth) {

@@ -5,9 +5,9 @@
 
 import { del, get, post } from './api.js';
 import {
-  CATEGORIES, RELATIONSHIPS, clip, field, h, memoryLink, namespaceOf, num, select, shortId, time,
+  CATEGORIES, RELATIONSHIPS, field, h, memoryLink, namespaceOf, num, select, shortId, time,
 } from './dom.js';
-import { plainText, renderMarkdown } from './markdown.js';
+import { excerpt, plainText, renderMarkdown } from './markdown.js';
 import { confirmAction, notify } from './dialogs.js';
 
 /** Renders the page of memory `id`. */
@@ -27,7 +27,7 @@ export async function memoryView(id) {
       h('span', null, namespaceOf(memory)),
       h('span', null, `version ${memory.version}`),
       current ? h('span', { class: 'badge ok' }, 'current') : h('span', { class: 'badge old' }, 'superseded')),
-    h('h1', { tabindex: '-1' }, clip(plainText(memory.content.split('\n')[0]), 90) || 'Memory'),
+    h('h1', { tabindex: '-1' }, excerpt(memory.content.split('\n')[0], 90) || 'Memory'),
     current ? null : h('p', { class: 'warning' }, 'A newer version replaces this one: ',
       memoryLink(memory.chain[memory.chain.length - 1].id, 'see the current version'), '.'),
     h('div', { class: 'content' }, renderMarkdown(memory.content)),
@@ -63,7 +63,7 @@ function chain(memory) {
       'aria-current': version.id === memory.id ? 'page' : null,
     },
     version.id === memory.id ? h('strong', null, `v${version.version} (this one)`) : memoryLink(version.id, `v${version.version}`),
-    ' ', time(version.created_at), ' — ', clip(plainText(version.content), 80)))));
+    ' ', time(version.created_at), ' — ', excerpt(version.content, 80)))));
 }
 
 function edges(memory, nodes) {
@@ -88,7 +88,7 @@ function similarList(similar) {
     similar.degraded ? h('p', { class: 'muted' }, `Not known yet (${similar.degraded}).`) : null,
     similar.memories.length
       ? h('ul', { class: 'similar' }, similar.memories.map((m) => h('li', null,
-        h('span', { class: 'muted' }, num(m.similarity, 2)), ' ', memoryLink(m.id, clip(plainText(m.content), 100)))))
+        h('span', { class: 'muted' }, num(m.similarity, 2)), ' ', memoryLink(m.id, excerpt(m.content, 100)))))
       : (similar.degraded ? null : h('p', { class: 'muted' }, 'None.')));
 }
 

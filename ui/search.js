@@ -3,10 +3,10 @@
 
 import { post, query } from './api.js';
 import {
-  clip, field, h, memoryLink, namespaceOf, num,
+  field, h, memoryLink, namespaceOf, num,
 } from './dom.js';
 import { knownNamespaces, ownerOptions } from './list.js';
-import { plainText } from './markdown.js';
+import { excerpt } from './markdown.js';
 
 /** Renders the search page; runs the search when the address holds `q`. */
 export async function searchView(params) {
@@ -78,7 +78,7 @@ function hit(memory) {
       h('span', { class: `badge cat-${memory.category}` }, memory.category),
       h('span', null, namespaceOf(memory)),
       memory.version > 1 ? h('span', null, `v${memory.version}`) : null),
-    h('p', null, memoryLink(memory.id, clip(plainText(memory.content), 300))),
+    h('p', null, memoryLink(memory.id, excerpt(memory.content, 300))),
     h('dl', { class: 'scores' },
       ['match', 'similarity', 'lexical', 'recency', 'importance', 'access', 'context_boost']
         .filter((name) => typeof scores[name] === 'number')

@@ -582,3 +582,31 @@ async fn wait_indexed(served: &Served) {
     })
     .await;
 }
+
+#[tokio::test]
+async fn a_malformed_address_shows_not_found_and_long_markup_lists_as_an_excerpt() {
+    let Some((browser, served)) = session(
+        "a_malformed_address_shows_not_found_and_long_markup_lists_as_an_excerpt",
+        |_| {},
+    )
+    .await
+    else {
+        return;
+    };
+    // A truncated percent-escape: decoding it throws.
+    browser.open(&served.ui("#/m/%E0%A4%A")).await;
+    assert_eq!(browser.texts("main h1").await, ["Not found"]);
+
+    // Emphasis markers that never close, then closed ones past the
+    // excerpt: the list shows the head of the text, markup gone.
+    let content = format!("**Lead** *{}", "a *b _c ".repeat(900));
+    served
+        .create(memory("repo", "forge", "patterns", &content))
+        .await;
+    browser.open(&served.ui("")).await;
+    let shown = browser.texts(".memory-item p a").await;
+    assert_eq!(shown.len(), 1, "{shown:?}");
+    assert!(shown[0].starts_with("Lead *a *b _c"), "{}", shown[0]);
+    assert!(shown[0].chars().count() <= 241, "{}", shown[0]);
+    end(browser, served).await;
+}
