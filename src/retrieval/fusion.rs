@@ -175,6 +175,23 @@ mod tests {
     }
 
     #[test]
+    fn first_in_both_searches_is_not_a_full_match_when_its_words_hold_little_of_the_question() {
+        // First by cosine and first by BM25, but its words hold a tenth of
+        // the question's information, on a flat vector side (share 0.8):
+        // the score is (1 - 0.8) * 1 + 0.8 * 0.1 = 0.28, far from 1.
+        let first_in_both = Lexical {
+            rank: 0,
+            coverage: 0.1,
+            matched_idf: 12.0,
+            matched_terms: 2,
+        };
+        let score = fused(1.0, Some(first_in_both), FLAT);
+        assert!((score - 0.28).abs() < 1e-6, "{score}");
+        // With the words holding the whole question it is 1.
+        assert!((fused(1.0, Some(several(1.0)), FLAT) - 1.0).abs() < 1e-12);
+    }
+
+    #[test]
     fn one_shared_common_word_never_beats_a_clearly_closer_meaning() {
         // The defect's store of six: the answer is first by cosine (0.23)
         // and shares no word with the question; another memory shares only
