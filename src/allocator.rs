@@ -1,18 +1,19 @@
 //! The process's allocator: mimalloc, without transparent huge pages.
 //!
-//! Under the 32-client retrieval load glibc's malloc took about 15 % of
-//! the process's CPU time, with its arenas capped at one per core to bound
-//! what each one keeps, and threads queued on the arenas' locks. mimalloc
-//! keeps a heap per thread; with it the CPU time of one retrieval at
-//! 100,000 memories fell by about a quarter (`engram-bench retrieve
-//! --memories 100000`), and the embedder's batches run as fast as before.
+//! Many threads allocate at once under concurrent retrievals, and glibc's
+//! malloc serialises them on its arenas' locks (more arenas would only
+//! keep more freed memory). mimalloc keeps a heap per thread, so the
+//! allocator stops being a shared point of contention, and the embedder's
+//! large, short-lived tensors are reused rather than returned and faulted
+//! back in.
 //!
 //! mimalloc asks the kernel for transparent huge pages on the memory it
-//! reserves, so a few live objects keep a whole 2 MiB page resident: with
-//! them that run held 303–309 MiB once indexed and 620–680 MiB after its
-//! retrievals, against 254–271 and 305–332 without. The switch is
+//! reserves, so a few live objects can keep a whole 2 MiB page resident
+//! and the process holds far more than it uses. Turning them off is
 //! process-wide and covers memory mapped before `main`, which mimalloc's
-//! own option would come too late for.
+//! own option would come too late for. The measurements behind both
+//! choices are in `docs/benchmarks.md` ("glibc's malloc against
+//! mimalloc").
 
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;

@@ -29,7 +29,7 @@
 //! with the stored vectors: results carry the stored vectors'
 //! similarities, in their order, and are those of a full scan unless the
 //! codes ranked a true result outside the pool (measured, not bounded:
-//! `engram-bench retrieve` reports recall@10).
+//! `engram-bench retrieve` reports recall@10; see `docs/benchmarks.md`).
 
 pub mod indexer;
 pub mod lexical;

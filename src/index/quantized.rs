@@ -20,7 +20,8 @@
 //! coarse (θ/π has a standard deviation of about 0.02 at 512 bits), with no
 //! hard bound, so the search rescores a large pool of the best estimates
 //! with the stored vectors; how often that pool misses a true top-10
-//! memory is measured by `engram-bench retrieve` (recall@10), not bounded.
+//! memory is measured by `engram-bench retrieve` (recall@10, in
+//! `docs/benchmarks.md`), not bounded.
 
 use pulp::{Arch, Simd, WithSimd};
 

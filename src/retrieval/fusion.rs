@@ -29,7 +29,7 @@
 //! full vote, so in a small store one shared common word outranked the
 //! answer. The best cosine with every query word scores 1. The constants
 //! were chosen on LoCoMo's dev split and the repository's semantic eval set
-//! (see README, "Retrieval quality").
+//! (see `docs/retrieval.md`, "How the fusion was chosen").
 
 /// How sharply the meaning score falls with the cosine's distance from the
 /// best: squared, a memory at 0.9 of the best cosine scores 0.81, so a

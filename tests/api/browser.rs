@@ -177,7 +177,7 @@ impl Browser {
         serde_json::from_value(self.eval(&script).await).unwrap()
     }
 
-    /// A PNG of the window, for the README.
+    /// A PNG of the window, for `docs/browser.md`.
     pub async fn screenshot(&self, path: &Path) {
         std::fs::write(path, self.client.screenshot().await.unwrap()).unwrap();
     }

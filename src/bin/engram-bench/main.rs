@@ -164,7 +164,7 @@ enum Command {
         #[arg(long, default_value_t = 500)]
         requests: usize,
     },
-    /// Every workload at the sizes the README reports.
+    /// Every workload at the sizes `docs/benchmarks.md` reports.
     All,
 }
 

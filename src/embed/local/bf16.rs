@@ -4,9 +4,10 @@
 //!
 //! `VDPBF16PS` multiplies 16 pairs of bf16 values and adds both products
 //! of each pair into one f32 lane: 32 multiply-adds per instruction where
-//! an f32 FMA does 16, so on such a CPU these products run at about twice
-//! the rate of the f32 kernels `gemm` picks (190–226 against 99–111
-//! GFLOP/s on one core of the bench machine, at the encoder's shapes).
+//! an f32 FMA does 16, so on such a CPU these products can run at twice
+//! the rate of the f32 kernels `gemm` picks, and the encoder is mostly
+//! these products (the measured rates and their effect on embedding are
+//! in `docs/benchmarks.md`, "Embedder and start-up").
 //! Both inputs are rounded to bf16 (8 significant bits); the products of
 //! two bf16 values are exact in f32 and the sums stay f32, so a product's
 //! error is the inputs' rounding, about 2⁻⁹ of each term.

@@ -8,8 +8,8 @@
 //! cargo test --release --test api browser::render_times -- --ignored --nocapture
 //! ```
 //!
-//! With `ENGRAM_UI_SCREENSHOTS=<dir>` it also saves the screenshots the
-//! README shows.
+//! With `ENGRAM_UI_SCREENSHOTS=<dir>` it also saves the screenshots
+//! `docs/browser.md` shows.
 
 use std::io::Write;
 use std::path::PathBuf;
