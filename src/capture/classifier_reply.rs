@@ -1,7 +1,9 @@
 //! Reading the classifier's reply: a JSON array of memory objects, however
 //! a model wraps it (prose around it, code fences, an object holding the
-//! array, trailing commas). One malformed item is rejected alone; a reply
-//! with no JSON at all means "nothing to remember".
+//! array, trailing commas) or bends it (single quotes, Python literals, one
+//! bare memory object instead of an array, `Coding Preferences` for
+//! `coding-preferences`), as small local models do. One malformed item is
+//! rejected alone; a reply with no JSON at all means "nothing to remember".
 
 use serde_json::Value;
 
@@ -40,7 +42,7 @@ pub fn parse(reply: &str) -> Reply {
             ..Reply::default()
         };
     }
-    let Some(items) = reply::find_json_array(reply) else {
+    let Some(items) = reply::find_json(reply, memory_items) else {
         return Reply {
             unparseable: true,
             ..Reply::default()
@@ -54,6 +56,32 @@ pub fn parse(reply: &str) -> Reply {
         }
     }
     read
+}
+
+/// The memory objects a JSON value holds: an array's items, the one array
+/// of an object (`{"memories": [...]}`), or an object that is itself a
+/// memory.
+fn memory_items(value: Value) -> Option<Vec<Value>> {
+    match value {
+        Value::Array(items) => Some(items),
+        Value::Object(object) if object.contains_key("content") => {
+            Some(vec![Value::Object(object)])
+        }
+        Value::Object(object) => reply::single_array_field(object),
+        _ => None,
+    }
+}
+
+/// A scope, category or relationship as the model spelled it, in the
+/// spelling Engram's names use: lower case, words joined by `-`.
+fn name(spelled: &str) -> String {
+    spelled
+        .trim()
+        .to_lowercase()
+        .split(|c: char| c.is_whitespace() || c == '_' || c == '-')
+        .filter(|word| !word.is_empty())
+        .collect::<Vec<_>>()
+        .join("-")
 }
 
 fn proposed(item: &Value) -> Result<Proposed, String> {
@@ -77,20 +105,28 @@ fn proposed(item: &Value) -> Result<Proposed, String> {
                 .iter()
                 .filter_map(|edge| {
                     let id = edge.get("id")?.as_str()?.trim();
-                    let relationship = edge.get("relationship")?.as_str()?.trim();
-                    Some((id.to_owned(), relationship.to_owned()))
+                    let relationship = edge.get("relationship")?.as_str()?;
+                    Some((id.to_owned(), name(relationship)))
                 })
                 .collect()
         })
         .unwrap_or_default();
     Ok(Proposed {
         content: text("content")?,
-        scope: text("scope")?,
-        category: text("category")?,
+        scope: name(&text("scope")?),
+        category: name(&text("category")?),
         supersedes,
         related,
-        importance: object.get("importance").and_then(Value::as_f64),
+        importance: object.get("importance").and_then(importance),
     })
+}
+
+/// An importance written as a number or as a number in a string (`"0.8"`).
+fn importance(value: &Value) -> Option<f64> {
+    match value {
+        Value::String(text) => text.trim().parse().ok(),
+        other => other.as_f64(),
+    }
 }
 
 #[cfg(test)]
@@ -118,6 +154,81 @@ mod tests {
             assert_eq!(read.proposed.len(), 1, "{reply}");
             assert_eq!(read.proposed[0].content, "Ana prefers tabs.");
         }
+    }
+
+    /// A reply from `tests/fixtures/classifier-replies/`.
+    macro_rules! small_model_reply {
+        ($file:literal) => {
+            include_str!(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/tests/fixtures/classifier-replies/",
+                $file
+            ))
+        };
+    }
+
+    #[test]
+    fn replies_in_the_shapes_small_models_write_are_read() {
+        let cases: [(&str, &str, &[(&str, &str)]); 6] = [
+            (
+                "prose and a fence, trailing commas",
+                small_model_reply!("prose-and-fence-trailing-commas.txt"),
+                &[
+                    ("user", "coding-preferences"),
+                    ("repo", "project-conventions"),
+                ],
+            ),
+            (
+                "wrapped in an object",
+                small_model_reply!("wrapped-in-an-object.txt"),
+                &[("repo", "architectural-decisions")],
+            ),
+            (
+                "Python literals",
+                small_model_reply!("python-literals.txt"),
+                &[("repo", "corrections")],
+            ),
+            (
+                "one bare object",
+                small_model_reply!("one-bare-object.txt"),
+                &[("user", "coding-preferences")],
+            ),
+            (
+                "names in another case",
+                small_model_reply!("names-in-another-case.txt"),
+                &[("repo", "architectural-decisions"), ("user", "user-facts")],
+            ),
+            (
+                "comments",
+                small_model_reply!("comments.txt"),
+                &[("repo", "corrections")],
+            ),
+        ];
+        for (shape, reply, expected) in cases {
+            let read = parse(reply);
+            assert!(
+                !read.unparseable && read.rejected.is_empty(),
+                "{shape}: {read:?}"
+            );
+            let names: Vec<(&str, &str)> = read
+                .proposed
+                .iter()
+                .map(|proposed| (proposed.scope.as_str(), proposed.category.as_str()))
+                .collect();
+            assert_eq!(names, expected, "{shape}");
+        }
+        let python = parse(small_model_reply!("python-literals.txt"));
+        assert_eq!(
+            python.proposed[0].content,
+            "Don't mock the database in forge's tests; use the throwaway Postgres."
+        );
+        assert_eq!(python.proposed[0].importance, Some(0.9));
+        let wrapped = parse(small_model_reply!("wrapped-in-an-object.txt"));
+        assert_eq!(
+            wrapped.proposed[0].importance,
+            Some(0.8),
+            "a number in a string"
+        );
     }
 
     #[test]

@@ -1,7 +1,9 @@
 //! Finding the JSON a chat model was asked for in what it actually wrote:
 //! prose around it, code fences, an object holding the array, trailing
-//! commas. Both model replies Engram reads (HyDE hypotheses and the
-//! classifier's memories) go through [`find_json_array`].
+//! commas, and what small local models write instead of JSON: single-quoted
+//! strings, Python's `True`/`False`/`None`, `//` comments. Both model replies
+//! Engram reads (HyDE hypotheses and the classifier's memories) go through
+//! [`find_json`].
 
 use serde_json::Value;
 
@@ -10,28 +12,113 @@ use serde_json::Value;
 const MAX_CANDIDATES: usize = 32;
 
 /// The first JSON array in `reply` (bare, or the single array-valued field
-/// of an object), trying each `[` or `{` in turn; trailing commas are
-/// forgiven.
+/// of an object), read as [`find_json`] does.
 pub fn find_json_array(reply: &str) -> Option<Vec<Value>> {
+    find_json(reply, |value| match value {
+        Value::Array(items) => Some(items),
+        Value::Object(object) => single_array_field(object),
+        _ => None,
+    })
+}
+
+/// The items of an object's only array-valued field, if it has exactly one.
+pub fn single_array_field(object: serde_json::Map<String, Value>) -> Option<Vec<Value>> {
+    let mut arrays = object.into_iter().filter_map(|(_, value)| match value {
+        Value::Array(items) => Some(items),
+        _ => None,
+    });
+    match (arrays.next(), arrays.next()) {
+        (Some(items), None) => Some(items),
+        _ => None,
+    }
+}
+
+/// The first bracketed JSON value in `reply` that `accept` takes, trying
+/// each `[` or `{` in turn: as written (trailing commas forgiven), then
+/// relaxed ([`relaxed`]) for models that write Python or JavaScript.
+pub fn find_json(reply: &str, accept: impl Fn(Value) -> Option<Vec<Value>>) -> Option<Vec<Value>> {
     let starts = reply
         .char_indices()
         .filter(|(_, c)| matches!(c, '[' | '{'))
         .map(|(at, _)| at)
         .take(MAX_CANDIDATES);
     for start in starts {
-        let Some(end) = balanced_end(&reply[start..]) else {
-            continue;
+        let rest = &reply[start..];
+        let strict = balanced_end(rest).map(|end| without_trailing_commas(&rest[..end]));
+        let loose = || {
+            let rest = relaxed(rest);
+            balanced_end(&rest).map(|end| without_trailing_commas(&rest[..end]))
         };
-        let candidate = without_trailing_commas(&reply[start..start + end]);
-        match serde_json::from_str::<Value>(&candidate) {
-            Ok(Value::Array(items)) => return Some(items),
-            Ok(Value::Object(object)) => {
-                let mut arrays = object.into_iter().filter_map(|(_, value)| match value {
-                    Value::Array(items) => Some(items),
-                    _ => None,
-                });
-                if let (Some(items), None) = (arrays.next(), arrays.next()) {
-                    return Some(items);
+        for candidate in [strict, loose()].into_iter().flatten() {
+            if let Some(items) = serde_json::from_str(&candidate).ok().and_then(&accept) {
+                return Some(items);
+            }
+        }
+    }
+    None
+}
+
+/// `text` with what JSON does not allow, outside double-quoted strings,
+/// made JSON: a single-quoted string becomes a double-quoted one (it ends
+/// at a `'` followed by `,` `:` `]` `}` or the end, so an apostrophe inside
+/// it stays), `True`/`False`/`None` become `true`/`false`/`null`, and `//`
+/// comments to the end of the line go.
+fn relaxed(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut strings = Strings::default();
+    let mut rest = text;
+    while let Some(c) = rest.chars().next() {
+        if strings.holds(c) {
+            out.push(c);
+            rest = &rest[c.len_utf8()..];
+            continue;
+        }
+        if c == '\'' {
+            let body = &rest[1..];
+            let end = single_quoted_end(body).unwrap_or(body.len());
+            out.push_str(&Value::from(body[..end].replace("\\'", "'")).to_string());
+            rest = body.get(end + 1..).unwrap_or("");
+            continue;
+        }
+        if rest.starts_with("//") {
+            rest = rest.find('\n').map_or("", |newline| &rest[newline..]);
+            continue;
+        }
+        let word_len = rest
+            .find(|c: char| !c.is_ascii_alphabetic())
+            .unwrap_or(rest.len());
+        let replacement = match &rest[..word_len] {
+            "True" => Some("true"),
+            "False" => Some("false"),
+            "None" => Some("null"),
+            _ => None,
+        };
+        if let Some(replacement) = replacement {
+            out.push_str(replacement);
+            rest = &rest[word_len..];
+        } else if word_len > 0 {
+            out.push_str(&rest[..word_len]);
+            rest = &rest[word_len..];
+        } else {
+            out.push(c);
+            rest = &rest[c.len_utf8()..];
+        }
+    }
+    out
+}
+
+/// Where the single-quoted string whose body starts `body` ends: the first
+/// unescaped `'` followed, past spaces, by `,` `:` `]` `}` or nothing.
+fn single_quoted_end(body: &str) -> Option<usize> {
+    let mut escaped = false;
+    for (at, c) in body.char_indices() {
+        match c {
+            _ if escaped => escaped = false,
+            '\\' => escaped = true,
+            '\'' => {
+                let after = body[at + 1..].trim_start();
+                if after.is_empty() || after.starts_with([',', ':', ']', '}']) {
+                    return Some(at);
                 }
             }
             _ => {}
@@ -124,6 +211,26 @@ mod tests {
         ] {
             assert_eq!(find_json_array(reply), expected, "{reply:?}");
         }
+    }
+
+    #[test]
+    fn python_and_javascript_spellings_are_read_as_json() {
+        let reply = "Sure! [{'content': 'Ana's team uses \"tabs\"', 'done': True, 'n': None}, // first\n {'x': False,}]";
+        assert_eq!(
+            find_json_array(reply),
+            Some(vec![
+                serde_json::json!({"content": "Ana's team uses \"tabs\"", "done": true, "n": null}),
+                serde_json::json!({"x": false}),
+            ])
+        );
+        // Inside double-quoted strings nothing changes.
+        assert_eq!(
+            find_json_array(r#"["it's True // not a comment", "None"]"#),
+            Some(vec![
+                Value::from("it's True // not a comment"),
+                Value::from("None")
+            ])
+        );
     }
 
     #[test]
