@@ -167,9 +167,17 @@ mod tests {
         };
     }
 
+    /// A reply's shape, the reply, and the (scope, category) of each memory
+    /// it must give.
+    type Case = (
+        &'static str,
+        &'static str,
+        &'static [(&'static str, &'static str)],
+    );
+
     #[test]
     fn replies_in_the_shapes_small_models_write_are_read() {
-        let cases: [(&str, &str, &[(&str, &str)]); 6] = [
+        let cases: [Case; 6] = [
             (
                 "prose and a fence, trailing commas",
                 small_model_reply!("prose-and-fence-trailing-commas.txt"),
