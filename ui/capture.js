@@ -86,7 +86,7 @@ function statsSection(stats) {
       'start-up ms': stats.index.startup_ms ?? '—',
     }],
     stats.capture ? ['Capture', stats.capture] : null,
-    stats.retrieval ? ['Retrieval', stats.retrieval] : null,
+    stats.retrieval ? ['Retrieval', retrievalFigures(stats.retrieval)] : null,
   ].filter(Boolean);
   return h('section', { 'aria-labelledby': 'stats-title', id: 'stats' },
     h('h2', { id: 'stats-title' }, 'Statistics'),
@@ -94,6 +94,28 @@ function statsSection(stats) {
     h('div', { class: 'stat-groups' }, groups.map(([name, values]) => h('section', { class: 'stat-group' },
       h('h3', null, name),
       h('dl', null, flatten(values).map(([key, value]) => [h('dt', null, key.replaceAll('_', ' ')), h('dd', null, value)]))))));
+}
+
+/** The retrieval counters, with the latency histogram read as
+ * percentiles instead of its raw buckets. */
+function retrievalFigures({ latency_ms: buckets, ...counters }) {
+  const latency = {};
+  for (const [name, share] of [['p50', 0.5], ['p95', 0.95], ['p99', 0.99]]) {
+    latency[`${name} ms`] = percentile(buckets, share);
+  }
+  return { ...counters, latency };
+}
+
+/** The `share` quantile of a cumulative histogram (`{le_ms, count}`,
+ * `le_ms` null for the open bucket), as the bound of the bucket it falls
+ * in: "≤ 5" or "> 2000"; a dash before any retrieval. */
+function percentile(buckets, share) {
+  const total = buckets.length ? buckets[buckets.length - 1].count : 0;
+  if (!total) return '—';
+  const at = buckets.findIndex((bucket) => bucket.count >= share * total);
+  const bucket = buckets[at];
+  if (bucket.le_ms !== null) return `≤ ${num(bucket.le_ms)}`;
+  return `> ${num(buckets[at - 1]?.le_ms ?? 0)}`;
 }
 
 /** Scalar entries of `values`, nested objects as `outer inner` keys. */

@@ -610,3 +610,47 @@ async fn a_malformed_address_shows_not_found_and_long_markup_lists_as_an_excerpt
     assert!(shown[0].chars().count() <= 241, "{}", shown[0]);
     end(browser, served).await;
 }
+
+#[tokio::test]
+async fn the_capture_page_reads_retrieval_latency_as_percentiles() {
+    let Some((browser, served)) = session(
+        "the_capture_page_reads_retrieval_latency_as_percentiles",
+        |_| {},
+    )
+    .await
+    else {
+        return;
+    };
+    served
+        .create(memory(
+            "repo",
+            "forge",
+            "patterns",
+            "Deploys use Helm charts.",
+        ))
+        .await;
+    let (status, _) = served
+        .call(
+            Method::POST,
+            "/retrieve",
+            Some(&json!({"turn_id": "t-1", "repo": "forge", "query": "how do we deploy?"})),
+            None,
+        )
+        .await;
+    assert_eq!(status, 200);
+    browser.open(&served.ui("#/capture")).await;
+    let terms = browser.texts("#stats dt").await;
+    for percentile in ["latency p50 ms", "latency p95 ms", "latency p99 ms"] {
+        assert!(terms.iter().any(|term| term == percentile), "{terms:?}");
+    }
+    assert!(
+        !terms.iter().any(|term| term.contains("le ms")),
+        "raw buckets: {terms:?}"
+    );
+    let figures = browser.texts("#stats dd").await;
+    assert!(
+        figures.iter().any(|figure| figure.starts_with("≤ ")),
+        "{figures:?}"
+    );
+    end(browser, served).await;
+}
