@@ -31,8 +31,8 @@ fn free_address() -> String {
         .to_string()
 }
 
-/// Starts `binary serve` with `args` in `dir`, with nothing in its
-/// environment but `env`, and waits until it is ready.
+/// Starts `binary` with `args` in `dir`, with nothing in its environment
+/// but `env`, and waits until it serves on `listen`.
 async fn serve(
     binary: &Path,
     dir: &Path,
@@ -45,7 +45,6 @@ async fn serve(
         .env_clear()
         .env("HOME", dir)
         .envs(env.iter().copied())
-        .arg("serve")
         .args(args)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -143,7 +142,7 @@ async fn listen_and_data_dir_flags_win_over_the_environment_and_the_file() {
         &binary(),
         home.path(),
         &from_flag,
-        &["--listen", &from_flag, "--data-dir", "flag-data"],
+        &["serve", "--listen", &from_flag, "--data-dir", "flag-data"],
         &[
             ("ENGRAM_CONFIG", config.to_str().unwrap()),
             ("ENGRAM_LISTEN", &from_env),
@@ -167,19 +166,13 @@ async fn listen_and_data_dir_flags_win_over_the_environment_and_the_file() {
 async fn listen_is_taken_without_the_serve_command_too() {
     let home = tempfile::tempdir().unwrap();
     let listen = free_address();
-    let child = Command::new(binary())
-        .current_dir(home.path())
-        .env_clear()
-        .env("HOME", home.path())
-        .args(["--listen", &listen, "--data-dir", "data"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let served = Served {
-        child,
-        base_url: format!("http://{listen}"),
-    };
-    let base = served.base_url.clone();
-    wait_until_async("the binary is ready", async || is_ready(&base).await).await;
+    serve(
+        &binary(),
+        home.path(),
+        &listen,
+        &["--listen", &listen, "--data-dir", "data"],
+        &[],
+    )
+    .await;
+    assert!(home.path().join("data").is_dir());
 }
