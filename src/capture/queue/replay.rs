@@ -7,9 +7,10 @@ use std::path::Path;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 
+use super::failed::FailedDir;
 use super::log::{Log, SyncFile};
 use super::state::State;
-use super::{Error, Limits, Queue, Trigger, failed::FailedDir, file_name, read_no_follow};
+use super::{Error, Limits, Queue, Trigger, file_name, read_no_follow};
 use crate::store::atomic;
 
 impl Queue {
