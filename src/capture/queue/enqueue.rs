@@ -1,0 +1,181 @@
+//! Accepting a trigger: a turn replaces a waiting older turn of its
+//! session or is dropped when the queue is full; a compaction is never
+//! dropped but is refused past a byte budget; and what is accepted is
+//! durable in the log before the caller hears so.
+
+use std::{fs, io};
+
+use uuid::Uuid;
+
+use super::state::{State, Waiting, is_of_session, session_key};
+use super::{EnqueueStatus, Error, Kind, Queue, Trigger, file_name, to_json};
+use crate::disk;
+
+impl Queue {
+    /// Stores `trigger` (or not) by the coalescing, capacity and budget
+    /// rules, and returns once it is durable.
+    ///
+    /// Group commit: the decision is taken under the lock, the trigger is
+    /// appended to the log outside it, the accepts that arrive together
+    /// share one write and one sync (run on the blocking pool by the first
+    /// of them; the others wait without a thread), and only then does the
+    /// trigger become visible to the worker and replace an older turn of
+    /// its session.
+    ///
+    /// Not to be dropped half-way: a future dropped between the log's sync
+    /// and the bookkeeping after it would leave the trigger durable but
+    /// unseen until a restart, and its reservation held. `Capture::enqueue`
+    /// runs it on a task of its own for that reason.
+    pub async fn enqueue(&self, trigger: Trigger) -> Result<EnqueueStatus, Error> {
+        let json = to_json(&trigger);
+        let Some(accepted) = self.reserve(&trigger, json.len() as u64)? else {
+            return Ok(EnqueueStatus::Dropped);
+        };
+        // One `statvfs`: quick enough for an async worker.
+        let stored = match disk::ensure_free_space(&self.dir, self.limits.min_free_disk_bytes) {
+            Ok(()) => self
+                .log
+                .append_durably(trigger.id, &json)
+                .await
+                .map_err(|source| self.write_error(source)),
+            Err(err) => Err(Error::from(err)),
+        };
+        let mut state = self.lock();
+        state.pending.remove(&trigger.id);
+        if let Err(err) = stored {
+            // Not acknowledged, so not kept: a record a crash keeps anyway
+            // is processed once more at the next start, which is harmless.
+            state.unaccount(trigger.id);
+            return Err(err);
+        }
+        let key = session_key(&trigger);
+        let same_session = |waiting: &Waiting| {
+            trigger.kind == Kind::Turn
+                && waiting.trigger.kind == Kind::Turn
+                && is_of_session(&waiting.trigger, &key)
+        };
+        if state
+            .waiting
+            .values()
+            .any(|waiting| same_session(waiting) && waiting.accepted > accepted)
+        {
+            // A later turn of the session got there first: its window holds
+            // this one's.
+            state.unaccount(trigger.id);
+            drop(state);
+            self.log.forget_later(trigger.id);
+            return Ok(EnqueueStatus::Coalesced);
+        }
+        let replaced: Vec<Uuid> = state
+            .waiting
+            .iter()
+            .filter(|(_, waiting)| same_session(waiting))
+            .map(|(id, _)| *id)
+            .collect();
+        for old in &replaced {
+            state.waiting.remove(old);
+            state.unaccount(*old);
+        }
+        state.waiting.insert(
+            trigger.id,
+            Waiting {
+                trigger,
+                accepted,
+                not_before: None,
+            },
+        );
+        drop(state);
+        for old in &replaced {
+            self.forget_replaced(*old);
+        }
+        Ok(if replaced.is_empty() {
+            EnqueueStatus::Queued
+        } else {
+            EnqueueStatus::Coalesced
+        })
+    }
+
+    /// Takes `trigger` into account as pending, or refuses it: `None` is a
+    /// turn dropped for a full queue; a compaction past a budget is an error.
+    fn reserve(&self, trigger: &Trigger, bytes: u64) -> Result<Option<u64>, Error> {
+        let mut state = self.lock();
+        let key = session_key(trigger);
+        let replaces = trigger.kind == Kind::Turn
+            && (state.waiting.values().any(|waiting| {
+                waiting.trigger.kind == Kind::Turn && is_of_session(&waiting.trigger, &key)
+            }) || state
+                .pending
+                .values()
+                .any(|(pending, kind)| *kind == Kind::Turn && *pending == key));
+        if !replaces
+            && trigger.kind == Kind::Turn
+            && state.waiting.len() + state.pending.len() >= self.limits.capacity
+        {
+            return Ok(None);
+        }
+        if trigger.kind == Kind::Compaction {
+            self.check_budgets(&state, trigger, bytes)?;
+        }
+        state.account(trigger, bytes);
+        state.pending.insert(trigger.id, (key, trigger.kind));
+        state.accepted += 1;
+        Ok(Some(state.accepted))
+    }
+
+    /// Forgets a trigger another one stands in for, without waiting for a
+    /// sync: should a crash bring it back, it is processed once more and
+    /// its memories are found already written.
+    fn forget_replaced(&self, id: Uuid) {
+        self.log.forget_later(id);
+        let path = self.dir.join(file_name(id));
+        if let Err(err) = fs::remove_file(&path)
+            && err.kind() != io::ErrorKind::NotFound
+        {
+            tracing::warn!(file.path = %path.display(), error = %err, "could not remove a coalesced trigger");
+        }
+    }
+
+    /// A compaction may not take its session's files, or the queue's, past
+    /// their budget.
+    pub(super) fn check_budgets(
+        &self,
+        state: &State,
+        trigger: &Trigger,
+        trigger_bytes: u64,
+    ) -> Result<(), Error> {
+        let limits = self.limits;
+        if trigger_bytes > limits.session_bytes {
+            return Err(Error::TooLarge {
+                trigger_bytes,
+                budget_bytes: limits.session_bytes,
+            });
+        }
+        let session = state.session_bytes(trigger);
+        let budgets = [
+            (
+                "for this session",
+                "capture.session_queue_bytes",
+                session,
+                limits.session_bytes,
+            ),
+            (
+                "in all",
+                "capture.queue_bytes",
+                state.total_bytes,
+                limits.total_bytes,
+            ),
+        ];
+        for (whose, key, queued_bytes, budget_bytes) in budgets {
+            if queued_bytes + trigger_bytes > budget_bytes {
+                return Err(Error::OverBudget {
+                    whose,
+                    key,
+                    queued_bytes,
+                    trigger_bytes,
+                    budget_bytes,
+                });
+            }
+        }
+        Ok(())
+    }
+}

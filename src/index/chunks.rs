@@ -1,0 +1,271 @@
+//! One side of the index: its namespaces, each a run of column-wise
+//! chunks shared between snapshots behind `Arc`s.
+//!
+//! An update copies only the chunks it touches: a chunk that loses an
+//! entry is rebuilt without it, new entries fill the last chunk and then
+//! new ones, and every other chunk is shared with the previous snapshot.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU16, Ordering};
+
+use half::f16;
+use half::slice::HalfFloatSliceExt;
+
+use super::{Edits, Entry, lexical, quantized};
+use crate::memory::{Category, MemoryId, Namespace};
+
+/// Entries per chunk: small enough that copying one on update is cheap,
+/// large enough that a scan is mostly straight-line arithmetic.
+const CHUNK_CAPACITY: usize = 1024;
+
+/// One side of the index: its entries by namespace.
+#[derive(Clone, Default)]
+pub(super) struct Namespaces(pub(super) HashMap<Namespace, Arc<NamespaceIndex>>);
+
+impl Namespaces {
+    /// These namespaces with `edits` applied; untouched namespaces are
+    /// shared, not copied.
+    pub(super) fn updated(&self, coder: &quantized::Coder, mut edits: Edits) -> Self {
+        let mut namespaces = self.0.clone();
+        let touched: HashSet<Namespace> = edits
+            .removals
+            .keys()
+            .chain(edits.additions.keys())
+            .cloned()
+            .collect();
+        for namespace in touched {
+            let existing = namespaces.remove(&namespace);
+            let next = NamespaceIndex::updated(
+                existing.as_deref(),
+                coder,
+                edits.removals.get(&namespace),
+                edits.additions.remove(&namespace).unwrap_or_default(),
+            );
+            if next.len() > 0 {
+                namespaces.insert(namespace, Arc::new(next));
+            }
+        }
+        Self(namespaces)
+    }
+
+    pub(super) fn len(&self) -> usize {
+        self.0.values().map(|index| index.len()).sum()
+    }
+
+    /// The chunks of `namespaces`.
+    pub(super) fn chunks_of<'a>(
+        &'a self,
+        namespaces: &'a [Namespace],
+    ) -> impl Iterator<Item = &'a Arc<Chunk>> {
+        namespaces
+            .iter()
+            .filter_map(|namespace| self.0.get(namespace))
+            .flat_map(|index| index.chunks.iter())
+    }
+}
+
+/// The entries of one namespace, in chunks shared between snapshots.
+#[derive(Default)]
+pub(super) struct NamespaceIndex {
+    pub(super) chunks: Vec<Arc<Chunk>>,
+}
+
+impl NamespaceIndex {
+    pub(super) fn len(&self) -> usize {
+        self.chunks.iter().map(|chunk| chunk.ids.len()).sum()
+    }
+
+    /// `existing` without `removed`, plus `added`. Chunks that lose nothing
+    /// are shared, not copied; new entries fill the last chunk, then new ones.
+    fn updated(
+        existing: Option<&Self>,
+        coder: &quantized::Coder,
+        removed: Option<&HashSet<MemoryId>>,
+        added: Vec<(Entry, Vec<f32>)>,
+    ) -> Self {
+        let mut chunks: Vec<Arc<Chunk>> = Vec::new();
+        for chunk in existing
+            .map(|index| index.chunks.as_slice())
+            .unwrap_or_default()
+        {
+            match removed {
+                Some(removed) if chunk.ids.iter().any(|id| removed.contains(id)) => {
+                    let kept = chunk.without(removed, coder);
+                    if !kept.ids.is_empty() {
+                        chunks.push(Arc::new(kept));
+                    }
+                }
+                _ => chunks.push(chunk.clone()),
+            }
+        }
+        let mut left = added.len();
+        let mut added = added.into_iter();
+        while left > 0 {
+            let mut last = match chunks.last() {
+                Some(last) if last.ids.len() < CHUNK_CAPACITY => {
+                    let last = chunks.pop().expect("just seen");
+                    Arc::unwrap_or_clone(last)
+                }
+                _ => Chunk::new(coder),
+            };
+            let rows = left.min(CHUNK_CAPACITY - last.ids.len());
+            last.reserve_exact(coder, rows);
+            left -= rows;
+            for (entry, vector) in added.by_ref().take(rows) {
+                last.push(coder, entry.id, entry.category, &vector, &entry.terms);
+            }
+            chunks.push(Arc::new(last));
+        }
+        Self { chunks }
+    }
+}
+
+/// Up to [`CHUNK_CAPACITY`] entries, stored column-wise: vectors are one
+/// contiguous run of `dimensions`-long rows, and so are their codes (none
+/// on the words-only side, whose chunks are built with 0 dimensions).
+#[derive(Clone, Default)]
+pub(super) struct Chunk {
+    pub(super) ids: Vec<MemoryId>,
+    pub(super) categories: Vec<Category>,
+    /// The normalised vectors, in half precision.
+    pub(super) vectors: Vec<f16>,
+    /// `vectors` coded for the scan ([`quantized`]), row for row.
+    pub(super) codes: quantized::Codes,
+    /// Each entry's length in tokens (its terms live in `postings` only).
+    pub(super) lengths: Vec<u32>,
+    /// term → every entry holding it, by slot.
+    pub(super) postings: HashMap<lexical::Term, Vec<Posting>>,
+    pub(super) total_length: u64,
+}
+
+impl Chunk {
+    /// An empty chunk for vectors (and codes) of `coder`.
+    fn new(coder: &quantized::Coder) -> Self {
+        Self {
+            codes: quantized::Codes::new(coder.words()),
+            ..Self::default()
+        }
+    }
+
+    /// The stored vector of `slot`, into `row` (of the vectors' length).
+    pub(super) fn decode(&self, slot: usize, row: &mut [f32]) {
+        let length = row.len();
+        self.vectors[slot * length..(slot + 1) * length].convert_to_f32_slice(row);
+    }
+
+    /// Reads one value per cache line of `slot`'s stored vector, to bring
+    /// it into the cache; returns them combined, for the caller to keep.
+    pub(super) fn touch(&self, slot: usize, dimensions: usize) -> u16 {
+        const VALUES_PER_LINE: usize = 64 / size_of::<f16>();
+        self.vectors[slot * dimensions..(slot + 1) * dimensions]
+            .iter()
+            .step_by(VALUES_PER_LINE)
+            .fold(0, |touched, value| touched ^ value.to_bits())
+    }
+
+    /// The stored vector of `slot`.
+    pub(super) fn vector(&self, slot: usize, dimensions: usize) -> Vec<f32> {
+        let mut row = vec![0.0; dimensions];
+        self.decode(slot, &mut row);
+        row
+    }
+
+    /// The rows within `cutoff` bits of their closest query by the codes.
+    pub(super) fn approximate(
+        &self,
+        queries: &[quantized::Query],
+        cutoff: &AtomicU16,
+    ) -> Vec<quantized::Near> {
+        quantized::scan(queries, &self.codes, cutoff.load(Ordering::Relaxed))
+    }
+
+    /// Room for `rows` more entries, and no more: a chunk's buffers are
+    /// copied whenever a snapshot adds to it, so the doubling growth of a
+    /// `Vec` would leave up to a third of every one unused, and each
+    /// growth step freed memory for the allocator to keep.
+    fn reserve_exact(&mut self, coder: &quantized::Coder, rows: usize) {
+        self.ids.reserve_exact(rows);
+        self.categories.reserve_exact(rows);
+        self.lengths.reserve_exact(rows);
+        self.vectors.reserve_exact(rows * coder.dimensions());
+        self.codes.reserve_exact(rows);
+    }
+
+    /// Adds an entry: its (normalised) vector is coded and stored here.
+    fn push(
+        &mut self,
+        coder: &quantized::Coder,
+        id: MemoryId,
+        category: Category,
+        vector: &[f32],
+        terms: &lexical::Terms,
+    ) {
+        let slot = self.next_slot();
+        for &(term, frequency) in &terms.counts {
+            self.postings
+                .entry(term)
+                .or_default()
+                .push((slot, u16::try_from(frequency).unwrap_or(u16::MAX)));
+        }
+        self.codes.push(&coder.code(vector));
+        self.vectors
+            .extend(vector.iter().copied().map(f16::from_f32));
+        self.push_row(id, category, terms.length);
+    }
+
+    /// Whether the entry in `slot` holds `term` (postings are in slot
+    /// order).
+    pub(super) fn holds(&self, term: &lexical::Term, slot: usize) -> bool {
+        self.postings.get(term).is_some_and(|postings| {
+            postings
+                .binary_search_by_key(&slot, |&(holder, _)| usize::from(holder))
+                .is_ok()
+        })
+    }
+
+    fn next_slot(&self) -> u16 {
+        u16::try_from(self.ids.len()).expect("a chunk holds at most 1024 entries")
+    }
+
+    /// Adds an entry's other columns, its vector and code already in.
+    fn push_row(&mut self, id: MemoryId, category: Category, length: u32) {
+        self.ids.push(id);
+        self.categories.push(category);
+        self.lengths.push(length);
+        self.total_length += u64::from(length);
+    }
+
+    /// A copy without the `removed` entries; the others keep their order,
+    /// vectors, codes and postings.
+    fn without(&self, removed: &HashSet<MemoryId>, coder: &quantized::Coder) -> Self {
+        let dimensions = coder.dimensions();
+        let mut kept = Self::new(coder);
+        let mut moved_to = vec![None; self.ids.len()];
+        for (slot, id) in self.ids.iter().enumerate() {
+            if !removed.contains(id) {
+                moved_to[slot] = Some(kept.next_slot());
+                kept.vectors
+                    .extend_from_slice(&self.vectors[slot * dimensions..(slot + 1) * dimensions]);
+                kept.codes.push(&self.codes.row(slot));
+                kept.push_row(*id, self.categories[slot], self.lengths[slot]);
+            }
+        }
+        for (term, postings) in &self.postings {
+            let postings: Vec<Posting> = postings
+                .iter()
+                .filter_map(|&(slot, frequency)| {
+                    moved_to[usize::from(slot)].map(|slot| (slot, frequency))
+                })
+                .collect();
+            if !postings.is_empty() {
+                kept.postings.insert(*term, postings);
+            }
+        }
+        kept
+    }
+}
+
+/// An entry holding a term: its slot, and how often it holds the term (at
+/// most `u16::MAX`, far beyond where BM25's term frequency saturates).
+pub(super) type Posting = (u16, u16);

@@ -1,0 +1,170 @@
+//! One immutable state of the index: both sides' namespaces and the
+//! vectors' coder, with what reads them whole (sizes, footprint, stored
+//! vectors). Its two searches live in [`vector_search`] and
+//! [`lexical_search`]; [`Snapshot::updated`] builds the next state.
+
+mod lexical_search;
+mod vector_search;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use half::f16;
+
+pub use lexical_search::LexicalHit;
+
+use super::chunks::{Namespaces, Posting};
+use super::{Edits, lexical, normalise, quantized};
+use crate::memory::{Category, MemoryId, Namespace};
+
+/// The bytes a snapshot's columns hold, by part: their capacities, not
+/// the allocator's overhead. For the bench's memory figures.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Footprint {
+    /// The vectors, in half precision.
+    pub vectors: usize,
+    /// Their one-bit codes.
+    pub codes: usize,
+    /// Ids, categories and lengths.
+    pub columns: usize,
+    /// The BM25 postings: their tables and lists.
+    pub postings: usize,
+}
+
+/// One immutable state of the index.
+#[derive(Default)]
+pub struct Snapshot {
+    /// Memories with their vectors.
+    embedded: Namespaces,
+    /// Memories whose words are indexed and whose vectors are not yet.
+    words_only: Namespaces,
+    /// The vectors' length and their codes' rotation.
+    coder: Arc<quantized::Coder>,
+}
+
+impl Snapshot {
+    /// This state with `embedded` and `words_only` applied to their
+    /// sides, its vectors coded by `coder`.
+    pub(super) fn updated(
+        &self,
+        coder: Arc<quantized::Coder>,
+        embedded: Edits,
+        words_only: Edits,
+    ) -> Self {
+        Self {
+            embedded: self.embedded.updated(&coder, embedded),
+            words_only: self
+                .words_only
+                .updated(&quantized::Coder::default(), words_only),
+            coder,
+        }
+    }
+
+    /// Entries with their vectors, across every namespace.
+    pub fn len(&self) -> usize {
+        self.embedded.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// What the columns of both sides hold, in bytes.
+    pub fn footprint(&self) -> Footprint {
+        let mut total = Footprint::default();
+        for chunk in [&self.embedded, &self.words_only]
+            .into_iter()
+            .flat_map(|side| side.0.values())
+            .flat_map(|index| index.chunks.iter())
+        {
+            total.vectors += chunk.vectors.capacity() * size_of::<f16>();
+            total.codes += chunk.codes.bytes();
+            total.columns += chunk.ids.capacity() * size_of::<MemoryId>()
+                + chunk.categories.capacity() * size_of::<Category>()
+                + chunk.lengths.capacity() * size_of::<u32>();
+            // A table slot is its key, its list's header and a control byte.
+            total.postings += chunk.postings.capacity()
+                * (size_of::<lexical::Term>() + size_of::<Vec<Posting>>() + 1)
+                + chunk
+                    .postings
+                    .values()
+                    .map(|list| list.capacity() * size_of::<Posting>())
+                    .sum::<usize>();
+        }
+        total
+    }
+
+    /// Entries whose words are indexed and whose vectors are not yet.
+    pub fn words_only(&self) -> usize {
+        self.words_only.len()
+    }
+
+    /// Entries with their vectors, per namespace.
+    pub fn namespace_sizes(&self) -> impl Iterator<Item = (&Namespace, usize)> {
+        self.embedded
+            .0
+            .iter()
+            .map(|(namespace, index)| (namespace, index.len()))
+    }
+
+    /// Every embedded entry's id and (normalised, stored) vector.
+    pub fn entries(&self) -> impl Iterator<Item = (MemoryId, Vec<f32>)> {
+        let dimensions = self.dimensions();
+        self.embedded
+            .0
+            .values()
+            .flat_map(|index| index.chunks.iter())
+            .flat_map(move |chunk| {
+                (0..chunk.ids.len())
+                    .map(move |slot| (chunk.ids[slot], chunk.vector(slot, dimensions)))
+            })
+    }
+
+    /// The stored vectors of those of `ids` that live in `namespaces`, in
+    /// one pass over the ids (not the vectors).
+    pub fn vectors_of(
+        &self,
+        namespaces: &[Namespace],
+        ids: &HashSet<MemoryId>,
+    ) -> HashMap<MemoryId, Vec<f32>> {
+        let mut found = HashMap::with_capacity(ids.len());
+        if ids.is_empty() {
+            return found;
+        }
+        for chunk in self.embedded.chunks_of(namespaces) {
+            for (slot, id) in chunk.ids.iter().enumerate() {
+                if ids.contains(id) {
+                    found.insert(*id, chunk.vector(slot, self.dimensions()));
+                }
+            }
+        }
+        found
+    }
+
+    /// The stored (normalised) vector of `id` in `namespace`.
+    pub fn vector(&self, namespace: &Namespace, id: MemoryId) -> Option<Vec<f32>> {
+        let index = self.embedded.0.get(namespace)?;
+        index.chunks.iter().find_map(|chunk| {
+            let slot = chunk.ids.iter().position(|&candidate| candidate == id)?;
+            Some(chunk.vector(slot, self.dimensions()))
+        })
+    }
+
+    /// The length of the vectors.
+    fn dimensions(&self) -> usize {
+        self.coder.dimensions()
+    }
+
+    /// `queries` of the index's dimensions, normalised; others dropped.
+    fn normalised(&self, queries: &[Vec<f32>]) -> Vec<Vec<f32>> {
+        queries
+            .iter()
+            .filter(|query| query.len() == self.dimensions())
+            .map(|query| {
+                let mut query = query.clone();
+                normalise(&mut query);
+                query
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,202 @@
+//! The vector search over a snapshot: a one-bit scan of the codes picks
+//! a pool of candidates, rescored with the stored vectors.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU16, Ordering};
+
+use super::Snapshot;
+use crate::index::chunks::Chunk;
+use crate::index::top_k::{Scored, TopK};
+use crate::index::vector::best_of;
+use crate::index::{Hit, pool, quantized, scan};
+use crate::memory::{Category, MemoryId, Namespace};
+
+/// The fewest and the most candidates of the one-bit scan rescored.
+const MIN_POOL: usize = 256;
+const MAX_POOL: usize = 512;
+
+/// How many candidates of the one-bit scan are rescored with the stored
+/// vectors, for a search of `limit` over `rows` entries: the codes'
+/// estimates are coarse, and the rows whose estimates crowd out a true
+/// result grow with the rows scanned, so the pool is 1 % of them, between
+/// [`MIN_POOL`] and [`MAX_POOL`], and at least 4 × `limit`. Rescoring one
+/// costs a 384-float dot product from wherever the row is stored, so a
+/// pool wider than needed is what a small namespace's search pays most.
+fn rescore_pool(limit: usize, rows: usize) -> usize {
+    (rows / 100)
+        .clamp(MIN_POOL, MAX_POOL)
+        .max(limit.saturating_mul(4))
+}
+
+/// Below this many entries × queries a search is a few tens of
+/// microseconds of work: cheaper done in place than handed to another
+/// thread (see [`Snapshot::is_small_search`]).
+const SMALL_SEARCH: usize = 16 * 1024;
+
+impl Snapshot {
+    /// The `limit` entries of `namespaces` most similar to any of `queries`,
+    /// best first, among those `accept` lets through. Each memory appears
+    /// once, with its best similarity (to its stored vector) and the query
+    /// that gave it.
+    ///
+    /// Queries are normalised here; a query of the wrong length matches
+    /// nothing. The scan compares one-bit codes ([`quantized`]); the pool
+    /// of the best estimates ([`rescore_pool`]) is rescored with the
+    /// stored vectors, so results are in the order of [`Self::exact_search`]
+    /// and are its results unless the codes left one out of the pool.
+    pub fn search(
+        &self,
+        namespaces: &[Namespace],
+        queries: &[Vec<f32>],
+        limit: usize,
+        accept: impl Fn(MemoryId, Category) -> bool,
+    ) -> Vec<Hit> {
+        let rows = self
+            .chunks_of(namespaces)
+            .map(|chunk| chunk.ids.len())
+            .sum();
+        self.search_in_pool(
+            namespaces,
+            queries,
+            limit,
+            rescore_pool(limit, rows),
+            accept,
+        )
+    }
+
+    /// [`Self::search`], rescoring the `pool` best estimates (at least
+    /// `limit`): for measuring recall against the pool's size.
+    pub fn search_in_pool(
+        &self,
+        namespaces: &[Namespace],
+        queries: &[Vec<f32>],
+        limit: usize,
+        pool: usize,
+        accept: impl Fn(MemoryId, Category) -> bool,
+    ) -> Vec<Hit> {
+        let queries = self.normalised(queries);
+        if queries.is_empty() || limit == 0 {
+            return Vec::new();
+        }
+        let coded: Arc<Vec<quantized::Query>> = Arc::new(
+            queries
+                .iter()
+                .map(|query| quantized::Query::new(&self.coder, query))
+                .collect(),
+        );
+        let chunks: Vec<Arc<Chunk>> = self.chunks_of(namespaces).cloned().collect();
+        let mut best_codes = pool::Pool::new(pool.max(limit), self.coder.bits());
+        let cutoff = Arc::new(AtomicU16::new(best_codes.cutoff()));
+        scan::approximate(&chunks, &coded, &cutoff, |index, near| {
+            let chunk = &chunks[index];
+            let index = u32::try_from(index).expect("far fewer chunks than 2^32");
+            for row in near {
+                let slot = usize::from(row.slot);
+                if row.differing <= best_codes.cutoff()
+                    && accept(chunk.ids[slot], chunk.categories[slot])
+                {
+                    let candidate = pool::Candidate {
+                        chunk: index,
+                        slot: row.slot,
+                    };
+                    best_codes.offer(row.differing, candidate);
+                }
+            }
+            cutoff.store(best_codes.cutoff(), Ordering::Relaxed);
+        });
+        let place = |candidate: pool::Candidate| {
+            (
+                &chunks[candidate.chunk as usize],
+                usize::from(candidate.slot),
+            )
+        };
+        let candidates = best_codes.into_rows(|candidate| {
+            let (chunk, slot) = place(candidate);
+            chunk.ids[slot]
+        });
+        // The candidates' rows are scattered over the stored vectors: read
+        // one value of each of their cache lines first, in loads that do
+        // not wait on each other, so the CPU overlaps their misses instead
+        // of the rescoring below stalling on each row in turn.
+        let touched = candidates.iter().fold(0u16, |touched, &candidate| {
+            let (chunk, slot) = place(candidate);
+            touched ^ chunk.touch(slot, self.dimensions())
+        });
+        std::hint::black_box(touched);
+        let mut best = TopK::new(limit);
+        let mut row = vec![0.0; self.dimensions()];
+        for candidate in candidates {
+            let (chunk, slot) = place(candidate);
+            chunk.decode(slot, &mut row);
+            let (query, similarity) = best_of(&queries, &row).expect("queries is not empty");
+            let id = chunk.ids[slot];
+            if best.admits(similarity, id) {
+                best.push(Hit {
+                    id,
+                    similarity,
+                    query,
+                });
+            }
+        }
+        best.into_sorted()
+    }
+
+    /// The full scan that [`Self::search`] approximates: every stored
+    /// vector of `namespaces` compared. For measuring the approximation.
+    pub fn exact_search(
+        &self,
+        namespaces: &[Namespace],
+        queries: &[Vec<f32>],
+        limit: usize,
+    ) -> Vec<Hit> {
+        let queries = self.normalised(queries);
+        if queries.is_empty() || limit == 0 {
+            return Vec::new();
+        }
+        let mut best = TopK::new(limit);
+        let mut row = vec![0.0; self.dimensions()];
+        for chunk in self.chunks_of(namespaces) {
+            for slot in 0..chunk.ids.len() {
+                chunk.decode(slot, &mut row);
+                let (query, similarity) = best_of(&queries, &row).expect("queries is not empty");
+                if best.admits(similarity, chunk.ids[slot]) {
+                    best.push(Hit {
+                        id: chunk.ids[slot],
+                        similarity,
+                        query,
+                    });
+                }
+            }
+        }
+        best.into_sorted()
+    }
+
+    /// Whether a search of `namespaces` with `queries` vectors is small
+    /// enough to run in place rather than on another thread: a hand-off
+    /// costs two thread wake-ups, each a chance to wait for a busy core.
+    pub fn is_small_search(&self, namespaces: &[Namespace], queries: usize) -> bool {
+        let entries: usize = self
+            .chunks_of(namespaces)
+            .map(|chunk| chunk.ids.len())
+            .sum();
+        entries.saturating_mul(queries.max(1)) <= SMALL_SEARCH
+    }
+
+    /// The embedded chunks of `namespaces`: what the vector search scans.
+    fn chunks_of<'a>(
+        &'a self,
+        namespaces: &'a [Namespace],
+    ) -> impl Iterator<Item = &'a Arc<Chunk>> {
+        self.embedded.chunks_of(namespaces)
+    }
+}
+
+impl Scored for Hit {
+    fn similarity(&self) -> f32 {
+        self.similarity
+    }
+
+    fn id(&self) -> MemoryId {
+        self.id
+    }
+}
