@@ -10,6 +10,10 @@
 //! embeddings key) are read from the variable the configuration names, kept
 //! out of the tree and never printed.
 
+mod http;
+
+pub use http::{Http, parse_host};
+
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
@@ -64,6 +68,7 @@ pub struct Config {
     pub capture: CaptureConfig,
     pub store: StoreConfig,
     pub auth: Auth,
+    pub http: Http,
     pub cors: Cors,
     pub mcp: Mcp,
     pub limits: Limits,
@@ -106,6 +111,7 @@ impl Default for Config {
             capture: CaptureConfig::default(),
             store: StoreConfig::default(),
             auth: Auth::default(),
+            http: Http::default(),
             cors: Cors::default(),
             mcp: Mcp::default(),
             limits: Limits::default(),
@@ -540,29 +546,16 @@ pub struct Cors {
     pub allowed_origins: Vec<String>,
 }
 
-/// The MCP endpoint at `/mcp` and its protection against DNS rebinding: a
-/// web page that gets a browser to send a request to a local service can
-/// choose the host name, not the `Host` header's value nor its own origin.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+/// The MCP endpoint at `/mcp`. Its `Host` values are `http.allowed_hosts`,
+/// as for every route; browsers are refused unless their origin is listed
+/// here, whatever the method.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Mcp {
-    /// The `Host` values (`name` or `name:port`) `/mcp` answers; others get
-    /// 403. Loopback names by default, and the `listen` address is always
-    /// allowed; behind a proxy or in a container, add the name clients use.
-    pub allowed_hosts: Vec<String>,
     /// Browser origins (`https://app.example.com`, `http://localhost:*`)
     /// that may call `/mcp`. None by default: a request that carries an
     /// `Origin` (only browsers send one) is refused.
     pub allowed_origins: Vec<String>,
-}
-
-impl Default for Mcp {
-    fn default() -> Self {
-        Self {
-            allowed_hosts: ["localhost", "127.0.0.1", "::1"].map(String::from).to_vec(),
-            allowed_origins: Vec::new(),
-        }
-    }
 }
 
 /// Bounds of retrieval parameters, shared by the configuration and requests.
@@ -812,6 +805,13 @@ impl Config {
                     );
                 }
             }
+        }
+        if let Some(at) = self.http.invalid_host() {
+            return key_error(
+                &format!("http.allowed_hosts[{at}]"),
+                "must be a host name or address with an optional port, such as \
+                 engram.internal or engram:8080",
+            );
         }
         for (at, origin) in self.cors.allowed_origins.iter().enumerate() {
             if axum::http::HeaderValue::from_str(origin).is_err()
@@ -1144,6 +1144,10 @@ mod tests {
             (
                 "cors: { allowed_origins: ['*'] }\n",
                 "cors.allowed_origins[0]",
+            ),
+            (
+                "http: { allowed_hosts: [engram, 'http://evil.example'] }\n",
+                "http.allowed_hosts[1]",
             ),
             (
                 "capture: { duplicate_threshold: 1.5 }\n",

@@ -72,6 +72,10 @@ pub enum ApiError {
     Unauthorized { detail: String },
     #[error("{detail}")]
     Forbidden { detail: String },
+    /// A `Host` the service does not answer to, or a write from another
+    /// site (see `routes::site_guard`).
+    #[error("{detail}")]
+    SiteNotAllowed { detail: String },
     #[error("{detail}")]
     NotFound { detail: String },
     #[error("{detail}")]
@@ -155,6 +159,11 @@ impl ApiError {
                 StatusCode::FORBIDDEN,
                 "forbidden",
                 "The API key does not reach this namespace",
+            ),
+            Self::SiteNotAllowed { .. } => (
+                StatusCode::FORBIDDEN,
+                "site-not-allowed",
+                "The request's host or origin is not allowed",
             ),
             Self::NotFound { .. } => (StatusCode::NOT_FOUND, "not-found", "Not found"),
             Self::MethodNotAllowed { .. } => (

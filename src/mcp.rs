@@ -12,8 +12,9 @@
 //! tool result with `isError` and the problem document, which a model can
 //! read and act on; only an unknown tool is a protocol error.
 //!
-//! `Host` and `Origin` are checked against `mcp.allowed_hosts` and
-//! `mcp.allowed_origins` before anything else (DNS-rebinding protection).
+//! `Host` is checked as for every route (`http.allowed_hosts`, see
+//! `routes::site_guard`), and any `Origin` against `mcp.allowed_origins`
+//! (DNS-rebinding protection).
 
 pub mod bridge;
 pub mod schema;
@@ -74,16 +75,14 @@ pub fn router(state: &AppState) -> Router<AppState> {
 pub fn service(state: &AppState) -> StreamableHttpService<Tools, NeverSessionManager> {
     let tools = Tools::new(state.clone());
     let config = &state.config;
-    let mut allowed_hosts = config.mcp.allowed_hosts.clone();
-    if !config.listen.ip().is_unspecified() {
-        allowed_hosts.push(config.listen.ip().to_string());
-    }
+    // `Host` is checked for every route in front of the router
+    // (`routes::site_guard`); the origins here are checked for every method.
     let mut http = StreamableHttpServerConfig::default()
         .with_legacy_session_mode(false)
         .with_json_response(true)
         .with_sse_keep_alive(None)
         .with_max_request_body_bytes(config.limits.max_body_bytes)
-        .with_allowed_hosts(allowed_hosts)
+        .disable_allowed_hosts()
         .with_allowed_origins(config.mcp.allowed_origins.clone());
     if config.mcp.allowed_origins.is_empty() {
         http = http.enforce_origin_validation();
@@ -216,7 +215,8 @@ impl Tools {
     }
 
     /// A new version of the memory: what the arguments change, the rest as
-    /// it was, written as `POST /memories` with `supersedes`.
+    /// it was, written as `POST /memories` with `supersedes` (whose rule
+    /// carries the optional fields left out over from the old version).
     async fn update(&self, arguments: UpdateArguments, caller: Caller) -> Result<Value, ApiError> {
         let state = &self.state;
         let axum::Json(current) = memories::get_memory(
@@ -226,15 +226,17 @@ impl Tools {
         )
         .await?;
         let old: MemoryView = current.memory;
+        // The owner and scope name the chain, and `category` is required by
+        // `POST /memories`: these come from the old version here.
         let request = CreateMemoryRequest {
             repo: old.repo,
             user: old.user,
             scope: old.scope,
             category: arguments.category.unwrap_or(old.category),
             content: arguments.content,
-            importance: arguments.importance.or(old.importance),
+            importance: arguments.importance,
             supersedes: Some(arguments.id),
-            related: arguments.related.unwrap_or(old.related),
+            related: arguments.related,
             session_id: None,
         };
         self.create(request, caller).await

@@ -187,6 +187,7 @@ impl Retriever {
             repo: request.pair.repo().cloned(),
             user: request.pair.user().cloned(),
             turn_id: request.turn_id.clone(),
+            request: request.fingerprint(),
         };
         let generations = inner.store.generations(&request.pair);
         if request.use_cache
@@ -509,6 +510,7 @@ impl Retriever {
             scope: request.filters.scope,
             category: None,
             text: None,
+            all_versions: false,
         };
         let weights = Weights {
             similarity: 0.0,
@@ -520,9 +522,7 @@ impl Retriever {
             .memories
             .into_iter()
             .filter(|memory| {
-                request.filters.admit(memory)
-                    && !request.exclude_ids.contains(&memory.id)
-                    && inner.store.is_current(memory.id)
+                request.filters.admit(memory) && !request.exclude_ids.contains(&memory.id)
             })
             .map(|memory| {
                 let scores = Scores::of(&memory, 0.0, inner.access.get(memory.id), now);

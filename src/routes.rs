@@ -1,5 +1,6 @@
 //! The HTTP surface: every route, its OpenAPI description, and the layers
-//! around them (request ids, tracing, timeouts, panics as problems).
+//! around them (request ids, tracing, the `Host` and `Origin` checks,
+//! timeouts, panics as problems).
 //!
 //! Routes are registered through `utoipa-axum`, so the served document at
 //! `/openapi.json` is generated from the same handlers that answer.
@@ -10,6 +11,7 @@ pub mod health;
 pub mod memories;
 pub mod problems;
 pub mod retrieve;
+pub mod site_guard;
 pub mod state;
 pub mod stats;
 pub mod triggers;
@@ -45,6 +47,7 @@ use crate::auth::{self, ApiKeys};
 use crate::error::{ApiError, NotAFault, Problem};
 use crate::metrics::Metrics;
 use crate::routes::extract::BodyDeadline;
+use crate::routes::site_guard::SiteGuard;
 use crate::routes::state::AppState;
 
 #[derive(OpenApi)]
@@ -138,6 +141,10 @@ pub fn router(state: AppState, extra: Router<AppState>) -> Router {
             state.metrics.clone(),
             record_metrics,
         ))
+        .layer(middleware::from_fn_with_state(
+            SiteGuard::from_config(&state.config),
+            site_guard::guard_site,
+        ))
         .layer(middleware::from_fn_with_state(capacity, shed_load))
         .layer(middleware::from_fn_with_state(
             Timeouts {
@@ -149,11 +156,27 @@ pub fn router(state: AppState, extra: Router<AppState>) -> Router {
         .option_layer(cors);
     api.merge(extra)
         .merge(ui::router())
-        .merge(SwaggerUi::new("/docs").url("/openapi.json", document))
+        .merge(
+            Router::from(SwaggerUi::new("/docs").url("/openapi.json", document))
+                .layer(middleware::map_response(forbid_framing)),
+        )
         .fallback(route_not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(layers)
         .with_state(state)
+}
+
+/// Swagger UI may not be shown in another site's frame (clickjacking its
+/// "Try it out" buttons): the header for current browsers and the one for
+/// older ones, as the memory browser sends them.
+async fn forbid_framing(mut response: Response) -> Response {
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static("frame-ancestors 'none'"),
+    );
+    headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    response
 }
 
 /// The span every log line of a request is recorded in.

@@ -180,6 +180,9 @@ pub struct ListFilter {
     pub category: Option<Category>,
     /// A case-insensitive substring of the content.
     pub text: Option<String>,
+    /// Superseded versions too; by default only current memories (the
+    /// heads of their chains) are listed.
+    pub all_versions: bool,
 }
 
 /// A position in the newest-first order: the listing resumes after it.
@@ -241,7 +244,11 @@ pub struct SkippedFile {
 /// Counts for `/stats`.
 #[derive(Debug, Default)]
 pub struct StoreStats {
+    /// Current memories: superseded versions are not counted, as a
+    /// listing leaves them out.
     pub memories: usize,
+    /// Every version held, superseded ones included.
+    pub versions: usize,
     pub by_namespace: BTreeMap<String, NamespaceStats>,
     pub skipped: Vec<SkippedFile>,
     /// What the live sync has done; `None` for a caller that does not see
@@ -251,7 +258,9 @@ pub struct StoreStats {
 
 #[derive(Debug, Default)]
 pub struct NamespaceStats {
+    /// Current memories, as [`StoreStats::memories`].
     pub memories: usize,
+    pub versions: usize,
     pub by_category: BTreeMap<&'static str, usize>,
 }
 
@@ -716,6 +725,7 @@ impl Store {
             .filter(|memory| {
                 (filter.namespaces.is_empty() || filter.namespaces.contains(&memory.namespace))
                     && visible(&memory.namespace)
+                    && (filter.all_versions || view.successor(memory.id).is_none())
                     && filter
                         .scope
                         .is_none_or(|scope| memory.namespace.scope() == scope)
@@ -808,16 +818,21 @@ impl Store {
             .values()
             .filter(|memory| visible(&memory.namespace))
         {
-            stats.memories += 1;
+            let current = view.successor(memory.id).is_none();
+            stats.versions += 1;
             let namespace = stats
                 .by_namespace
                 .entry(memory.namespace.to_string())
                 .or_default();
-            namespace.memories += 1;
-            *namespace
-                .by_category
-                .entry(memory.category.as_str())
-                .or_default() += 1;
+            namespace.versions += 1;
+            if current {
+                stats.memories += 1;
+                namespace.memories += 1;
+                *namespace
+                    .by_category
+                    .entry(memory.category.as_str())
+                    .or_default() += 1;
+            }
         }
         stats
     }

@@ -199,22 +199,9 @@ fn current_memories(store: &Store, pair: &NamespacePair) -> Vec<Arc<Memory>> {
         namespaces: pair.namespaces().to_vec(),
         ..Default::default()
     };
-    let mut current = Vec::new();
-    let mut after = None;
-    while current.len() < MAX_EXISTING_LISTED {
-        let page = store.list(&filter, MAX_EXISTING_LISTED, after, |_| true);
-        current.extend(
-            page.memories
-                .into_iter()
-                .filter(|memory| store.is_current(memory.id)),
-        );
-        match page.next {
-            Some(next) => after = Some(next),
-            None => break,
-        }
-    }
-    current.truncate(MAX_EXISTING_LISTED);
-    current
+    store
+        .list(&filter, MAX_EXISTING_LISTED, None, |_| true)
+        .memories
 }
 
 /// The window, then the EXISTING MEMORIES section (left out when empty).

@@ -1,5 +1,7 @@
-//! The per-turn cache: the answer for (repo, user, turn id), so the
-//! sub-turns of one user message cost no LLM or embedding call.
+//! The per-turn cache: the answer for (repo, user, turn id) and the
+//! request's fingerprint, so the sub-turns of one user message that ask
+//! the same again cost no LLM or embedding call, while a changed query,
+//! window, filter or budget within the turn is a new answer.
 //!
 //! An entry remembers the store generation of both its namespaces; a write
 //! or delete in either bumps it, and the entry is then stale (read-after-
@@ -25,6 +27,9 @@ pub struct TurnKey {
     /// `None`: the user was left out of the retrieval.
     pub user: Option<UserId>,
     pub turn_id: String,
+    /// [`Request::fingerprint`](super::Request::fingerprint): what else the
+    /// answer depends on.
+    pub request: [u8; 32],
 }
 
 /// The generations of the two namespaces a result was computed from.
@@ -234,6 +239,7 @@ mod tests {
             repo: "r".parse().ok(),
             user: "u".parse().ok(),
             turn_id: turn.to_owned(),
+            request: [0; 32],
         }
     }
 

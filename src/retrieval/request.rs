@@ -3,6 +3,8 @@
 
 use std::collections::HashSet;
 
+use sha2::{Digest, Sha256};
+
 use crate::config;
 use crate::memory::{Category, Memory, MemoryId, Scope};
 use crate::store::Reach;
@@ -56,5 +58,35 @@ impl Filters {
         self.categories
             .as_ref()
             .is_none_or(|categories| categories.contains(&category))
+    }
+}
+
+impl Request {
+    /// A digest of everything the answer depends on besides the turn and
+    /// the namespaces: the input, the settings, the filters, the excluded
+    /// ids and the options. Two requests of one turn share a cached answer
+    /// only when their fingerprints are equal.
+    pub fn fingerprint(&self) -> [u8; 32] {
+        // Destructured so that a new field has to be placed on one side.
+        let Self {
+            turn_id: _,
+            pair: _,
+            use_cache: _,
+            input,
+            settings,
+            filters,
+            exclude_ids,
+            expand_query,
+            context_boost,
+        } = self;
+        let mut excluded: Vec<&MemoryId> = exclude_ids.iter().collect();
+        excluded.sort_unstable();
+        // `Debug` is exact for every part (floats print their shortest
+        // round-trip form) and the digest lives only in this process's
+        // cache, so its wording never has to be stable across builds.
+        let described = format!(
+            "{input:?}\n{settings:?}\n{filters:?}\n{excluded:?}\n{expand_query}\n{context_boost:?}"
+        );
+        Sha256::digest(described.as_bytes()).into()
     }
 }

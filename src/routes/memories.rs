@@ -55,15 +55,52 @@ pub struct CreateMemoryRequest {
     pub category: Category,
     /// Non-empty, at most 8,000 characters; stored trimmed.
     pub content: String,
-    /// How much the memory matters, 0..1.
+    /// How much the memory matters, 0..1. With `supersedes`, kept from the
+    /// old version when left out.
     pub importance: Option<f64>,
     /// A memory of the same namespace that this one replaces; it must be
-    /// the current head of its chain. The new version is its version + 1.
+    /// the current head of its chain. The new version is its version + 1,
+    /// and takes from it every optional field the request leaves out
+    /// (`importance`, `related`, `session_id`).
     pub supersedes: Option<MemoryId>,
-    /// Edges to existing memories of the request's repo or user (at most 64).
-    #[serde(default)]
-    pub related: Vec<RelatedEdge>,
+    /// Edges to existing memories of the request's repo or user (at most
+    /// 64). With `supersedes`, the old version's edges when left out; `[]`
+    /// drops them.
+    pub related: Option<Vec<RelatedEdge>>,
+    /// With `supersedes`, kept from the old version when left out.
     pub session_id: Option<SessionId>,
+}
+
+/// The one rule for a new version, through REST and MCP alike: what the
+/// request leaves out is carried over from the version it supersedes.
+/// Only a predecessor the write may supersede (in the namespace written,
+/// visible to the caller) lends anything; otherwise the store refuses
+/// `supersedes` as it would have. Carried edges are those that still lead
+/// to a memory the pair and the key may link to.
+fn carry_over(
+    request: &mut CreateMemoryRequest,
+    store: &Store,
+    caller: &Caller,
+    pair: &NamespacePair,
+    written: &Namespace,
+) {
+    let Some(predecessor) = request
+        .supersedes
+        .and_then(|id| store.get(id))
+        .filter(|old| old.namespace == *written && caller.can_see(&old.namespace))
+    else {
+        return;
+    };
+    request.importance = request.importance.or(predecessor.importance);
+    if request.session_id.is_none() {
+        request.session_id.clone_from(&predecessor.session_id);
+    }
+    if request.related.is_none() {
+        let edges = store.edges_within(predecessor.id, |namespace| {
+            pair.contains(namespace) && caller.can_see(namespace)
+        });
+        request.related = Some(edges.outgoing);
+    }
 }
 
 /// Write a memory.
@@ -87,7 +124,7 @@ pub async fn create_memory(
     State(defaults): State<Defaults>,
     State(config): State<std::sync::Arc<crate::config::Config>>,
     caller: Caller,
-    ApiJson(request): ApiJson<CreateMemoryRequest>,
+    ApiJson(mut request): ApiJson<CreateMemoryRequest>,
 ) -> Result<(StatusCode, Json<MemoryView>), ApiError> {
     let content = parse_content(&request.content)
         .map_err(|err| ApiError::invalid("content", format!("`content` {err}")))?;
@@ -96,26 +133,30 @@ pub async fn create_memory(
         parse_importance(importance)
             .map_err(|err| ApiError::invalid("importance", format!("`importance` {err}")))?;
     }
-    check_related(&request.related)?;
+    if let Some(related) = &request.related {
+        check_related(related)?;
+    }
     // Only what the write touches must be held: the namespace written (and
     // so its `supersedes`) and those its `related` edges name; an omitted
     // owner the key does not hold is simply out of reach.
     let reach = caller.reach(request.repo.clone(), request.user.clone(), &defaults)?;
-    let pair = NamespacePair::or_defaults(request.repo, request.user, &defaults);
+    let pair = NamespacePair::or_defaults(request.repo.clone(), request.user.clone(), &defaults);
     let written = pair.owner(request.scope);
     if !reach.contains(&written) {
         return Err(ApiError::Forbidden {
             detail: format!("this API key may not write to {written}"),
         });
     }
+    let content = content.to_owned();
+    carry_over(&mut request, &store, &caller, &pair, &written);
     let new = NewMemory {
         pair,
         scope: request.scope,
         category: request.category,
-        content: content.to_owned(),
+        content,
         importance: request.importance,
         supersedes: request.supersedes,
-        related: request.related,
+        related: request.related.unwrap_or_default(),
         session_id: request.session_id,
         trigger: Trigger::Manual,
     };
@@ -167,6 +208,10 @@ pub struct ListMemoriesQuery {
     pub limit: Option<usize>,
     /// The `next_cursor` of the previous page.
     pub cursor: Option<String>,
+    /// `true`: superseded versions too, each with its `version` and
+    /// `supersedes`. By default only current memories (the newest version
+    /// of each chain) are listed.
+    pub all_versions: Option<bool>,
 }
 
 /// One page of memories, newest first.
@@ -179,7 +224,8 @@ pub struct ListMemoriesResponse {
 
 /// List memories, newest first.
 ///
-/// Without `repo` and `user`, every namespace the key holds is listed;
+/// Current memories only, unless `all_versions=true`. Without `repo` and
+/// `user`, every namespace the key holds is listed;
 /// with either or both, only those namespaces, which the key must hold.
 /// The other filters narrow further.
 #[utoipa::path(
@@ -235,6 +281,7 @@ pub async fn list_memories(
         scope: query.scope,
         category: query.category,
         text: query.text.filter(|text| !text.is_empty()),
+        all_versions: query.all_versions.unwrap_or(false),
     };
     let page = store.list(&filter, limit, after, |namespace| caller.can_see(namespace));
     Ok(Json(ListMemoriesResponse {

@@ -106,8 +106,11 @@ pub struct IndexStatsView {
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct StoreStatsView {
-    /// Memories loaded, across every namespace.
+    /// Current memories across every namespace: a superseded version is
+    /// not counted, as `GET /memories` does not list it by default.
     pub memories: usize,
+    /// Every version loaded, superseded ones included.
+    pub versions: usize,
     /// Per namespace (`repo/<repo>`, `user/<user>`).
     pub namespaces: BTreeMap<String, NamespaceStatsView>,
     /// Entries under `repos/` and `users/` that were skipped: files that do
@@ -156,8 +159,11 @@ impl From<SyncView> for SyncStatsView {
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct NamespaceStatsView {
+    /// Current memories: superseded versions are not counted.
     pub memories: usize,
-    /// Memories per category.
+    /// Every version, superseded ones included.
+    pub versions: usize,
+    /// Current memories per category.
     pub categories: BTreeMap<String, usize>,
 }
 
@@ -232,6 +238,7 @@ impl StatsResponse {
             embedding: everything.then(|| retriever.embedder().health().into()),
             store: StoreStatsView {
                 memories: stats.memories,
+                versions: stats.versions,
                 namespaces: stats
                     .by_namespace
                     .into_iter()
@@ -245,6 +252,7 @@ impl StatsResponse {
                             namespace,
                             NamespaceStatsView {
                                 memories: counts.memories,
+                                versions: counts.versions,
                                 categories,
                             },
                         )

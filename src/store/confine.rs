@@ -82,15 +82,37 @@ pub fn namespace_dir(root: &Path, namespace: &Namespace, create: bool) -> Result
     Ok(dir)
 }
 
-/// Reads `path` as text if it is a regular file, without following a link
-/// and without blocking on a FIFO.
+/// The largest memory file read. A memory's content is at most 8,000
+/// characters (32,000 bytes of UTF-8) and its front-matter a few KiB even
+/// with many edges; a file far larger is not a memory, and reading it
+/// whole (a sparse file of gigabytes uses no disk) would cost its size in
+/// memory.
+pub const MAX_FILE_BYTES: u64 = 1024 * 1024;
+
+/// Reads `path` as text if it is a regular file of at most
+/// [`MAX_FILE_BYTES`], without following a link and without blocking on a
+/// FIFO. The size is checked before anything is read; a file that grows
+/// past it after the check is refused too, having read one byte more.
 pub fn read_regular_file(path: &Path) -> io::Result<String> {
-    let mut file = open_no_follow(path)?;
-    if !file.metadata()?.is_file() {
+    let file = open_no_follow(path)?;
+    let metadata = file.metadata()?;
+    if !metadata.is_file() {
         return Err(io::Error::other("not a regular file"));
     }
+    let too_large = |bytes: u64| {
+        io::Error::new(
+            io::ErrorKind::FileTooLarge,
+            format!("{bytes} bytes, over the {MAX_FILE_BYTES} a memory file may hold"),
+        )
+    };
+    if metadata.len() > MAX_FILE_BYTES {
+        return Err(too_large(metadata.len()));
+    }
     let mut text = String::new();
-    file.read_to_string(&mut text)?;
+    file.take(MAX_FILE_BYTES + 1).read_to_string(&mut text)?;
+    if text.len() as u64 > MAX_FILE_BYTES {
+        return Err(too_large(text.len() as u64));
+    }
     Ok(text)
 }
 

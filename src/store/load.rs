@@ -246,6 +246,9 @@ pub fn read_entry(entry: &Entry, namespace: &Namespace) -> Option<Found> {
     };
     let text = match confine::read_regular_file(&entry.path) {
         Ok(text) => text,
+        Err(err) if err.kind() == std::io::ErrorKind::FileTooLarge => {
+            return Some(unusable(format!("not read: the file is too large ({err})")));
+        }
         Err(err) => return Some(unusable(format!("unreadable: {err}"))),
     };
     Some(match markdown::parse(&text, namespace.clone()) {

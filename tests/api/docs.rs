@@ -39,3 +39,30 @@ async fn swagger_ui_is_served_offline() {
         "the UI bundle is vendored into the binary"
     );
 }
+
+#[tokio::test]
+async fn swagger_ui_may_not_be_framed() {
+    use axum::body::Body;
+    use axum::http::{Request, header};
+    use tower::ServiceExt;
+
+    let app = spawn_app().await;
+    for path in ["/docs/", "/docs/swagger-initializer.js"] {
+        let response = app
+            .router
+            .clone()
+            .oneshot(Request::get(path).body(Body::empty()).unwrap())
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::OK, "{path}");
+        let headers = response.headers();
+        assert_eq!(headers[header::X_FRAME_OPTIONS], "DENY", "{path}");
+        assert!(
+            headers[header::CONTENT_SECURITY_POLICY]
+                .to_str()
+                .unwrap()
+                .contains("frame-ancestors 'none'"),
+            "{path}: {headers:?}"
+        );
+    }
+}

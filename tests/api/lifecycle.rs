@@ -39,7 +39,7 @@ async fn a_restart_on_the_same_data_directory_finds_everything_written() {
     app.stop().await;
 
     let app = RunningApp::start(test_config(temp.path(), |_| {})).await;
-    let listed = get_json(&app.base_url, "/memories?repo=forge").await;
+    let listed = get_json(&app.base_url, "/memories?repo=forge&all_versions=true").await;
     written.reverse();
     assert_eq!(listed["memories"], Value::Array(written));
     app.stop().await;

@@ -24,6 +24,7 @@ mod pipeline;
 mod retrieve;
 mod setup;
 mod similar;
+mod site_guard;
 mod store;
 mod sync;
 mod triggers;

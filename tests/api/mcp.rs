@@ -359,7 +359,7 @@ async fn configured_hosts_and_origins_are_answered() {
     let dir = tempfile::tempdir().unwrap();
     let config = test_config(dir.path(), |config: &mut Config| {
         embed_with(&upstream, config);
-        config.mcp.allowed_hosts = vec!["memory.internal".to_owned()];
+        config.http.allowed_hosts = vec!["memory.internal".to_owned()];
         config.mcp.allowed_origins = vec!["https://agents.example".to_owned()];
     });
     let app = RunningApp::start(config).await;
@@ -380,10 +380,11 @@ async fn configured_hosts_and_origins_are_answered() {
         status(vec![("host", "memory.internal")]).await,
         StatusCode::OK
     );
-    // The listen address is always allowed; `localhost` no longer is.
+    // The listen address and the loopback names are always allowed.
     assert_eq!(status(vec![]).await, StatusCode::OK);
+    assert_eq!(status(vec![("host", "localhost")]).await, StatusCode::OK);
     assert_eq!(
-        status(vec![("host", "localhost")]).await,
+        status(vec![("host", "elsewhere.example")]).await,
         StatusCode::FORBIDDEN
     );
     assert_eq!(

@@ -285,9 +285,10 @@ async fn stats_count_memories_per_namespace_and_category() {
         stats.json["store"],
         json!({
             "memories": 4,
+            "versions": 4,
             "namespaces": {
-                "repo/forge": {"memories": 3, "categories": {"corrections": 1, "patterns": 2}},
-                "user/ana": {"memories": 1, "categories": {"user-facts": 1}},
+                "repo/forge": {"memories": 3, "versions": 3, "categories": {"corrections": 1, "patterns": 2}},
+                "user/ana": {"memories": 1, "versions": 1, "categories": {"user-facts": 1}},
             },
             "skipped_files": 0,
             "skipped": [],
@@ -308,4 +309,103 @@ async fn health_and_readiness_answer() {
         (ready.status, ready.json["status"].clone()),
         (StatusCode::OK, json!("ready"))
     );
+}
+
+#[tokio::test]
+async fn listings_and_counts_show_current_memories_unless_all_versions_are_asked_for() {
+    let app = spawn_app().await;
+    let v1 = app
+        .create(memory(
+            "user",
+            "ana",
+            "coding-preferences",
+            "Ana likes tabs.",
+        ))
+        .await;
+    let mut body = memory("user", "ana", "coding-preferences", "Ana likes spaces.");
+    body["supersedes"] = v1["id"].clone();
+    let v2 = app.create(body).await;
+    let other = app
+        .create(memory("user", "ana", "user-facts", "Ana is in Lisbon."))
+        .await;
+
+    let ids = |response: &crate::helpers::TestResponse| -> Vec<Value> {
+        assert_eq!(response.status, StatusCode::OK, "{}", response.text);
+        response.json["memories"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["id"].clone())
+            .collect()
+    };
+    let current = vec![other["id"].clone(), v2["id"].clone()];
+    assert_eq!(ids(&app.get("/memories").await), current);
+    assert_eq!(
+        ids(&app.get("/memories?user=ana&all_versions=false").await),
+        current
+    );
+    assert_eq!(
+        ids(&app.get("/memories?all_versions=true").await),
+        vec![other["id"].clone(), v2["id"].clone(), v1["id"].clone()]
+    );
+    app.get("/memories?all_versions=maybe")
+        .await
+        .assert_problem(StatusCode::UNPROCESSABLE_ENTITY, Some("all_versions"));
+
+    // The browser's namespace chips show `memories` per namespace.
+    let store = &app.get("/stats").await.json["store"];
+    assert_eq!(store["memories"], 2, "{store:#}");
+    assert_eq!(store["versions"], 3, "{store:#}");
+    assert_eq!(
+        store["namespaces"]["user/ana"],
+        json!({"memories": 2, "versions": 3,
+            "categories": {"coding-preferences": 1, "user-facts": 1}})
+    );
+}
+
+#[tokio::test]
+async fn a_new_version_keeps_what_the_request_leaves_out() {
+    let app = spawn_app().await;
+    let target = app
+        .create(memory(
+            "repo",
+            "forge",
+            "patterns",
+            "Forge deploys with helm.",
+        ))
+        .await;
+    let mut body = memory("repo", "forge", "patterns", "Deploys run on Fridays.");
+    body["importance"] = json!(0.8);
+    body["session_id"] = json!("s-42");
+    body["related"] = json!([{"id": target["id"], "relationship": "depends-on"}]);
+    let v1 = app.create(body).await;
+
+    let mut body = memory("repo", "forge", "patterns", "Deploys run on Thursdays.");
+    body["supersedes"] = v1["id"].clone();
+    let v2 = app.create(body).await;
+    assert_eq!(v2["version"], 2);
+    for field in ["importance", "session_id", "related"] {
+        assert_eq!(v2[field], v1[field], "`{field}` is carried over: {v2:#}");
+    }
+
+    // What the request gives wins, and `[]` drops the edges.
+    let mut body = memory("repo", "forge", "patterns", "Deploys run on Wednesdays.");
+    body["supersedes"] = v2["id"].clone();
+    body["importance"] = json!(0.3);
+    body["related"] = json!([]);
+    let v3 = app.create(body).await;
+    assert_eq!(v3["importance"], 0.3);
+    assert_eq!(v3["related"], json!([]));
+    assert_eq!(v3["session_id"], "s-42");
+
+    // A memory written from scratch takes nothing from anywhere.
+    let fresh = app
+        .create(memory(
+            "repo",
+            "forge",
+            "patterns",
+            "Deploys need a ticket.",
+        ))
+        .await;
+    assert_eq!(fresh["importance"], Value::Null, "{fresh:#}");
 }

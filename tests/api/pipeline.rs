@@ -505,3 +505,52 @@ async fn expansion_boost_filters_and_suggestions() {
     assert_eq!(expanded["added_terms"], json!(["TLS", "certificates"]));
     assert_eq!(expanded["memories"][0]["id"], important["id"]);
 }
+
+#[tokio::test]
+async fn a_changed_request_within_a_turn_is_a_new_answer_and_the_same_one_a_hit() {
+    let upstream = Upstream::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let app = spawn_app_on(dir.path(), |config| embed_with(&upstream, config)).await;
+    let ana = app
+        .create(memory(
+            "user",
+            "ana",
+            "coding-preferences",
+            "Ana prefers errors.As over type assertions in Go.",
+        ))
+        .await;
+    // The README's two examples: one turn, a query, then the window.
+    let by_query = json!({"turn_id": "t-17", "repo": "forge", "user": "ana",
+        "query": "how should errors be handled in Go?", "top_k": 5, "token_budget": 1000});
+    let by_window = json!({"turn_id": "t-17", "repo": "forge", "user": "ana", "hop_depth": 1,
+        "messages": [{"role": "user", "content": "Refactor the error handling in the Go client."}]});
+    let first = app.retrieve(by_query.clone()).await;
+    assert_eq!(first["cached"], false);
+    let second = app.retrieve(by_window.clone()).await;
+    assert_eq!(second["cached"], false, "{second:#}");
+    assert_eq!(
+        second["query"], "Refactor the error handling in the Go client.",
+        "the answer is to the window, not the earlier query"
+    );
+    let again = app.retrieve(by_window.clone()).await;
+    assert_eq!(again["cached"], true, "the same request again is a hit");
+    assert_eq!(again["query"], second["query"]);
+
+    for (field, value) in [
+        ("query", json!("which error wrapping does forge use?")),
+        ("token_budget", json!(200)),
+        ("top_k", json!(1)),
+        ("filters", json!({"scope": "repo"})),
+        ("exclude_ids", json!([ana["id"]])),
+        ("min_relevance", json!(0.5)),
+    ] {
+        let mut changed = by_query.clone();
+        changed[field] = value;
+        assert_eq!(
+            app.retrieve(changed).await["cached"],
+            false,
+            "a changed `{field}` is a miss"
+        );
+    }
+    assert_eq!(app.retrieve(by_query).await["cached"], true);
+}

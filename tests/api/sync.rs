@@ -90,6 +90,19 @@ async fn skipped_paths(app: &TestApp) -> Vec<String> {
         .collect()
 }
 
+/// Why `/stats` (`stats`) says the file at `relative` was skipped.
+fn skipped_reason(stats: &Value, relative: &str) -> String {
+    stats["store"]["skipped"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|file| file["path"] == relative)
+        .unwrap()["reason"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
 async fn sync_stats(app: &TestApp) -> Value {
     app.get("/stats").await.json["store"]["sync"].clone()
 }
@@ -178,15 +191,7 @@ async fn a_broken_edit_keeps_the_last_good_version_and_is_reported_until_fixed()
     })
     .await;
     let stats = app.get("/stats").await.json;
-    let reason = stats["store"]["skipped"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|file| file["path"] == relative.as_str())
-        .unwrap()["reason"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let reason = skipped_reason(&stats, &relative);
     assert!(
         reason.contains("last good version stays in service"),
         "{reason}"
@@ -365,5 +370,34 @@ async fn with_watching_off_changes_on_disk_wait_for_a_restart() {
     );
     let sync = sync_stats(&app).await;
     assert_eq!(sync["watching"], false, "{sync}");
+    assert_eq!(content_of(&app, &id).await, None);
+}
+
+#[tokio::test]
+async fn a_file_over_the_size_limit_is_reported_without_being_read() {
+    let (app, _upstream, _temp) = app().await;
+    let id = MemoryId::new().to_string();
+    let path = path_of(&app, "users/ana", &id);
+    fs::create_dir_all(path.parent().unwrap()).unwrap();
+    // Sparse: 64 times the limit, and no disk used.
+    let file = fs::File::create(&path).unwrap();
+    file.set_len(64 * engram::store::confine::MAX_FILE_BYTES)
+        .unwrap();
+    drop(file);
+    let relative = format!("users/ana/{id}.md");
+    wait_until_async("the large file to be reported", async || {
+        skipped_paths(&app).await.contains(&relative)
+    })
+    .await;
+    let stats = app.get("/stats").await.json;
+    let reason = skipped_reason(&stats, &relative);
+    // Zeros read whole would be refused for their missing front-matter;
+    // this reason is given only by the size check made before any read.
+    assert!(reason.contains("too large"), "{reason}");
+    assert!(
+        reason.contains(&(64 * engram::store::confine::MAX_FILE_BYTES).to_string()),
+        "{reason}"
+    );
+    assert_eq!(stats["store"]["memories"], 0);
     assert_eq!(content_of(&app, &id).await, None);
 }

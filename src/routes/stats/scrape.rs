@@ -76,7 +76,7 @@ impl Collector for StatsCollector {
         let mut families: Vec<Labelled> = vec![
             (
                 "memories",
-                "Memories in the store by namespace",
+                "Current memories (superseded versions not counted) in the store by namespace",
                 Gauge,
                 "namespace",
                 stats

@@ -1,0 +1,85 @@
+//! `http`: the names the service answers to, whatever the route.
+//!
+//! A web page can get a browser to send requests to `127.0.0.1` under a
+//! host name of its choosing (DNS rebinding), but it cannot choose the
+//! `Host` header the browser sends: that is the page's own name. So every
+//! route answers only the `Host` values it knows: the `listen` address,
+//! the loopback names, and the names listed here.
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Http {
+    /// `Host` values (`name` or `name:port`) answered besides the `listen`
+    /// address, `localhost`, `127.0.0.1` and `::1`: the name clients use
+    /// behind a proxy or in a container. A name without a port matches any
+    /// port.
+    pub allowed_hosts: Vec<String>,
+}
+
+impl Http {
+    /// The first entry of `allowed_hosts` that is not a host name or
+    /// address with an optional port, with its index.
+    pub fn invalid_host(&self) -> Option<usize> {
+        self.allowed_hosts
+            .iter()
+            .position(|host| parse_host(host).is_none())
+    }
+}
+
+/// A `Host` value (or an allowed one): its lower-cased name without IPv6
+/// brackets, and its port if it names one. `None` for anything else
+/// (empty, a scheme, a path, userinfo, a wildcard).
+pub fn parse_host(value: &str) -> Option<(String, Option<u16>)> {
+    let value = value.trim();
+    // A bare IPv6 address (`::1`) is how people write one in a list.
+    if value.parse::<std::net::Ipv6Addr>().is_ok() {
+        return Some((value.to_ascii_lowercase(), None));
+    }
+    let authority: axum::http::uri::Authority = value.parse().ok()?;
+    let bad_port = authority.port().is_some() && authority.port_u16().is_none();
+    if bad_port || authority.as_str().contains('@') || authority.host().is_empty() {
+        return None;
+    }
+    let host = authority.host();
+    let name = host
+        .strip_prefix('[')
+        .and_then(|inner| inner.strip_suffix(']'))
+        .unwrap_or(host);
+    let name_is_valid = name.parse::<std::net::IpAddr>().is_ok()
+        || name
+            .bytes()
+            .all(|byte| byte.is_ascii_alphanumeric() || byte == b'-' || byte == b'.');
+    name_is_valid.then(|| (name.to_ascii_lowercase(), authority.port_u16()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_values_parse_to_name_and_port() {
+        assert_eq!(
+            parse_host("Engram.Internal"),
+            Some(("engram.internal".into(), None))
+        );
+        assert_eq!(
+            parse_host("engram:8080"),
+            Some(("engram".into(), Some(8080)))
+        );
+        assert_eq!(parse_host("[::1]:8080"), Some(("::1".into(), Some(8080))));
+        assert_eq!(parse_host("::1"), Some(("::1".into(), None)));
+        assert_eq!(parse_host("127.0.0.1"), Some(("127.0.0.1".into(), None)));
+        for bad in [
+            "",
+            "*",
+            "http://engram",
+            "engram/path",
+            "user@engram",
+            "engram:port",
+        ] {
+            assert_eq!(parse_host(bad), None, "{bad}");
+        }
+    }
+}
