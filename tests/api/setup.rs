@@ -194,10 +194,9 @@ async fn setup_for_codex_writes_its_hooks_file_and_refuses_what_is_not_json() {
         "layout and comments stay: {written}"
     );
     assert!(
-        written.contains(&format!(
-            "[mcp_servers.engram]\ncommand = \"{}\"\nargs = [\"mcp\"]\nenv_vars = [\"ENGRAM_API_KEY\", \"ENGRAM_URL\"]\n",
-            env!("CARGO_BIN_EXE_engram")
-        )),
+        written.contains(
+            "[mcp_servers.engram]\ncommand = \"engram\"\nargs = [\"mcp\"]\nenv_vars = [\"ENGRAM_API_KEY\", \"ENGRAM_URL\"]\n"
+        ),
         "{written}"
     );
     assert_eq!(backups(&config).len(), 1);
@@ -259,8 +258,10 @@ async fn the_mcp_server_setup_writes_serves_the_projects_memories() {
     let dir = tempfile::tempdir().unwrap();
     let app: RunningApp = start_engram(&upstream, dir.path()).await;
     let project = Project::new("claude-code/transcript.jsonl");
-    let output = setup(
+    let bin = bin_dir(&project);
+    let output = setup_with_path(
         &project,
+        &bin,
         &["claude-code", "--scope", "project", "--url", &app.base_url],
     )
     .await;
@@ -276,6 +277,7 @@ async fn the_mcp_server_setup_writes_serves_the_projects_memories() {
                 .args(&args)
                 .current_dir(&project.cwd)
                 .env_clear()
+                .env("PATH", &bin)
                 .env("HOME", project.home())
                 .env("USER", "ana");
         });
@@ -299,4 +301,289 @@ async fn the_mcp_server_setup_writes_serves_the_projects_memories() {
     assert_eq!(memory["user"], "ana", "the OS user: {memory:#}");
     client.cancel().await.unwrap();
     app.stop().await;
+}
+
+/// A directory holding `engram` (a link to the binary under test), for
+/// a `PATH` on which the command written into shared files resolves.
+fn bin_dir(project: &Project) -> PathBuf {
+    let bin = project.home().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_engram"), bin.join("engram")).unwrap();
+    bin
+}
+
+async fn setup_with_path(project: &Project, path: &Path, args: &[&str]) -> Output {
+    let mut command = engram(project);
+    command
+        .arg("setup")
+        .args(args)
+        .current_dir(&project.cwd)
+        .env("PATH", path);
+    run(command, String::new()).await
+}
+
+fn mode(path: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+}
+
+#[tokio::test]
+async fn setup_for_a_project_writes_the_command_name_not_this_machines_path() {
+    let project = Project::new("claude-code/transcript.jsonl");
+    let bin = bin_dir(&project);
+    let output = setup_with_path(&project, &bin, &["claude-code", "--scope", "project"]).await;
+    assert!(output.status.success(), "{output:?}");
+    assert!(output.stderr.is_empty(), "no warning: {output:?}");
+    let report = String::from_utf8(output.stdout).unwrap();
+    assert!(
+        report.contains(&format!(
+            "from PATH (here: {})",
+            bin.join("engram").display()
+        )),
+        "{report}"
+    );
+    let servers = read_json(&project.cwd.join(".mcp.json"));
+    assert_eq!(servers["mcpServers"]["engram"]["command"], "engram");
+    let settings = read_json(&project.cwd.join(".claude/settings.json"));
+    for (event, arg) in EVENTS {
+        assert_eq!(
+            command_for(&settings, event),
+            format!("engram hook claude-code {arg}")
+        );
+    }
+    let codex = setup_with_path(&project, &bin, &["codex", "--scope", "project"]).await;
+    assert!(codex.status.success(), "{codex:?}");
+    let config = std::fs::read_to_string(project.cwd.join(".codex/config.toml")).unwrap();
+    assert!(config.contains("command = \"engram\"\n"), "{config}");
+    let hooks = read_json(&project.cwd.join(".codex/hooks.json"));
+    assert_eq!(command_for(&hooks, "Stop"), "engram hook codex stop");
+}
+
+#[tokio::test]
+async fn setup_for_a_project_warns_when_the_command_is_not_on_path() {
+    let project = Project::new("claude-code/transcript.jsonl");
+    let empty = project.home().join("empty-bin");
+    std::fs::create_dir_all(&empty).unwrap();
+    let output = setup_with_path(&project, &empty, &["claude-code", "--scope", "project"]).await;
+    assert!(output.status.success(), "{output:?}");
+    let warning = String::from_utf8(output.stderr).unwrap();
+    assert!(
+        warning.contains("warning: `engram` is not on PATH"),
+        "{warning}"
+    );
+    assert!(warning.contains("cargo install"), "says how: {warning}");
+    let servers = read_json(&project.cwd.join(".mcp.json"));
+    assert_eq!(servers["mcpServers"]["engram"]["command"], "engram");
+
+    // The user's own files name this binary: they are private to this machine.
+    let output = setup_with_path(&project, &empty, &["claude-code"]).await;
+    assert!(output.status.success(), "{output:?}");
+    assert!(output.stderr.is_empty(), "{output:?}");
+    let state = read_json(&project.home().join(".claude.json"));
+    assert_eq!(
+        state["mcpServers"]["engram"]["command"],
+        env!("CARGO_BIN_EXE_engram")
+    );
+}
+
+#[tokio::test]
+async fn setup_backs_up_readable_by_the_owner_only_and_keeps_the_newest_three() {
+    use std::os::unix::fs::PermissionsExt;
+    let project = Project::new("claude-code/transcript.jsonl");
+    let state = project.home().join(".claude.json");
+    let settings = project.home().join(".claude/settings.json");
+    std::fs::create_dir_all(settings.parent().unwrap()).unwrap();
+    std::fs::write(&state, r#"{"primaryApiKey": "sk-ant-not-for-others"}"#).unwrap();
+    std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o600)).unwrap();
+    std::fs::write(&settings, r#"{"model": "opus"}"#).unwrap();
+    std::fs::set_permissions(&settings, std::fs::Permissions::from_mode(0o644)).unwrap();
+
+    for run in 0..5 {
+        let url = format!("http://127.0.0.1:{}", 9000 + run);
+        let output = setup(&project, &["claude-code", "--url", &url]).await;
+        assert!(output.status.success(), "{output:?}");
+        let report = String::from_utf8(output.stdout).unwrap();
+        for file in [&state, &settings] {
+            let newest = backups(file).into_iter().max().unwrap();
+            assert!(
+                report.contains(&format!("backup: {}", newest.display())),
+                "the report says where: {report}"
+            );
+        }
+    }
+    for file in [&state, &settings] {
+        let saved = backups(file);
+        assert_eq!(saved.len(), 3, "{saved:?}");
+        for backup in saved {
+            assert_eq!(mode(&backup), 0o600, "{}", backup.display());
+        }
+    }
+    assert_eq!(mode(&state), 0o600, "the file keeps its own mode");
+    assert_eq!(mode(&settings), 0o644);
+    let newest = backups(&state).into_iter().max().unwrap();
+    assert!(
+        std::fs::read_to_string(newest)
+            .unwrap()
+            .contains("sk-ant-not-for-others")
+    );
+}
+
+#[tokio::test]
+async fn setup_refuses_links_in_the_project() {
+    let project = Project::new("claude-code/transcript.jsonl");
+    let bin = bin_dir(&project);
+    let private = project.home().join(".claude.json");
+    let secret = r#"{"primaryApiKey": "sk-ant-private"}"#;
+    std::fs::write(&private, secret).unwrap();
+    let mcp = project.cwd.join(".mcp.json");
+    std::os::unix::fs::symlink(&private, &mcp).unwrap();
+
+    let output = setup_with_path(&project, &bin, &["claude-code", "--scope", "project"]).await;
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert!(stderr.contains("is a symbolic link"), "{stderr}");
+    assert_eq!(std::fs::read_to_string(&private).unwrap(), secret);
+    assert!(
+        std::fs::symlink_metadata(&mcp)
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    assert!(
+        !project.cwd.join(".claude/settings.json").exists(),
+        "nothing is written"
+    );
+    assert!(backups(&mcp).is_empty() && backups(&private).is_empty());
+
+    // A linked directory on the way is a link too.
+    std::fs::remove_file(&mcp).unwrap();
+    let elsewhere = project.home().join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, project.cwd.join(".claude")).unwrap();
+    let output = setup_with_path(&project, &bin, &["claude-code", "--scope", "project"]).await;
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    assert!(String::from_utf8_lossy(&output.stderr).contains(".claude is a symbolic link"));
+    assert!(std::fs::read_dir(&elsewhere).unwrap().next().is_none());
+}
+
+#[tokio::test]
+async fn setup_writes_through_a_linked_user_file() {
+    let project = Project::new("claude-code/transcript.jsonl");
+    let dotfiles = project.home().join("dotfiles");
+    std::fs::create_dir_all(&dotfiles).unwrap();
+    let real = dotfiles.join("claude-settings.json");
+    std::fs::write(&real, "{\"model\": \"opus\"}\n").unwrap();
+    let settings = project.home().join(".claude/settings.json");
+    std::fs::create_dir_all(settings.parent().unwrap()).unwrap();
+    std::os::unix::fs::symlink(&real, &settings).unwrap();
+
+    let output = setup(&project, &["claude-code", "--no-mcp"]).await;
+    assert!(output.status.success(), "{output:?}");
+    assert!(
+        std::fs::symlink_metadata(&settings)
+            .unwrap()
+            .file_type()
+            .is_symlink(),
+        "the link stays"
+    );
+    let written = read_json(&real);
+    assert_eq!(written["model"], "opus");
+    assert!(command_for(&written, "Stop").ends_with(" hook claude-code stop"));
+    assert_eq!(backups(&settings).len(), 1, "the backup is beside the link");
+    assert!(backups(&real).is_empty(), "and not in the dotfiles");
+
+    // A link to nothing is refused with what to do.
+    let dangling = project.home().join(".claude.json");
+    std::os::unix::fs::symlink(dotfiles.join("missing.json"), &dangling).unwrap();
+    let output = setup(&project, &["claude-code"]).await;
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    assert!(String::from_utf8_lossy(&output.stderr).contains("cannot be reached"));
+}
+
+#[tokio::test]
+async fn setup_refuses_a_file_that_is_not_regular_without_blocking() {
+    let project = Project::new("claude-code/transcript.jsonl");
+    let fifo = project.home().join(".claude.json");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    // A guard against the hang this test is about, not a timing check:
+    // past it, a writer opens the FIFO so that a blocked setup ends, and
+    // the test fails.
+    let running = tokio::spawn({
+        let mut command = engram(&project);
+        command
+            .arg("setup")
+            .arg("claude-code")
+            .current_dir(&project.cwd);
+        run(command, String::new())
+    });
+    let finished = tokio::time::timeout(std::time::Duration::from_secs(120), running).await;
+    let Ok(output) = finished else {
+        drop(std::fs::OpenOptions::new().write(true).open(&fifo));
+        panic!("setup blocked on the FIFO");
+    };
+    let output = output.unwrap();
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert!(
+        stderr.contains("is a FIFO, not a settings file"),
+        "{stderr}"
+    );
+    assert!(!project.home().join(".claude/settings.json").exists());
+}
+
+#[tokio::test]
+async fn setup_keeps_every_byte_it_does_not_own() {
+    let project = Project::new("claude-code/transcript.jsonl");
+    let state = project.home().join(".claude.json");
+    let original = "{\n    \"numStartups\": 12345678901234567890123,\n    \"zeta\": \"first, not sorted\",\n    \
+                    \"tips\": {\"a\": 1, \"a\": 2},\n    \"ratio\": 1.50,\n    \"name\": \"caf\\u00e9\"\n}\n";
+    std::fs::write(&state, original).unwrap();
+    let settings = project.home().join(".claude/settings.json");
+    std::fs::create_dir_all(settings.parent().unwrap()).unwrap();
+    let theirs = r#"{"type": "command", "command": "say done", "timeout": 1e1}"#;
+    let settings_text = format!(
+        "{{\"hooks\": {{\"Stop\": [{{\"hooks\": [{theirs}]}}]}}, \"n\": 18446744073709551616}}"
+    );
+    std::fs::write(&settings, &settings_text).unwrap();
+
+    let output = setup(&project, &["claude-code"]).await;
+    assert!(output.status.success(), "{output:?}");
+    let written = std::fs::read_to_string(&state).unwrap();
+    let before_end = original.trim_end().strip_suffix("\n}").unwrap();
+    assert!(
+        written.starts_with(&format!("{before_end},\n    \"mcpServers\": {{")),
+        "{written}"
+    );
+    assert_eq!(
+        read_json(&state)["mcpServers"]["engram"]["command"],
+        env!("CARGO_BIN_EXE_engram")
+    );
+    let written = std::fs::read_to_string(&settings).unwrap();
+    assert!(
+        written.starts_with(&format!(
+            "{{\"hooks\": {{\"Stop\": [{{\"hooks\": [{theirs}]}},"
+        )),
+        "{written}"
+    );
+    assert!(
+        written.ends_with(", \"n\": 18446744073709551616}"),
+        "{written}"
+    );
+    assert!(command_for(&read_json(&settings), "Stop").ends_with(" hook claude-code stop"));
+
+    // A change under a key the file holds twice is refused.
+    let twice = r#"{"mcpServers": {}, "mcpServers": {"docs": {"command": "d"}}}"#;
+    std::fs::write(&state, twice).unwrap();
+    let output = setup(&project, &["claude-code"]).await;
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert!(
+        stderr.contains("the key `mcpServers` appears more than once"),
+        "{stderr}"
+    );
+    assert_eq!(std::fs::read_to_string(&state).unwrap(), twice);
 }

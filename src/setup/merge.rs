@@ -1,0 +1,505 @@
+//! Merging Engram's entries into an agent's settings: its four hooks into
+//! a JSON hooks file, the MCP server `engram` into the agent's JSON or
+//! TOML file of servers.
+//!
+//! Only Engram's entries are touched: a hook is recognised by its command
+//! (a program named `engram…` run as `hook <agent> <event>`), the MCP
+//! server by its name, so one written by an older setup or another install
+//! is updated in place, and every other key, hook, group and server stays
+//! as it was. A JSON file is written back through [`json_edit`], which
+//! keeps every byte of what did not change; TOML through `toml_edit`,
+//! which keeps layout and comments.
+
+use std::path::Path;
+
+use serde_json::{Map, Value, json};
+use toml_edit::DocumentMut;
+
+use super::Error;
+use super::json_edit::{self, EditError};
+use crate::hook::{Agent, Event};
+
+/// The agents' own time limit for one hook run, in seconds: a backstop,
+/// since `engram hook` keeps to its own, shorter budget.
+const AGENT_TIMEOUT_S: u64 = 10;
+
+/// The name the MCP server entry goes by.
+const MCP_SERVER_NAME: &str = "engram";
+/// The variables a Codex MCP server may see: Codex starts servers with a
+/// short list of its own, and the bridge reads these.
+const MCP_ENV_VARS: [&str; 2] = ["ENGRAM_API_KEY", "ENGRAM_URL"];
+
+/// A place in a configuration file that does not hold what the agent
+/// reads there.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("`{at}` is not {expected}")]
+pub struct WrongShape {
+    at: String,
+    expected: &'static str,
+}
+
+impl WrongShape {
+    fn new(at: impl Into<String>, expected: &'static str) -> Self {
+        Self {
+            at: at.into(),
+            expected,
+        }
+    }
+}
+
+/// One thing Engram needs in an agent's configuration.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Entry {
+    /// A command hook for `agent`'s `event` running `command`.
+    Hook {
+        agent: Agent,
+        event: Event,
+        command: String,
+    },
+    /// The stdio MCP server `program args…`, named [`MCP_SERVER_NAME`] in
+    /// the table of servers that the keys `at` lead to.
+    McpServer {
+        at: Vec<String>,
+        program: String,
+        args: Vec<String>,
+    },
+}
+
+impl Entry {
+    /// The entry as the report shows it: what it is, and what it runs.
+    pub fn describe(&self) -> (&'static str, String) {
+        match self {
+            Self::Hook { event, command, .. } => (event.hook_event_name(), command.clone()),
+            Self::McpServer { program, args, .. } => (
+                "MCP server",
+                format!("{MCP_SERVER_NAME}: {}", shell_words(program, args)),
+            ),
+        }
+    }
+}
+
+/// The format of a settings file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    Json,
+    Toml,
+}
+
+/// A configuration file as read, to merge entries into.
+pub enum Document {
+    /// A JSON file: its text (`None` when empty or new), the value it
+    /// holds, and the value wanted.
+    Json {
+        text: Option<String>,
+        before: Value,
+        after: Value,
+    },
+    Toml(DocumentMut),
+}
+
+impl Document {
+    /// A new, empty file.
+    pub fn empty(format: Format) -> Self {
+        match format {
+            Format::Json => Self::Json {
+                text: None,
+                before: Value::Object(Map::new()),
+                after: Value::Object(Map::new()),
+            },
+            Format::Toml => Self::Toml(DocumentMut::new()),
+        }
+    }
+
+    /// The file at `path`, which holds `text`.
+    pub fn parse(format: Format, text: &str, path: &Path) -> Result<Self, Error> {
+        if text.trim().is_empty() {
+            return Ok(Self::empty(format));
+        }
+        match format {
+            Format::Json => serde_json::from_str::<Value>(text)
+                .map(|value| Self::Json {
+                    text: Some(text.to_owned()),
+                    before: value.clone(),
+                    after: value,
+                })
+                .map_err(|source| Error::Parse {
+                    path: path.to_owned(),
+                    source,
+                }),
+            Format::Toml => text
+                .parse()
+                .map(Self::Toml)
+                .map_err(|source| Error::ParseToml {
+                    path: path.to_owned(),
+                    source,
+                }),
+        }
+    }
+
+    pub fn merge(&mut self, entry: &Entry) -> Result<Change, WrongShape> {
+        match self {
+            Self::Json { after, .. } => merge(after, entry),
+            Self::Toml(document) => merge_toml(document, entry),
+        }
+    }
+
+    /// The file's new text: a JSON file that had text keeps every byte
+    /// outside Engram's changes; a new one is pretty-printed.
+    pub fn render(&self) -> Result<String, EditError> {
+        match self {
+            Self::Json {
+                text: Some(text),
+                before,
+                after,
+            } => json_edit::rewrite(text, before, after),
+            Self::Json {
+                text: None, after, ..
+            } => Ok(format!("{}\n", pretty(after))),
+            Self::Toml(document) => Ok(document.to_string()),
+        }
+    }
+}
+
+/// What merging one entry did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Change {
+    Added,
+    Updated,
+    Unchanged,
+}
+
+/// Merges one entry into a JSON `document`. The error says what shape was
+/// wrong.
+pub fn merge(document: &mut Value, entry: &Entry) -> Result<Change, WrongShape> {
+    let root = document
+        .as_object_mut()
+        .ok_or_else(|| WrongShape::new("the file", "an object"))?;
+    let (event, command) = match entry {
+        Entry::Hook { event, command, .. } => (event, command),
+        Entry::McpServer { at, program, args } => {
+            return merge_json_server(root, at, program, args);
+        }
+    };
+    let name = event.hook_event_name();
+    let hooks = root
+        .entry("hooks")
+        .or_insert_with(|| Value::Object(Map::new()))
+        .as_object_mut()
+        .ok_or_else(|| WrongShape::new("hooks", "an object"))?;
+    let groups = hooks
+        .entry(name)
+        .or_insert_with(|| Value::Array(Vec::new()))
+        .as_array_mut()
+        .ok_or_else(|| WrongShape::new(format!("hooks.{name}"), "a list"))?;
+    let wanted = json!({"type": "command", "command": command, "timeout": AGENT_TIMEOUT_S});
+    let mut change = Change::Added;
+    for group in groups.iter_mut() {
+        let Some(handlers) = group.get_mut("hooks").and_then(Value::as_array_mut) else {
+            continue;
+        };
+        handlers.retain_mut(|handler| {
+            let ours = handler["command"]
+                .as_str()
+                .is_some_and(|found| is_engram_hook(found, entry));
+            if !ours {
+                return true;
+            }
+            if change != Change::Added {
+                // A second copy of ours: one is enough.
+                change = Change::Updated;
+                return false;
+            }
+            change = if handler["command"] == wanted["command"]
+                && handler["timeout"] == wanted["timeout"]
+                && handler["type"] == "command"
+            {
+                Change::Unchanged
+            } else {
+                handler["type"] = wanted["type"].clone();
+                handler["command"] = wanted["command"].clone();
+                handler["timeout"] = wanted["timeout"].clone();
+                Change::Updated
+            };
+            true
+        });
+    }
+    groups.retain(|group| {
+        group
+            .get("hooks")
+            .and_then(Value::as_array)
+            .is_none_or(|handlers| !handlers.is_empty())
+    });
+    if change == Change::Added {
+        groups.push(json!({"hooks": [wanted]}));
+    }
+    Ok(change)
+}
+
+/// Puts the MCP server entry under the keys `at` of a JSON document, as
+/// Claude Code reads it: `{"type": "stdio", "command": …, "args": […]}`.
+/// Other keys of an existing entry (an `env` added by hand) stay.
+fn merge_json_server(
+    root: &mut Map<String, Value>,
+    at: &[String],
+    program: &str,
+    args: &[String],
+) -> Result<Change, WrongShape> {
+    let mut table = root;
+    for (depth, key) in at.iter().enumerate() {
+        table = table
+            .entry(key.clone())
+            .or_insert_with(|| Value::Object(Map::new()))
+            .as_object_mut()
+            .ok_or_else(|| WrongShape::new(at[..=depth].join("."), "an object"))?;
+    }
+    let wanted = json!({"type": "stdio", "command": program, "args": args});
+    let Some(existing) = table.get_mut(MCP_SERVER_NAME) else {
+        table.insert(MCP_SERVER_NAME.to_owned(), wanted);
+        return Ok(Change::Added);
+    };
+    let existing = existing.as_object_mut().ok_or_else(|| {
+        WrongShape::new(format!("{}.{MCP_SERVER_NAME}", at.join(".")), "an object")
+    })?;
+    let Value::Object(wanted) = wanted else {
+        unreachable!("an object literal");
+    };
+    let mut change = Change::Unchanged;
+    for (key, value) in wanted {
+        if existing.get(&key) != Some(&value) {
+            existing.insert(key, value);
+            change = Change::Updated;
+        }
+    }
+    Ok(change)
+}
+
+/// Merges one entry into a TOML document: only the MCP server goes there,
+/// as Codex reads it (`[mcp_servers.engram]` with `command`, `args` and
+/// the variables the bridge needs passed through, `env_vars`). Other keys
+/// of an existing table stay.
+fn merge_toml(document: &mut DocumentMut, entry: &Entry) -> Result<Change, WrongShape> {
+    let Entry::McpServer { at, program, args } = entry else {
+        return Err(WrongShape::new("the file", "JSON, for hooks"));
+    };
+    let mut table = document.as_table_mut();
+    for (depth, key) in at.iter().enumerate() {
+        let item = table.entry(key).or_insert_with(|| {
+            let mut table = toml_edit::Table::new();
+            table.set_implicit(true);
+            toml_edit::Item::Table(table)
+        });
+        table = item
+            .as_table_mut()
+            .ok_or_else(|| WrongShape::new(at[..=depth].join("."), "a table"))?;
+    }
+    let mut change = Change::Unchanged;
+    if !table.contains_key(MCP_SERVER_NAME) {
+        table.insert(MCP_SERVER_NAME, toml_edit::table());
+        change = Change::Added;
+    }
+    let server = table[MCP_SERVER_NAME]
+        .as_table_mut()
+        .ok_or_else(|| WrongShape::new(format!("{}.{MCP_SERVER_NAME}", at.join(".")), "a table"))?;
+    let strings = |values: &[&str]| toml_edit::Array::from_iter(values.iter().copied());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let wanted = [
+        ("command", toml_edit::Value::from(program)),
+        ("args", toml_edit::Value::Array(strings(&args))),
+        ("env_vars", toml_edit::Value::Array(strings(&MCP_ENV_VARS))),
+    ];
+    for (key, value) in wanted {
+        let same = server
+            .get(key)
+            .and_then(toml_edit::Item::as_value)
+            .is_some_and(|found| same_toml_value(found, &value));
+        if !same {
+            server.insert(key, toml_edit::value(value));
+            if change == Change::Unchanged {
+                change = Change::Updated;
+            }
+        }
+    }
+    Ok(change)
+}
+
+/// Whether two TOML values are equal, whatever their layout.
+fn same_toml_value(a: &toml_edit::Value, b: &toml_edit::Value) -> bool {
+    match (a, b) {
+        (toml_edit::Value::String(a), toml_edit::Value::String(b)) => a.value() == b.value(),
+        (toml_edit::Value::Array(a), toml_edit::Value::Array(b)) => {
+            a.len() == b.len() && a.iter().zip(b.iter()).all(|(a, b)| same_toml_value(a, b))
+        }
+        _ => false,
+    }
+}
+
+/// Whether `command` runs Engram's hook for the same agent and event as
+/// `entry`: a program named `engram…` with `hook <agent> <event>` after it.
+fn is_engram_hook(command: &str, entry: &Entry) -> bool {
+    let Entry::Hook { agent, event, .. } = entry else {
+        return false;
+    };
+    let (program, rest) = match command.strip_prefix('\'') {
+        Some(quoted) => quoted.split_once('\'').unwrap_or((quoted, "")),
+        None => command.split_once(' ').unwrap_or((command, "")),
+    };
+    let named_engram = Path::new(program)
+        .file_name()
+        .is_some_and(|name| name.to_string_lossy().starts_with("engram"));
+    let mut words = rest.split_whitespace();
+    named_engram
+        && words.next() == Some("hook")
+        && words.next() == Some(agent.as_str())
+        && words.next() == Some(event.as_str())
+}
+
+/// `text` quoted for a POSIX shell when it needs to be.
+pub fn shell_quote(text: &str) -> String {
+    let plain = !text.is_empty()
+        && text
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "/._-:+=@%,".contains(c));
+    if plain {
+        text.to_owned()
+    } else {
+        format!("'{}'", text.replace('\'', r"'\''"))
+    }
+}
+
+/// `program args…` as a shell would take it.
+fn shell_words(program: &str, args: &[String]) -> String {
+    std::iter::once(program)
+        .chain(args.iter().map(String::as_str))
+        .map(shell_quote)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn pretty(document: &Value) -> String {
+    serde_json::to_string_pretty(document).unwrap_or_else(|_| document.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hook(event: Event, command: &str) -> Entry {
+        Entry::Hook {
+            agent: Agent::ClaudeCode,
+            event,
+            command: command.to_owned(),
+        }
+    }
+
+    #[test]
+    fn recognises_its_own_hooks_only() {
+        let entry = hook(Event::Stop, "/usr/bin/engram hook claude-code stop");
+        assert!(is_engram_hook("/opt/engram hook claude-code stop", &entry));
+        assert!(is_engram_hook(
+            "'/my dir/engram' hook claude-code stop --url http://x",
+            &entry
+        ));
+        assert!(is_engram_hook("engram hook claude-code stop", &entry));
+        assert!(!is_engram_hook("engram hook codex stop", &entry));
+        assert!(!is_engram_hook(
+            "engram hook claude-code pre-compact",
+            &entry
+        ));
+        assert!(!is_engram_hook("python3 hook claude-code stop", &entry));
+        assert!(!is_engram_hook("notify-send done", &entry));
+    }
+
+    #[test]
+    fn merging_updates_in_place_and_drops_duplicates() {
+        let mut document = json!({"hooks": {"Stop": [
+            {"hooks": [
+                {"type": "command", "command": "say done"},
+                {"type": "command", "command": "/old/engram hook claude-code stop"}
+            ]},
+            {"hooks": [{"type": "command", "command": "engram hook claude-code stop"}]}
+        ]}});
+        let entry = hook(Event::Stop, "/new/engram hook claude-code stop");
+        assert_eq!(merge(&mut document, &entry), Ok(Change::Updated));
+        assert_eq!(
+            document,
+            json!({"hooks": {"Stop": [{"hooks": [
+                {"type": "command", "command": "say done"},
+                {"type": "command", "command": "/new/engram hook claude-code stop", "timeout": 10}
+            ]}]}})
+        );
+        assert_eq!(merge(&mut document, &entry), Ok(Change::Unchanged));
+    }
+
+    #[test]
+    fn a_wrong_shape_is_refused_with_its_place() {
+        let entry = hook(Event::Stop, "engram hook claude-code stop");
+        assert_eq!(
+            merge(&mut json!({"hooks": {"Stop": {}}}), &entry),
+            Err(WrongShape::new("hooks.Stop", "a list"))
+        );
+        assert!(merge(&mut json!([]), &entry).is_err());
+    }
+
+    fn server(args: &[&str]) -> Entry {
+        Entry::McpServer {
+            at: vec!["mcp_servers".to_owned()],
+            program: "/usr/bin/engram".to_owned(),
+            args: args.iter().map(|arg| (*arg).to_owned()).collect(),
+        }
+    }
+
+    #[test]
+    fn the_mcp_server_is_merged_into_toml_keeping_the_rest() {
+        let mut document: DocumentMut = "# mine\n[mcp_servers.engram]\ncommand = \"/old/engram\"\n\
+                                         startup_timeout_sec = 20\n"
+            .parse()
+            .unwrap();
+        assert_eq!(
+            merge_toml(&mut document, &server(&["mcp"])),
+            Ok(Change::Updated)
+        );
+        let text = document.to_string();
+        assert!(text.starts_with("# mine\n"), "{text}");
+        assert!(text.contains("startup_timeout_sec = 20"), "{text}");
+        assert!(text.contains("command = \"/usr/bin/engram\""), "{text}");
+        assert_eq!(
+            merge_toml(&mut document, &server(&["mcp"])),
+            Ok(Change::Unchanged)
+        );
+        assert_eq!(
+            merge_toml(&mut document, &server(&["mcp", "--repo", "forge"])),
+            Ok(Change::Updated)
+        );
+        let mut wrong: DocumentMut = "mcp_servers = 3\n".parse().unwrap();
+        assert_eq!(
+            merge_toml(&mut wrong, &server(&["mcp"])),
+            Err(WrongShape::new("mcp_servers", "a table"))
+        );
+    }
+
+    #[test]
+    fn the_mcp_server_is_merged_into_json_under_its_keys() {
+        let mut document = json!({"projects": {"/p": {"mcpServers": {"docs": {"command": "d"}}}}});
+        let entry = Entry::McpServer {
+            at: ["projects", "/p", "mcpServers"].map(String::from).to_vec(),
+            program: "engram".to_owned(),
+            args: vec!["mcp".to_owned()],
+        };
+        assert_eq!(merge(&mut document, &entry), Ok(Change::Added));
+        assert_eq!(merge(&mut document, &entry), Ok(Change::Unchanged));
+        assert_eq!(
+            document,
+            json!({"projects": {"/p": {"mcpServers": {
+                "docs": {"command": "d"},
+                "engram": {"type": "stdio", "command": "engram", "args": ["mcp"]}
+            }}}})
+        );
+    }
+
+    #[test]
+    fn odd_paths_are_quoted_for_the_shell() {
+        assert_eq!(shell_quote("/usr/bin/engram"), "/usr/bin/engram");
+        assert_eq!(shell_quote("/my dir/engram"), "'/my dir/engram'");
+        assert_eq!(shell_quote("/it's/engram"), r"'/it'\''s/engram'");
+    }
+}
