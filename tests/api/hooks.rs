@@ -99,7 +99,7 @@ pub async fn run(mut command: Command, stdin: String) -> Output {
 }
 
 /// `engram hook <args>` against `url`, logging to the project's log.
-async fn hook(project: &Project, url: &str, args: &[&str], stdin: String) -> Output {
+pub async fn hook(project: &Project, url: &str, args: &[&str], stdin: String) -> Output {
     let mut command = engram(project);
     command
         .arg("hook")
@@ -166,7 +166,7 @@ pub fn printed_context(output: &Output, event: &str) -> String {
     specific["additionalContext"].as_str().unwrap().to_owned()
 }
 
-async fn get(app: &RunningApp, path: &str) -> Value {
+pub async fn get(app: &RunningApp, path: &str) -> Value {
     reqwest::get(format!("{}{path}", app.base_url))
         .await
         .unwrap()

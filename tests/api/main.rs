@@ -14,6 +14,7 @@ mod docs;
 mod freshness;
 mod grants;
 mod graph;
+mod hook_bounds;
 mod hooks;
 mod lifecycle;
 mod mcp;
