@@ -9,8 +9,9 @@
 //! `supersedes` does. The arguments are read by the REST request types
 //! (described by their OpenAPI schemas, see [`schema`]), so the limits,
 //! the grants and the error wording are the REST ones. A refused call is a
-//! tool result with `isError` and the problem document, which a model can
-//! read and act on; only an unknown tool is a protocol error.
+//! tool result with `isError` and the problem document as JSON text, which
+//! a model can read and act on ([`problem_result`]); only an unknown tool
+//! is a protocol error.
 //!
 //! `Host` and `Origin` are checked against `mcp.allowed_hosts` and
 //! `mcp.allowed_origins` before anything else (DNS-rebinding protection).
@@ -25,8 +26,9 @@ use axum::extract::State;
 use axum::http::request::Parts;
 use axum::middleware;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, ListToolsResult,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    ToolAnnotations,
 };
 use rmcp::service::RequestContext;
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
@@ -312,10 +314,18 @@ impl ServerHandler for Tools {
         let arguments = Value::Object(request.arguments.unwrap_or_default());
         let result = match self.call(&request.name, &arguments, caller).await {
             Ok(value) => CallToolResult::structured(value),
-            Err(err) => CallToolResult::structured_error(json!(err.report())),
+            Err(err) => problem_result(&json!(err.report())),
         };
         Ok(result.into())
     }
+}
+
+/// A refused call: `isError` with the problem document as JSON text, and
+/// no `structuredContent`, which clients check against the tool's
+/// `outputSchema` (the result's shape, not the problem's); the official
+/// TypeScript SDK reports a schema error instead of the problem otherwise.
+pub fn problem_result(problem: &Value) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(problem.to_string())])
 }
 
 /// Every tool, with its schemas and hints.

@@ -18,6 +18,8 @@ mod hook_bounds;
 mod hooks;
 mod lifecycle;
 mod mcp;
+mod mcp_bridge;
+mod mcp_typescript;
 mod memories;
 mod operations;
 mod pipeline;
