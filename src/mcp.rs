@@ -101,7 +101,30 @@ pub fn service(state: &AppState) -> StreamableHttpService<Tools, NeverSessionMan
 #[derive(Clone)]
 pub struct Tools {
     state: AppState,
-    catalogue: Arc<Vec<Tool>>,
+    catalogue: Catalogue,
+}
+
+/// Every tool, with its schemas and hints: what `/mcp` and the stdio
+/// bridge both list, built from the one definition in [`catalogue`].
+#[derive(Clone)]
+pub struct Catalogue(Arc<Vec<Tool>>);
+
+impl Default for Catalogue {
+    fn default() -> Self {
+        Self(Arc::new(catalogue()))
+    }
+}
+
+impl Catalogue {
+    /// The answer to `tools/list`.
+    pub fn list(&self) -> ListToolsResult {
+        ListToolsResult::with_all_items(self.0.to_vec())
+    }
+
+    /// The tool named `name`.
+    pub fn get(&self, name: &str) -> Option<Tool> {
+        self.0.iter().find(|tool| tool.name == name).cloned()
+    }
 }
 
 /// `recall`'s arguments: `POST /retrieve`'s, with `turn_id` optional.
@@ -167,7 +190,7 @@ impl Tools {
     fn new(state: AppState) -> Self {
         Self {
             state,
-            catalogue: Arc::new(catalogue()),
+            catalogue: Catalogue::default(),
         }
     }
 
@@ -283,14 +306,11 @@ impl ServerHandler for Tools {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        Ok(ListToolsResult::with_all_items(self.catalogue.to_vec()))
+        Ok(self.catalogue.list())
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
-        self.catalogue
-            .iter()
-            .find(|tool| tool.name == name)
-            .cloned()
+        self.catalogue.get(name)
     }
 
     async fn call_tool(

@@ -5,7 +5,7 @@
 //!
 //! It needs no service to start: it answers the client's handshake and the
 //! tool list itself, from the same definitions the service's `/mcp` serves
-//! ([`super::catalogue`]), so an agent started before Engram still has
+//! ([`Catalogue`]), so an agent started before Engram still has
 //! Engram's tools. It connects to the service at the first call; a call
 //! while the service is down or not answering is a tool error the model
 //! can read ("Engram is not answering at …; start it with `engram serve`"),
@@ -35,13 +35,14 @@ use rmcp::model::{
     CallToolRequestParams, CallToolResponse, ListToolsResult, PaginatedRequestParams, ServerConfig,
     Tool,
 };
-use rmcp::service::{RequestContext, RunningService, ServiceError};
+use rmcp::service::{ClientInitializeError, RequestContext, RunningService, ServiceError};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::{ErrorData, RoleClient, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{Map, Value};
 use tokio::sync::Mutex;
 
+use super::Catalogue;
 use crate::causes::error_chain;
 use crate::error::Problem;
 use crate::hook::{log::redact_userinfo, project};
@@ -77,7 +78,7 @@ struct Bridge {
     http: reqwest::Client,
     timeout: Duration,
     /// The tools, as the service's `/mcp` lists them.
-    catalogue: Arc<Vec<Tool>>,
+    catalogue: Catalogue,
     /// `repo` and `user`, for the calls that leave them out.
     owners: Map<String, Value>,
     /// The connection to the service: made at the first call that needs
@@ -89,7 +90,9 @@ type Upstream = RunningService<RoleClient, ()>;
 
 /// Why a call did not reach the service, as the model reads it.
 enum Unanswered {
-    /// Connecting or sending failed (nothing listening, a refused key…).
+    /// The service refused the key (`401`).
+    KeyRefused,
+    /// Connecting or sending failed (nothing listening, say): the cause.
     Failed(String),
     /// No answer within the bound.
     Silent,
@@ -110,7 +113,7 @@ impl Bridge {
         let transport = StreamableHttpClientTransport::with_client(self.http.clone(), config);
         let upstream = match tokio::time::timeout(self.timeout, ().serve(transport)).await {
             Ok(Ok(upstream)) => Arc::new(upstream),
-            Ok(Err(err)) => return Err(Unanswered::Failed(root_cause(&err))),
+            Ok(Err(err)) => return Err(Unanswered::connecting(&err)),
             Err(_) => return Err(Unanswered::Silent),
         };
         *slot = Some(upstream.clone());
@@ -128,33 +131,90 @@ impl Bridge {
 
     /// The tool error for a call the service did not answer.
     fn unanswered(&self, why: &Unanswered) -> CallToolResponse {
-        let cause = match why {
+        let (title, status, detail) = match why {
+            Unanswered::KeyRefused => (
+                "Engram refused the key",
+                401,
+                format!(
+                    "Engram at {} refused the bridge's key: set ENGRAM_API_KEY, in the \
+                     environment the agent starts `engram mcp` in, to a key it accepts.",
+                    self.shown
+                ),
+            ),
             Unanswered::Failed(cause) => {
-                // For the person reading the client's log; the model gets
-                // what to do instead.
+                // For the person reading the client's log.
                 eprintln!(
                     "engram mcp: calling {}: {}",
                     self.shown,
                     redact_userinfo(cause)
                 );
-                "is not answering".to_owned()
+                (
+                    "Engram is not answering",
+                    503,
+                    format!(
+                        "Engram is not answering at {} ({}). {START}",
+                        self.shown,
+                        redact_userinfo(cause)
+                    ),
+                )
             }
-            Unanswered::Silent => format!("did not answer within {} ms", self.timeout.as_millis()),
+            Unanswered::Silent => (
+                "Engram is not answering",
+                503,
+                format!(
+                    "Engram did not answer at {} within {} ms. {START}",
+                    self.shown,
+                    self.timeout.as_millis()
+                ),
+            ),
         };
         let problem = Problem {
             kind: "urn:engram:problem:unreachable".to_owned(),
-            title: "Engram is not answering".to_owned(),
-            status: 503,
-            detail: format!(
-                "Engram {cause} at {}. Start it with `engram serve` (or point --url or \
-                 ENGRAM_URL at a running Engram); the next call connects again.",
-                self.shown
-            ),
+            title: title.to_owned(),
+            status,
+            detail,
             field: None,
         };
         let problem = serde_json::to_value(problem).expect("a problem always serializes");
         super::problem_result(&problem).into()
     }
+}
+
+/// What a tool error for an unreachable service tells the model to do.
+const START: &str = "Start it with `engram serve` (or point --url or ENGRAM_URL at a running \
+Engram); the next call connects again.";
+
+impl Unanswered {
+    /// Why connecting failed.
+    fn connecting(err: &ClientInitializeError) -> Self {
+        if err.auth_challenge().is_some() {
+            return Self::KeyRefused;
+        }
+        match err {
+            // Its transport error is a field, not its `source`.
+            ClientInitializeError::TransportError { error, .. } => Self::Failed(innermost(error)),
+            other => Self::Failed(innermost(other)),
+        }
+    }
+
+    /// Why a call failed.
+    fn calling(err: &ServiceError) -> Self {
+        if err.auth_challenge().is_some() {
+            Self::KeyRefused
+        } else {
+            Self::Failed(innermost(err))
+        }
+    }
+}
+
+/// The innermost cause of `err`, which says what happened ("Connection
+/// refused"); the layers above it name the SDK's transport types.
+fn innermost(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut cause = err;
+    while let Some(source) = cause.source() {
+        cause = source;
+    }
+    cause.to_string()
 }
 
 impl ServerHandler for Bridge {
@@ -167,14 +227,11 @@ impl ServerHandler for Bridge {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        Ok(ListToolsResult::with_all_items(self.catalogue.to_vec()))
+        Ok(self.catalogue.list())
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
-        self.catalogue
-            .iter()
-            .find(|tool| tool.name == name)
-            .cloned()
+        self.catalogue.get(name)
     }
 
     async fn call_tool(
@@ -202,22 +259,12 @@ impl ServerHandler for Bridge {
             Ok(Ok(response)) => return Ok(response),
             // The service's own protocol error, as it sent it.
             Ok(Err(ServiceError::McpError(error))) => return Err(error),
-            Ok(Err(err)) => Unanswered::Failed(root_cause(&err)),
+            Ok(Err(err)) => Unanswered::calling(&err),
             Err(_) => Unanswered::Silent,
         };
         self.drop_upstream(&upstream).await;
         Ok(self.unanswered(&why))
     }
-}
-
-/// The innermost cause of `err` (say, "Connection refused"): what the
-/// layers above it add names the SDK's transport types, not the problem.
-fn root_cause(err: &(dyn std::error::Error + 'static)) -> String {
-    let mut cause = err;
-    while let Some(source) = cause.source() {
-        cause = source;
-    }
-    cause.to_string()
 }
 
 /// Runs the bridge until the client closes stdin.
@@ -356,7 +403,7 @@ async fn serve(args: &BridgeArgs) -> Result<(), Error> {
             .ok()
             .filter(|key| !key.is_empty()),
         timeout: Duration::from_millis(args.timeout_ms),
-        catalogue: Arc::new(super::catalogue()),
+        catalogue: Catalogue::default(),
         owners: owners(args, |var| std::env::var(var).ok()),
         upstream: Mutex::default(),
     };

@@ -6,45 +6,13 @@
 
 use std::os::unix::fs::{PermissionsExt, symlink};
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
 
 use serde_json::{Value, json};
 
 use crate::helpers::RunningApp;
-use crate::hooks::{Project, engram, get, printed_context, remember, start_engram};
+use crate::hooks::{Project, engram, get, printed_context, remember, run, start_engram};
 use crate::upstream::Upstream;
-
-/// How long a hook may run before the test gives up on it: far past its
-/// 2 s budget, only so that a hook that hangs fails the test instead of
-/// stalling the suite.
-const HUNG: Duration = Duration::from_secs(60);
-
-/// Runs `engram hook <args>` with `stdin`, killing it (and failing) if it
-/// is still running after [`HUNG`].
-async fn hook_within_bound(mut command: Command, stdin: String) -> Output {
-    tokio::task::spawn_blocking(move || {
-        let mut child = command
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        std::io::Write::write_all(&mut child.stdin.take().unwrap(), stdin.as_bytes()).unwrap();
-        let started = Instant::now();
-        while child.try_wait().unwrap().is_none() {
-            if started.elapsed() > HUNG {
-                child.kill().unwrap();
-                child.wait().unwrap();
-                panic!("the hook hung");
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        child.wait_with_output().unwrap()
-    })
-    .await
-    .unwrap()
-}
 
 fn hook_command(project: &Project, url: &str, event: &str) -> Command {
     let mut command = engram(project);
@@ -82,7 +50,7 @@ async fn a_transcript_that_is_a_fifo_or_a_device_is_refused_not_read() {
     for transcript in [fifo.as_path(), Path::new("/dev/urandom")] {
         let payload = with(&payload, "transcript_path", transcript);
         let command = hook_command(&project, &url, "user-prompt-submit");
-        let output = hook_within_bound(command, payload).await;
+        let output = run(command, payload).await;
         assert!(output.status.success(), "{output:?}");
         assert!(output.stdout.is_empty(), "{output:?}");
     }
@@ -118,7 +86,7 @@ async fn a_git_fifo_or_device_in_a_parent_directory_is_passed_over() {
     for parent in [&fifo_parent, &zero_parent] {
         let payload = with(&payload, "cwd", &parent.join("forge"));
         let command = hook_command(&project, &app.base_url, "session-start");
-        let output = hook_within_bound(command, payload).await;
+        let output = run(command, payload).await;
         // Not a checkout: the project is the directory's own name.
         let injection = printed_context(&output, "SessionStart");
         assert!(injection.contains("docs/adr"), "{injection}");
@@ -152,7 +120,7 @@ async fn without_user_or_logname_the_user_is_the_uids_login_name() {
 
     let mut command = hook_command(&project, &app.base_url, "session-start");
     command.env_remove("USER").env_remove("LOGNAME");
-    let output = hook_within_bound(command, payload).await;
+    let output = run(command, payload).await;
     let injection = printed_context(&output, "SessionStart");
     assert!(injection.contains("side-by-side"), "{user}: {injection}");
     app.stop().await;
@@ -182,7 +150,7 @@ async fn the_log_is_private_and_never_holds_url_credentials() {
     drop(closed);
     let project = Project::new("claude-code/transcript.jsonl");
     let payload = project.payload("claude-code/stop.json");
-    let output = hook_within_bound(hook_command(&project, &url, "stop"), payload).await;
+    let output = run(hook_command(&project, &url, "stop"), payload).await;
     assert!(output.status.success(), "{output:?}");
 
     let lines = project.log_lines();

@@ -175,6 +175,7 @@ async fn an_agent_started_before_engram_has_its_tools_and_they_work_once_it_is_u
         "{detail}"
     );
     assert!(detail.contains("engram serve"), "{detail}");
+    assert!(!detail.contains("rmcp::"), "no Rust types: {detail}");
 
     // The same session, once the service is up.
     let app = start().await;
@@ -197,6 +198,14 @@ async fn an_agent_started_before_engram_has_its_tools_and_they_work_once_it_is_u
     let page = ok(&agent, "list_memories", json!({})).await;
     assert_eq!(page["memories"].as_array().unwrap().len(), 1, "{page:#}");
 
+    // A key the service refuses is named as such, not as an outage.
+    let wrong_key = stdio_bridge(&url, &project, "wrong-key").await;
+    let problem = refused(&wrong_key, "list_memories", json!({})).await;
+    assert_eq!(problem["status"], 401, "{problem:#}");
+    let detail = problem["detail"].as_str().unwrap();
+    assert!(detail.contains("ENGRAM_API_KEY"), "{detail}");
+
+    wrong_key.cancel().await.unwrap();
     agent.cancel().await.unwrap();
     app.stop().await;
 }
@@ -213,7 +222,10 @@ async fn an_engram_that_never_answers_is_a_tool_error_at_the_bound() {
     for _ in 0..2 {
         let problem = unanswered(&agent, "recall", json!({"query": "anything"})).await;
         let detail = problem["detail"].as_str().unwrap();
-        assert!(detail.contains("did not answer within 300 ms"), "{detail}");
+        assert!(
+            detail.contains("Engram did not answer at") && detail.contains("within 300 ms"),
+            "{detail}"
+        );
     }
     agent.cancel().await.unwrap();
     drop(silent);
