@@ -28,8 +28,11 @@
 //! budget running out), the hook prints nothing, exits 0, and appends one
 //! line with the reason to its log ([`log`]). It loads no model and reads
 //! no server configuration; one current-thread runtime serves its one
-//! request, all within `--timeout-ms`.
+//! request, all within `--timeout-ms`, reading files included: the
+//! transcript and `.git` are read through [`bounded`] (regular files only,
+//! opened without blocking, the transcript's last 8 MiB at most).
 
+pub mod bounded;
 pub mod log;
 pub mod project;
 pub mod transcript;
@@ -175,6 +178,8 @@ pub enum Error {
     EmptyWindow,
     #[error("starting the runtime")]
     Runtime(#[source] io::Error),
+    #[error("reading the project and the transcript")]
+    Read(#[source] tokio::task::JoinError),
     #[error("building the HTTP client")]
     Client(#[source] reqwest::Error),
     #[error("calling {url}")]
@@ -280,12 +285,87 @@ fn answer(
         .build()
         .map_err(Error::Runtime)?;
     let budget = Duration::from_millis(args.timeout_ms);
-    let call = Call::new(args, &payload, env, log_path)?;
-    runtime.block_on(async {
-        tokio::time::timeout(budget, call.run(args, &payload))
+    let mut call = Call::new(args, &payload, env, log_path)?;
+    let to_read = ToRead::new(args, &payload, call.user.is_none());
+    let answered = runtime.block_on(async {
+        let read_and_call = async {
+            // Off the runtime, so the budget's timer runs while it reads.
+            let found = tokio::task::spawn_blocking(move || to_read.read())
+                .await
+                .map_err(Error::Read)?;
+            call.found(found, args.event);
+            call.run(args, &payload).await
+        };
+        tokio::time::timeout(budget, read_and_call)
             .await
             .unwrap_or(Err(Error::Timeout(args.timeout_ms)))
-    })
+    });
+    // A read held up past the budget (a slow file system) is left behind,
+    // not waited for: the budget covers the whole hook.
+    runtime.shutdown_background();
+    answered
+}
+
+/// What the hook reads from the file system, owned so that it can be read
+/// off the runtime, within the time budget. Every file is read through
+/// [`bounded`].
+struct ToRead {
+    /// `--repo`, else found from `cwd`.
+    repo: Option<String>,
+    cwd: Option<PathBuf>,
+    /// Look the user up in the password database (the environment and
+    /// `--user` named none).
+    user_from_passwd: bool,
+    transcript: Option<PathBuf>,
+    format: Format,
+}
+
+/// What [`ToRead`] found.
+struct Found {
+    repo: Option<String>,
+    /// The password database's name for the uid, where it was looked up.
+    user: Option<String>,
+    /// Whether it was looked up (and so whether no user name was found).
+    user_looked_up: bool,
+    window: Result<Vec<Message>, Error>,
+}
+
+impl ToRead {
+    fn new(args: &HookArgs, payload: &Payload, user_from_passwd: bool) -> Self {
+        Self {
+            repo: args.repo.clone(),
+            cwd: payload.cwd.clone(),
+            user_from_passwd: user_from_passwd && args.user.is_none(),
+            transcript: payload.transcript_path.clone(),
+            format: args.agent.transcript_format(),
+        }
+    }
+
+    fn read(self) -> Found {
+        let repo = match &self.repo {
+            Some(repo) => project::to_id(repo),
+            None => self
+                .cwd
+                .or_else(|| std::env::current_dir().ok())
+                .and_then(|dir| project::repo_name(&dir)),
+        };
+        let user = self.user_from_passwd.then(project::passwd_user).flatten();
+        let window = match self.transcript {
+            Some(path) => match transcript::read_window(&path, self.format) {
+                Ok(window) => Ok(window),
+                // Not written yet (a session's first prompt): an empty past.
+                Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(Vec::new()),
+                Err(source) => Err(Error::Transcript { path, source }),
+            },
+            None => Ok(Vec::new()),
+        };
+        Found {
+            repo,
+            user,
+            user_looked_up: self.user_from_passwd,
+            window,
+        }
+    }
 }
 
 /// One hook's call to Engram: where, as whom, for which namespaces.
@@ -296,11 +376,14 @@ struct Call {
     session_id: String,
     repo: Option<String>,
     user: Option<String>,
+    window: Result<Vec<Message>, Error>,
     agent: Agent,
     log_path: Option<PathBuf>,
 }
 
 impl Call {
+    /// The call as far as the arguments and the environment say; the rest
+    /// comes from [`Call::found`].
     fn new(
         args: &HookArgs,
         payload: &Payload,
@@ -309,17 +392,9 @@ impl Call {
     ) -> Result<Self, Error> {
         let session_id = project::to_id(&payload.session_id)
             .ok_or_else(|| Error::SessionId(payload.session_id.clone()))?;
-        let repo = match &args.repo {
-            Some(repo) => project::to_id(repo),
-            None => payload
-                .cwd
-                .clone()
-                .or_else(|| std::env::current_dir().ok())
-                .and_then(|dir| project::repo_name(&dir)),
-        };
         let user = match &args.user {
             Some(user) => project::to_id(user),
-            None => project::os_user(&env),
+            None => project::env_user(&env),
         };
         // A local service needs no proxy, and one set in the agent's
         // environment must not see the key. The time budget is enforced
@@ -333,28 +408,36 @@ impl Call {
             base_url: args.url.trim_end_matches('/').to_owned(),
             api_key: env("ENGRAM_API_KEY").filter(|key| !key.is_empty()),
             session_id,
-            repo,
+            repo: None,
             user,
+            window: Ok(Vec::new()),
             agent: args.agent,
             log_path: log_path.map(Path::to_path_buf),
         })
     }
 
-    async fn run(&self, args: &HookArgs, payload: &Payload) -> Result<Option<String>, Error> {
-        let mut window = match &payload.transcript_path {
-            Some(path) => match transcript::read_window(path, self.agent.transcript_format()) {
-                Ok(window) => window,
-                // Not written yet (a session's first prompt): an empty past.
-                Err(err) if err.kind() == io::ErrorKind::NotFound => Vec::new(),
-                Err(source) => {
-                    return Err(Error::Transcript {
-                        path: path.clone(),
-                        source,
-                    });
-                }
-            },
-            None => Vec::new(),
-        };
+    /// Takes in what was read; says once in the log when no user name
+    /// was found anywhere, since the user's memories are then the default
+    /// user's.
+    fn found(&mut self, found: Found, event: Event) {
+        self.repo = found.repo;
+        self.user = self.user.take().or(found.user);
+        self.window = found.window;
+        if found.user_looked_up
+            && self.user.is_none()
+            && let Some(path) = &self.log_path
+        {
+            let reason = format!(
+                "no user name (USER and LOGNAME are unset and uid {} is not in /etc/passwd): \
+                 the service's default user is used; pass --user to choose one",
+                rustix::process::getuid().as_raw()
+            );
+            log::append_once(path, &what(self.agent, event), &reason);
+        }
+    }
+
+    async fn run(&mut self, args: &HookArgs, payload: &Payload) -> Result<Option<String>, Error> {
+        let mut window = std::mem::replace(&mut self.window, Ok(Vec::new()))?;
         match args.event {
             Event::UserPromptSubmit => {
                 if let Some(prompt) = &payload.prompt {

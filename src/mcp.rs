@@ -9,8 +9,9 @@
 //! `supersedes` does. The arguments are read by the REST request types
 //! (described by their OpenAPI schemas, see [`schema`]), so the limits,
 //! the grants and the error wording are the REST ones. A refused call is a
-//! tool result with `isError` and the problem document, which a model can
-//! read and act on; only an unknown tool is a protocol error.
+//! tool result with `isError` and the problem document as JSON text, which
+//! a model can read and act on ([`problem_result`]); only an unknown tool
+//! is a protocol error.
 //!
 //! `Host` is checked as for every route (`http.allowed_hosts`, see
 //! `routes::site_guard`), and any `Origin` against `mcp.allowed_origins`
@@ -26,8 +27,9 @@ use axum::extract::State;
 use axum::http::request::Parts;
 use axum::middleware;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, ListToolsResult,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    ToolAnnotations,
 };
 use rmcp::service::RequestContext;
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
@@ -98,7 +100,30 @@ pub fn service(state: &AppState) -> StreamableHttpService<Tools, NeverSessionMan
 #[derive(Clone)]
 pub struct Tools {
     state: AppState,
-    catalogue: Arc<Vec<Tool>>,
+    catalogue: Catalogue,
+}
+
+/// Every tool, with its schemas and hints: what `/mcp` and the stdio
+/// bridge both list, built from the one definition in [`catalogue`].
+#[derive(Clone)]
+pub struct Catalogue(Arc<Vec<Tool>>);
+
+impl Default for Catalogue {
+    fn default() -> Self {
+        Self(Arc::new(catalogue()))
+    }
+}
+
+impl Catalogue {
+    /// The answer to `tools/list`.
+    pub fn list(&self) -> ListToolsResult {
+        ListToolsResult::with_all_items(self.0.to_vec())
+    }
+
+    /// The tool named `name`.
+    pub fn get(&self, name: &str) -> Option<Tool> {
+        self.0.iter().find(|tool| tool.name == name).cloned()
+    }
 }
 
 /// `recall`'s arguments: `POST /retrieve`'s, with `turn_id` optional.
@@ -164,7 +189,7 @@ impl Tools {
     fn new(state: AppState) -> Self {
         Self {
             state,
-            catalogue: Arc::new(catalogue()),
+            catalogue: Catalogue::default(),
         }
     }
 
@@ -283,14 +308,11 @@ impl ServerHandler for Tools {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        Ok(ListToolsResult::with_all_items(self.catalogue.to_vec()))
+        Ok(self.catalogue.list())
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
-        self.catalogue
-            .iter()
-            .find(|tool| tool.name == name)
-            .cloned()
+        self.catalogue.get(name)
     }
 
     async fn call_tool(
@@ -314,10 +336,18 @@ impl ServerHandler for Tools {
         let arguments = Value::Object(request.arguments.unwrap_or_default());
         let result = match self.call(&request.name, &arguments, caller).await {
             Ok(value) => CallToolResult::structured(value),
-            Err(err) => CallToolResult::structured_error(json!(err.report())),
+            Err(err) => problem_result(&json!(err.report())),
         };
         Ok(result.into())
     }
+}
+
+/// A refused call: `isError` with the problem document as JSON text, and
+/// no `structuredContent`, which clients check against the tool's
+/// `outputSchema` (the result's shape, not the problem's); the official
+/// TypeScript SDK reports a schema error instead of the problem otherwise.
+pub fn problem_result(problem: &Value) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(problem.to_string())])
 }
 
 /// Every tool, with its schemas and hints.

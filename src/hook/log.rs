@@ -3,12 +3,22 @@
 //! Writing it is best effort: a log that cannot be written is skipped,
 //! never a reason to fail the hook. The file is kept under
 //! [`MAX_LOG_BYTES`] by moving it to `<name>.1` when it grows past that.
+//!
+//! The log is its owner's alone (`0600`, made so if it was wider), and a
+//! URL's userinfo (`https://user:password@host`, as `ENGRAM_URL` may
+//! carry) never reaches it: [`redact_userinfo`] runs on every line.
 
-use std::fs::{self, OpenOptions};
+use std::borrow::Cow;
+use std::fs::{self, OpenOptions, Permissions};
 use std::io::Write;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::LazyLock;
 
 use chrono::{SecondsFormat, Utc};
+use regex::Regex;
+
+use super::bounded;
 
 /// Past this size the log is moved aside and started afresh.
 const MAX_LOG_BYTES: u64 = 1024 * 1024;
@@ -21,6 +31,24 @@ pub fn default_path(env: impl Fn(&str) -> Option<String>) -> Option<PathBuf> {
         .map(PathBuf::from)
         .or_else(|| env("HOME").map(|home| Path::new(&home).join(".local/state")))?;
     Some(state.join("engram").join("hook.log"))
+}
+
+/// The log's mode: the owner's alone.
+const LOG_MODE: u32 = 0o600;
+
+/// Appends `<what>: <reason>` as [`append`] does, unless the log already
+/// holds that line: for a condition that holds at every hook run (no user
+/// name to be found), one line says it instead of one per run.
+pub fn append_once(path: &Path, what: &str, reason: &str) {
+    let entry = format!(" {what}: {}", flatten(reason));
+    let logged = bounded::read_tail(path, MAX_LOG_BYTES).is_ok_and(|tail| {
+        String::from_utf8_lossy(&tail.bytes)
+            .lines()
+            .any(|line| line.ends_with(&entry))
+    });
+    if !logged {
+        append(path, what, reason);
+    }
 }
 
 /// Appends one line, `<time> <what>: <reason>`, to the log at `path`.
@@ -37,11 +65,38 @@ pub fn append(path: &Path, what: &str, reason: &str) {
     let line = format!(
         "{} {what}: {}\n",
         Utc::now().to_rfc3339_opts(SecondsFormat::Millis, true),
-        reason.replace(['\n', '\r'], " ")
+        flatten(reason)
     );
-    if let Ok(mut file) = OpenOptions::new().create(true).append(true).open(path) {
+    let opened = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(LOG_MODE)
+        .open(path);
+    if let Ok(mut file) = opened {
+        // A log written before it was made private keeps its old mode
+        // otherwise (the mode above applies only to a new file).
+        if file
+            .metadata()
+            .is_ok_and(|meta| meta.permissions().mode() & 0o077 != 0)
+        {
+            let _ = file.set_permissions(Permissions::from_mode(LOG_MODE));
+        }
         let _ = file.write_all(line.as_bytes());
     }
+}
+
+/// `reason` as one line with no URL userinfo in it.
+fn flatten(reason: &str) -> String {
+    redact_userinfo(reason).replace(['\n', '\r'], " ")
+}
+
+/// `text` with the userinfo of every URL in it replaced by `***`
+/// (`http://ana:s3cret@host/` becomes `http://***@host/`).
+pub fn redact_userinfo(text: &str) -> Cow<'_, str> {
+    static USERINFO: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/?#@\s]*@").expect("the pattern compiles")
+    });
+    USERINFO.replace_all(text, "${1}***@")
 }
 
 #[cfg(test)]
@@ -82,9 +137,49 @@ mod tests {
                 .ends_with("claude-code stop: first reason")
         );
 
+        assert_eq!(
+            fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
         fs::write(&path, vec![b'x'; MAX_LOG_BYTES as usize + 1]).unwrap();
         append(&path, "claude-code stop", "third");
         assert_eq!(fs::read_to_string(&path).unwrap().lines().count(), 1);
         assert!(temp.path().join("nested/hook.log.1").exists());
+    }
+
+    #[test]
+    fn a_wider_log_is_made_private_and_urls_lose_their_userinfo() {
+        let temp = tempfile::tempdir().unwrap();
+        let path = temp.path().join("hook.log");
+        fs::write(&path, "").unwrap();
+        fs::set_permissions(&path, Permissions::from_mode(0o644)).unwrap();
+        append(
+            &path,
+            "claude-code stop",
+            "calling http://ana:s3cret@127.0.0.1:8080/turns: error sending request for url (HTTP://tok@host/x)",
+        );
+        let text = fs::read_to_string(&path).unwrap();
+        assert!(!text.contains("s3cret") && !text.contains("tok@"), "{text}");
+        assert!(
+            text.contains("calling http://***@127.0.0.1:8080/turns"),
+            "{text}"
+        );
+        assert_eq!(
+            fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        assert_eq!(redact_userinfo("no url, a@b.c mail"), "no url, a@b.c mail");
+    }
+
+    #[test]
+    fn a_lasting_condition_is_logged_once() {
+        let temp = tempfile::tempdir().unwrap();
+        let path = temp.path().join("hook.log");
+        append(&path, "claude-code stop", "something else");
+        for _ in 0..3 {
+            append_once(&path, "hook", "no user name: using the default");
+        }
+        let text = fs::read_to_string(&path).unwrap();
+        assert_eq!(text.lines().count(), 2, "{text}");
     }
 }

@@ -1,19 +1,32 @@
 //! Whose memories a hook reads and writes: the project (the git checkout
 //! the agent works in) and the person (the OS user), each made into a valid
 //! Engram id. Found from the file system and the environment alone, with no
-//! process started, so a hook stays fast.
+//! process started, so a hook stays fast; every file is read through
+//! [`bounded`], so a `.git` that is a FIFO, a device or a huge file cannot
+//! stall the hook or the MCP bridge.
 
-use std::fs;
 use std::path::{Path, PathBuf};
+
+use super::bounded;
 
 /// The longest id Engram accepts.
 const MAX_ID_LEN: usize = 128;
 
+/// The most of a `.git` file read: it holds one `gitdir: <path>` line.
+const MAX_GIT_POINTER_BYTES: u64 = 64 * 1024;
+
+/// The most of the password database read.
+const MAX_PASSWD_BYTES: u64 = 4 * 1024 * 1024;
+
+/// The password database: where the OS user's name is found when the
+/// environment does not say it.
+const PASSWD: &str = "/etc/passwd";
+
 /// The top of the git checkout holding `dir` (the nearest ancestor with a
-/// `.git` directory or file), if there is one.
+/// `.git` directory or regular file), if there is one.
 pub fn checkout_root(dir: &Path) -> Option<PathBuf> {
     dir.ancestors()
-        .find(|ancestor| ancestor.join(".git").exists())
+        .find(|ancestor| bounded::is_dir_or_regular(&ancestor.join(".git")))
         .map(Path::to_path_buf)
 }
 
@@ -30,7 +43,8 @@ pub fn repo_name(dir: &Path) -> Option<String> {
 /// The main checkout of a linked worktree at `root`, read from its `.git`
 /// file (`gitdir: <main>/.git/worktrees/<name>`).
 fn main_checkout(root: &Path) -> Option<PathBuf> {
-    let pointer = fs::read_to_string(root.join(".git")).ok()?;
+    let pointer = bounded::read_head(&root.join(".git"), MAX_GIT_POINTER_BYTES).ok()?;
+    let pointer = String::from_utf8(pointer).ok()?;
     let gitdir = Path::new(pointer.strip_prefix("gitdir:")?.trim());
     let gitdir = if gitdir.is_absolute() {
         gitdir.to_path_buf()
@@ -44,12 +58,39 @@ fn main_checkout(root: &Path) -> Option<PathBuf> {
         .flatten()
 }
 
-/// The OS user's login name from the environment, made valid by [`to_id`].
+/// The OS user's login name: from the environment, else from the password
+/// database by this process's uid; made valid by [`to_id`].
 pub fn os_user(env: impl Fn(&str) -> Option<String>) -> Option<String> {
+    env_user(env).or_else(passwd_user)
+}
+
+/// The login name the environment gives (`USER`, `LOGNAME`, `USERNAME`),
+/// made valid by [`to_id`].
+pub fn env_user(env: impl Fn(&str) -> Option<String>) -> Option<String> {
     ["USER", "LOGNAME", "USERNAME"]
         .into_iter()
         .find_map(|var| env(var).filter(|name| !name.trim().is_empty()))
         .and_then(|name| to_id(&name))
+}
+
+/// The name of this process's uid in the password database (`/etc/passwd`:
+/// containers and CI runners often set no `USER` or `LOGNAME`, but their
+/// image lists the user it runs as), made valid by [`to_id`].
+pub fn passwd_user() -> Option<String> {
+    let passwd = bounded::read_head(Path::new(PASSWD), MAX_PASSWD_BYTES).ok()?;
+    let uid = rustix::process::getuid().as_raw();
+    user_of_uid(&String::from_utf8_lossy(&passwd), uid).and_then(|name| to_id(&name))
+}
+
+/// The name of `uid` in a password database's text
+/// (`name:password:uid:gid:gecos:home:shell` lines).
+fn user_of_uid(passwd: &str, uid: u32) -> Option<String> {
+    passwd.lines().find_map(|line| {
+        let mut fields = line.split(':');
+        let name = fields.next()?;
+        let listed: u32 = fields.nth(1)?.trim().parse().ok()?;
+        (listed == uid && !name.is_empty()).then(|| name.to_owned())
+    })
 }
 
 /// `name` as an Engram id (`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`): other
@@ -73,6 +114,8 @@ pub fn to_id(name: &str) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
+    use std::fs;
+
     use super::*;
     use proptest::prelude::*;
 
@@ -125,7 +168,41 @@ mod tests {
     fn the_user_comes_from_the_login_environment() {
         let env = |var: &str| (var == "LOGNAME").then(|| "ana maria".to_owned());
         assert_eq!(os_user(env).as_deref(), Some("ana-maria"));
-        assert_eq!(os_user(|_| None), None);
+        assert_eq!(env_user(|_| None), None);
+    }
+
+    #[test]
+    fn without_one_the_user_is_the_uids_name_in_the_password_database() {
+        let passwd = "root:x:0:0:root:/root:/bin/bash\n\
+                      # a comment\n\
+                      broken line\n\
+                      ana:x:1000:1000:Ana,,,:/home/ana:/bin/bash\n";
+        assert_eq!(user_of_uid(passwd, 1000).as_deref(), Some("ana"));
+        assert_eq!(user_of_uid(passwd, 0).as_deref(), Some("root"));
+        assert_eq!(user_of_uid(passwd, 4242), None);
+    }
+
+    #[test]
+    fn a_git_entry_that_is_a_fifo_or_a_device_is_not_read() {
+        let temp = tempfile::tempdir().unwrap();
+        let fifo_parent = temp.path().join("fifo-parent");
+        fs::create_dir_all(fifo_parent.join("forge")).unwrap();
+        let made = std::process::Command::new("mkfifo")
+            .arg(fifo_parent.join(".git"))
+            .status()
+            .unwrap();
+        assert!(made.success());
+        // Would wait for a writer forever if the FIFO were opened to read.
+        assert_eq!(
+            repo_name(&fifo_parent.join("forge")).as_deref(),
+            Some("forge")
+        );
+
+        let zero_checkout = temp.path().join("zero");
+        fs::create_dir_all(&zero_checkout).unwrap();
+        std::os::unix::fs::symlink("/dev/zero", zero_checkout.join(".git")).unwrap();
+        // Would read without end if the device were read.
+        assert_eq!(repo_name(&zero_checkout).as_deref(), Some("zero"));
     }
 
     proptest! {

@@ -21,16 +21,19 @@
 //!   instructions there under the user role. A `compacted` line starts a
 //!   new window.
 
-use std::fs::File;
-use std::io::{self, Read, Seek, SeekFrom};
+use std::io;
 use std::path::Path;
 
 use serde_json::Value;
 
+use super::bounded::{self, Tail};
+
 /// The most transcript read, from its end: older text cannot matter once
 /// the window is cut to [`MAX_WINDOW_BYTES`], and a long session's
-/// transcript (tool output included) can be far larger.
-const MAX_TRANSCRIPT_BYTES: u64 = 32 * 1024 * 1024;
+/// transcript (tool output included) can be far larger. Sixteen windows'
+/// worth leaves room for the tool output between the messages, and reads
+/// and parses in a small part of the hook's time budget.
+const MAX_TRANSCRIPT_BYTES: u64 = 8 * 1024 * 1024;
 
 /// The most window text sent to Engram, kept from the end, well inside the
 /// server's default 1 MiB body limit.
@@ -67,22 +70,17 @@ pub struct Message {
 }
 
 /// The window of the transcript at `path`: its last
-/// [`MAX_TRANSCRIPT_BYTES`] read, reduced by [`window`].
+/// [`MAX_TRANSCRIPT_BYTES`] read (a regular file only, see [`bounded`]),
+/// reduced by [`window`].
 pub fn read_window(path: &Path, format: Format) -> io::Result<Vec<Message>> {
-    let mut file = File::open(path)?;
-    let len = file.metadata()?.len();
-    let mut bytes = Vec::new();
-    if len > MAX_TRANSCRIPT_BYTES {
-        file.seek(SeekFrom::Start(len - MAX_TRANSCRIPT_BYTES))?;
-        file.take(MAX_TRANSCRIPT_BYTES).read_to_end(&mut bytes)?;
-        // The first line is cut somewhere inside: drop it.
+    let Tail { mut bytes, cut } = bounded::read_tail(path, MAX_TRANSCRIPT_BYTES)?;
+    if cut {
+        // The first line starts somewhere before the tail: drop it.
         let start = bytes
             .iter()
             .position(|&b| b == b'\n')
             .map_or(bytes.len(), |i| i + 1);
         bytes.drain(..start);
-    } else {
-        file.read_to_end(&mut bytes)?;
     }
     Ok(window(&String::from_utf8_lossy(&bytes), format))
 }

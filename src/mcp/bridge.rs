@@ -1,13 +1,22 @@
 //! `engram mcp`: MCP over stdio, for clients that only start local
-//! processes. A thin bridge: it passes the tool list and every tool call
-//! through to a running Engram's `/mcp`, with the key from
-//! `ENGRAM_API_KEY`. It never opens the data directory, so the service
-//! stays its only owner.
+//! processes. A thin bridge: it passes every tool call through to a running
+//! Engram's `/mcp`, with the key from `ENGRAM_API_KEY`. It never opens the
+//! data directory, so the service stays its only owner.
 //!
-//! It answers the client's handshake itself, with the service's own
-//! description, and connects to the service at the first call: an agent
-//! started before Engram, or across a restart of Engram, gets a tool error
-//! saying Engram is not answering, and the next call connects again.
+//! It needs no service to start: it answers the client's handshake and the
+//! tool list itself, from the same definitions the service's `/mcp` serves
+//! ([`Catalogue`]), so an agent started before Engram still has
+//! Engram's tools. It connects to the service at the first call; a call
+//! while the service is down or not answering is a tool error the model
+//! can read ("Engram is not answering at …; start it with `engram serve`"),
+//! and the next call connects again, so the tools work as soon as Engram
+//! is up, without restarting the agent.
+//!
+//! Bounded: connecting and each call take at most `--timeout-ms`, after
+//! which the call is a tool error and the connection is dropped; the bridge
+//! exits when its client closes stdin, leaving any call still waiting.
+//! The key never goes through a proxy for a loopback URL; for another, the
+//! proxy variables apply with `NO_PROXY` honoured.
 //!
 //! Its one addition is the namespace: a tool call that names no `repo` or
 //! `user` gets the bridge's (`--repo`, `--user`, else the project of the
@@ -15,23 +24,28 @@
 //! finds them), so the memories an agent reaches through MCP are the ones
 //! its hooks capture and retrieve.
 
+use std::net::IpAddr;
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 
 use clap::Args;
+use reqwest::Url;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, ListToolsResult, PaginatedRequestParams, ServerConfig,
     Tool,
 };
-use rmcp::service::{RequestContext, RunningService, ServiceError};
+use rmcp::service::{ClientInitializeError, RequestContext, RunningService, ServiceError};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::{ErrorData, RoleClient, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{Map, Value};
 use tokio::sync::Mutex;
 
+use super::Catalogue;
 use crate::causes::error_chain;
-use crate::hook::project;
+use crate::error::Problem;
+use crate::hook::{log::redact_userinfo, project};
 
 /// `engram mcp`'s arguments.
 #[derive(Args, Debug)]
@@ -46,13 +60,25 @@ pub struct BridgeArgs {
     /// The user id for calls that name none (default: the OS user).
     #[arg(long)]
     pub user: Option<String>,
+    /// The most connecting to Engram, and then each call, may take, in
+    /// milliseconds; past it the call is a tool error. Above the service's
+    /// default request timeout (10 s), so a slow call gets the service's
+    /// own answer.
+    #[arg(long, default_value_t = 15_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub timeout_ms: u64,
 }
 
-/// A stdio MCP server whose tools are the running service's.
+/// A stdio MCP server whose tool calls the running service answers.
 struct Bridge {
     /// The service's `/mcp`.
-    endpoint: String,
+    endpoint: Url,
+    /// `endpoint` as messages show it: without userinfo.
+    shown: String,
     key: Option<String>,
+    http: reqwest::Client,
+    timeout: Duration,
+    /// The tools, as the service's `/mcp` lists them.
+    catalogue: Catalogue,
     /// `repo` and `user`, for the calls that leave them out.
     owners: Map<String, Value>,
     /// The connection to the service: made at the first call that needs
@@ -60,73 +86,135 @@ struct Bridge {
     upstream: Mutex<Option<Arc<Upstream>>>,
 }
 
-/// One connection to the service, with what it said of its tools.
-struct Upstream {
-    service: RunningService<RoleClient, ()>,
-    /// The tools whose arguments take a `repo` and a `user`.
-    owned_tools: Vec<String>,
-}
+type Upstream = RunningService<RoleClient, ()>;
 
-impl Upstream {
-    async fn connect(endpoint: &str, key: Option<&str>) -> Result<Self, Error> {
-        let mut config = StreamableHttpClientTransportConfig::with_uri(endpoint);
-        if let Some(key) = key {
-            config = config.auth_header(key);
-        }
-        let service =
-            ().serve(StreamableHttpClientTransport::from_config(config))
-                .await
-                .map_err(|source| Error::Connect {
-                    endpoint: endpoint.to_owned(),
-                    source: Box::new(source),
-                })?;
-        let tools = service
-            .list_all_tools()
-            .await
-            .map_err(|source| Error::Tools {
-                endpoint: endpoint.to_owned(),
-                source,
-            })?;
-        Ok(Self {
-            owned_tools: owned_tools(&tools),
-            service,
-        })
-    }
+/// Why a call did not reach the service, as the model reads it.
+enum Unanswered {
+    /// The service refused the key (`401`).
+    KeyRefused,
+    /// Connecting or sending failed (nothing listening, say): the cause.
+    Failed(String),
+    /// No answer within the bound.
+    Silent,
 }
 
 impl Bridge {
-    /// The live connection, or a new one; a tool error when the service
-    /// cannot be reached.
-    async fn upstream(&self) -> Result<Arc<Upstream>, ErrorData> {
+    /// The live connection, or a new one, within the bound.
+    async fn upstream(&self) -> Result<Arc<Upstream>, Unanswered> {
         let mut slot = self.upstream.lock().await;
-        if let Some(upstream) = slot.as_ref().filter(|u| !u.service.is_closed()) {
+        if let Some(upstream) = slot.as_ref().filter(|u| !u.is_closed()) {
             return Ok(upstream.clone());
         }
         *slot = None;
-        let upstream = Upstream::connect(&self.endpoint, self.key.as_deref())
-            .await
-            .map_err(|err| ErrorData::internal_error(error_chain(&err), None))?;
-        let upstream = Arc::new(upstream);
+        let mut config = StreamableHttpClientTransportConfig::with_uri(self.endpoint.as_str());
+        if let Some(key) = &self.key {
+            config = config.auth_header(key);
+        }
+        let transport = StreamableHttpClientTransport::with_client(self.http.clone(), config);
+        let upstream = match tokio::time::timeout(self.timeout, ().serve(transport)).await {
+            Ok(Ok(upstream)) => Arc::new(upstream),
+            Ok(Err(err)) => return Err(Unanswered::connecting(&err)),
+            Err(_) => return Err(Unanswered::Silent),
+        };
         *slot = Some(upstream.clone());
         Ok(upstream)
     }
 
-    /// The service's own protocol error as it sent it. Anything else (the
-    /// service gone, a refused key) drops the connection, so the next call
-    /// connects again, and is an internal error that says so.
-    async fn upstream_error(&self, used: &Arc<Upstream>, err: ServiceError) -> ErrorData {
-        if let ServiceError::McpError(error) = err {
-            return error;
-        }
+    /// Forgets `used` if it is still the live connection, so the next call
+    /// connects again.
+    async fn drop_upstream(&self, used: &Arc<Upstream>) {
         let mut slot = self.upstream.lock().await;
         if slot.as_ref().is_some_and(|live| Arc::ptr_eq(live, used)) {
             *slot = None;
         }
-        ErrorData::internal_error(
-            format!("Engram did not answer at {}: {err}", self.endpoint),
-            None,
-        )
     }
+
+    /// The tool error for a call the service did not answer.
+    fn unanswered(&self, why: &Unanswered) -> CallToolResponse {
+        let (title, status, detail) = match why {
+            Unanswered::KeyRefused => (
+                "Engram refused the key",
+                401,
+                format!(
+                    "Engram at {} refused the bridge's key: set ENGRAM_API_KEY, in the \
+                     environment the agent starts `engram mcp` in, to a key it accepts.",
+                    self.shown
+                ),
+            ),
+            Unanswered::Failed(cause) => {
+                // For the person reading the client's log.
+                eprintln!(
+                    "engram mcp: calling {}: {}",
+                    self.shown,
+                    redact_userinfo(cause)
+                );
+                (
+                    "Engram is not answering",
+                    503,
+                    format!(
+                        "Engram is not answering at {} ({}). {START}",
+                        self.shown,
+                        redact_userinfo(cause)
+                    ),
+                )
+            }
+            Unanswered::Silent => (
+                "Engram is not answering",
+                503,
+                format!(
+                    "Engram did not answer at {} within {} ms. {START}",
+                    self.shown,
+                    self.timeout.as_millis()
+                ),
+            ),
+        };
+        let problem = Problem {
+            kind: "urn:engram:problem:unreachable".to_owned(),
+            title: title.to_owned(),
+            status,
+            detail,
+            field: None,
+        };
+        let problem = serde_json::to_value(problem).expect("a problem always serializes");
+        super::problem_result(&problem).into()
+    }
+}
+
+/// What a tool error for an unreachable service tells the model to do.
+const START: &str = "Start it with `engram serve` (or point --url or ENGRAM_URL at a running \
+Engram); the next call connects again.";
+
+impl Unanswered {
+    /// Why connecting failed.
+    fn connecting(err: &ClientInitializeError) -> Self {
+        if err.auth_challenge().is_some() {
+            return Self::KeyRefused;
+        }
+        match err {
+            // Its transport error is a field, not its `source`.
+            ClientInitializeError::TransportError { error, .. } => Self::Failed(innermost(error)),
+            other => Self::Failed(innermost(other)),
+        }
+    }
+
+    /// Why a call failed.
+    fn calling(err: &ServiceError) -> Self {
+        if err.auth_challenge().is_some() {
+            Self::KeyRefused
+        } else {
+            Self::Failed(innermost(err))
+        }
+    }
+}
+
+/// The innermost cause of `err`, which says what happened ("Connection
+/// refused"); the layers above it name the SDK's transport types.
+fn innermost(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut cause = err;
+    while let Some(source) = cause.source() {
+        cause = source;
+    }
+    cause.to_string()
 }
 
 impl ServerHandler for Bridge {
@@ -136,19 +224,14 @@ impl ServerHandler for Bridge {
 
     async fn list_tools(
         &self,
-        request: Option<PaginatedRequestParams>,
+        _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        let upstream = self.upstream().await?;
-        match upstream.service.list_tools(request).await {
-            Ok(tools) => Ok(tools),
-            Err(err) => Err(self.upstream_error(&upstream, err).await),
-        }
+        Ok(self.catalogue.list())
     }
 
-    fn get_tool(&self, _name: &str) -> Option<Tool> {
-        // Unknown here; the service answers for its tools.
-        None
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        self.catalogue.get(name)
     }
 
     async fn call_tool(
@@ -156,38 +239,56 @@ impl ServerHandler for Bridge {
         mut request: CallToolRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let upstream = self.upstream().await?;
-        if upstream
-            .owned_tools
-            .iter()
-            .any(|name| name.as_str() == request.name)
-        {
+        let Some(tool) = self.get_tool(&request.name) else {
+            return Err(ErrorData::invalid_params(
+                format!("no tool named `{}`", request.name),
+                None,
+            ));
+        };
+        if takes_owners(&tool) {
             let arguments = request.arguments.get_or_insert_default();
             for (owner, id) in &self.owners {
                 arguments.entry(owner.clone()).or_insert_with(|| id.clone());
             }
         }
-        match upstream.service.call_tool_once(request).await {
-            Ok(response) => Ok(response),
-            Err(err) => Err(self.upstream_error(&upstream, err).await),
-        }
+        let upstream = match self.upstream().await {
+            Ok(upstream) => upstream,
+            Err(why) => return Ok(self.unanswered(&why)),
+        };
+        let why = match tokio::time::timeout(self.timeout, upstream.call_tool_once(request)).await {
+            Ok(Ok(response)) => return Ok(response),
+            // The service's own protocol error, as it sent it.
+            Ok(Err(ServiceError::McpError(error))) => return Err(error),
+            Ok(Err(err)) => Unanswered::calling(&err),
+            Err(_) => Unanswered::Silent,
+        };
+        self.drop_upstream(&upstream).await;
+        Ok(self.unanswered(&why))
     }
 }
 
 /// Runs the bridge until the client closes stdin.
 pub fn run(args: &BridgeArgs) -> ExitCode {
-    let served = tokio::runtime::Builder::new_current_thread()
+    let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(Error::Runtime)
-        .and_then(|runtime| runtime.block_on(serve(args)));
+    {
+        Ok(runtime) => runtime,
+        Err(err) => return failed(&Error::Runtime(err)),
+    };
+    let served = runtime.block_on(serve(args));
+    // A call still waiting for the service must not keep the process once
+    // its client has gone.
+    runtime.shutdown_background();
     match served {
         Ok(()) => ExitCode::SUCCESS,
-        Err(err) => {
-            eprintln!("engram mcp: {}", error_chain(&err));
-            ExitCode::FAILURE
-        }
+        Err(err) => failed(&err),
     }
+}
+
+fn failed(err: &Error) -> ExitCode {
+    eprintln!("engram mcp: {}", redact_userinfo(&error_chain(err)));
+    ExitCode::FAILURE
 }
 
 /// The bridge's `repo` and `user`: the flags, else the project of the
@@ -202,7 +303,17 @@ fn owners(args: &BridgeArgs, env: impl Fn(&str) -> Option<String>) -> Map<String
     };
     let user = match &args.user {
         Some(user) => project::to_id(user),
-        None => project::os_user(env),
+        None => {
+            let user = project::os_user(env);
+            if user.is_none() {
+                eprintln!(
+                    "engram mcp: no user name (USER and LOGNAME are unset and this uid is not \
+                     in /etc/passwd): calls that name no user get the service's default user; \
+                     pass --user to choose one"
+                );
+            }
+            user
+        }
     };
     [("repo", repo), ("user", user)]
         .into_iter()
@@ -210,62 +321,133 @@ fn owners(args: &BridgeArgs, env: impl Fn(&str) -> Option<String>) -> Map<String
         .collect()
 }
 
-/// The tools whose input schema has both a `repo` and a `user` property.
-fn owned_tools(tools: &[Tool]) -> Vec<String> {
-    tools
-        .iter()
-        .filter(|tool| {
-            tool.input_schema
-                .get("properties")
-                .and_then(Value::as_object)
-                .is_some_and(|properties| {
-                    properties.contains_key("repo") && properties.contains_key("user")
-                })
+/// Whether a tool's input schema has both a `repo` and a `user` property.
+fn takes_owners(tool: &Tool) -> bool {
+    tool.input_schema
+        .get("properties")
+        .and_then(Value::as_object)
+        .is_some_and(|properties| {
+            properties.contains_key("repo") && properties.contains_key("user")
         })
-        .map(|tool| tool.name.to_string())
-        .collect()
 }
 
-/// Why the bridge stopped, or could not reach the service.
+/// The HTTP client for the service: never through a proxy for a loopback
+/// URL (the key must not leave the machine for a local service); for any
+/// other, the proxy variables apply, `NO_PROXY` included. Redirects are not
+/// followed, so the key goes nowhere but `endpoint`.
+fn http_client(endpoint: &Url) -> Result<reqwest::Client, Error> {
+    let mut builder = reqwest::Client::builder()
+        .pool_max_idle_per_host(0)
+        .redirect(reqwest::redirect::Policy::none());
+    if is_loopback(endpoint) {
+        builder = builder.no_proxy();
+    }
+    builder.build().map_err(Error::Client)
+}
+
+/// Whether `url` names this machine: a loopback address, `localhost`, or a
+/// name under `.localhost` (which resolves to loopback, RFC 6761).
+fn is_loopback(url: &Url) -> bool {
+    let Some(host) = url.host_str() else {
+        return false;
+    };
+    // An IPv6 host comes in brackets; the URL parser has already written
+    // IPv4 in its dotted form.
+    match host
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .parse::<IpAddr>()
+    {
+        Ok(ip) => ip.to_canonical().is_loopback(),
+        Err(_) => {
+            let name = host.trim_end_matches('.').to_ascii_lowercase();
+            name == "localhost" || name.ends_with(".localhost")
+        }
+    }
+}
+
+/// Why the bridge could not start or stopped.
 #[derive(Debug, thiserror::Error)]
 enum Error {
     #[error("starting the runtime")]
     Runtime(#[source] std::io::Error),
-    #[error("cannot reach {endpoint}")]
-    Connect {
-        endpoint: String,
-        #[source]
-        source: Box<rmcp::service::ClientInitializeError>,
-    },
-    #[error("listing the tools of {endpoint}")]
-    Tools {
-        endpoint: String,
-        #[source]
-        source: ServiceError,
-    },
+    #[error("--url (or ENGRAM_URL) {url:?} is not an http(s) URL")]
+    Url { url: String },
+    #[error("building the HTTP client")]
+    Client(#[source] reqwest::Error),
     #[error("serving over stdio")]
     Serve(#[source] Box<rmcp::service::ServerInitializeError>),
     #[error("serving over stdio")]
     Stopped(#[source] tokio::task::JoinError),
 }
 
+/// `<url>/mcp`, if `url` is an http(s) URL.
+fn endpoint(url: &str) -> Result<Url, Error> {
+    let bad = || Error::Url {
+        url: redact_userinfo(url).into_owned(),
+    };
+    let endpoint = Url::parse(&format!("{}/mcp", url.trim_end_matches('/'))).map_err(|_| bad())?;
+    if !matches!(endpoint.scheme(), "http" | "https") || endpoint.host().is_none() {
+        return Err(bad());
+    }
+    Ok(endpoint)
+}
+
 async fn serve(args: &BridgeArgs) -> Result<(), Error> {
+    let endpoint = endpoint(&args.url)?;
     let bridge = Bridge {
-        endpoint: format!("{}/mcp", args.url.trim_end_matches('/')),
+        shown: redact_userinfo(endpoint.as_str()).into_owned(),
+        http: http_client(&endpoint)?,
+        endpoint,
         key: std::env::var("ENGRAM_API_KEY")
             .ok()
             .filter(|key| !key.is_empty()),
+        timeout: Duration::from_millis(args.timeout_ms),
+        catalogue: Catalogue::default(),
         owners: owners(args, |var| std::env::var(var).ok()),
         upstream: Mutex::default(),
     };
-    // Connecting early only tells the person reading the client's log; the
-    // calls connect again on their own.
-    if let Err(err) = bridge.upstream().await {
-        eprintln!("engram mcp: {}; tool calls will try again", err.message);
-    }
     let server = bridge
         .serve(rmcp::transport::stdio())
         .await
         .map_err(|source| Error::Serve(Box::new(source)))?;
     server.waiting().await.map(drop).map_err(Error::Stopped)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_urls_are_recognised() {
+        for url in [
+            "http://127.0.0.1:8080/mcp",
+            "http://127.9.0.1/mcp",
+            "http://[::1]:8080/mcp",
+            "http://[::ffff:127.0.0.1]/mcp",
+            "http://localhost:8080/mcp",
+            "http://LocalHost./mcp",
+            "http://engram.localhost/mcp",
+        ] {
+            assert!(is_loopback(&Url::parse(url).unwrap()), "{url}");
+        }
+        for url in [
+            "http://10.0.0.5/mcp",
+            "https://memory.example/mcp",
+            "http://localhost.example/mcp",
+        ] {
+            assert!(!is_loopback(&Url::parse(url).unwrap()), "{url}");
+        }
+    }
+
+    #[test]
+    fn the_endpoint_is_checked_and_shown_without_userinfo() {
+        assert_eq!(
+            endpoint("http://127.0.0.1:8080/").unwrap().as_str(),
+            "http://127.0.0.1:8080/mcp"
+        );
+        let err = endpoint("ftp://ana:s3cret@host").unwrap_err().to_string();
+        assert!(!err.contains("s3cret"), "{err}");
+        assert!(endpoint("not a url").is_err());
+    }
 }

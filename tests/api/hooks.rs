@@ -5,6 +5,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use tempfile::TempDir;
@@ -81,8 +82,14 @@ pub fn engram(project: &Project) -> Command {
     command
 }
 
+/// How long a hook may run before a test gives up on it: far past its
+/// budget, only so that a hook that hangs fails the test instead of
+/// stalling the suite.
+const HUNG: Duration = Duration::from_secs(60);
+
 /// Runs `command` with `stdin` off the async runtime (the server under
-/// test shares it).
+/// test shares it), killing it (and failing) if it still runs after
+/// [`HUNG`].
 pub async fn run(mut command: Command, stdin: String) -> Output {
     tokio::task::spawn_blocking(move || {
         let mut child = command
@@ -92,6 +99,15 @@ pub async fn run(mut command: Command, stdin: String) -> Output {
             .spawn()
             .unwrap();
         std::io::Write::write_all(&mut child.stdin.take().unwrap(), stdin.as_bytes()).unwrap();
+        let started = Instant::now();
+        while child.try_wait().unwrap().is_none() {
+            if started.elapsed() > HUNG {
+                child.kill().unwrap();
+                child.wait().unwrap();
+                panic!("the hook hung");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
         child.wait_with_output().unwrap()
     })
     .await
@@ -99,7 +115,7 @@ pub async fn run(mut command: Command, stdin: String) -> Output {
 }
 
 /// `engram hook <args>` against `url`, logging to the project's log.
-async fn hook(project: &Project, url: &str, args: &[&str], stdin: String) -> Output {
+pub async fn hook(project: &Project, url: &str, args: &[&str], stdin: String) -> Output {
     let mut command = engram(project);
     command
         .arg("hook")
@@ -166,7 +182,7 @@ pub fn printed_context(output: &Output, event: &str) -> String {
     specific["additionalContext"].as_str().unwrap().to_owned()
 }
 
-async fn get(app: &RunningApp, path: &str) -> Value {
+pub async fn get(app: &RunningApp, path: &str) -> Value {
     reqwest::get(format!("{}{path}", app.base_url))
         .await
         .unwrap()

@@ -5,8 +5,8 @@ use engram::config::{ApiKey, Config};
 use reqwest::StatusCode;
 use rmcp::model::{CallToolRequestParams, CallToolResult, Tool};
 use rmcp::service::RunningService;
+use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::transport::{ConfigureCommandExt, StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value, json};
 
@@ -14,13 +14,13 @@ use crate::grants::grant;
 use crate::helpers::{RunningApp, embed_with, test_config, wait_until_async};
 use crate::upstream::Upstream;
 
-const ROOT: &str = "root-key";
-const LIMITED: &str = "forge-only-key";
+pub const ROOT: &str = "root-key";
+pub const LIMITED: &str = "forge-only-key";
 
-type Client = RunningService<RoleClient, ()>;
+pub type Client = RunningService<RoleClient, ()>;
 
 /// A service with a full key and one limited to repo `forge` and user `ana`.
-async fn service(dir: &std::path::Path, upstream: &Upstream) -> RunningApp {
+pub async fn service(dir: &std::path::Path, upstream: &Upstream) -> RunningApp {
     let config = test_config(dir, |config: &mut Config| {
         embed_with(upstream, config);
         config.api_key = Some(ApiKey::new(ROOT));
@@ -29,7 +29,7 @@ async fn service(dir: &std::path::Path, upstream: &Upstream) -> RunningApp {
     RunningApp::start(config).await
 }
 
-async fn connect(base_url: &str, key: &str) -> Client {
+pub async fn connect(base_url: &str, key: &str) -> Client {
     let config =
         StreamableHttpClientTransportConfig::with_uri(format!("{base_url}/mcp")).auth_header(key);
     ().serve(StreamableHttpClientTransport::from_config(config))
@@ -48,17 +48,25 @@ async fn call(client: &Client, tool: &str, arguments: Value) -> CallToolResult {
 }
 
 /// The structured result of a call that must succeed.
-async fn ok(client: &Client, tool: &str, arguments: Value) -> Value {
+pub async fn ok(client: &Client, tool: &str, arguments: Value) -> Value {
     let result = call(client, tool, arguments).await;
     assert_ne!(result.is_error, Some(true), "{tool}: {result:?}");
     result.structured_content.expect("a structured result")
 }
 
-/// The problem document of a call that must be refused.
-async fn refused(client: &Client, tool: &str, arguments: Value) -> Value {
+/// The problem document of a call that must be refused: JSON text, with no
+/// `structuredContent`, which clients check against the tool's output
+/// schema (a problem document does not match it).
+pub async fn refused(client: &Client, tool: &str, arguments: Value) -> Value {
     let result = call(client, tool, arguments).await;
     assert_eq!(result.is_error, Some(true), "{tool}: {result:?}");
-    result.structured_content.expect("the problem document")
+    assert_eq!(result.structured_content, None, "{tool}: {result:?}");
+    let text = result
+        .content
+        .iter()
+        .find_map(|block| block.as_text())
+        .unwrap_or_else(|| panic!("{tool}: no text in {result:?}"));
+    serde_json::from_str(&text.text).expect("the problem document as JSON text")
 }
 
 fn tool<'a>(tools: &'a [Tool], name: &str) -> &'a Tool {
@@ -70,7 +78,7 @@ fn tool<'a>(tools: &'a [Tool], name: &str) -> &'a Tool {
 
 /// Recalls `query` until the memory with `content` comes back (the index
 /// follows writes within a moment).
-async fn recall_until_found(client: &Client, query: &str, content: &str) -> Value {
+pub async fn recall_until_found(client: &Client, query: &str, content: &str) -> Value {
     let mut found = Value::Null;
     wait_until_async("recall to find the memory", async || {
         found = ok(client, "recall", json!({"query": query, "repo": "forge"})).await;
@@ -199,7 +207,12 @@ async fn app_get(app: &RunningApp, path: &str, key: &str) -> (StatusCode, Value)
     (response.status(), response.json().await.unwrap_or_default())
 }
 
-async fn app_post(app: &RunningApp, path: &str, key: &str, body: &Value) -> (StatusCode, Value) {
+pub async fn app_post(
+    app: &RunningApp,
+    path: &str,
+    key: &str,
+    body: &Value,
+) -> (StatusCode, Value) {
     let response = reqwest::Client::new()
         .post(format!("{}{path}", app.base_url))
         .bearer_auth(key)
@@ -395,143 +408,5 @@ async fn configured_hosts_and_origins_are_answered() {
         status(vec![("origin", "https://elsewhere.example")]).await,
         StatusCode::FORBIDDEN
     );
-    app.stop().await;
-}
-
-/// `engram mcp` started as an agent starts it, in its project's checkout,
-/// with `key`, as user `ana`.
-async fn stdio_bridge(url: &str, project: &std::path::Path, key: &str) -> Client {
-    let (url, project, key) = (url.to_owned(), project.to_owned(), key.to_owned());
-    let command =
-        tokio::process::Command::new(env!("CARGO_BIN_EXE_engram")).configure(move |command| {
-            command
-                .args(["mcp", "--url", &url])
-                .current_dir(&project)
-                .env("ENGRAM_API_KEY", &key)
-                .env("USER", "ana")
-                .env_remove("ENGRAM_URL");
-        });
-    ().serve(TokioChildProcess::new(command).unwrap())
-        .await
-        .expect("the handshake over stdio")
-}
-
-#[tokio::test]
-async fn the_stdio_bridge_serves_the_same_tools_with_its_key() {
-    let upstream = Upstream::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let app = service(dir.path(), &upstream).await;
-    // Started as an agent starts it, in its project (`forge`) as user `ana`:
-    // calls that name no owner get those.
-    let project = dir.path().join("checkouts/forge");
-    std::fs::create_dir_all(&project).unwrap();
-    let root = stdio_bridge(&app.base_url, &project, ROOT).await;
-    assert_eq!(root.list_all_tools().await.unwrap().len(), 6);
-    ok(
-        &root,
-        "remember",
-        json!({"repo": "forge", "scope": "repo", "category": "patterns",
-               "content": "Forge pins its toolchain in rust-toolchain.toml."}),
-    )
-    .await;
-    ok(
-        &root,
-        "remember",
-        json!({"repo": "secret", "scope": "repo", "category": "patterns",
-               "content": "Secret pins nothing."}),
-    )
-    .await;
-    let recalled = recall_until_found(
-        &root,
-        "Where is the toolchain pinned?",
-        "Forge pins its toolchain in rust-toolchain.toml.",
-    )
-    .await;
-    assert!(
-        recalled["injection"]
-            .as_str()
-            .unwrap()
-            .contains("rust-toolchain")
-    );
-
-    let limited = stdio_bridge(&app.base_url, &project, LIMITED).await;
-    let page = ok(&limited, "list_memories", json!({})).await;
-    assert_eq!(page["memories"].as_array().unwrap().len(), 1, "{page:#}");
-    assert_eq!(page["memories"][0]["repo"], "forge");
-    let problem = refused(&limited, "list_memories", json!({"limit": 0})).await;
-    assert_eq!(problem["field"], "limit", "{problem:#}");
-    let written = ok(
-        &limited,
-        "remember",
-        json!({"scope": "repo", "category": "patterns",
-               "content": "Forge runs clippy with warnings denied."}),
-    )
-    .await;
-    assert_eq!(written["repo"], "forge", "the project's repo: {written:#}");
-    let problem = refused(
-        &limited,
-        "remember",
-        json!({"repo": "secret", "scope": "repo", "category": "patterns",
-               "content": "Secret runs nothing."}),
-    )
-    .await;
-    assert_eq!(
-        problem["status"], 403,
-        "a named owner stays the caller's: {problem:#}"
-    );
-
-    root.cancel().await.unwrap();
-    limited.cancel().await.unwrap();
-    app.stop().await;
-}
-
-#[tokio::test]
-async fn the_stdio_bridge_outlives_a_service_that_is_down_or_restarts() {
-    let upstream = Upstream::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let project = dir.path().join("checkouts/forge");
-    std::fs::create_dir_all(&project).unwrap();
-    // A free port for the service to come up on later.
-    let address = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap();
-    let start = || {
-        RunningApp::start(test_config(dir.path(), |config: &mut Config| {
-            embed_with(&upstream, config);
-            config.api_key = Some(ApiKey::new(ROOT));
-            config.listen = address;
-        }))
-    };
-    let agent = stdio_bridge(&format!("http://{address}"), &project, ROOT).await;
-    let down = agent
-        .list_all_tools()
-        .await
-        .expect_err("nothing serves yet");
-    assert!(down.to_string().contains("cannot reach"), "{down}");
-
-    let app = start().await;
-    assert_eq!(agent.list_all_tools().await.unwrap().len(), 6);
-    let remember = json!({"scope": "repo", "category": "patterns",
-                          "content": "Forge tags releases from main."});
-    assert_eq!(
-        ok(&agent, "remember", remember.clone()).await["repo"],
-        "forge"
-    );
-
-    app.stop().await;
-    let stopped = agent
-        .call_tool(
-            CallToolRequestParams::new("remember")
-                .with_arguments(remember.as_object().unwrap().clone()),
-        )
-        .await
-        .expect_err("the service is gone");
-    assert!(stopped.to_string().contains("Engram"), "{stopped}");
-    let app = start().await;
-    let page = ok(&agent, "list_memories", json!({})).await;
-    assert_eq!(page["memories"].as_array().unwrap().len(), 1, "{page:#}");
-
-    agent.cancel().await.unwrap();
     app.stop().await;
 }
