@@ -38,7 +38,10 @@ pub fn parse_host(value: &str) -> Option<(String, Option<u16>)> {
         return Some((value.to_ascii_lowercase(), None));
     }
     let authority: axum::http::uri::Authority = value.parse().ok()?;
-    let bad_port = authority.port().is_some() && authority.port_u16().is_none();
+    // `engram:port` parses with no port at all: whatever follows the host
+    // must be a port number.
+    let after_host = &authority.as_str()[authority.host().len()..];
+    let bad_port = !after_host.is_empty() && authority.port_u16().is_none();
     if bad_port || authority.as_str().contains('@') || authority.host().is_empty() {
         return None;
     }
