@@ -248,9 +248,14 @@ fn targets(
     env: impl Fn(&str) -> Option<String>,
 ) -> Result<Vec<Target>, Error> {
     let options = options(args)?;
-    let links = match args.scope {
-        Scope::Project => Links::RefuseBelow,
-        Scope::User | Scope::Local => Links::Follow,
+    // A file in the checkout is never reached through a link: the checkout
+    // may come from anyone, and a link there could turn setup's write
+    // into a copy of a private file. The user's own files may be links
+    // (dotfiles), and are written through them.
+    let (hooks_links, mcp_links) = match args.scope {
+        Scope::Project => (Links::RefuseBelow, Links::RefuseBelow),
+        Scope::Local => (Links::RefuseBelow, Links::Follow),
+        Scope::User => (Links::Follow, Links::Follow),
     };
     let root = project_root(cwd);
     let hook_options: String = options
@@ -278,7 +283,7 @@ fn targets(
         path: hooks_file,
         format: Format::Json,
         entries: hooks,
-        links,
+        links: hooks_links,
         root: root.clone(),
     }];
     if !args.no_mcp {
@@ -293,7 +298,7 @@ fn targets(
                 program: program.to_owned(),
                 args: bridge_args,
             }],
-            links,
+            links: mcp_links,
             root,
         });
     }

@@ -398,11 +398,22 @@ async fn setup_backs_up_readable_by_the_owner_only_and_keeps_the_newest_three() 
     std::fs::write(&settings, r#"{"model": "opus"}"#).unwrap();
     std::fs::set_permissions(&settings, std::fs::Permissions::from_mode(0o644)).unwrap();
 
+    // One left readable by others by an older setup: narrowed, then
+    // removed as the oldest.
+    let old_backup = project
+        .home()
+        .join(".claude.json.engram-backup-20000101T000000.000Z");
+    std::fs::write(&old_backup, "{}").unwrap();
+    std::fs::set_permissions(&old_backup, std::fs::Permissions::from_mode(0o644)).unwrap();
+
     for run in 0..5 {
         let url = format!("http://127.0.0.1:{}", 9000 + run);
         let output = setup(&project, &["claude-code", "--url", &url]).await;
         assert!(output.status.success(), "{output:?}");
         let report = String::from_utf8(output.stdout).unwrap();
+        if run == 0 {
+            assert_eq!(mode(&old_backup), 0o600);
+        }
         for file in [&state, &settings] {
             let newest = backups(file).into_iter().max().unwrap();
             assert!(
@@ -418,6 +429,7 @@ async fn setup_backs_up_readable_by_the_owner_only_and_keeps_the_newest_three() 
             assert_eq!(mode(&backup), 0o600, "{}", backup.display());
         }
     }
+    assert!(!old_backup.exists());
     assert_eq!(mode(&state), 0o600, "the file keeps its own mode");
     assert_eq!(mode(&settings), 0o644);
     let newest = backups(&state).into_iter().max().unwrap();
@@ -454,6 +466,18 @@ async fn setup_refuses_links_in_the_project() {
         "nothing is written"
     );
     assert!(backups(&mcp).is_empty() && backups(&private).is_empty());
+
+    // The checkout's machine-local file too.
+    let local = project.cwd.join(".claude/settings.local.json");
+    std::fs::create_dir_all(local.parent().unwrap()).unwrap();
+    std::os::unix::fs::symlink(&private, &local).unwrap();
+    let output = setup_with_path(&project, &bin, &["claude-code", "--scope", "local"]).await;
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("settings.local.json is a symbolic link")
+    );
+    assert_eq!(std::fs::read_to_string(&private).unwrap(), secret);
+    std::fs::remove_dir_all(project.cwd.join(".claude")).unwrap();
 
     // A linked directory on the way is a link too.
     std::fs::remove_file(&mcp).unwrap();
