@@ -41,6 +41,8 @@ async fn fixture(app: &TestApp) -> (String, String, String, String) {
         "B2: Helm charts live in charts/.",
     );
     b2["supersedes"] = json!(b);
+    // Left out, b's edge would be carried over to b2: none, said so.
+    b2["related"] = json!([]);
     let b2 = id(&app.create(b2).await);
     let mut c = memory("repo", "forge", "patterns", "C: staging mirrors prod.");
     c["related"] = json!([{"id": a, "relationship": "related"}]);

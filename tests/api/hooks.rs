@@ -362,17 +362,22 @@ async fn codex_hooks_use_its_turn_id_and_its_event_stream() {
     for unsaid in ["environment_context", "TOOL OUTPUT"] {
         assert!(!prompt.contains(unsaid), "{unsaid:?} leaked into {prompt}");
     }
-    // The retrieval was cached under Codex's own turn id.
-    let cached: Value = reqwest::Client::new()
-        .post(format!("{}/retrieve", app.base_url))
-        .json(&json!({"turn_id": CODEX_TURN, "repo": "forge", "user": "ana", "query": "x"}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    assert_eq!(cached["cached"], true, "{cached}");
+    // The retrieval was cached under Codex's own turn id: the same prompt
+    // again asks the models nothing.
+    let (chats, embeddings) = (upstream.chat_requests().len(), upstream.embedding_calls());
+    let again = hook(
+        &project,
+        &app.base_url,
+        &["codex", "user-prompt-submit"],
+        project.payload("codex/user-prompt-submit.json"),
+    )
+    .await;
+    assert_eq!(printed_context(&again, "UserPromptSubmit"), injection);
+    assert_eq!(
+        (upstream.chat_requests().len(), upstream.embedding_calls()),
+        (chats, embeddings),
+        "answered from the cache"
+    );
 
     upstream.set_chat(
         Behaviour::Answer,
