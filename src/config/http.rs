@@ -38,14 +38,15 @@ pub fn parse_host(value: &str) -> Option<(String, Option<u16>)> {
         return Some((value.to_ascii_lowercase(), None));
     }
     let authority: axum::http::uri::Authority = value.parse().ok()?;
-    // `engram:port` parses with no port at all: whatever follows the host
-    // must be a port number.
-    let after_host = &authority.as_str()[authority.host().len()..];
-    let bad_port = !after_host.is_empty() && authority.port_u16().is_none();
-    if bad_port || authority.as_str().contains('@') || authority.host().is_empty() {
+    if authority.as_str().contains('@') || authority.host().is_empty() {
         return None;
     }
     let host = authority.host();
+    // `Authority` takes any text after the last colon as the port.
+    let port = match authority.as_str()[host.len()..].strip_prefix(':') {
+        Some(port) => Some(port.parse::<u16>().ok()?),
+        None => None,
+    };
     let name = host
         .strip_prefix('[')
         .and_then(|inner| inner.strip_suffix(']'))
@@ -54,7 +55,7 @@ pub fn parse_host(value: &str) -> Option<(String, Option<u16>)> {
         || name
             .bytes()
             .all(|byte| byte.is_ascii_alphanumeric() || byte == b'-' || byte == b'.');
-    name_is_valid.then(|| (name.to_ascii_lowercase(), authority.port_u16()))
+    name_is_valid.then(|| (name.to_ascii_lowercase(), port))
 }
 
 #[cfg(test)]

@@ -259,13 +259,13 @@ mod tests {
         SiteGuard::from_config(&config)
     }
 
-    fn refused(guard: &SiteGuard, method: Method, headers: &[(&'static str, &str)]) -> bool {
+    fn refused(guard: &SiteGuard, method: &Method, headers: &[(&'static str, &str)]) -> bool {
         let mut map = HeaderMap::new();
         for (name, value) in headers {
             map.insert(*name, value.parse().unwrap());
         }
         guard
-            .refusal(&method, &"/memories".parse().unwrap(), &map)
+            .refusal(method, &"/memories".parse().unwrap(), &map)
             .is_some()
     }
 
@@ -282,11 +282,11 @@ mod tests {
             "10.1.2.3:8080",
             "LOCALHOST",
         ] {
-            assert!(!refused(&guard, Method::GET, &[("host", host)]), "{host}");
+            assert!(!refused(&guard, &Method::GET, &[("host", host)]), "{host}");
         }
         assert!(!refused(
             &guard,
-            Method::GET,
+            &Method::GET,
             &[("host", "engram.internal:9000")]
         ));
         for host in [
@@ -295,9 +295,12 @@ mod tests {
             "localhost.attacker.example",
             "bad host",
         ] {
-            assert!(refused(&guard, Method::GET, &[("host", host)]), "{host}");
+            assert!(refused(&guard, &Method::GET, &[("host", host)]), "{host}");
         }
-        assert!(!refused(&guard, Method::GET, &[]), "no Host: not a browser");
+        assert!(
+            !refused(&guard, &Method::GET, &[]),
+            "no Host: not a browser"
+        );
     }
 
     #[test]
@@ -307,7 +310,7 @@ mod tests {
             config.mcp.allowed_origins = vec!["http://localhost:*".into()];
         });
         let host = ("host", "127.0.0.1:8080");
-        let post = |origin: &str| refused(&guard, Method::POST, &[host, ("origin", origin)]);
+        let post = |origin: &str| refused(&guard, &Method::POST, &[host, ("origin", origin)]);
         assert!(!post("http://127.0.0.1:8080"), "the service's own pages");
         assert!(!post("https://ui.example.com"));
         assert!(!post("http://localhost:3000"));
@@ -317,24 +320,24 @@ mod tests {
         assert!(post("not an origin"));
         assert!(refused(
             &guard,
-            Method::DELETE,
+            &Method::DELETE,
             &[host, ("origin", "https://attacker.example")]
         ));
         assert!(!refused(
             &guard,
-            Method::GET,
+            &Method::GET,
             &[host, ("origin", "https://attacker.example")]
         ));
         assert!(refused(
             &guard,
-            Method::POST,
+            &Method::POST,
             &[host, ("sec-fetch-site", "cross-site")]
         ));
         assert!(!refused(
             &guard,
-            Method::POST,
+            &Method::POST,
             &[host, ("sec-fetch-site", "same-origin")]
         ));
-        assert!(!refused(&guard, Method::POST, &[host]), "not a browser");
+        assert!(!refused(&guard, &Method::POST, &[host]), "not a browser");
     }
 }
