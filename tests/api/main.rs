@@ -21,6 +21,7 @@ mod memories;
 mod operations;
 mod pipeline;
 mod retrieve;
+mod secrets;
 mod setup;
 mod similar;
 mod store;
