@@ -1,6 +1,11 @@
 //! The chat model: one OpenAI-compatible `POST {base}/chat/completions`
 //! call with a system and a user message, returning the reply's text.
 //! Errors say whether trying again may help ([`upstream::Error::is_transient`]).
+//!
+//! Every prompt goes through the secret guard's [`secrets::redact`] before
+//! it leaves: the classifier's window, HyDE's, expansion's and the
+//! suggestions' prompts reach the model with each secret replaced by
+//! `[secret: KIND]`.
 
 pub mod reply;
 
@@ -8,6 +13,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::capture::secrets;
 use crate::config;
 use crate::upstream::{self, Endpoint};
 
@@ -87,6 +93,7 @@ impl Llm {
             Purpose::Retrieval => &self.settings.retrieval_model,
             Purpose::Classifier => &self.settings.classifier_model,
         };
+        let user = secrets::redact(user);
         let request = ChatRequest {
             model,
             messages: [
@@ -96,7 +103,7 @@ impl Llm {
                 },
                 ChatMessage {
                     role: "user",
-                    content: user,
+                    content: &user,
                 },
             ],
             temperature: 0.0,

@@ -185,7 +185,10 @@ fn check(
             .and_then(|value| parse_importance(value).ok()),
         supersedes,
         related,
-        session_id: Some(trigger.session_id.clone()),
+        // A trigger queued before `/turns` refused such ids keeps its
+        // memories, without the id.
+        session_id: Some(trigger.session_id.clone())
+            .filter(|id| secrets::find_secret(id.as_str()).is_none()),
         trigger: match trigger.kind {
             Kind::Turn => Origin::Turn,
             Kind::Compaction => Origin::Compaction,

@@ -9,13 +9,19 @@
 //! cache's header) and shared by every clone. A reply of another length is
 //! refused and counted; the first time each wrong length is seen, one
 //! `warn` line names the key and both lengths.
+//!
+//! Texts go through the secret guard's [`secrets::redact`] first: a query
+//! or a hand-edited memory holding a key reaches the provider as
+//! `[secret: KIND]`. Vectors are cached under the text as given.
 
+use std::borrow::Cow;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::capture::secrets;
 use crate::config::bounds;
 use crate::upstream::Endpoint;
 
@@ -57,7 +63,7 @@ struct VectorSpace {
 #[derive(Serialize)]
 struct EmbeddingsRequest<'a> {
     model: &'a str,
-    input: &'a [String],
+    input: &'a [Cow<'a, str>],
 }
 
 #[derive(Deserialize)]
@@ -115,14 +121,16 @@ impl OpenAiEmbedder {
         self.space.mismatches.load(Ordering::Relaxed)
     }
 
-    /// One vector per text, in order, in one request.
+    /// One vector per text, in order, in one request. Secrets in a text
+    /// are replaced by their placeholder before it leaves.
     pub async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, Error> {
         if texts.is_empty() {
             return Ok(Vec::new());
         }
+        let redacted: Vec<Cow<'_, str>> = texts.iter().map(|text| secrets::redact(text)).collect();
         let request = EmbeddingsRequest {
             model: &self.settings.model,
-            input: texts,
+            input: &redacted,
         };
         let reply = self.endpoint.post(&request, self.settings.timeout).await?;
         self.order_and_check(reply, texts.len())

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use crate::auth::Caller;
+use crate::capture::secrets;
 use crate::config::Defaults;
 use crate::error::{ApiError, Problem};
 use crate::memory::{
@@ -115,7 +116,7 @@ fn carry_over(
         (status = 201, description = "The memory, as written", body = MemoryView),
         (status = 403, description = "The API key does not hold the namespace written, or a repo or user the request names", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "`supersedes` names a memory that is already superseded, or the namespace's directory in the data directory is a symbolic link (never written through)", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "A field is invalid, or `content` looks like a secret (`urn:engram:problem:secret-content`)", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "A field is invalid, or `content` or `session_id` looks like a secret (`urn:engram:problem:secret-content`, naming the field)", body = Problem, content_type = "application/problem+json"),
         (status = 507, description = "The data directory is below its free-space floor (`limits.min_free_disk_bytes`); nothing was written", body = Problem, content_type = "application/problem+json"),
     )
 )]
@@ -128,7 +129,10 @@ pub async fn create_memory(
 ) -> Result<(StatusCode, Json<MemoryView>), ApiError> {
     let content = parse_content(&request.content)
         .map_err(|err| ApiError::invalid("content", format!("`content` {err}")))?;
-    crate::capture::secrets::ensure_no_secret(content)?;
+    secrets::ensure_no_secret("content", content)?;
+    if let Some(session_id) = &request.session_id {
+        secrets::ensure_no_secret("session_id", session_id.as_str())?;
+    }
     if let Some(importance) = request.importance {
         parse_importance(importance)
             .map_err(|err| ApiError::invalid("importance", format!("`importance` {err}")))?;

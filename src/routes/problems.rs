@@ -55,7 +55,7 @@ pub enum CaptureProblems {
     Disabled(Problem),
     #[response(
         status = 422,
-        description = "A field is invalid",
+        description = "A field is invalid, or `session_id` (stored on every memory captured) looks like a secret (`urn:engram:problem:secret-content`)",
         content_type = "application/problem+json"
     )]
     Invalid(Problem),

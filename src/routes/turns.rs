@@ -10,8 +10,8 @@ use utoipa::ToSchema;
 use uuid::Uuid;
 
 use crate::auth::Caller;
-use crate::capture::Capture;
 use crate::capture::queue::{EnqueueStatus, Kind, StoredLine, Trigger};
+use crate::capture::{Capture, secrets};
 use crate::config::Defaults;
 use crate::error::{ApiError, Problem};
 use crate::memory::{RepoId, SessionId, UserId};
@@ -110,6 +110,8 @@ async fn accept(
     }
     let pair = NamespacePair::or_defaults(request.repo, request.user, &defaults);
     caller.check_pair(&pair)?;
+    // Written into every memory captured from the window.
+    secrets::ensure_no_secret("session_id", request.session_id.as_str())?;
     let turn_id = request
         .turn_id
         .as_deref()

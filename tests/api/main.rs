@@ -25,6 +25,7 @@ mod memories;
 mod operations;
 mod pipeline;
 mod retrieve;
+mod secrets;
 mod setup;
 mod similar;
 mod site_guard;

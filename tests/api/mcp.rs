@@ -410,3 +410,50 @@ async fn configured_hosts_and_origins_are_answered() {
     );
     app.stop().await;
 }
+
+
+/// `remember` and `update_memory` write through `POST /memories`: every
+/// stored field goes through the secret guard, and the refusal names it.
+/// (Read from the whole result, whether the problem comes as structured
+/// content or as text.)
+#[tokio::test]
+async fn remember_and_update_refuse_secrets_in_any_stored_field() {
+    let upstream = Upstream::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let app = service(dir.path(), &upstream).await;
+    let client = connect(&app.base_url, ROOT).await;
+    let refusal = |result: &CallToolResult| {
+        assert_eq!(result.is_error, Some(true), "{result:?}");
+        serde_json::to_string(result).unwrap()
+    };
+    let result = call(
+        &client,
+        "remember",
+        json!({"repo": "forge", "scope": "repo", "category": "patterns",
+               "content": "Deploys use helm.", "session_id": "AKIAIOSFODNN7EXAMPLE"}),
+    )
+    .await;
+    let problem = refusal(&result);
+    assert!(problem.contains("secret-content"), "{problem}");
+    assert!(problem.contains("session_id"), "{problem}");
+
+    let written = ok(
+        &client,
+        "remember",
+        json!({"repo": "forge", "scope": "repo", "category": "patterns",
+               "content": "Deploys use helm."}),
+    )
+    .await;
+    let result = call(
+        &client,
+        "update_memory",
+        json!({"id": written["id"], "content": "Deploys use helm; Passwort: Geheim123!"}),
+    )
+    .await;
+    let problem = refusal(&result);
+    assert!(problem.contains("secret-content"), "{problem}");
+    assert!(!problem.contains("Geheim123"), "{problem}");
+
+    client.cancel().await.unwrap();
+    app.stop().await;
+}

@@ -11,6 +11,7 @@ mod corpus;
 mod dump;
 mod embedref;
 mod freshness;
+mod guard;
 mod locomo;
 mod mcp;
 mod measure;
@@ -164,6 +165,9 @@ enum Command {
         #[arg(long, default_value_t = 500)]
         requests: usize,
     },
+    /// The secret guard, line by line, on conversations, code and a
+    /// fixture of secrets: lines flagged, the rate, and each flagged line.
+    Guard(guard::Settings),
     /// Every workload at the sizes `docs/benchmarks.md` reports.
     All,
 }
@@ -244,6 +248,7 @@ fn main() -> ExitCode {
                 dump,
             } => semantic::semantic(&mut report, embedder, lexical_weight, dump.as_deref()).await,
             Command::Mcp { memories, requests } => mcp::mcp(&mut report, memories, requests).await,
+            Command::Guard(settings) => guard::guard(&mut report, &settings),
             Command::All => all(&mut report).await,
         }
     });
