@@ -411,7 +411,6 @@ async fn configured_hosts_and_origins_are_answered() {
     app.stop().await;
 }
 
-
 /// `remember` and `update_memory` write through `POST /memories`: every
 /// stored field goes through the secret guard, and the refusal names it.
 /// (Read from the whole result, whether the problem comes as structured
