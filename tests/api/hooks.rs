@@ -363,21 +363,30 @@ async fn codex_hooks_use_its_turn_id_and_its_event_stream() {
         assert!(!prompt.contains(unsaid), "{unsaid:?} leaked into {prompt}");
     }
     // The retrieval was cached under Codex's own turn id: the same prompt
-    // again asks the models nothing.
-    let (chats, embeddings) = (upstream.chat_requests().len(), upstream.embedding_calls());
+    // again asks the models nothing, and under another turn id it asks
+    // them again.
+    let calls = || (upstream.chat_requests().len(), upstream.embedding_calls());
+    let before = calls();
+    let payload = project.payload("codex/user-prompt-submit.json");
     let again = hook(
         &project,
         &app.base_url,
         &["codex", "user-prompt-submit"],
-        project.payload("codex/user-prompt-submit.json"),
+        payload.clone(),
     )
     .await;
     assert_eq!(printed_context(&again, "UserPromptSubmit"), injection);
-    assert_eq!(
-        (upstream.chat_requests().len(), upstream.embedding_calls()),
-        (chats, embeddings),
-        "answered from the cache"
-    );
+    assert_eq!(calls(), before, "answered from the cache");
+    assert!(payload.contains(CODEX_TURN), "{payload}");
+    let next_turn = payload.replace(CODEX_TURN, "019a6f2f-0000-7000-8000-00000000beef");
+    hook(
+        &project,
+        &app.base_url,
+        &["codex", "user-prompt-submit"],
+        next_turn,
+    )
+    .await;
+    assert_ne!(calls(), before, "another turn is a new answer");
 
     upstream.set_chat(
         Behaviour::Answer,
