@@ -12,6 +12,7 @@ mod dump;
 mod embedref;
 mod freshness;
 mod locomo;
+mod longmemeval;
 mod mcp;
 mod measure;
 mod scan;
@@ -144,6 +145,9 @@ enum Command {
         #[arg(long)]
         dump: Option<PathBuf>,
     },
+    /// LongMemEval_S retrieval quality, scored as the benchmark's own
+    /// retrieval evaluation does, with BM25 on the same data in the same run.
+    Longmemeval(longmemeval::Settings),
     /// Retrieval by meaning on the repository's own eval set
     /// (`semantic_eval.jsonl`): top-1 and R@5, fused and vector only.
     Semantic {
@@ -238,6 +242,7 @@ fn main() -> ExitCode {
                 )
                 .await
             }
+            Command::Longmemeval(settings) => longmemeval::longmemeval(&mut report, settings).await,
             Command::Semantic {
                 embedder,
                 lexical_weight,
