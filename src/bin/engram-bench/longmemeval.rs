@@ -210,7 +210,9 @@ pub async fn longmemeval(report: &mut Report, settings: Settings) -> Result {
         default_latencies.push(took);
         let injection = answer["injection"].as_str().unwrap_or_default();
         tokens.push(engram::retrieval::inject::count_tokens(injection));
-        injected.push(answer["memories"].as_array().map_or(0, Vec::len));
+        let returned = answer["memories"].as_array().map(Vec::as_slice);
+        let fitted = returned.unwrap_or_default().iter();
+        injected.push(fitted.filter(|memory| memory["injected"] == true).count());
 
         let session_ids = |places: &[Place]| -> Vec<&str> {
             score::first_places(places.iter().map(|place| place.session))
