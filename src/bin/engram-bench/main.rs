@@ -13,6 +13,7 @@ mod embedref;
 mod freshness;
 mod guard;
 mod locomo;
+mod longmemeval;
 mod mcp;
 mod measure;
 mod scan;
@@ -145,6 +146,9 @@ enum Command {
         #[arg(long)]
         dump: Option<PathBuf>,
     },
+    /// LongMemEval_S retrieval quality, scored as the benchmark's own
+    /// retrieval evaluation does, with BM25 on the same data in the same run.
+    Longmemeval(longmemeval::Settings),
     /// Retrieval by meaning on the repository's own eval set
     /// (`semantic_eval.jsonl`): top-1 and R@5, fused and vector only.
     Semantic {
@@ -242,6 +246,7 @@ fn main() -> ExitCode {
                 )
                 .await
             }
+            Command::Longmemeval(settings) => longmemeval::longmemeval(&mut report, settings).await,
             Command::Semantic {
                 embedder,
                 lexical_weight,
