@@ -313,6 +313,12 @@ pub async fn post_json(base: &str, path: &str, body: &Value) -> Value {
     response.json().await.unwrap()
 }
 
+/// A loopback URL where nothing listens (the port was free a moment ago).
+pub fn closed_url() -> String {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    format!("http://{}", closed.local_addr().unwrap())
+}
+
 /// Whether `{base}/readyz` answers 200 over a real socket.
 pub async fn is_ready(base: &str) -> bool {
     reqwest::get(format!("{base}/readyz"))

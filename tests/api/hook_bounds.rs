@@ -37,9 +37,7 @@ fn with(payload: &str, field: &str, value: &Path) -> String {
 
 #[tokio::test]
 async fn a_transcript_that_is_a_fifo_or_a_device_is_refused_not_read() {
-    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}", closed.local_addr().unwrap());
-    drop(closed);
+    let url = crate::helpers::closed_url();
     let project = Project::new("claude-code/transcript.jsonl");
     let fifo = project.home().join("fifo.jsonl");
     mkfifo(&fifo);
@@ -145,9 +143,7 @@ async fn remember_for_user(app: &RunningApp, user: &str, content: &str) {
 
 #[tokio::test]
 async fn the_log_is_private_and_never_holds_url_credentials() {
-    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://ana:s3cret@{}", closed.local_addr().unwrap());
-    drop(closed);
+    let url = crate::helpers::closed_url().replace("http://", "http://ana:s3cret@");
     let project = Project::new("claude-code/transcript.jsonl");
     let payload = project.payload("claude-code/stop.json");
     let output = run(hook_command(&project, &url, "stop"), payload).await;

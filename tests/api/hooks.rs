@@ -406,9 +406,7 @@ async fn codex_hooks_use_its_turn_id_and_its_event_stream() {
 
 #[tokio::test]
 async fn with_engram_down_the_hook_exits_0_silently_and_logs_why() {
-    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}", closed.local_addr().unwrap());
-    drop(closed);
+    let url = crate::helpers::closed_url();
     let project = Project::new("claude-code/transcript.jsonl");
 
     for (event, fixture) in [
