@@ -13,7 +13,6 @@ pub mod classifier_reply;
 pub mod classify;
 pub mod guard;
 pub mod queue;
-pub mod secrets;
 pub mod triggers;
 pub mod worker;
 

@@ -26,8 +26,9 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use crate::capture::{queue, secrets};
+use crate::capture::queue;
 use crate::causes::error_chain;
+use crate::secrets;
 use crate::{disk, store};
 
 /// The media type of every error body.

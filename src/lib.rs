@@ -42,6 +42,9 @@ pub mod readiness;
 pub mod retrieval;
 /// Routes, OpenAPI, Swagger UI and middleware.
 pub mod routes;
+/// The secret detector: what looks like a credential, refused where it
+/// would be stored and redacted where it would leave for a model.
+pub mod secrets;
 /// The accept loop: connections, header timeouts, graceful stop.
 pub mod serve;
 /// `engram setup`: merges Engram's hooks into a coding agent's settings.

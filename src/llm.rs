@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::capture::secrets;
 use crate::config;
+use crate::secrets;
 use crate::upstream::{self, Endpoint};
 
 /// A configured chat-completions endpoint.

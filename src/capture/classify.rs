@@ -14,12 +14,12 @@ use std::time::Duration;
 
 use crate::capture::classifier_reply::{self, Proposed};
 use crate::capture::queue::{Kind, Trigger};
-use crate::capture::secrets::{self, SecretKind};
 use crate::llm::{Llm, Purpose};
 use crate::memory::{
     Category, Memory, MemoryId, RelatedEdge, Relationship, Scope, Trigger as Origin, parse_content,
     parse_importance,
 };
+use crate::secrets::{self, SecretKind};
 use crate::store::{MAX_RELATED, NamespacePair, NewMemory, Store};
 use crate::upstream;
 

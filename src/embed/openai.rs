@@ -21,8 +21,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::capture::secrets;
 use crate::config::bounds;
+use crate::secrets;
 use crate::upstream::Endpoint;
 
 pub use crate::upstream::Error;

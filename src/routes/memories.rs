@@ -9,7 +9,6 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use crate::auth::Caller;
-use crate::capture::secrets;
 use crate::config::Defaults;
 use crate::error::{ApiError, Problem};
 use crate::memory::{
@@ -19,6 +18,7 @@ use crate::memory::{
 use crate::retrieval::{Degraded, Retriever};
 use crate::routes::extract::{ApiJson, ApiPath, ApiQuery, in_range};
 use crate::routes::problems::{BodyProblems, NoSuchMemory, Unauthorized};
+use crate::secrets;
 use crate::store::{Cursor, ListFilter, MAX_RELATED, NamespacePair, NewMemory, Store};
 
 /// The default and largest page sizes of a listing.

@@ -10,13 +10,14 @@ use utoipa::ToSchema;
 use uuid::Uuid;
 
 use crate::auth::Caller;
+use crate::capture::Capture;
 use crate::capture::queue::{EnqueueStatus, Kind, StoredLine, Trigger};
-use crate::capture::{Capture, secrets};
 use crate::config::Defaults;
 use crate::error::{ApiError, Problem};
 use crate::memory::{RepoId, SessionId, UserId};
 use crate::routes::extract::{self, ApiJson};
 use crate::routes::problems::{BodyProblems, CaptureProblems, Unauthorized};
+use crate::secrets;
 use crate::store::NamespacePair;
 use crate::window::{self, Message};
 

@@ -13,7 +13,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use engram::capture::secrets;
+use engram::secrets;
 use serde_json::Value;
 
 use crate::Result;

@@ -4,8 +4,8 @@
 
 use super::*;
 
-const SECRETS: &str = include_str!("../../../tests/fixtures/secrets/secrets.txt");
-const BENIGN: &str = include_str!("../../../tests/fixtures/secrets/benign.txt");
+const SECRETS: &str = include_str!("../../tests/fixtures/secrets/secrets.txt");
+const BENIGN: &str = include_str!("../../tests/fixtures/secrets/benign.txt");
 
 /// A fixture's lines without comments and blank lines.
 fn lines(fixture: &str) -> impl Iterator<Item = &str> {
