@@ -173,7 +173,8 @@ const TICKS = /`+/y;
 
 /** Inline markdown of `text`, appended to `parent`. */
 function inline(text, parent, depth) {
-  const closers = { '*': emphasisClosers(text, '*'), '_': emphasisClosers(text, '_') };
+  // Found on the first opener of each marker, once for the whole text.
+  const closers = {};
   let plain = '';
   const flush = () => {
     if (plain) parent.append(document.createTextNode(plain));
@@ -213,6 +214,7 @@ function inline(text, parent, depth) {
       }
     }
     if (depth < MAX_DEPTH && (c === '*' || c === '_') && emphasisOpens(text, i)) {
+      closers[c] ??= emphasisClosers(text, c);
       const end = closers[c].after(i + 1);
       if (end > 0) {
         flush();
