@@ -12,28 +12,32 @@
 //! disk.
 
 pub mod atomic;
+mod changes;
 pub mod confine;
 mod load;
 pub mod markdown;
 mod sync;
+mod view;
 pub mod watch;
+mod write;
 
+pub use changes::{IndexStage, PendingChange};
 pub use load::{Fingerprint, Fingerprints};
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::BTreeMap;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
-use std::time::Duration;
 
-use chrono::{DateTime, SubsecRound, Utc};
+use chrono::{DateTime, Utc};
 
-use crate::blocking;
 use crate::config::Defaults;
 use crate::memory::{
     Category, Memory, MemoryId, Namespace, RelatedEdge, RepoId, Scope, SessionId, Trigger, UserId,
 };
+use changes::ChangeLog;
+use view::View;
 
 /// The longest list of `related` edges a new memory may carry.
 pub const MAX_RELATED: usize = 64;
@@ -337,180 +341,6 @@ pub struct SyncView {
     pub applied: u64,
 }
 
-/// Memories written or deleted that the index has not yet taken in.
-///
-/// Each change carries a sequence number, so acknowledging a change the
-/// indexer processed never drops a newer change to the same memory. The
-/// index takes a change in two steps (see [`IndexStage`]); each is
-/// acknowledged on its own, the words first.
-#[derive(Default)]
-struct ChangeLog {
-    pending: Mutex<PendingChanges>,
-    /// Wakes the indexer; a notification sent while nobody waits is kept.
-    notify: tokio::sync::Notify,
-    /// Counts acknowledgements, for those waiting for the index to catch up.
-    acknowledged: tokio::sync::watch::Sender<u64>,
-    /// How many are waiting for vectors right now: the indexer embeds at
-    /// once for them rather than gather a fuller batch.
-    awaiting_vectors: AtomicUsize,
-}
-
-#[derive(Default)]
-struct PendingChanges {
-    /// Every change not fully applied (its vector not in): the latest
-    /// sequence of each memory.
-    by_id: HashMap<MemoryId, u64>,
-    /// Those of them whose words are not in either, by sequence.
-    words: BTreeMap<u64, MemoryId>,
-    next_sequence: u64,
-}
-
-/// How far the index has taken a change in.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum IndexStage {
-    /// Its words: the memory is found by the lexical search and passes the
-    /// filters (a deleted one is gone from both searches).
-    Words,
-    /// Its vector too: fully applied.
-    Vectors,
-}
-
-/// A change to one memory: look the id up to see whether it was written
-/// (present) or deleted (absent).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct PendingChange {
-    pub id: MemoryId,
-    sequence: u64,
-}
-
-impl ChangeLog {
-    fn record(&self, ids: impl IntoIterator<Item = MemoryId>) {
-        let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
-        for id in ids {
-            let sequence = pending.next_sequence;
-            pending.next_sequence += 1;
-            if let Some(older) = pending.by_id.insert(id, sequence) {
-                pending.words.remove(&older);
-            }
-            pending.words.insert(sequence, id);
-        }
-        drop(pending);
-        self.notify.notify_one();
-    }
-}
-
-/// The in-memory view of every loaded memory, with reverse indexes.
-#[derive(Default)]
-struct View {
-    by_id: HashMap<MemoryId, Arc<Memory>>,
-    newest_first: BTreeSet<std::cmp::Reverse<Cursor>>,
-    /// predecessor → the memories that supersede it.
-    successors: HashMap<MemoryId, Vec<MemoryId>>,
-    /// target → edges pointing at it (`id` = source).
-    incoming: HashMap<MemoryId, Vec<RelatedEdge>>,
-    /// Bumped by every write and delete in a namespace, so derived data
-    /// (cached retrievals) can tell it is stale.
-    generations: HashMap<Namespace, u64>,
-}
-
-impl View {
-    fn insert(&mut self, memory: Arc<Memory>) {
-        if let Some(predecessor) = memory.supersedes {
-            self.successors
-                .entry(predecessor)
-                .or_default()
-                .push(memory.id);
-        }
-        for edge in &memory.related {
-            self.incoming.entry(edge.id).or_default().push(RelatedEdge {
-                id: memory.id,
-                relationship: edge.relationship,
-            });
-        }
-        self.newest_first
-            .insert(std::cmp::Reverse(Cursor::of(&memory)));
-        *self
-            .generations
-            .entry(memory.namespace.clone())
-            .or_default() += 1;
-        self.by_id.insert(memory.id, memory);
-    }
-
-    fn remove(&mut self, id: MemoryId) -> Option<Arc<Memory>> {
-        let memory = self.by_id.remove(&id)?;
-        self.newest_first
-            .remove(&std::cmp::Reverse(Cursor::of(&memory)));
-        if let Some(predecessor) = memory.supersedes {
-            remove_from_index(&mut self.successors, predecessor, |&s| s == id);
-        }
-        for edge in &memory.related {
-            remove_from_index(&mut self.incoming, edge.id, |e| e.id == id);
-        }
-        *self
-            .generations
-            .entry(memory.namespace.clone())
-            .or_default() += 1;
-        Some(memory)
-    }
-
-    /// Every version of the chain `id` belongs to, oldest first.
-    fn chain(&self, id: MemoryId) -> Vec<Arc<Memory>> {
-        let Some(memory) = self.by_id.get(&id) else {
-            return Vec::new();
-        };
-        let mut older = Vec::new();
-        let mut seen = BTreeSet::from([id]);
-        let mut cursor = memory.supersedes;
-        while let Some(previous) = cursor
-            .and_then(|p| self.by_id.get(&p))
-            .filter(|previous| previous.namespace == memory.namespace)
-        {
-            if !seen.insert(previous.id) {
-                break; // a hand-made cycle
-            }
-            older.push(previous.clone());
-            cursor = previous.supersedes;
-        }
-        older.reverse();
-        older.push(memory.clone());
-        let mut current = id;
-        while let Some(next) = self.successor(current) {
-            if !seen.insert(next.id) {
-                break;
-            }
-            older.push(next.clone());
-            current = next.id;
-        }
-        older
-    }
-
-    /// The newest memory of `id`'s namespace that supersedes it, if any
-    /// (chains should not fork, but hand-edited files can make them; a
-    /// hand-edited `supersedes` from another namespace is never followed).
-    fn successor(&self, id: MemoryId) -> Option<&Arc<Memory>> {
-        let namespace = &self.by_id.get(&id)?.namespace;
-        self.successors
-            .get(&id)?
-            .iter()
-            .filter_map(|s| self.by_id.get(s))
-            .filter(|successor| successor.namespace == *namespace)
-            .max_by_key(|m| Cursor::of(m))
-    }
-}
-
-fn remove_from_index<T>(
-    index: &mut HashMap<MemoryId, Vec<T>>,
-    key: MemoryId,
-    matches: impl Fn(&T) -> bool,
-) {
-    if let Some(list) = index.get_mut(&key) {
-        list.retain(|item| !matches(item));
-        if list.is_empty() {
-            index.remove(&key);
-        }
-    }
-}
-
 /// Whether a `related` edge may join memories of these namespaces: of the
 /// same one, or of a repo and a user (a request acts for a repo and a user,
 /// and may link the memories of both). Edges between two repos or two
@@ -558,146 +388,6 @@ impl Store {
             }),
         };
         Ok((store, loaded.fingerprints))
-    }
-
-    /// The changes whose vectors are not in yet, oldest first.
-    pub fn pending_changes(&self) -> Vec<PendingChange> {
-        let pending = self.lock_changes();
-        let mut changes: Vec<PendingChange> = pending
-            .by_id
-            .iter()
-            .map(|(&id, &sequence)| PendingChange { id, sequence })
-            .collect();
-        changes.sort_by_key(|change| change.sequence);
-        changes
-    }
-
-    /// The changes whose words are not in yet, oldest first.
-    pub fn pending_words(&self) -> Vec<PendingChange> {
-        self.lock_changes()
-            .words
-            .iter()
-            .map(|(&sequence, &id)| PendingChange { id, sequence })
-            .collect()
-    }
-
-    /// Whether `change` is still the latest change to its memory, not yet
-    /// fully acknowledged: a newer one (a delete) makes it stale.
-    pub fn is_latest(&self, change: &PendingChange) -> bool {
-        self.lock_changes().by_id.get(&change.id) == Some(&change.sequence)
-    }
-
-    /// Numbers that change whenever a memory of `reach`'s repo or user
-    /// namespace is written or deleted (0 for one it leaves out).
-    pub fn generations(&self, reach: &Reach) -> (u64, u64) {
-        let view = self.read();
-        let of = |namespace: Option<Namespace>| {
-            namespace.map_or(0, |namespace| {
-                view.generations.get(&namespace).copied().unwrap_or(0)
-            })
-        };
-        (
-            of(reach.repo.clone().map(Namespace::Repo)),
-            of(reach.user.clone().map(Namespace::User)),
-        )
-    }
-
-    /// Whether a change the index has not taken in up to `stage` may touch
-    /// one of `namespaces` (a deleted memory's namespace is unknown: it
-    /// counts).
-    pub fn has_pending_in(&self, namespaces: &[Namespace], stage: IndexStage) -> bool {
-        let pending: Vec<MemoryId> = {
-            let changes = self.lock_changes();
-            match stage {
-                IndexStage::Words => changes.words.values().copied().collect(),
-                IndexStage::Vectors => changes.by_id.keys().copied().collect(),
-            }
-        };
-        let view = self.read();
-        pending.iter().any(|id| {
-            view.by_id
-                .get(id)
-                .is_none_or(|memory| namespaces.contains(&memory.namespace))
-        })
-    }
-
-    /// How many changes wait for the index: their vectors (`Vectors`), or
-    /// their words too (`Words`).
-    pub fn pending_change_count(&self, stage: IndexStage) -> usize {
-        let pending = self.lock_changes();
-        match stage {
-            IndexStage::Words => pending.words.len(),
-            IndexStage::Vectors => pending.by_id.len(),
-        }
-    }
-
-    /// Marks the words of `done` as taken in; a memory changed again since
-    /// stays pending.
-    pub fn acknowledge_words(&self, done: &[PendingChange]) {
-        let mut pending = self.lock_changes();
-        for change in done {
-            pending.words.remove(&change.sequence);
-        }
-        drop(pending);
-        self.announce_acknowledgement();
-    }
-
-    /// Marks `done` as fully taken in (words and vector); a memory changed
-    /// again since stays pending.
-    pub fn acknowledge(&self, done: &[PendingChange]) {
-        let mut pending = self.lock_changes();
-        for change in done {
-            if pending.by_id.get(&change.id) == Some(&change.sequence) {
-                pending.by_id.remove(&change.id);
-                pending.words.remove(&change.sequence);
-            }
-        }
-        drop(pending);
-        self.announce_acknowledgement();
-    }
-
-    /// Wakes those waiting for the index to catch up.
-    fn announce_acknowledgement(&self) {
-        self.inner
-            .changes
-            .acknowledged
-            .send_modify(|count| *count += 1);
-    }
-
-    /// Waits until the index has taken in, up to `stage`, every change
-    /// that may touch `namespaces`, for at most `limit`; false if it has
-    /// not by then.
-    pub async fn wait_until_indexed(
-        &self,
-        namespaces: &[Namespace],
-        stage: IndexStage,
-        limit: Duration,
-    ) -> bool {
-        let deadline = tokio::time::Instant::now() + limit;
-        let mut acknowledgements = self.inner.changes.acknowledged.subscribe();
-        let _awaiting = (stage == IndexStage::Vectors).then(|| AwaitingVectors::new(self));
-        loop {
-            if !self.has_pending_in(namespaces, stage) {
-                return true;
-            }
-            match tokio::time::timeout_at(deadline, acknowledgements.changed()).await {
-                Ok(Ok(())) => {}
-                _ => return false,
-            }
-        }
-    }
-
-    /// Whether someone waits for vectors now (see
-    /// [`Self::wait_until_indexed`]).
-    pub fn vectors_awaited(&self) -> bool {
-        self.inner.changes.awaiting_vectors.load(Ordering::Acquire) > 0
-    }
-
-    /// Completes when a change has been recorded since the last call
-    /// completed (at once if one was recorded meanwhile), or someone began
-    /// to wait for vectors.
-    pub async fn changed(&self) {
-        self.inner.changes.notify.notified().await;
     }
 
     pub fn get(&self, id: MemoryId) -> Option<Arc<Memory>> {
@@ -837,149 +527,6 @@ impl Store {
         stats
     }
 
-    /// Validates and durably writes a new memory; its `related` edges may
-    /// name memories of both namespaces of its pair.
-    pub async fn create(&self, new: NewMemory) -> Result<Arc<Memory>, WriteError> {
-        let reach = Reach::from(new.pair.clone());
-        self.create_within(new, reach).await
-    }
-
-    /// [`Self::create`] for a caller that reaches only `reach` (within the
-    /// pair): `related` may name only memories there, and one elsewhere is
-    /// refused exactly like one that does not exist.
-    pub async fn create_within(
-        &self,
-        new: NewMemory,
-        reach: Reach,
-    ) -> Result<Arc<Memory>, WriteError> {
-        let store = self.clone();
-        blocking::run(move || store.create_blocking(new, &reach)).await
-    }
-
-    /// Removes a memory's file. `None` when there is no such memory.
-    pub async fn delete(&self, id: MemoryId) -> Result<Option<Arc<Memory>>, WriteError> {
-        let store = self.clone();
-        blocking::run(move || store.delete_blocking(id)).await
-    }
-
-    fn create_blocking(&self, new: NewMemory, reach: &Reach) -> Result<Arc<Memory>, WriteError> {
-        let _writer = self.lock_writer();
-        let namespace = new.pair.owner(new.scope);
-        let version = self.check_links(&new, &namespace, reach)?;
-        let now = Utc::now().trunc_subsecs(0);
-        let memory = Arc::new(Memory {
-            id: MemoryId::new(),
-            version,
-            namespace,
-            category: new.category,
-            created_at: now,
-            updated_at: now,
-            supersedes: new.supersedes,
-            related: new.related,
-            importance: new.importance,
-            session_id: new.session_id,
-            trigger: new.trigger,
-            content: new.content,
-        });
-        let owner_field = match memory.namespace.scope() {
-            Scope::Repo => "repo",
-            Scope::User => "user",
-        };
-        let dir = self.namespace_dir(&memory.namespace, owner_field, true)?;
-        let path = dir.join(file_name(memory.id));
-        atomic::write(&path, markdown::render(&memory).as_bytes())
-            .map_err(|source| Error::Write { path, source })?;
-        self.write_view().insert(memory.clone());
-        self.inner.changes.record([memory.id]);
-        Ok(memory)
-    }
-
-    /// Checks `supersedes` and `related` against the current view and
-    /// returns the new memory's version.
-    fn check_links(
-        &self,
-        new: &NewMemory,
-        namespace: &Namespace,
-        reach: &Reach,
-    ) -> Result<u32, WriteError> {
-        let view = self.read();
-        let version = match new.supersedes {
-            None => 1,
-            Some(predecessor_id) => {
-                let invalid = |reason: String| WriteError::Invalid {
-                    field: "supersedes".to_owned(),
-                    reason,
-                };
-                // A memory of another namespace is as absent as no memory:
-                // the answer must not tell that the id exists elsewhere.
-                let predecessor = view
-                    .by_id
-                    .get(&predecessor_id)
-                    .filter(|predecessor| predecessor.namespace == *namespace)
-                    .ok_or_else(|| {
-                        invalid(format!("names no memory of {namespace}: {predecessor_id}"))
-                    })?;
-                if let Some(successor) = view.successor(predecessor_id) {
-                    return Err(WriteError::Conflict {
-                        field: "supersedes".to_owned(),
-                        reason: format!(
-                            "names {predecessor_id}, which is already superseded by {}; supersede the head of the chain",
-                            successor.id
-                        ),
-                    });
-                }
-                predecessor.version + 1
-            }
-        };
-        for (index, edge) in new.related.iter().enumerate() {
-            let visible = view.by_id.get(&edge.id).is_some_and(|target| {
-                new.pair.contains(&target.namespace) && reach.contains(&target.namespace)
-            });
-            if !visible {
-                return Err(WriteError::Invalid {
-                    field: format!("related[{index}].id"),
-                    reason: format!("names no memory of {reach}: {}", edge.id),
-                });
-            }
-        }
-        Ok(version)
-    }
-
-    fn delete_blocking(&self, id: MemoryId) -> Result<Option<Arc<Memory>>, WriteError> {
-        let _writer = self.lock_writer();
-        let Some(memory) = self.get(id) else {
-            return Ok(None);
-        };
-        let dir = self.namespace_dir(&memory.namespace, "id", false)?;
-        let path = dir.join(file_name(id));
-        atomic::remove(&path).map_err(|source| Error::Remove { path, source })?;
-        let removed = self.write_view().remove(id);
-        self.inner.changes.record([id]);
-        Ok(removed)
-    }
-
-    /// The directory of `namespace`'s files, refused when it (or its scope
-    /// directory) is a link or not a directory: a write or removal there
-    /// would land outside the data directory. `field` is the request field
-    /// that chose the namespace.
-    fn namespace_dir(
-        &self,
-        namespace: &Namespace,
-        field: &str,
-        create: bool,
-    ) -> Result<PathBuf, WriteError> {
-        confine::namespace_dir(&self.inner.root, namespace, create).map_err(|refusal| match refusal {
-            confine::Refusal::Io { path, source } => Error::Read { path, source }.into(),
-            refusal => {
-                tracing::warn!(namespace = %namespace, reason = %refusal, "refused to write outside the data directory");
-                WriteError::Conflict {
-                    field: field.to_owned(),
-                    reason: format!("names {namespace}, which cannot be written: {refusal}"),
-                }
-            }
-        })
-    }
-
     // A poisoned lock means a panic mid-update of the view; the view is
     // only changed after the file operation succeeded, with infallible
     // map operations, so its contents are still consistent.
@@ -1028,38 +575,11 @@ impl Store {
         &self.inner.root
     }
 
-    fn lock_changes(&self) -> std::sync::MutexGuard<'_, PendingChanges> {
-        self.inner
-            .changes
-            .pending
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-    }
-
     fn lock_writer(&self) -> std::sync::MutexGuard<'_, ()> {
         self.inner
             .writer
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-    }
-}
-
-/// Counts a wait for vectors while it lives, and wakes the indexer when it
-/// begins, so that it stops gathering.
-struct AwaitingVectors<'a>(&'a ChangeLog);
-
-impl<'a> AwaitingVectors<'a> {
-    fn new(store: &'a Store) -> Self {
-        let changes = &store.inner.changes;
-        changes.awaiting_vectors.fetch_add(1, Ordering::AcqRel);
-        changes.notify.notify_one();
-        Self(changes)
-    }
-}
-
-impl Drop for AwaitingVectors<'_> {
-    fn drop(&mut self) {
-        self.0.awaiting_vectors.fetch_sub(1, Ordering::AcqRel);
     }
 }
 

@@ -1,0 +1,68 @@
+//! `capture` and `store`: how the work beside requests runs, the capture
+//! queue and the watch on the data directory.
+
+use serde::{Deserialize, Serialize};
+
+/// How capture runs.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CaptureConfig {
+    /// Turn triggers waiting beyond this many are dropped (compactions
+    /// never are).
+    pub queue_capacity: usize,
+    /// Classifier calls in flight at once, across all namespace pairs.
+    pub max_concurrent: usize,
+    /// Cosine similarity at or above which a new memory is a duplicate of
+    /// an existing one in its namespace, 0..1.
+    pub duplicate_threshold: f64,
+    /// Tries of one trigger before it moves to `queue/failed/`.
+    pub max_attempts: u32,
+    /// The first retry's delay, in ms; it doubles with each attempt.
+    pub retry_base_ms: u64,
+    /// Bytes of queued trigger files one session may hold; a compaction
+    /// past it is refused with 429.
+    pub session_queue_bytes: u64,
+    /// Bytes of queued trigger files in all; a compaction past it is
+    /// refused with 429.
+    pub queue_bytes: u64,
+}
+
+impl Default for CaptureConfig {
+    fn default() -> Self {
+        Self {
+            queue_capacity: 8,
+            max_concurrent: 2,
+            duplicate_threshold: 0.92,
+            max_attempts: 4,
+            retry_base_ms: 1000,
+            session_queue_bytes: 4 * 1024 * 1024,
+            queue_bytes: 64 * 1024 * 1024,
+        }
+    }
+}
+
+/// How the store follows the data directory.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StoreConfig {
+    /// Whether changes made to the files while Engram runs (by hand,
+    /// `git pull`, a sync tool) are taken in live; off, only at start.
+    pub watch: bool,
+    /// How long events must be quiet before they are taken in, in ms.
+    pub debounce_ms: u64,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        Self {
+            watch: true,
+            debounce_ms: 150,
+        }
+    }
+}
+
+impl StoreConfig {
+    pub fn debounce(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(self.debounce_ms)
+    }
+}

@@ -1,0 +1,202 @@
+//! `retrieval`: the defaults for `POST /retrieve`, a request's overrides
+//! of them, and the limits both are checked against.
+
+use serde::{Deserialize, Serialize};
+
+use super::bounds;
+
+/// Defaults for `POST /retrieve`; a request may override each.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Retrieval {
+    /// How many memories a retrieval returns at most (before hops).
+    pub top_k: usize,
+    /// How many `related` edges to follow from each result, 0–3.
+    pub hop_depth: usize,
+    /// How many hypothetical memories HyDE asks for, 1–10.
+    pub hypothesis_count: usize,
+    /// The most tokens the injection text may take.
+    pub token_budget: usize,
+    /// The least relevance (0..1) a returned memory has.
+    pub min_relevance: f64,
+    /// The whole retrieval's time budget, in ms; past it the answer is
+    /// `degraded`.
+    pub budget_ms: u64,
+    /// The words' (BM25) largest share of the match score against meaning,
+    /// 0..1, taken where the vector search cannot tell the closest
+    /// memories apart (an eighth of it where the best stands clear); 0
+    /// searches by vector only.
+    pub lexical_weight: f64,
+    /// How long a turn's result stays cached, in seconds.
+    pub cache_ttl_s: u64,
+    /// The most turns cached at once.
+    pub cache_capacity: usize,
+    /// The most bytes the cached answers may hold (estimated from their
+    /// text); the least recently used go first.
+    pub cache_max_bytes: usize,
+    pub weights: Weights,
+}
+
+impl Default for Retrieval {
+    fn default() -> Self {
+        Self {
+            top_k: 5,
+            hop_depth: 1,
+            hypothesis_count: 3,
+            lexical_weight: 0.8,
+            cache_ttl_s: 300,
+            cache_capacity: 10_000,
+            cache_max_bytes: 32 * 1024 * 1024,
+            token_budget: 1000,
+            min_relevance: 0.0,
+            budget_ms: 2000,
+            weights: Weights::default(),
+        }
+    }
+}
+
+/// How much each factor counts in a memory's relevance; each 0..1, not all
+/// zero. They are normalised by their sum.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct Weights {
+    pub similarity: f64,
+    pub recency: f64,
+    pub importance: f64,
+    pub access: f64,
+}
+
+impl Default for Weights {
+    fn default() -> Self {
+        Self {
+            similarity: 0.6,
+            recency: 0.2,
+            importance: 0.15,
+            access: 0.05,
+        }
+    }
+}
+
+impl Weights {
+    /// The first weight outside 0..1, or that all are zero.
+    pub fn check(&self) -> Result<(), SettingError> {
+        let named = [
+            ("weights.similarity", self.similarity),
+            ("weights.recency", self.recency),
+            ("weights.importance", self.importance),
+            ("weights.access", self.access),
+        ];
+        for (field, weight) in named {
+            within(field, weight, 0.0..=1.0)?;
+        }
+        if named.iter().all(|(_, weight)| *weight == 0.0) {
+            return Err(SettingError::AllWeightsZero);
+        }
+        Ok(())
+    }
+}
+
+/// What a request may override of the configured [`Retrieval`]; `None`
+/// keeps the configured value.
+#[derive(Clone, Debug, Default)]
+pub struct RetrievalOverrides {
+    pub top_k: Option<usize>,
+    pub hop_depth: Option<usize>,
+    pub hypothesis_count: Option<usize>,
+    pub token_budget: Option<usize>,
+    pub min_relevance: Option<f64>,
+    pub similarity: Option<f64>,
+    pub recency: Option<f64>,
+    pub importance: Option<f64>,
+    pub access: Option<f64>,
+}
+
+/// A retrieval setting outside its limits. `field` is its name within
+/// `retrieval` (`top_k`, `weights.recency`): the configuration reports it
+/// as `retrieval.top_k`, a request as `top_k`.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum SettingError {
+    #[error("must be between {low} and {high}, got {got}")]
+    OutOfRange {
+        field: &'static str,
+        low: String,
+        high: String,
+        got: String,
+    },
+    #[error("the weights must not all be zero")]
+    AllWeightsZero,
+}
+
+impl SettingError {
+    /// The setting at fault, relative to `retrieval`.
+    pub fn field(&self) -> &'static str {
+        match self {
+            Self::OutOfRange { field, .. } => field,
+            Self::AllWeightsZero => "weights.similarity",
+        }
+    }
+}
+
+/// `value` if it lies in `range`, else the error naming `field`.
+fn within<T: PartialOrd + Copy + std::fmt::Display>(
+    field: &'static str,
+    value: T,
+    range: std::ops::RangeInclusive<T>,
+) -> Result<(), SettingError> {
+    if range.contains(&value) {
+        Ok(())
+    } else {
+        Err(SettingError::OutOfRange {
+            field,
+            low: range.start().to_string(),
+            high: range.end().to_string(),
+            got: value.to_string(),
+        })
+    }
+}
+
+impl Retrieval {
+    /// These settings with a request's `overrides` applied, checked.
+    pub fn with(&self, overrides: &RetrievalOverrides) -> Result<Self, SettingError> {
+        let weights = self.weights;
+        let settings = Self {
+            top_k: overrides.top_k.unwrap_or(self.top_k),
+            hop_depth: overrides.hop_depth.unwrap_or(self.hop_depth),
+            hypothesis_count: overrides.hypothesis_count.unwrap_or(self.hypothesis_count),
+            token_budget: overrides.token_budget.unwrap_or(self.token_budget),
+            min_relevance: overrides.min_relevance.unwrap_or(self.min_relevance),
+            weights: Weights {
+                similarity: overrides.similarity.unwrap_or(weights.similarity),
+                recency: overrides.recency.unwrap_or(weights.recency),
+                importance: overrides.importance.unwrap_or(weights.importance),
+                access: overrides.access.unwrap_or(weights.access),
+            },
+            ..self.clone()
+        };
+        settings.check()?;
+        Ok(settings)
+    }
+
+    /// The first setting outside its limits, in the order of the fields.
+    pub fn check(&self) -> Result<(), SettingError> {
+        within("top_k", self.top_k, bounds::TOP_K)?;
+        within("hop_depth", self.hop_depth, bounds::HOP_DEPTH)?;
+        within(
+            "hypothesis_count",
+            self.hypothesis_count,
+            bounds::HYPOTHESIS_COUNT,
+        )?;
+        within("lexical_weight", self.lexical_weight, 0.0..=1.0)?;
+        within("cache_ttl_s", self.cache_ttl_s, 1..=86_400)?;
+        within("cache_capacity", self.cache_capacity, 1..=1_000_000)?;
+        within(
+            "cache_max_bytes",
+            self.cache_max_bytes,
+            64 * 1024..=64 * 1024 * 1024 * 1024,
+        )?;
+        within("token_budget", self.token_budget, bounds::TOKEN_BUDGET)?;
+        within("min_relevance", self.min_relevance, 0.0..=1.0)?;
+        within("budget_ms", self.budget_ms, bounds::BUDGET_MS)?;
+        self.weights.check()
+    }
+}

@@ -1,0 +1,121 @@
+//! The in-memory view of every loaded memory: by id, newest first, and the
+//! reverse indexes (successors, incoming edges) and per-namespace
+//! generations kept beside it.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+
+use super::Cursor;
+use crate::memory::{Memory, MemoryId, Namespace, RelatedEdge};
+
+/// The in-memory view of every loaded memory, with reverse indexes.
+#[derive(Default)]
+pub(super) struct View {
+    pub(super) by_id: HashMap<MemoryId, Arc<Memory>>,
+    pub(super) newest_first: BTreeSet<std::cmp::Reverse<Cursor>>,
+    /// predecessor → the memories that supersede it.
+    successors: HashMap<MemoryId, Vec<MemoryId>>,
+    /// target → edges pointing at it (`id` = source).
+    pub(super) incoming: HashMap<MemoryId, Vec<RelatedEdge>>,
+    /// Bumped by every write and delete in a namespace, so derived data
+    /// (cached retrievals) can tell it is stale.
+    pub(super) generations: HashMap<Namespace, u64>,
+}
+
+impl View {
+    pub(super) fn insert(&mut self, memory: Arc<Memory>) {
+        if let Some(predecessor) = memory.supersedes {
+            self.successors
+                .entry(predecessor)
+                .or_default()
+                .push(memory.id);
+        }
+        for edge in &memory.related {
+            self.incoming.entry(edge.id).or_default().push(RelatedEdge {
+                id: memory.id,
+                relationship: edge.relationship,
+            });
+        }
+        self.newest_first
+            .insert(std::cmp::Reverse(Cursor::of(&memory)));
+        *self
+            .generations
+            .entry(memory.namespace.clone())
+            .or_default() += 1;
+        self.by_id.insert(memory.id, memory);
+    }
+
+    pub(super) fn remove(&mut self, id: MemoryId) -> Option<Arc<Memory>> {
+        let memory = self.by_id.remove(&id)?;
+        self.newest_first
+            .remove(&std::cmp::Reverse(Cursor::of(&memory)));
+        if let Some(predecessor) = memory.supersedes {
+            remove_from_index(&mut self.successors, predecessor, |&s| s == id);
+        }
+        for edge in &memory.related {
+            remove_from_index(&mut self.incoming, edge.id, |e| e.id == id);
+        }
+        *self
+            .generations
+            .entry(memory.namespace.clone())
+            .or_default() += 1;
+        Some(memory)
+    }
+
+    /// Every version of the chain `id` belongs to, oldest first.
+    pub(super) fn chain(&self, id: MemoryId) -> Vec<Arc<Memory>> {
+        let Some(memory) = self.by_id.get(&id) else {
+            return Vec::new();
+        };
+        let mut older = Vec::new();
+        let mut seen = BTreeSet::from([id]);
+        let mut cursor = memory.supersedes;
+        while let Some(previous) = cursor
+            .and_then(|p| self.by_id.get(&p))
+            .filter(|previous| previous.namespace == memory.namespace)
+        {
+            if !seen.insert(previous.id) {
+                break; // a hand-made cycle
+            }
+            older.push(previous.clone());
+            cursor = previous.supersedes;
+        }
+        older.reverse();
+        older.push(memory.clone());
+        let mut current = id;
+        while let Some(next) = self.successor(current) {
+            if !seen.insert(next.id) {
+                break;
+            }
+            older.push(next.clone());
+            current = next.id;
+        }
+        older
+    }
+
+    /// The newest memory of `id`'s namespace that supersedes it, if any
+    /// (chains should not fork, but hand-edited files can make them; a
+    /// hand-edited `supersedes` from another namespace is never followed).
+    pub(super) fn successor(&self, id: MemoryId) -> Option<&Arc<Memory>> {
+        let namespace = &self.by_id.get(&id)?.namespace;
+        self.successors
+            .get(&id)?
+            .iter()
+            .filter_map(|s| self.by_id.get(s))
+            .filter(|successor| successor.namespace == *namespace)
+            .max_by_key(|m| Cursor::of(m))
+    }
+}
+
+fn remove_from_index<T>(
+    index: &mut HashMap<MemoryId, Vec<T>>,
+    key: MemoryId,
+    matches: impl Fn(&T) -> bool,
+) {
+    if let Some(list) = index.get_mut(&key) {
+        list.retain(|item| !matches(item));
+        if list.is_empty() {
+            index.remove(&key);
+        }
+    }
+}

@@ -1,0 +1,157 @@
+//! Engram's own writes: a new memory checked against the view (its
+//! `supersedes` and `related`), written durably, then put in the view;
+//! and deletes, removed from disk before the view.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use chrono::{SubsecRound, Utc};
+
+use super::{Error, NewMemory, Reach, Store, WriteError, atomic, confine, file_name, markdown};
+use crate::blocking;
+use crate::memory::{Memory, MemoryId, Namespace, Scope};
+
+impl Store {
+    /// Validates and durably writes a new memory; its `related` edges may
+    /// name memories of both namespaces of its pair.
+    pub async fn create(&self, new: NewMemory) -> Result<Arc<Memory>, WriteError> {
+        let reach = Reach::from(new.pair.clone());
+        self.create_within(new, reach).await
+    }
+
+    /// [`Self::create`] for a caller that reaches only `reach` (within the
+    /// pair): `related` may name only memories there, and one elsewhere is
+    /// refused exactly like one that does not exist.
+    pub async fn create_within(
+        &self,
+        new: NewMemory,
+        reach: Reach,
+    ) -> Result<Arc<Memory>, WriteError> {
+        let store = self.clone();
+        blocking::run(move || store.create_blocking(new, &reach)).await
+    }
+
+    /// Removes a memory's file. `None` when there is no such memory.
+    pub async fn delete(&self, id: MemoryId) -> Result<Option<Arc<Memory>>, WriteError> {
+        let store = self.clone();
+        blocking::run(move || store.delete_blocking(id)).await
+    }
+
+    fn create_blocking(&self, new: NewMemory, reach: &Reach) -> Result<Arc<Memory>, WriteError> {
+        let _writer = self.lock_writer();
+        let namespace = new.pair.owner(new.scope);
+        let version = self.check_links(&new, &namespace, reach)?;
+        let now = Utc::now().trunc_subsecs(0);
+        let memory = Arc::new(Memory {
+            id: MemoryId::new(),
+            version,
+            namespace,
+            category: new.category,
+            created_at: now,
+            updated_at: now,
+            supersedes: new.supersedes,
+            related: new.related,
+            importance: new.importance,
+            session_id: new.session_id,
+            trigger: new.trigger,
+            content: new.content,
+        });
+        let owner_field = match memory.namespace.scope() {
+            Scope::Repo => "repo",
+            Scope::User => "user",
+        };
+        let dir = self.namespace_dir(&memory.namespace, owner_field, true)?;
+        let path = dir.join(file_name(memory.id));
+        atomic::write(&path, markdown::render(&memory).as_bytes())
+            .map_err(|source| Error::Write { path, source })?;
+        self.write_view().insert(memory.clone());
+        self.inner.changes.record([memory.id]);
+        Ok(memory)
+    }
+
+    /// Checks `supersedes` and `related` against the current view and
+    /// returns the new memory's version.
+    fn check_links(
+        &self,
+        new: &NewMemory,
+        namespace: &Namespace,
+        reach: &Reach,
+    ) -> Result<u32, WriteError> {
+        let view = self.read();
+        let version = match new.supersedes {
+            None => 1,
+            Some(predecessor_id) => {
+                let invalid = |reason: String| WriteError::Invalid {
+                    field: "supersedes".to_owned(),
+                    reason,
+                };
+                // A memory of another namespace is as absent as no memory:
+                // the answer must not tell that the id exists elsewhere.
+                let predecessor = view
+                    .by_id
+                    .get(&predecessor_id)
+                    .filter(|predecessor| predecessor.namespace == *namespace)
+                    .ok_or_else(|| {
+                        invalid(format!("names no memory of {namespace}: {predecessor_id}"))
+                    })?;
+                if let Some(successor) = view.successor(predecessor_id) {
+                    return Err(WriteError::Conflict {
+                        field: "supersedes".to_owned(),
+                        reason: format!(
+                            "names {predecessor_id}, which is already superseded by {}; supersede the head of the chain",
+                            successor.id
+                        ),
+                    });
+                }
+                predecessor.version + 1
+            }
+        };
+        for (index, edge) in new.related.iter().enumerate() {
+            let visible = view.by_id.get(&edge.id).is_some_and(|target| {
+                new.pair.contains(&target.namespace) && reach.contains(&target.namespace)
+            });
+            if !visible {
+                return Err(WriteError::Invalid {
+                    field: format!("related[{index}].id"),
+                    reason: format!("names no memory of {reach}: {}", edge.id),
+                });
+            }
+        }
+        Ok(version)
+    }
+
+    fn delete_blocking(&self, id: MemoryId) -> Result<Option<Arc<Memory>>, WriteError> {
+        let _writer = self.lock_writer();
+        let Some(memory) = self.get(id) else {
+            return Ok(None);
+        };
+        let dir = self.namespace_dir(&memory.namespace, "id", false)?;
+        let path = dir.join(file_name(id));
+        atomic::remove(&path).map_err(|source| Error::Remove { path, source })?;
+        let removed = self.write_view().remove(id);
+        self.inner.changes.record([id]);
+        Ok(removed)
+    }
+
+    /// The directory of `namespace`'s files, refused when it (or its scope
+    /// directory) is a link or not a directory: a write or removal there
+    /// would land outside the data directory. `field` is the request field
+    /// that chose the namespace.
+    fn namespace_dir(
+        &self,
+        namespace: &Namespace,
+        field: &str,
+        create: bool,
+    ) -> Result<PathBuf, WriteError> {
+        confine::namespace_dir(&self.inner.root, namespace, create).map_err(|refusal| match refusal {
+            confine::Refusal::Io { path, source } => Error::Read { path, source }.into(),
+            refusal => {
+                tracing::warn!(namespace = %namespace, reason = %refusal, "refused to write outside the data directory");
+                WriteError::Conflict {
+                    field: field.to_owned(),
+                    reason: format!("names {namespace}, which cannot be written: {refusal}"),
+                }
+            }
+        })
+    }
+}
