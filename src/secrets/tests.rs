@@ -479,3 +479,19 @@ proptest! {
         let _ = find_secret(&text);
     }
 }
+
+#[test]
+fn a_secret_name_in_a_code_path_is_not_an_assignment() {
+    // serde_test's tokens, as the registry's sources hold them.
+    for code in [
+        "    Token::Struct { name: \"Config\", len: 2 },",
+        "    Token::Str(\"password\"),",
+    ] {
+        assert_clean(code);
+    }
+    // A real assignment beside it is still one.
+    assert_secret(
+        "Token::Str(\"a\"); password: hunter2",
+        SecretKind::PasswordAssignment,
+    );
+}

@@ -142,7 +142,9 @@ pub fn assigned_value_is_real(text: &str, found: &Captures<'_>) -> bool {
         _ if name.as_str().contains([' ', '\t']) => before.is_none_or(|c| !c.is_alphanumeric()),
         _ => true,
     };
-    name_stands && judge_value(text, found)
+    // `Token::Struct {`, `Password::new(…)`: a path in code, not a value.
+    let is_path = text[name.end()..].starts_with("::");
+    name_stands && !is_path && judge_value(text, found)
 }
 
 /// A value said in prose is a secret when it looks like one (a digit or a
