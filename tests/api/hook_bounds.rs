@@ -11,7 +11,7 @@ use std::process::Command;
 use serde_json::{Value, json};
 
 use crate::helpers::RunningApp;
-use crate::hooks::{Project, engram, get, printed_context, remember, run, start_engram};
+use crate::hooks::{Project, engram, printed_context, remember, run, start_engram, write_and_wait};
 use crate::upstream::Upstream;
 
 fn hook_command(project: &Project, url: &str, event: &str) -> Command {
@@ -127,18 +127,7 @@ async fn without_user_or_logname_the_user_is_the_uids_login_name() {
 /// Writes a user-scoped memory for `user` and waits until it is indexed.
 async fn remember_for_user(app: &RunningApp, user: &str, content: &str) {
     let body = json!({"scope": "user", "user": user, "category": "user-facts", "content": content});
-    let response = reqwest::Client::new()
-        .post(format!("{}/memories", app.base_url))
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 201);
-    crate::helpers::wait_until_async("the index to take the memory", async || {
-        let stats = get(app, "/stats").await;
-        stats["index"]["ready"] == true && stats["index"]["pending"] == 0
-    })
-    .await;
+    write_and_wait(app, &body).await;
 }
 
 #[tokio::test]

@@ -149,12 +149,16 @@ pub async fn start_engram(upstream: &Upstream, dir: &Path) -> RunningApp {
 
 /// Writes a memory of repo `forge` and waits until retrieval can find it.
 pub async fn remember(app: &RunningApp, content: &str) {
-    let client = reqwest::Client::new();
     let body = json!({"scope": "repo", "repo": "forge", "user": "ana",
         "category": "project-conventions", "content": content});
-    let response = client
+    write_and_wait(app, &body).await;
+}
+
+/// Writes the memory `body` and waits until the index has taken it.
+pub async fn write_and_wait(app: &RunningApp, body: &Value) {
+    let response = reqwest::Client::new()
         .post(format!("{}/memories", app.base_url))
-        .json(&body)
+        .json(body)
         .send()
         .await
         .unwrap();
