@@ -1,8 +1,7 @@
 //! The HTTP API, end to end: one test binary, one module per resource.
 
 mod helpers;
-#[path = "../../src/bin/engram-bench/upstream.rs"]
-mod upstream;
+use engram_fake_upstream as upstream;
 
 mod auth;
 mod binary;

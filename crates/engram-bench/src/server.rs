@@ -10,7 +10,8 @@ use serde_json::Value;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-use crate::{EmbedderChoice, Result, upstream};
+use crate::{EmbedderChoice, Result};
+use engram_fake_upstream as upstream;
 
 #[derive(Clone)]
 pub struct Client {

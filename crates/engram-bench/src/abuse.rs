@@ -26,7 +26,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::measure::{self, Report};
 use crate::server::{Client, Server};
-use crate::{EmbedderChoice, Result, ScratchDir, corpus, upstream};
+use crate::{EmbedderChoice, Result, ScratchDir, corpus};
+use engram_fake_upstream as upstream;
 
 /// One abuse, run on its own service.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]

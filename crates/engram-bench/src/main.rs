@@ -21,7 +21,6 @@ mod semantic;
 mod server;
 mod soak;
 mod sync;
-mod upstream;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;

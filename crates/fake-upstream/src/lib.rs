@@ -1,6 +1,5 @@
 //! A fake OpenAI-compatible upstream on 127.0.0.1 (port 0), shared by the
-//! bench and the tests (which include this file): the only fake either
-//! uses.
+//! bench and the tests (a dev-only crate): the only fake either uses.
 //!
 //! `/embeddings` gives each text a bag-of-words vector (each word hashed
 //! into one bucket, see [`Vectors`]), so texts that share words are near
@@ -12,11 +11,6 @@
 //! ([`Behaviour`]), hold back the embeddings of some texts alone
 //! ([`Upstream::stall_embeddings_of`]), and read what it was asked. [`start_oversized`] is an
 //! upstream gone wrong: every reply hundreds of megabytes long.
-
-#![expect(
-    dead_code,
-    reason = "one file serves two crates: the bench never scripts failures or reads requests, the tests never start the oversized upstream"
-)]
 
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::{Arc, Mutex};

@@ -19,7 +19,7 @@ const SCRIPT: &str = include_str!("minilm.py");
 
 /// Where the environment goes unless `--venv` says otherwise: beside the
 /// build's output, so `cargo clean` removes it.
-pub const DEFAULT_VENV: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/target/embedref-venv");
+pub const DEFAULT_VENV: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../target/embedref-venv");
 
 /// Records which requirements the environment was built from, so a
 /// changed pin builds it again.

@@ -12,7 +12,8 @@ use engram::index::{Change, Entry, Hit, Index, lexical};
 use engram::memory::Namespace;
 
 use crate::measure::{self, Report, Row};
-use crate::{Result, corpus, upstream};
+use crate::{Result, corpus};
+use engram_fake_upstream as upstream;
 
 /// What a retrieval of `top_k` 10 asks the vector search for (its
 /// candidate count: `top_k` × 4, at least 32).

@@ -35,10 +35,10 @@ use score::{Scores, Tally};
 /// Where the data is unless `--data` says otherwise.
 pub const DEFAULT_DATA: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
-    "/../shared/benchmarks/longmemeval"
+    "/../../../shared/benchmarks/longmemeval"
 );
 /// Where the loaded data directories persist unless `--work-dir` says.
-pub const DEFAULT_WORK: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/target/longmemeval");
+pub const DEFAULT_WORK: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../target/longmemeval");
 
 /// Memories written at once.
 const LOAD_CONCURRENCY: usize = 8;

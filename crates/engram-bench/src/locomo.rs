@@ -20,7 +20,10 @@ use crate::server::Server;
 use crate::{EmbedderChoice, Result, ScratchDir};
 
 /// Where the data is unless `--data` says otherwise.
-pub const DEFAULT_DATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/benchmarks/locomo");
+pub const DEFAULT_DATA: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../../shared/benchmarks/locomo"
+);
 
 const DEV: &[&str] = &["conv-26", "conv-30", "conv-41", "conv-42", "conv-43"];
 const TEST: &[&str] = &["conv-44", "conv-47", "conv-48", "conv-49", "conv-50"];
