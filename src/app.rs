@@ -159,11 +159,7 @@ impl App {
             llm,
             index_ready: readiness.clone(),
             access,
-            budget: Duration::from_millis(config.retrieval.budget_ms),
-            cache_ttl: Duration::from_secs(config.retrieval.cache_ttl_s),
-            cache_capacity: config.retrieval.cache_capacity,
-            cache_max_bytes: config.retrieval.cache_max_bytes,
-            lexical_weight: config.retrieval.lexical_weight,
+            settings: config.retrieval.clone(),
             metrics: metrics.clone(),
         });
         background.push(tokio::spawn(save_access_counts(

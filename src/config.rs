@@ -23,7 +23,7 @@ mod validate;
 pub use access::{Auth, Cors, KeyGrant, Mcp};
 pub use background::{CaptureConfig, StoreConfig};
 pub use http::{Http, parse_host};
-pub use retrieval::{Retrieval, RetrievalOverrides, SettingError, Weights};
+pub use retrieval::{Retrieval, RetrievalOverrides, SettingError, Tuning, Weights};
 pub use upstream::{Embedding, EmbeddingProvider, Llm};
 
 use std::net::SocketAddr;

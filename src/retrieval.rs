@@ -41,7 +41,7 @@ use tokio::time::Instant as Deadline;
 
 use crate::blocking;
 use crate::causes::error_chain;
-use crate::config::Weights;
+use crate::config::{self, Weights};
 use crate::embed::{self, Embedder};
 use crate::index::{Index, lexical};
 use crate::llm::Llm;
@@ -83,12 +83,9 @@ pub struct Parts {
     pub llm: Option<Llm>,
     pub index_ready: Readiness,
     pub access: AccessCounts,
-    pub budget: Duration,
-    pub cache_ttl: Duration,
-    pub cache_capacity: usize,
-    pub cache_max_bytes: usize,
-    /// The words' largest share of the match score, 0..1 (0: vector only).
-    pub lexical_weight: f64,
+    /// The service's settings: its time budget, cache and the words'
+    /// weight (a request's own settings come with it, as its `tuning`).
+    pub settings: config::Retrieval,
     pub metrics: Metrics,
 }
 
@@ -105,28 +102,35 @@ struct Inner {
     llm: Option<Llm>,
     index_ready: Readiness,
     access: AccessCounts,
+    /// The whole retrieval's time budget.
     budget: Duration,
+    /// The words' largest share of the match score, 0..1 (0: vector only).
+    lexical_weight: f64,
     cache: TurnCache<Outcome>,
     stats: RetrievalStats,
     metrics: Metrics,
-    lexical_weight: f64,
 }
 
 impl Retriever {
     pub fn new(parts: Parts) -> Self {
+        let settings = parts.settings;
         Self {
             inner: Arc::new(Inner {
-                cache: TurnCache::new(parts.cache_ttl, parts.cache_capacity, parts.cache_max_bytes),
+                cache: TurnCache::new(
+                    Duration::from_secs(settings.cache_ttl_s),
+                    settings.cache_capacity,
+                    settings.cache_max_bytes,
+                ),
                 store: parts.store,
                 index: parts.index,
                 embedder: parts.embedder,
                 llm: parts.llm,
                 index_ready: parts.index_ready,
                 access: parts.access,
-                budget: parts.budget,
+                budget: Duration::from_millis(settings.budget_ms),
+                lexical_weight: settings.lexical_weight,
                 stats: RetrievalStats::default(),
                 metrics: parts.metrics,
-                lexical_weight: parts.lexical_weight,
             }),
         }
     }
@@ -387,7 +391,7 @@ impl Retriever {
         timings: &mut Timings,
     ) -> Found {
         let inner = &self.inner;
-        let settings = &request.settings;
+        let tuning = &request.tuning;
         let namespaces = request.pair.namespaces();
         let context_vectors = match context {
             Some(_) => {
@@ -405,22 +409,22 @@ impl Retriever {
         });
         let mut ranked = rank::rank(
             candidates,
-            &settings.weights,
-            settings.min_relevance,
+            &tuning.weights,
+            tuning.min_relevance,
             &inner.access,
             boost.as_ref(),
         );
         let total_matches = ranked.len();
-        ranked.truncate(settings.top_k);
+        ranked.truncate(tuning.top_k);
         timings.search = millis(search_started.elapsed());
 
         let hops_started = Instant::now();
-        if settings.hop_depth > 0 && !ranked.is_empty() {
+        if tuning.hop_depth > 0 && !ranked.is_empty() {
             let seeds: Vec<_> = ranked
                 .iter()
                 .map(|ranked| (ranked.memory.id, ranked.relevance))
                 .collect();
-            let hopped = hops::follow(&inner.store, &seeds, settings.hop_depth, |memory| {
+            let hopped = hops::follow(&inner.store, &seeds, tuning.hop_depth, |memory| {
                 request.pair.contains(&memory.namespace)
                     && request.filters.admit(memory)
                     && !request.exclude_ids.contains(&memory.id)
@@ -434,7 +438,7 @@ impl Retriever {
             ranked.extend(
                 hops::ranked(hopped, &stored, vectors, &inner.access, boost.as_ref())
                     .into_iter()
-                    .filter(|ranked| ranked.relevance >= settings.min_relevance),
+                    .filter(|ranked| ranked.relevance >= tuning.min_relevance),
             );
             rank::by_relevance(&mut ranked);
         }
@@ -514,7 +518,7 @@ impl Retriever {
         };
         let weights = Weights {
             similarity: 0.0,
-            ..request.settings.weights
+            ..request.tuning.weights
         };
         let now = Utc::now();
         let page = inner.store.list(&listing, MAX_FILTERED, None, |_| true);
@@ -534,7 +538,7 @@ impl Retriever {
                     reason: Reason::Filter,
                 }
             })
-            .filter(|ranked| ranked.relevance >= request.settings.min_relevance)
+            .filter(|ranked| ranked.relevance >= request.tuning.min_relevance)
             .collect();
         ranked.sort_by(|a, b| {
             b.relevance
@@ -542,7 +546,7 @@ impl Retriever {
                 .then_with(|| b.memory.created_at.cmp(&a.memory.created_at))
         });
         let total_matches = ranked.len();
-        ranked.truncate(request.settings.top_k);
+        ranked.truncate(request.tuning.top_k);
         let timings = Timings {
             search: millis(started.elapsed()),
             ..Timings::default()
@@ -576,7 +580,7 @@ fn assemble(
     timings_ms: Timings,
 ) -> Outcome {
     let memories: Vec<&Memory> = found.ranked.iter().map(|r| r.memory.as_ref()).collect();
-    let (injection, injected) = inject::render(&memories, request.settings.token_budget);
+    let (injection, injected) = inject::render(&memories, request.tuning.token_budget);
     let memories = found
         .ranked
         .into_iter()

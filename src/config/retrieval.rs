@@ -1,11 +1,14 @@
-//! `retrieval`: the defaults for `POST /retrieve`, a request's overrides
-//! of them, and the limits both are checked against.
+//! `retrieval`: the service's retrieval settings, the defaults of what one
+//! `POST /retrieve` may set for itself ([`Tuning`]), a request's overrides
+//! of those, and the limits both are checked against.
 
 use serde::{Deserialize, Serialize};
 
 use super::bounds;
 
-/// Defaults for `POST /retrieve`; a request may override each.
+/// The `retrieval` section. The service-wide settings (time budget,
+/// cache, the words' weight) are read once at start; the rest are the
+/// defaults of each request's [`Tuning`].
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Retrieval {
@@ -96,7 +99,36 @@ impl Weights {
     }
 }
 
-/// What a request may override of the configured [`Retrieval`]; `None`
+/// What one retrieval may set for itself: the configured defaults with the
+/// request's overrides applied, checked. The only settings a request
+/// carries; everything else of [`Retrieval`] is the service's.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Tuning {
+    pub top_k: usize,
+    pub hop_depth: usize,
+    pub hypothesis_count: usize,
+    pub token_budget: usize,
+    pub min_relevance: f64,
+    pub weights: Weights,
+}
+
+impl Tuning {
+    /// The first setting outside its limits, in the order of the fields.
+    fn check(&self) -> Result<(), SettingError> {
+        within("top_k", self.top_k, bounds::TOP_K)?;
+        within("hop_depth", self.hop_depth, bounds::HOP_DEPTH)?;
+        within(
+            "hypothesis_count",
+            self.hypothesis_count,
+            bounds::HYPOTHESIS_COUNT,
+        )?;
+        within("token_budget", self.token_budget, bounds::TOKEN_BUDGET)?;
+        within("min_relevance", self.min_relevance, 0.0..=1.0)?;
+        self.weights.check()
+    }
+}
+
+/// What a request may override of the configured [`Tuning`]; `None`
 /// keeps the configured value.
 #[derive(Clone, Debug, Default)]
 pub struct RetrievalOverrides {
@@ -156,10 +188,10 @@ fn within<T: PartialOrd + Copy + std::fmt::Display>(
 }
 
 impl Retrieval {
-    /// These settings with a request's `overrides` applied, checked.
-    pub fn with(&self, overrides: &RetrievalOverrides) -> Result<Self, SettingError> {
+    /// The configured defaults with a request's `overrides` applied, checked.
+    pub fn tuning(&self, overrides: &RetrievalOverrides) -> Result<Tuning, SettingError> {
         let weights = self.weights;
-        let settings = Self {
+        let tuning = Tuning {
             top_k: overrides.top_k.unwrap_or(self.top_k),
             hop_depth: overrides.hop_depth.unwrap_or(self.hop_depth),
             hypothesis_count: overrides.hypothesis_count.unwrap_or(self.hypothesis_count),
@@ -171,21 +203,15 @@ impl Retrieval {
                 importance: overrides.importance.unwrap_or(weights.importance),
                 access: overrides.access.unwrap_or(weights.access),
             },
-            ..self.clone()
         };
-        settings.check()?;
-        Ok(settings)
+        tuning.check()?;
+        Ok(tuning)
     }
 
-    /// The first setting outside its limits, in the order of the fields.
+    /// The first setting outside its limits: the defaults a request
+    /// starts from, then the service's own.
     pub fn check(&self) -> Result<(), SettingError> {
-        within("top_k", self.top_k, bounds::TOP_K)?;
-        within("hop_depth", self.hop_depth, bounds::HOP_DEPTH)?;
-        within(
-            "hypothesis_count",
-            self.hypothesis_count,
-            bounds::HYPOTHESIS_COUNT,
-        )?;
+        self.tuning(&RetrievalOverrides::default())?;
         within("lexical_weight", self.lexical_weight, 0.0..=1.0)?;
         within("cache_ttl_s", self.cache_ttl_s, 1..=86_400)?;
         within("cache_capacity", self.cache_capacity, 1..=1_000_000)?;
@@ -194,9 +220,6 @@ impl Retrieval {
             self.cache_max_bytes,
             64 * 1024..=64 * 1024 * 1024 * 1024,
         )?;
-        within("token_budget", self.token_budget, bounds::TOKEN_BUDGET)?;
-        within("min_relevance", self.min_relevance, 0.0..=1.0)?;
-        within("budget_ms", self.budget_ms, bounds::BUDGET_MS)?;
-        self.weights.check()
+        within("budget_ms", self.budget_ms, bounds::BUDGET_MS)
     }
 }

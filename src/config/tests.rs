@@ -135,7 +135,7 @@ fn unknown_keys_are_named() {
 fn a_request_overrides_the_configured_retrieval_within_the_same_limits() {
     let configured = Retrieval::default();
     let settings = configured
-        .with(&RetrievalOverrides {
+        .tuning(&RetrievalOverrides {
             top_k: Some(7),
             recency: Some(0.0),
             ..RetrievalOverrides::default()
@@ -146,14 +146,14 @@ fn a_request_overrides_the_configured_retrieval_within_the_same_limits() {
     assert_eq!(settings.hop_depth, configured.hop_depth);
     assert_eq!(settings.weights.similarity, configured.weights.similarity);
 
-    let too_deep = configured.with(&RetrievalOverrides {
+    let too_deep = configured.tuning(&RetrievalOverrides {
         hop_depth: Some(4),
         ..RetrievalOverrides::default()
     });
     let err = too_deep.unwrap_err();
     assert_eq!(err.field(), "hop_depth");
     assert_eq!(err.to_string(), "must be between 0 and 3, got 4");
-    let no_weights = configured.with(&RetrievalOverrides {
+    let no_weights = configured.tuning(&RetrievalOverrides {
         similarity: Some(0.0),
         recency: Some(0.0),
         importance: Some(0.0),

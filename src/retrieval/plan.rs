@@ -116,8 +116,7 @@ pub async fn make(
     let timeout = deadline
         .saturating_duration_since(Deadline::now())
         .saturating_sub(reserve);
-    let hypotheses =
-        hyde::hypotheses(llm, window, request.settings.hypothesis_count, timeout).await;
+    let hypotheses = hyde::hypotheses(llm, window, request.tuning.hypothesis_count, timeout).await;
     let model_time = started.elapsed();
     match hypotheses {
         Ok(hypotheses) => Plan {

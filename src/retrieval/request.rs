@@ -17,8 +17,8 @@ pub struct Request {
     /// The namespaces searched: the pair's, or one of them (see `Reach`).
     pub pair: Reach,
     pub input: Input,
-    /// The configured settings with the request's overrides, checked.
-    pub settings: config::Retrieval,
+    /// The configured defaults with the request's overrides, checked.
+    pub tuning: config::Tuning,
     pub filters: Filters,
     pub exclude_ids: HashSet<MemoryId>,
     pub use_cache: bool,
@@ -73,7 +73,7 @@ impl Request {
             pair: _,
             use_cache: _,
             input,
-            settings,
+            tuning,
             filters,
             exclude_ids,
             expand_query,
@@ -85,7 +85,7 @@ impl Request {
         // round-trip form) and the digest lives only in this process's
         // cache, so its wording never has to be stable across builds.
         let described = format!(
-            "{input:?}\n{settings:?}\n{filters:?}\n{excluded:?}\n{expand_query}\n{context_boost:?}"
+            "{input:?}\n{tuning:?}\n{filters:?}\n{excluded:?}\n{expand_query}\n{context_boost:?}"
         );
         Sha256::digest(described.as_bytes()).into()
     }

@@ -71,7 +71,7 @@ pub async fn candidates(
         terms,
     } = query;
     let namespaces = request.pair.namespaces();
-    let limit = (request.settings.top_k * CANDIDATE_FACTOR).max(MIN_CANDIDATES);
+    let limit = (request.tuning.top_k * CANDIDATE_FACTOR).max(MIN_CANDIDATES);
     let filters = request.filters.clone();
     let lexical_limit = if lexical_weight > 0.0 { limit } else { 0 };
     let small = snapshot.is_small_search(&namespaces, vectors.len());

@@ -143,9 +143,9 @@ fn parse(request: RetrieveRequest, config: &Config, caller: &Caller) -> Result<R
         .map(|text| extract::bounded_text("context_boost", text, MAX_QUERY_CHARS))
         .transpose()?;
     let weights = request.weights.unwrap_or_default();
-    let settings = config
+    let tuning = config
         .retrieval
-        .with(&RetrievalOverrides {
+        .tuning(&RetrievalOverrides {
             top_k: request.top_k,
             hop_depth: request.hop_depth,
             hypothesis_count: request.hypothesis_count,
@@ -177,7 +177,7 @@ fn parse(request: RetrieveRequest, config: &Config, caller: &Caller) -> Result<R
         turn_id,
         pair: caller.reach(request.repo, request.user, &config.defaults)?,
         input,
-        settings,
+        tuning,
         filters: Filters {
             scope: filters.scope,
             categories: filters.categories,
