@@ -56,10 +56,10 @@ const AND_WORDS: &str = r"and|und|et|y|e|en|og|och";
 const TYPE_ANNOTATION: &str =
     r"(?::[ \t]*&?(?:'static[ \t]+)?[A-Za-z_][A-Za-z0-9_:]*(?:<[^>\n]*>)?[ \t]*)";
 
-/// A value after a name: quoted (any literal), or bare. Not in backticks:
-/// "the `password:` key" quotes code, not a value.
-const VALUE: &str =
-    r#"(?:"(?P<double>[^"\n]*)"|'(?P<single>[^'\n]*)'|(?P<bare>[^\s"'`,;()\[\]{}<>&]+))"#;
+/// A value after a name: quoted (any literal), the string a call is given
+/// (`Some("…")`, `String::from("…")`), or bare. Not in backticks: "the
+/// `password:` key" quotes code, not a value.
+const VALUE: &str = r#"(?:"(?P<double>[^"\n]*)"|'(?P<single>[^'\n]*)'|[A-Za-z_][A-Za-z0-9_:]*!?\([ \t]*[rb]?\#*"(?P<argument>[^"\n]*)"|(?P<bare>[^\s"'`,;()\[\]{}<>&]+))"#;
 
 /// A value said in prose: also in backticks ("the password is `…`").
 const PROSE_VALUE: &str = r#"(?:"(?P<double>[^"\n]*)"|'(?P<single>[^'\n]*)'|`(?P<backtick>[^`\n]*)`|(?P<bare>[^\s"'`,;()\[\]{}<>&]+))"#;
@@ -254,7 +254,7 @@ pub fn findings(text: &str) -> Vec<Finding> {
 /// The bytes of a match that hold the secret: its value group where the
 /// pattern has one, else the whole match.
 pub fn secret_span(found: &Captures<'_>) -> std::ops::Range<usize> {
-    ["secret", "double", "single", "backtick", "bare"]
+    ["secret", "double", "single", "backtick", "argument", "bare"]
         .into_iter()
         .find_map(|group| found.name(group))
         .or_else(|| found.get(0))

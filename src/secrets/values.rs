@@ -20,9 +20,10 @@ const MIN_QUERY_VALUE_CHARS: usize = 8;
 
 /// Template and variable references that stand for a password:
 /// `$DB_PASSWORD`, `${DB_PASSWORD}`, `%DB_PASSWORD%`, `<password>`,
-/// `{{ .Values.password }}`, and a tokenizer's special tokens (`[PAD]`).
+/// `{{ .Values.password }}`, `{part_a}{part_b}`, and a tokenizer's
+/// special tokens (`[PAD]`).
 static PLACEHOLDER_REFERENCE: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^(?:\$\{?[A-Za-z_][A-Za-z0-9_]*\}?|%[A-Za-z_][A-Za-z0-9_]*%|<[^>]*>|\{\{.*\}\}|\[[A-Z_]+\])$")
+    Regex::new(r"^(?:\$\{?[A-Za-z_][A-Za-z0-9_]*\}?|%[A-Za-z_][A-Za-z0-9_]*%|<[^>]*>|\{\{.*\}\}|(?:\{[A-Za-z_][A-Za-z0-9_.]*\})+|\[[A-Z_]+\])$")
         .expect("the placeholder pattern is valid")
 });
 
@@ -209,13 +210,12 @@ pub fn judge_value(text: &str, found: &Captures<'_>) -> bool {
         return !is_count(quoted) && is_literal(quoted, MIN_VALUE_CHARS);
     }
     found.name("bare").is_some_and(|bare| {
-        // A call is judged by the string it is given (`Some("hunter2")`,
-        // `String::from("[PAD]")`); given anything else, it computes the
-        // value (`CancellationToken::new()`, `braced!(content in input)`).
+        // A call given a string is judged by the string (the pattern's
+        // `argument`); given anything else, it computes the value
+        // (`CancellationToken::new()`, `braced!(content in input)`).
         let rest = &text[bare.end()..];
-        if let Some(arguments) = rest.strip_prefix('(') {
-            return string_argument(arguments)
-                .is_some_and(|literal| !is_count(literal) && is_literal(literal, MIN_VALUE_CHARS));
+        if rest.starts_with('(') {
+            return false;
         }
         let value = bare.as_str().trim_end_matches('.');
         let macro_call = value.ends_with('!') && rest.starts_with(['[', '{']);
@@ -225,20 +225,6 @@ pub fn judge_value(text: &str, found: &Captures<'_>) -> bool {
             && (has_digit_or_symbol(value) || ends_entry(text, bare.end()))
             && is_literal(value, MIN_VALUE_CHARS)
     })
-}
-
-/// The string literal a call's arguments start with (`"hunter2")`,
-/// `r"…"`, `b'…'`), without its quotes.
-fn string_argument(arguments: &str) -> Option<&str> {
-    let literal = arguments
-        .trim_start()
-        .trim_start_matches(['r', 'b'])
-        .trim_start_matches('#');
-    let quote = literal.chars().next().filter(|&c| c == '"' || c == '\'')?;
-    literal[1..]
-        .split(quote)
-        .next()
-        .filter(|_| literal[1..].contains(quote))
 }
 
 /// A bare value that is code, not a literal: a path (`token::Brace`,
@@ -281,6 +267,7 @@ fn quoted_value<'t>(found: &Captures<'t>) -> Option<&'t str> {
         .name("double")
         .or_else(|| found.name("single"))
         .or_else(|| found.name("backtick"))
+        .or_else(|| found.name("argument"))
         .map(|quoted| quoted.as_str())
 }
 
