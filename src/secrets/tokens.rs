@@ -1,7 +1,9 @@
 //! Whether a long run of token characters is a random secret, or one of
 //! the random-looking things ordinary text holds: commit hashes, UUIDs,
 //! identifiers, paths, ids in URLs, package integrity hashes
-//! (`sha512-…`), image digests and `data:` URIs.
+//! (`sha512-…`), image digests and `data:` URIs, and the test data of code:
+//! alphabets written out, constant names, and base64 of counting bytes or
+//! of words.
 
 use regex::Captures;
 
@@ -51,7 +53,6 @@ pub fn secret_is_random_token(text: &str, found: &Captures<'_>) -> bool {
         && shannon_entropy(bytes) >= MIN_TOKEN_ENTROPY
         && !is_alphabet_run(bytes)
         && !is_constant_name(&token)
-        && !is_hex_literal(&token)
         && !encodes_a_pattern(&token)
         && found
             .get(0)
@@ -130,8 +131,9 @@ fn is_alphabet_run(bytes: &[u8]) -> bool {
 }
 
 /// A `SCREAMING_SNAKE_CASE` constant with a lowercase letter in it
-/// (`NL80211_RATE_INFO_EHT_RU_ALLOC_3x996P484`): four words or more, all
-/// but one in capitals and digits. Base64url tokens hold an underscore in
+/// (`NL80211_RATE_INFO_EHT_RU_ALLOC_3x996P484`), or a hex number with
+/// separators (`0x00112233_44556677_8899AABB_CCDDEEFF`): four words or
+/// more, all but one in capitals and digits. Base64url tokens hold an underscore in
 /// 64 characters, and their pieces mix cases.
 fn is_constant_name(token: &str) -> bool {
     let words: Vec<&str> = token.split('_').collect();
@@ -140,13 +142,6 @@ fn is_constant_name(token: &str) -> bool {
         .filter(|word| !word.is_empty() && !word.bytes().any(|b| b.is_ascii_lowercase()))
         .count();
     words.len() >= 4 && capitals + 1 >= words.len()
-}
-
-/// A number in hex with digit separators (`0x00112233_44556677_8899AABB`).
-fn is_hex_literal(token: &str) -> bool {
-    token
-        .strip_prefix("0x")
-        .is_some_and(|digits| digits.bytes().all(|b| b.is_ascii_hexdigit() || b == b'_'))
 }
 
 /// Base64 of a test pattern rather than of random bytes: of counting

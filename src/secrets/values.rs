@@ -1,7 +1,9 @@
 //! The second look at a value a pattern found after a name, a flag or in
-//! a URL: whether it is a real value, or a stand-in (`<password>`, `***`),
-//! a reference (`${DB_PASSWORD}`, `settings.db_password`) or prose
-//! ("password: must be long").
+//! a URL: whether it is a real value, or a stand-in (`<password>`, `***`,
+//! a test's `new-token`), a reference (`${DB_PASSWORD}`,
+//! `settings.db_password`), code (`Default::default()`, `*mut passwd`,
+//! the type or expression of a declared name) or prose ("password: must
+//! be long").
 
 use std::sync::LazyLock;
 
