@@ -245,9 +245,9 @@ fn is_identifier(text: &str) -> bool {
 }
 
 /// Whether the name at `name_start` is declared in code (`pub frag_token:
-/// __u32`, `let next_token = logits`, `fn new(token: usize)`, `|token:
-/// CancellationToken|`): what follows is a type or an expression, so only
-/// a quoted literal can be a secret.
+/// __u32`, `let next_token = logits`, `fn new(token: usize)`): what
+/// follows is a type or an expression, so only a quoted literal can be a
+/// secret.
 fn is_declared(text: &str, name_start: usize) -> bool {
     let line_start = text[..name_start].rfind('\n').map_or(0, |at| at + 1);
     let line = &text[line_start..name_start];
