@@ -22,7 +22,9 @@
 //! URLs without credentials (ids in their paths too), package integrity
 //! hashes, image digests, `data:` URIs, identifiers in any case, prose
 //! about passwords and tokens, references (`${DB_PASSWORD}`,
-//! `settings.db_password`) and placeholders (`<password>`, `***`).
+//! `settings.db_password`), code (`auth_token: Default::default()`,
+//! `pub frag_token: __u32`), placeholders (`<password>`, `***`), and test
+//! data (alphabets written out, base64 of counting bytes).
 //!
 //! Cost: every pass is linear in the text. Patterns are compiled once; name
 //! matching is ASCII-only case-insensitive (`(?i-u:…)`) where the names are

@@ -51,10 +51,15 @@ const USER_WORDS: &str =
 /// "and", between a user and a password.
 const AND_WORDS: &str = r"and|und|et|y|e|en|og|och";
 
-/// A value after a name: quoted (any literal), or bare. Not in backticks:
-/// "the `password:` key" quotes code, not a value.
-const VALUE: &str =
-    r#"(?:"(?P<double>[^"\n]*)"|'(?P<single>[^'\n]*)'|(?P<bare>[^\s"'`,;()\[\]{}<>&]+))"#;
+/// A declared type between a name and its `=` (`const API_TOKEN: &str =`,
+/// `password: String =`), so the literal after it is judged.
+const TYPE_ANNOTATION: &str =
+    r"(?::[ \t]*&?(?:'static[ \t]+)?[A-Za-z_][A-Za-z0-9_:]*(?:<[^>\n]*>)?[ \t]*)";
+
+/// A value after a name: quoted (any literal), the string a call is given
+/// (`Some("…")`, `String::from("…")`), or bare. Not in backticks: "the
+/// `password:` key" quotes code, not a value.
+const VALUE: &str = r#"(?:"(?P<double>[^"\n]*)"|'(?P<single>[^'\n]*)'|[A-Za-z_][A-Za-z0-9_:]*!?\([ \t]*[rb]?\#*"(?P<argument>[^"\n]*)"|(?P<bare>[^\s"'`,;()\[\]{}<>&]+))"#;
 
 /// A value said in prose: also in backticks ("the password is `…`").
 const PROSE_VALUE: &str = r#"(?:"(?P<double>[^"\n]*)"|'(?P<single>[^'\n]*)'|`(?P<backtick>[^`\n]*)`|(?P<bare>[^\s"'`,;()\[\]{}<>&]+))"#;
@@ -187,14 +192,15 @@ pub static DETECTORS: LazyLock<Vec<Detector>> = LazyLock::new(|| {
             ),
             spoken_pair_is_real,
         ),
-        // `DB_PASSWORD=…`, `"token": "…"`, `pwd := …`, `Passwort: …`: the
+        // `DB_PASSWORD=…`, `"token": "…"`, `pwd := …`, `Passwort: …`,
+        // `const API_TOKEN: &str = "…"`: the
         // name may end a longer one (`PGPASSWORD`, `client_secret`) or take
         // a `_key` or `_value` suffix, never another (`password_hash`,
         // `token_count`).
         detector(
             SecretKind::PasswordAssignment,
             &format!(
-                r#"(?P<name>(?i-u:{PASSWORD_WORDS}|secret|token|credentials?|api[_-]?key|private[_-]?key)|(?i:{UNICODE_PASSWORD_WORDS}))(?i-u:[_-]?(?:key|value|string))?["']?[ \t]*(?::=|==|[:=])[ \t]*{VALUE}"#
+                r#"(?P<name>(?i-u:{PASSWORD_WORDS}|secret|token|credentials?|api[_-]?key|private[_-]?key)|(?i:{UNICODE_PASSWORD_WORDS}))(?i-u:[_-]?(?:key|value|string))?["']?[ \t]*(?:{TYPE_ANNOTATION}=|:=|==|[:=])[ \t]*{VALUE}"#
             ),
             assigned_value_is_real,
         ),
@@ -248,7 +254,7 @@ pub fn findings(text: &str) -> Vec<Finding> {
 /// The bytes of a match that hold the secret: its value group where the
 /// pattern has one, else the whole match.
 pub fn secret_span(found: &Captures<'_>) -> std::ops::Range<usize> {
-    ["secret", "double", "single", "backtick", "bare"]
+    ["secret", "double", "single", "backtick", "argument", "bare"]
         .into_iter()
         .find_map(|group| found.name(group))
         .or_else(|| found.get(0))

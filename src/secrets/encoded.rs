@@ -54,10 +54,20 @@ fn decode(run: &str) -> Option<String> {
     if !mixes_cases || (url_safe && run.contains(['+', '/'])) {
         return None;
     }
-    let engine = if url_safe { &URL_SAFE } else { &STANDARD };
-    let decoded = String::from_utf8(engine.decode(run).ok()?).ok()?;
+    let decoded = String::from_utf8(decode_base64(run)?).ok()?;
     decoded
         .chars()
         .all(|c| !c.is_control() || matches!(c, '\n' | '\r' | '\t'))
         .then_some(decoded)
+}
+
+/// The bytes `run` encodes, in the URL-safe alphabet where it uses `-` or
+/// `_`, else the standard one.
+pub fn decode_base64(run: &str) -> Option<Vec<u8>> {
+    let engine = if run.contains(['-', '_']) {
+        &URL_SAFE
+    } else {
+        &STANDARD
+    };
+    engine.decode(run).ok()
 }

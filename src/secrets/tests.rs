@@ -495,3 +495,87 @@ fn a_secret_name_in_a_code_path_is_not_an_assignment() {
         SecretKind::PasswordAssignment,
     );
 }
+
+#[test]
+fn values_that_are_code_are_not_secrets() {
+    // Lines of the registry's sources that were flagged.
+    for code in [
+        "    auth_token: Default::default(),",
+        "password = config.password()",
+        "let token = CancellationToken::new();",
+        "let brace_token = braced!(content in input);",
+        "let semi_token = input.parse::<Token![;]>()?;",
+        "let union_token = input.parse::<Token![union]>()?;",
+        "pwd: *mut passwd,",
+        "semi_token: *semi,",
+        "pub frag_token: __u32,",
+        "use_class_token: bool,",
+        "colon_token: Some,",
+        "type Token = Self;",
+        "pub const IFLA_INET6_TOKEN: _bindgen_ty_7 = _bindgen_ty_7::IFLA_INET6_TOKEN;",
+        "let next_token = logits",
+        "<Input as Stream>::Token: AsChar,",
+        "pub(crate) fn new(cancellation_token: CancellationToken, future: F) -> Self {",
+    ] {
+        assert_clean(code);
+    }
+    // Literals beside them still count, in code and in prose.
+    for text in [
+        r#"password = "hunter2-real""#,
+        r#"db_password: Some("hunter2-real".into()),"#,
+        r#"token: String::from("Xk9mP2vLq7Rt5"),"#,
+        r#"let password = "hunter2-real";"#,
+        r#"const API_TOKEN: &str = "Xk9mP2vLq7Rt5";"#,
+        r#"let password: String = "hunter2-real".into();"#,
+        "Log in as ana (password: hunter22)",
+        "Passwort: Geheim123!",
+        "password: *hunter2*",
+    ] {
+        assert_secret(text, SecretKind::PasswordAssignment);
+    }
+}
+
+#[test]
+fn labels_that_name_themselves_are_stand_ins() {
+    for code in [
+        r#""access_token": "new-token", "refresh_token": "rotated-refresh-token","#,
+        r#"client_secret: "client-secret-value".to_string(),"#,
+        r#"pad_token: String::from("[PAD]"),"#,
+        r#""unk_token": "[UNK]","#,
+        r#"let new_token = format!("{part_a}{part_b}");"#,
+    ] {
+        assert_clean(code);
+    }
+    for text in [
+        r#"client_secret: "Client-Secret-2024!".to_string(),"#,
+        r#"client_secret="hunter2-but-longer""#,
+        r#""access_token": "tok3n-Xk9mP2vLq7""#,
+    ] {
+        assert_secret(text, SecretKind::PasswordAssignment);
+    }
+}
+
+#[test]
+fn alphabets_constants_and_test_vectors_are_not_random_tokens() {
+    for text in [
+        r#"Alphabet::new("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")"#,
+        r#""./0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz","#,
+        "NL80211_RATE_INFO_EHT_RU_ALLOC_3x996P484 = 14,",
+        "let numbered = 0x00112233_44556677_8899AABB_CCDDEEFF;",
+        // Base64 of the bytes 0, 1, 2, …, and a line cut from its middle.
+        r#""AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8gISIjJCUmJygpKissLS4vMDEyMzQ1Njc4OTo7P","#,
+        r"D0+P0BBQkNERUZHSElKS0xNTk9QUVJTVFVWV1hZWltcXV5fYGFiY2RlZmdoaWprbG1ub3BxcnN0dXZ3eHl6e3x9fn8\",
+        // Base64 of "foobarbazquxquuxcorgegraultgarplyz".
+        r#""Zm9vYmFyYmF6cXV4cXV1eGNvcmdlZ3JhdWx0Z2FycGx5eg==","#,
+    ] {
+        assert_clean(text);
+    }
+    // Random tokens of the same alphabets are still found.
+    for token in [
+        fake(BASE64, 64, 40),
+        format!("{}_{}", fake(BASE62, 20, 41), fake(BASE62, 19, 42)),
+        format!("0x{}", fake(BASE62, 40, 43)),
+    ] {
+        assert_secret(&format!("key {token}"), SecretKind::HighEntropyToken);
+    }
+}

@@ -1,10 +1,13 @@
 //! Whether a long run of token characters is a random secret, or one of
 //! the random-looking things ordinary text holds: commit hashes, UUIDs,
 //! identifiers, paths, ids in URLs, package integrity hashes
-//! (`sha512-…`), image digests and `data:` URIs.
+//! (`sha512-…`), image digests and `data:` URIs, and the test data of code:
+//! alphabets written out, constant names, and base64 of counting bytes or
+//! of words.
 
 use regex::Captures;
 
+use super::encoded::decode_base64;
 use super::values::secret;
 
 /// The shortest run judged as a generic token.
@@ -48,6 +51,9 @@ pub fn secret_is_random_token(text: &str, found: &Captures<'_>) -> bool {
         && bytes.iter().any(u8::is_ascii_digit)
         && !reads_like_words(bytes)
         && shannon_entropy(bytes) >= MIN_TOKEN_ENTROPY
+        && !is_alphabet_run(bytes)
+        && !is_constant_name(&token)
+        && !encodes_a_pattern(&token)
         && found
             .get(0)
             .is_none_or(|run| !in_benign_context(text, run.range()))
@@ -110,6 +116,52 @@ fn is_hex_id(segment: &str) -> bool {
             _ => b.is_ascii_hexdigit(),
         });
     is_hash || is_uuid
+}
+
+/// An alphabet written out (`ABCDEFGHIJKLMNOPQRSTUVWXYZabcdef…0123456789+/`,
+/// bcrypt's `./0123…`): at least half of adjacent pairs are consecutive
+/// characters, which in a random token about one pair in 62 is.
+fn is_alphabet_run(bytes: &[u8]) -> bool {
+    let pairs = bytes.len().saturating_sub(1);
+    let consecutive = bytes
+        .windows(2)
+        .filter(|pair| pair[0].checked_add(1) == Some(pair[1]))
+        .count();
+    consecutive * 2 >= pairs
+}
+
+/// A `SCREAMING_SNAKE_CASE` constant with a lowercase letter in it
+/// (`NL80211_RATE_INFO_EHT_RU_ALLOC_3x996P484`), or a hex number with
+/// separators (`0x00112233_44556677_8899AABB_CCDDEEFF`): four words or
+/// more, all but one in capitals and digits. Base64url tokens hold an underscore in
+/// 64 characters, and their pieces mix cases.
+fn is_constant_name(token: &str) -> bool {
+    let words: Vec<&str> = token.split('_').collect();
+    let capitals = words
+        .iter()
+        .filter(|word| !word.is_empty() && !word.bytes().any(|b| b.is_ascii_lowercase()))
+        .count();
+    words.len() >= 4 && capitals + 1 >= words.len()
+}
+
+/// Base64 of a test pattern rather than of random bytes: of counting
+/// bytes (`AAECAwQFBgcICQoL…` is 0, 1, 2, 3, …) or of words
+/// (`Zm9vYmFyYmF6…` is "foobarbaz…"). A line may cut the base64 anywhere,
+/// so each of the four alignments is tried.
+fn encodes_a_pattern(token: &str) -> bool {
+    let token = token.trim_end_matches('=');
+    (0..4).filter_map(|skip| token.get(skip..)).any(|aligned| {
+        let whole = &aligned[..aligned.len() / 4 * 4];
+        decode_base64(whole).is_some_and(|bytes| {
+            let pairs = bytes.len().saturating_sub(1);
+            let counting = bytes
+                .windows(2)
+                .filter(|pair| pair[0].wrapping_add(1) == pair[1])
+                .count();
+            let words = bytes.iter().all(u8::is_ascii_graphic) && reads_like_words(&bytes);
+            pairs > 0 && (counting * 2 >= pairs || words)
+        })
+    })
 }
 
 /// At least half of adjacent pairs are two lowercase letters, as in words;

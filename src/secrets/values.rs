@@ -1,7 +1,9 @@
 //! The second look at a value a pattern found after a name, a flag or in
-//! a URL: whether it is a real value, or a stand-in (`<password>`, `***`),
-//! a reference (`${DB_PASSWORD}`, `settings.db_password`) or prose
-//! ("password: must be long").
+//! a URL: whether it is a real value, or a stand-in (`<password>`, `***`,
+//! a test's `new-token`), a reference (`${DB_PASSWORD}`,
+//! `settings.db_password`), code (`Default::default()`, `*mut passwd`,
+//! the type or expression of a declared name) or prose ("password: must
+//! be long").
 
 use std::sync::LazyLock;
 
@@ -20,9 +22,10 @@ const MIN_QUERY_VALUE_CHARS: usize = 8;
 
 /// Template and variable references that stand for a password:
 /// `$DB_PASSWORD`, `${DB_PASSWORD}`, `%DB_PASSWORD%`, `<password>`,
-/// `{{ .Values.password }}`.
+/// `{{ .Values.password }}`, `{part_a}{part_b}`, and a tokenizer's
+/// special tokens (`[PAD]`).
 static PLACEHOLDER_REFERENCE: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^(?:\$\{?[A-Za-z_][A-Za-z0-9_]*\}?|%[A-Za-z_][A-Za-z0-9_]*%|<[^>]*>|\{\{.*\}\})$")
+    Regex::new(r"^(?:\$\{?[A-Za-z_][A-Za-z0-9_]*\}?|%[A-Za-z_][A-Za-z0-9_]*%|<[^>]*>|\{\{.*\}\}|(?:\{[A-Za-z_][A-Za-z0-9_.]*\})+|\[[A-Z_]+\])$")
         .expect("the placeholder pattern is valid")
 });
 
@@ -70,6 +73,28 @@ const PLACEHOLDER_WORDS: &[&str] = &[
     "unset",
     "yourpassword",
     "yourpasswordhere",
+];
+
+/// Bare values that are code rather than a password: Rust's primitive
+/// types (also the kernel's `__u32`) and `Some`, which syn's test output
+/// prints alone (`colon_token: Some,`).
+const CODE_WORDS: &[&str] = &[
+    "Some", "Self", "self", "bool", "char", "str", "usize", "isize", "u8", "u16", "u32", "u64",
+    "u128", "i8", "i16", "i32", "i64", "i128", "f32", "f64",
+];
+
+/// Keywords that declare a name in code (Rust, and the like in other
+/// languages): a type or an expression follows it, not a literal secret.
+const DECLARATION_KEYWORDS: &[&str] = &[
+    "let",
+    "mut",
+    "const",
+    "static",
+    "pub",
+    "pub(crate)",
+    "pub(super)",
+    "var",
+    "val",
 ];
 
 pub fn any_match(_: &str, _: &Captures<'_>) -> bool {
@@ -142,9 +167,11 @@ pub fn assigned_value_is_real(text: &str, found: &Captures<'_>) -> bool {
         _ if name.as_str().contains([' ', '\t']) => before.is_none_or(|c| !c.is_alphanumeric()),
         _ => true,
     };
-    // `Token::Struct {`, `Password::new(…)`: a path in code, not a value.
-    let is_path = text[name.end()..].starts_with("::");
-    name_stands && !is_path && judge_value(text, found)
+    // `Token::Struct {`, `Password::new(…)`, `P::Token: Parse`: a path in
+    // code, not a value.
+    let is_path = text[name.end()..].starts_with("::") || text[..name.start()].ends_with("::");
+    let declared_code = found.name("bare").is_some() && is_declared(text, name.start());
+    name_stands && !is_path && !declared_code && judge_value(text, found)
 }
 
 /// A value said in prose is a secret when it looks like one (a digit or a
@@ -185,11 +212,56 @@ pub fn judge_value(text: &str, found: &Captures<'_>) -> bool {
         return !is_count(quoted) && is_literal(quoted, MIN_VALUE_CHARS);
     }
     found.name("bare").is_some_and(|bare| {
+        // A call given a string is judged by the string (the pattern's
+        // `argument`); given anything else, it computes the value
+        // (`CancellationToken::new()`, `braced!(content in input)`).
+        let rest = &text[bare.end()..];
+        if rest.starts_with('(') {
+            return false;
+        }
         let value = bare.as_str().trim_end_matches('.');
+        let macro_call = value.ends_with('!') && rest.starts_with(['[', '{']);
         !is_count(value)
+            && !macro_call
+            && !is_code(value)
             && (has_digit_or_symbol(value) || ends_entry(text, bare.end()))
             && is_literal(value, MIN_VALUE_CHARS)
     })
+}
+
+/// A bare value that is code, not a literal: a path (`token::Brace`,
+/// `_bindgen_ty_7::IFLA_INET6_TOKEN`), a pointer or dereference
+/// (`*mut passwd`, `*semi`), or a primitive type or `Some` (`__u32`,
+/// `bool`, syn's `colon_token: Some,`).
+fn is_code(value: &str) -> bool {
+    let dereferenced = value
+        .strip_prefix('*')
+        .is_some_and(|name| !name.is_empty() && is_identifier(name));
+    value.contains("::") || dereferenced || CODE_WORDS.contains(&value.trim_start_matches('_'))
+}
+
+fn is_identifier(text: &str) -> bool {
+    text.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+}
+
+/// Whether the name at `name_start` is declared in code (`pub frag_token:
+/// __u32`, `let next_token = logits`, `fn new(token: usize)`): what
+/// follows is a type or an expression, so only a quoted literal can be a
+/// secret.
+fn is_declared(text: &str, name_start: usize) -> bool {
+    let line_start = text[..name_start].rfind('\n').map_or(0, |at| at + 1);
+    let line = &text[line_start..name_start];
+    // The whole identifier the name ends (`frag_` of `frag_token`).
+    let before = line.trim_end_matches(|c: char| c.is_ascii_alphanumeric() || c == '_');
+    let keyword = before.trim_end();
+    let declares = DECLARATION_KEYWORDS.iter().any(|word| {
+        keyword
+            .strip_suffix(word)
+            .is_some_and(|rest| rest.is_empty() || rest.ends_with([' ', '\t', '(', '{', '<']))
+    });
+    // Not any parenthesis: "ana (password: hunter22)" is prose.
+    let parameter = keyword.ends_with(['(', ',']) && line.contains("fn ");
+    declares || parameter
 }
 
 fn quoted_value<'t>(found: &Captures<'t>) -> Option<&'t str> {
@@ -197,6 +269,7 @@ fn quoted_value<'t>(found: &Captures<'t>) -> Option<&'t str> {
         .name("double")
         .or_else(|| found.name("single"))
         .or_else(|| found.name("backtick"))
+        .or_else(|| found.name("argument"))
         .map(|quoted| quoted.as_str())
 }
 
@@ -258,6 +331,24 @@ fn is_placeholder(value: &str) -> bool {
     one_char_repeated
         || PLACEHOLDER_REFERENCE.is_match(value)
         || PLACEHOLDER_WORDS.contains(&word.as_str())
+        || names_itself(value)
+}
+
+/// A lowercase label that says what it stands for (`new-token`,
+/// `client-secret-value`, `test-m2m-secret`): a test's stand-in. A real
+/// value with such a word mixes in capitals or symbols (`Secret2024!`).
+fn names_itself(value: &str) -> bool {
+    let words: Vec<&str> = value.split(['-', '_']).collect();
+    words.len() >= 2
+        && words.iter().all(|word| {
+            !word.is_empty()
+                && word
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+        })
+        && words.iter().any(|word| {
+            ["token", "secret", "password", "passwd", "key", "credential"].contains(word)
+        })
 }
 
 /// At least two of lowercase, uppercase and digits: random tokens mix them,
