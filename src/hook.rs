@@ -565,9 +565,10 @@ impl Call {
     }
 
     /// `POST /memories` for a `remember:` prompt, and the one line that
-    /// tells the agent what became of it. Engram's refusals (a secret, a
-    /// near-duplicate, a field out of bounds) are told with Engram's
-    /// reason; a failure to reach it is logged and told without details.
+    /// tells the agent what became of it. Engram's refusals of the content
+    /// (a secret, a near-duplicate, a field out of bounds) are told with
+    /// Engram's reason; any other failure is logged as well, and one
+    /// without an answer from Engram is told without details.
     async fn remember(&self, request: &remember::Request<'_>, event: Event) -> String {
         if request.content.is_empty() {
             return "Engram remembered nothing: nothing follows `remember:`.".to_owned();
@@ -592,13 +593,23 @@ impl Call {
                     crate::memory::excerpt(request.content, CONFIRMATION_CHARS),
                 )
             }
-            Err(Error::Status { status, detail, .. }) if (400..500).contains(&status) => {
-                format!("Engram did not remember this: {detail}")
-            }
+            // What was said is at fault (a secret, a duplicate, too long):
+            // the agent is told, and nothing went wrong with the hook.
+            Err(Error::Status {
+                status: 409 | 422,
+                detail,
+                ..
+            }) => format!("Engram did not remember this: {detail}"),
             Err(err) => {
                 self.log(event, &error_chain(&err));
-                "Engram could not store this (see Engram's hook log): it is not remembered."
-                    .to_owned()
+                match err {
+                    Error::Status { status, detail, .. } if (400..500).contains(&status) => {
+                        format!("Engram did not remember this: {detail}")
+                    }
+                    _ => "Engram could not store this (see Engram's hook log): it is not \
+                          remembered."
+                        .to_owned(),
+                }
             }
         }
     }

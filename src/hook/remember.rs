@@ -65,8 +65,7 @@ pub fn parse(prompt: &str) -> Option<Request<'_>> {
 /// `text` past `word` (ASCII case ignored), when it starts with it.
 fn strip_word<'a>(text: &'a str, word: &str) -> Option<&'a str> {
     let head = text.get(..word.len())?;
-    head.eq_ignore_ascii_case(word)
-        .then(|| &text[word.len()..])
+    head.eq_ignore_ascii_case(word).then(|| &text[word.len()..])
 }
 
 /// `text` past ` for me`, when that is what it starts with.

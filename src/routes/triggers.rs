@@ -13,9 +13,9 @@ use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
 use crate::auth::Caller;
-use crate::capture::{Capture, CaptureMode};
 use crate::capture::queue::{EnqueueStatus, QueuedTrigger};
 use crate::capture::triggers::{PassOutcome, RECENT_CAPACITY, TriggerSummary};
+use crate::capture::{Capture, CaptureMode};
 use crate::error::{ApiError, Problem};
 use crate::routes::extract::{ApiPath, ApiQuery, in_range};
 use crate::routes::problems::Unauthorized;

@@ -70,18 +70,34 @@ async fn remember_prompts_write_repo_and_user_memories_with_no_model() {
     assert_eq!(memory["session_id"], "5b0c1f9e-8d7a-4c1b-9f3e-2a6d4e8b7c10");
     assert!(said.contains(memory["id"].as_str().unwrap()), "{said}");
 
-    let said = prompt(&app, &project, "remember for me: I prefer table-driven tests").await;
+    let said = prompt(
+        &app,
+        &project,
+        "remember for me: I prefer table-driven tests",
+    )
+    .await;
     assert!(
         said.unwrap()
             .starts_with("Engram remembered this for user ana as coding-preferences"),
     );
-    let said = prompt(&app, &project, "#REMEMBER the forge CLI is built with make cli").await;
-    assert!(said.unwrap().starts_with("Engram remembered this for repo forge"));
+    let said = prompt(
+        &app,
+        &project,
+        "#REMEMBER the forge CLI is built with make cli",
+    )
+    .await;
+    assert!(
+        said.unwrap()
+            .starts_with("Engram remembered this for repo forge")
+    );
     let written = indexed_memories(&app).await;
     assert_eq!(written.len(), 3, "{written:?}");
     assert_eq!(written[1]["user"], "ana");
     assert_eq!(written[1]["scope"], "user");
-    assert_eq!(written[0]["content"], "the forge CLI is built with make cli");
+    assert_eq!(
+        written[0]["content"],
+        "the forge CLI is built with make cli"
+    );
 
     // A plain prompt, even one that says "remember", writes nothing; its
     // retrieval still runs and finds what was remembered.

@@ -245,7 +245,12 @@ async fn an_unknown_failed_trigger_is_not_found() {
 /// What agent-driven capture is said to be: the agent's writes capture,
 /// turns and compactions are not classified.
 fn assert_described_as_agent_driven(text: &str) {
-    for said in ["remember tool", "remember: prompts", "POST /memories", "not classified"] {
+    for said in [
+        "remember tool",
+        "remember: prompts",
+        "POST /memories",
+        "not classified",
+    ] {
         assert!(text.contains(said), "{said:?} missing from {text}");
     }
 }
@@ -257,7 +262,9 @@ async fn with_no_llm_capture_is_agent_driven_and_turns_are_refused_saying_so() {
     assert_eq!(stats["capture"]["mode"], "agent", "{stats:#}");
     assert_eq!(stats["capture"]["enabled"], false);
     for path in ["/turns", "/compactions"] {
-        let refused = app.post(path, &turn("s1", "forge", "We deploy with Helm.")).await;
+        let refused = app
+            .post(path, &turn("s1", "forge", "We deploy with Helm."))
+            .await;
         refused.assert_problem(StatusCode::CONFLICT, None);
         assert_eq!(refused.json["type"], "urn:engram:problem:capture-disabled");
         let detail = refused.json["detail"].as_str().unwrap();
@@ -278,5 +285,8 @@ async fn with_an_llm_capture_is_by_the_classifier() {
     let listed = send(&app, Method::GET, "/triggers", None, ROOT).await.json;
     assert_eq!(listed["mode"], "classifier");
     let summary = listed["mode_summary"].as_str().unwrap();
-    assert!(summary.contains("classifier model reads every turn"), "{summary}");
+    assert!(
+        summary.contains("classifier model reads every turn"),
+        "{summary}"
+    );
 }
