@@ -9,8 +9,8 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-use crate::helpers::{RunningApp, embed_with, test_config, wait_until_async};
-use crate::hooks::{Project, get, hook, printed_context};
+use crate::helpers::{RunningApp, embed_with, test_config};
+use crate::hooks::{Project, get, hook, printed_context, wait_for_index};
 use crate::upstream::Upstream;
 
 /// Engram with no `llm`: capture is the agent's.
@@ -18,13 +18,23 @@ async fn agent_driven(upstream: &Upstream, dir: &Path) -> RunningApp {
     RunningApp::start(test_config(dir, |config| embed_with(upstream, config))).await
 }
 
-/// Runs the prompt hook for `prompt` in the project `forge` and returns
-/// the context it printed, if any.
+/// Runs Claude Code's prompt hook for `prompt` in the project `forge` and
+/// returns the context it printed, if any.
 async fn prompt(app: &RunningApp, project: &Project, prompt: &str) -> Option<String> {
-    let mut payload: Value =
-        serde_json::from_str(&project.payload("claude-code/user-prompt-submit.json")).unwrap();
+    agent_prompt(app, project, "claude-code", prompt).await
+}
+
+/// [`prompt`], for `agent`.
+async fn agent_prompt(
+    app: &RunningApp,
+    project: &Project,
+    agent: &str,
+    prompt: &str,
+) -> Option<String> {
+    let fixture = format!("{agent}/user-prompt-submit.json");
+    let mut payload: Value = serde_json::from_str(&project.payload(&fixture)).unwrap();
     payload["prompt"] = json!(prompt);
-    let args = ["claude-code", "user-prompt-submit"];
+    let args = [agent, "user-prompt-submit"];
     let output = hook(project, &app.base_url, &args, payload.to_string()).await;
     if output.stdout.is_empty() {
         assert!(output.status.success(), "{output:?}");
@@ -36,11 +46,7 @@ async fn prompt(app: &RunningApp, project: &Project, prompt: &str) -> Option<Str
 /// Every current memory, newest first, once the index has taken them all
 /// (so that the next duplicate check sees them).
 async fn indexed_memories(app: &RunningApp) -> Vec<Value> {
-    wait_until_async("the index to take every write", async || {
-        let stats = get(app, "/stats").await;
-        stats["index"]["ready"] == true && stats["index"]["pending"] == 0
-    })
-    .await;
+    wait_for_index(app).await;
     get(app, "/memories").await["memories"]
         .as_array()
         .unwrap()
@@ -107,6 +113,35 @@ async fn remember_prompts_write_repo_and_user_memories_with_no_model() {
     assert!(said.contains("vX.Y.Z"), "{said}");
     assert_eq!(indexed_memories(&app).await.len(), 3);
     assert_eq!(project.log_lines(), Vec::<String>::new());
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_codex_remember_prompt_is_stored_as_well() {
+    let upstream = Upstream::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let app = agent_driven(&upstream, dir.path()).await;
+    let project = Project::new("codex/rollout.jsonl");
+
+    let said = agent_prompt(
+        &app,
+        &project,
+        "codex",
+        "remember: forge numbers migrations by date",
+    )
+    .await
+    .expect("a confirmation");
+    assert!(
+        said.starts_with("Engram remembered this for repo forge"),
+        "{said}"
+    );
+    let written = indexed_memories(&app).await;
+    assert_eq!(written.len(), 1, "{written:?}");
+    assert_eq!(written[0]["content"], "forge numbers migrations by date");
+    assert_eq!(
+        written[0]["session_id"],
+        "019a6f2e-7c1d-7b3a-9e4f-0d2c5b8a1e63"
+    );
     app.stop().await;
 }
 
