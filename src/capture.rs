@@ -7,11 +7,14 @@
 //! memories. Nothing accepted is lost: a trigger leaves `queue/` only after
 //! its memories are written. What is not accepted (a compaction past the
 //! queue's byte budget, any trigger below the disk floor) is refused with
-//! an error, never dropped silently.
+//! an error, never dropped silently. Without a classifier model (no
+//! `llm`) capture is agent-driven ([`mode`]): triggers are refused, and the
+//! agent writes memories itself.
 
 pub mod classifier_reply;
 pub mod classify;
 pub mod guard;
+pub mod mode;
 pub mod queue;
 pub mod triggers;
 pub mod worker;
@@ -26,6 +29,7 @@ use utoipa::ToSchema;
 
 use crate::blocking;
 use crate::store::NamespacePair;
+pub use mode::CaptureMode;
 use queue::{EnqueueStatus, Queue, QueuedTrigger, Trigger};
 use triggers::{PassOutcome, RecentTriggers, TriggerSummary};
 
@@ -60,8 +64,11 @@ pub struct CaptureStats {
 /// The counters as JSON.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct CaptureStatsView {
-    /// Whether capture runs (an `llm` is configured).
+    /// Whether the classifier runs (an `llm` is configured): `mode` is
+    /// `classifier`.
     pub enabled: bool,
+    /// What writes memories: the classifier, or the agent alone.
+    pub mode: CaptureMode,
     /// Triggers waiting or in flight.
     pub queue_depth: usize,
     /// Triggers stored (queued or coalesced) since start.
@@ -123,6 +130,11 @@ impl Capture {
     /// Whether triggers are processed (an `llm` is configured).
     pub fn is_enabled(&self) -> bool {
         self.enabled
+    }
+
+    /// What writes memories.
+    pub fn mode(&self) -> CaptureMode {
+        CaptureMode::with_classifier(self.enabled)
     }
 
     /// Stores `trigger` durably (or drops it, by the queue's rules) and
@@ -209,6 +221,7 @@ impl Capture {
         let read = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
         CaptureStatsView {
             enabled: self.enabled,
+            mode: self.mode(),
             queue_depth: self.queue.depth(),
             accepted: read(&stats.accepted),
             coalesced: read(&stats.coalesced),

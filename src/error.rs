@@ -86,9 +86,17 @@ pub enum ApiError {
     Conflict { field: String, detail: String },
     #[error("the service is still starting")]
     NotReady,
-    /// Capture needs a classifier model and none is configured.
-    #[error("capture is off: configure `llm` (a chat-completions endpoint) to turn it on")]
+    /// Turns and compactions need a classifier model and none is
+    /// configured: capture is agent-driven.
+    #[error(
+        "capture is agent-driven: no `llm` is configured, so turns and compactions are not \
+         classified; the agent writes memories (the MCP `remember` tool, `remember:` prompts, \
+         `POST /memories`); configure `llm` to classify them"
+    )]
     CaptureDisabled,
+    /// A write with `dedupe` that says what a current memory already says.
+    #[error("{detail}")]
+    DuplicateMemory { detail: String },
     #[error("the request took longer than {limit_ms} ms")]
     Timeout { limit_ms: u64 },
     #[error("the server is at its limit of concurrent requests; retry shortly")]
@@ -180,7 +188,12 @@ impl ApiError {
             Self::CaptureDisabled => (
                 StatusCode::CONFLICT,
                 "capture-disabled",
-                "Capture is not configured",
+                "No classifier is configured: capture is agent-driven",
+            ),
+            Self::DuplicateMemory { .. } => (
+                StatusCode::CONFLICT,
+                "duplicate-memory",
+                "A current memory already says this",
             ),
             Self::NotReady => (
                 StatusCode::SERVICE_UNAVAILABLE,
@@ -244,6 +257,7 @@ impl ApiError {
         let field = match self {
             Self::InvalidField { field, .. } | Self::Conflict { field, .. } => Some(field.clone()),
             Self::Secret(found) => Some(found.field.to_owned()),
+            Self::DuplicateMemory { .. } => Some("content".to_owned()),
             _ => None,
         };
         Problem {

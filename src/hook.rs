@@ -6,9 +6,16 @@
 //! | event | Engram call | printed |
 //! | --- | --- | --- |
 //! | `UserPromptSubmit` | `POST /retrieve` with the window and the new prompt | the injection as `additionalContext` |
-//! | `SessionStart` | `POST /retrieve` with the window, or a query for the project when it is empty | the same |
+//! | the same, for a `remember:` prompt ([`remember`]) | also `POST /memories` (with `dedupe`) | one line on what was stored, or why not, then the injection |
+//! | `SessionStart` | `POST /retrieve` with the window, or a query for the project when it is empty | [`GUIDANCE`], then the injection |
 //! | `Stop` (a turn ended) | `POST /turns` with the window | nothing |
 //! | `PreCompact` | `POST /compactions` with the window | nothing |
+//!
+//! With no classifier configured, Engram refuses turns and compactions
+//! (`409 capture-disabled`: capture is agent-driven); the hook says so once
+//! in its log and treats it as done, since that is the service's setting,
+//! not a failure. The guidance at `SessionStart` is printed whatever the
+//! mode, since the hook reads no server configuration.
 //!
 //! The window is the transcript since its last compaction, reduced to user
 //! and assistant text (see [`transcript`]).
@@ -26,7 +33,9 @@
 //! Invariant: a hook never harms the agent. Whatever fails (bad stdin, an
 //! unreadable transcript, Engram down, a bad key, a 4xx or 5xx, the time
 //! budget running out), the hook prints nothing, exits 0, and appends one
-//! line with the reason to its log ([`log`]). It loads no model and reads
+//! line with the reason to its log ([`log`]); only a `remember:` prompt's
+//! outcome is always told, in one line, so that the agent never believes
+//! a fact stored that was not. It loads no model and reads
 //! no server configuration; one current-thread runtime serves its one
 //! request, all within `--timeout-ms`, reading files included: the
 //! transcript and `.git` are read through [`bounded`] (regular files only,
@@ -35,6 +44,7 @@
 pub mod bounded;
 pub mod log;
 pub mod project;
+pub mod remember;
 pub mod transcript;
 
 use std::io::{self, Read, Write};
@@ -57,6 +67,30 @@ const MAX_STDIN_BYTES: u64 = 16 * 1024 * 1024;
 
 /// The longest turn id Engram accepts.
 const MAX_TURN_ID_CHARS: usize = 256;
+
+/// What `SessionStart` tells the agent is worth remembering, before any
+/// memories: a few lines, since it costs context in every session.
+pub const GUIDANCE: &str = "Engram keeps long-term memory across sessions. When the user \
+states a preference or a project convention, makes a decision (and why), or corrects you, \
+save it with Engram's `remember` tool: one fact per memory, scope `repo` for this project, \
+`user` for the person; if a memory already says it, `update_memory` instead. Not what the \
+code or git records, never secrets. The user may also type `remember: …` (or \
+`remember for me: …`) to store a fact directly.";
+
+/// The importance of a memory the user asked for in so many words: above
+/// the neutral default, as nothing says more clearly that it matters.
+const REQUESTED_IMPORTANCE: f64 = 0.8;
+
+/// The most of a remembered fact the confirmation repeats, in characters.
+const CONFIRMATION_CHARS: usize = 160;
+
+/// The problem type of `POST /turns` and `/compactions` with no classifier.
+const CAPTURE_DISABLED: &str = "urn:engram:problem:capture-disabled";
+
+/// What the log says, once, when capture turns out to be agent-driven.
+const AGENT_DRIVEN_NOTE: &str = "note: capture is agent-driven (Engram has no `llm` \
+configured), so turns and compactions are not classified; memories come from the \
+`remember` tool and `remember:` prompts. Not an error; said once.";
 
 /// A coding agent whose hooks Engram serves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -193,6 +227,8 @@ pub enum Error {
         url: String,
         status: u16,
         detail: String,
+        /// The problem document's `type`, when the answer is one.
+        problem: Option<String>,
     },
     #[error("{url} answered 2xx with a body that is not JSON")]
     Answer {
@@ -447,11 +483,27 @@ impl Call {
                     return Ok(None);
                 }
                 let turn_id = turn_id(payload, &self.session_id, &window);
-                self.retrieve(
-                    args.event,
-                    json!({"turn_id": turn_id, "messages": wire(&window)}),
-                )
-                .await
+                let body = json!({"turn_id": turn_id, "messages": wire(&window)});
+                let Some(request) = payload.prompt.as_deref().and_then(remember::parse) else {
+                    let injection = self.retrieve(args.event, body).await?;
+                    return Ok(injection.map(|text| context(args.event, &text)));
+                };
+                // Both at once, within the one budget; the retrieval does
+                // not wait for the write (it would not see it before the
+                // index takes it anyway).
+                let (confirmation, retrieved) = tokio::join!(
+                    self.remember(&request, args.event),
+                    self.retrieve(args.event, body)
+                );
+                let injection = retrieved.unwrap_or_else(|err| {
+                    self.log(args.event, &error_chain(&err));
+                    None
+                });
+                let text = match injection {
+                    Some(injection) => format!("{confirmation}\n\n{injection}"),
+                    None => confirmation,
+                };
+                Ok(Some(context(args.event, &text)))
             }
             Event::SessionStart => {
                 let turn_id = turn_id(payload, &self.session_id, &window);
@@ -463,7 +515,11 @@ impl Call {
                 } else {
                     json!({"turn_id": turn_id, "messages": wire(&window)})
                 };
-                self.retrieve(args.event, body).await
+                let text = match self.retrieve(args.event, body).await? {
+                    Some(injection) => format!("{GUIDANCE}\n\n{injection}"),
+                    None => GUIDANCE.to_owned(),
+                };
+                Ok(Some(context(args.event, &text)))
             }
             Event::Stop | Event::PreCompact => {
                 if let Some(answer) = &payload.last_assistant_message {
@@ -482,28 +538,87 @@ impl Call {
                     "turn_id": turn_id(payload, &self.session_id, &window),
                     "messages": wire(&window),
                 });
-                self.post(path, body).await?;
-                Ok(None)
+                match self.post(path, body).await {
+                    Err(Error::Status {
+                        problem: Some(problem),
+                        ..
+                    }) if problem == CAPTURE_DISABLED => {
+                        if let Some(log_path) = &self.log_path {
+                            log::append_once(log_path, self.agent.as_str(), AGENT_DRIVEN_NOTE);
+                        }
+                        Ok(None)
+                    }
+                    answered => answered.map(|_| None),
+                }
             }
         }
     }
 
-    /// `POST /retrieve`, and the agent's output for its injection.
+    /// `POST /retrieve`: its injection, if it holds one.
     async fn retrieve(&self, event: Event, body: Value) -> Result<Option<String>, Error> {
         let answer = self.post("/retrieve", body).await?;
-        if let (Some(reason), Some(path)) = (answer["degraded"].as_str(), &self.log_path) {
-            let reason = format!("retrieval degraded: {reason}");
-            log::append(path, &what(self.agent, event), &reason);
+        if let Some(reason) = answer["degraded"].as_str() {
+            self.log(event, &format!("retrieval degraded: {reason}"));
         }
         let injection = answer["injection"].as_str().unwrap_or_default();
-        if injection.trim().is_empty() {
-            return Ok(None);
+        Ok((!injection.trim().is_empty()).then(|| injection.to_owned()))
+    }
+
+    /// `POST /memories` for a `remember:` prompt, and the one line that
+    /// tells the agent what became of it. Engram's refusals of the content
+    /// (a secret, a near-duplicate, a field out of bounds) are told with
+    /// Engram's reason; any other failure is logged as well, and one
+    /// without an answer from Engram is told without details.
+    async fn remember(&self, request: &remember::Request<'_>, event: Event) -> String {
+        if request.content.is_empty() {
+            return "Engram remembered nothing: nothing follows `remember:`.".to_owned();
         }
-        let output = json!({"hookSpecificOutput": {
-            "hookEventName": event.hook_event_name(),
-            "additionalContext": injection,
-        }});
-        Ok(Some(output.to_string()))
+        let body = json!({
+            "scope": request.scope,
+            "category": request.category(),
+            "content": request.content,
+            "importance": REQUESTED_IMPORTANCE,
+            "session_id": self.session_id,
+            "dedupe": true,
+        });
+        match self.post("/memories", body).await {
+            Ok(memory) => {
+                let scope = memory["scope"].as_str().unwrap_or_default();
+                let owner = memory[scope].as_str().unwrap_or_default();
+                format!(
+                    "Engram remembered this for {scope} {owner} as {} (memory {}): {}. It is \
+                     stored; there is no need to call `remember` for it.",
+                    memory["category"].as_str().unwrap_or_default(),
+                    memory["id"].as_str().unwrap_or_default(),
+                    crate::memory::excerpt(request.content, CONFIRMATION_CHARS),
+                )
+            }
+            // What was said is at fault (a secret, a duplicate, too long):
+            // the agent is told, and nothing went wrong with the hook.
+            Err(Error::Status {
+                status: 409 | 422,
+                detail,
+                ..
+            }) => format!("Engram did not remember this: {detail}"),
+            Err(err) => {
+                self.log(event, &error_chain(&err));
+                match err {
+                    Error::Status { status, detail, .. } if (400..500).contains(&status) => {
+                        format!("Engram did not remember this: {detail}")
+                    }
+                    _ => "Engram could not store this (see Engram's hook log): it is not \
+                          remembered."
+                        .to_owned(),
+                }
+            }
+        }
+    }
+
+    /// Appends `reason` to the log, if there is one.
+    fn log(&self, event: Event, reason: &str) {
+        if let Some(path) = &self.log_path {
+            log::append(path, &what(self.agent, event), reason);
+        }
     }
 
     /// Posts `body` (with the namespaces added) and returns the JSON answer
@@ -528,18 +643,29 @@ impl Call {
         let status = response.status();
         let bytes = response.bytes().await.map_err(failed)?;
         if !status.is_success() {
-            let detail = serde_json::from_slice::<Value>(&bytes)
-                .ok()
-                .and_then(|problem| problem["detail"].as_str().map(str::to_owned))
-                .unwrap_or_else(|| String::from_utf8_lossy(&bytes).chars().take(200).collect());
+            let problem = serde_json::from_slice::<Value>(&bytes).unwrap_or_default();
+            let detail = problem["detail"].as_str().map_or_else(
+                || String::from_utf8_lossy(&bytes).chars().take(200).collect(),
+                str::to_owned,
+            );
             return Err(Error::Status {
                 url,
                 status: status.as_u16(),
                 detail,
+                problem: problem["type"].as_str().map(str::to_owned),
             });
         }
         serde_json::from_slice(&bytes).map_err(|source| Error::Answer { url, source })
     }
+}
+
+/// The agent's output that adds `text` to its context.
+fn context(event: Event, text: &str) -> String {
+    let output = json!({"hookSpecificOutput": {
+        "hookEventName": event.hook_event_name(),
+        "additionalContext": text,
+    }});
+    output.to_string()
 }
 
 /// Adds `text` as the window's last message unless it already is (the

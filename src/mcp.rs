@@ -2,7 +2,8 @@
 //! replies) behind the same API keys as REST.
 //!
 //! Each tool is the REST operation it names, called with the caller's key:
-//! `remember` is `POST /memories`, `recall` is `POST /retrieve`, `forget`
+//! `remember` is `POST /memories` (with `dedupe` unless the arguments turn
+//! it off), `recall` is `POST /retrieve`, `forget`
 //! is `DELETE /memories/{id}`, `get_memory` is `GET /memories/{id}`,
 //! `list_memories` is `GET /memories`, and `update_memory` writes a new
 //! version that supersedes the memory, as `POST /memories` with
@@ -52,12 +53,17 @@ use crate::routes::state::AppState;
 use crate::window::Message;
 use schema::Components;
 
-/// What the server tells a client about itself when it connects.
+/// What the server tells a client about itself when it connects: how to
+/// use the tools, and what is worth remembering (with no classifier
+/// configured, the agent's own calls are all that Engram learns).
 const INSTRUCTIONS: &str = "Engram is this project's long-term memory. Call `recall` with \
-the task at hand before answering to get what is known (preferences, conventions, decisions, \
-corrections), each with why it was found; call `remember` when the user states something \
-worth keeping across sessions; `update_memory` when a memory is out of date; `forget` when \
-the user asks to.";
+the task at hand before answering to get what is known, each with why it was found. Call \
+`remember` (one fact per memory; scope `repo` for the project, `user` for the person) when you \
+learn something worth keeping across sessions: the user's preferences, the project's \
+conventions, a decision and its reason, a correction of something you got wrong. Not \
+what the code or git already records, and never secrets. If a memory already covers it, \
+call `update_memory` instead of writing a duplicate (`remember` refuses near-duplicates, \
+naming the memory); `forget` when the user asks to.";
 
 /// `/mcp`, to merge into the application's router: not a REST resource
 /// (it has no place in the OpenAPI document), but behind the same keys.
@@ -196,7 +202,13 @@ impl Tools {
     async fn call(&self, name: &str, arguments: &Value, caller: Caller) -> Result<Value, ApiError> {
         let state = &self.state;
         match name {
-            "remember" => self.create(from_arguments(arguments)?, caller).await,
+            "remember" => {
+                let mut request: CreateMemoryRequest = from_arguments(arguments)?;
+                // A model asked to remember tends to repeat itself across
+                // turns: the tool checks for a near-duplicate unless told not to.
+                request.dedupe = request.dedupe.or(Some(true));
+                self.create(request, caller).await
+            }
             "recall" => {
                 let arguments: RecallArguments = from_arguments(arguments)?;
                 let mut request = serde_json::to_value(&arguments).map_err(ApiError::internal)?;
@@ -263,6 +275,7 @@ impl Tools {
             supersedes: Some(arguments.id),
             related: arguments.related,
             session_id: None,
+            dedupe: None,
         };
         self.create(request, caller).await
     }
@@ -278,6 +291,7 @@ impl Tools {
             State(state.store.clone()),
             State(state.defaults.clone()),
             State(state.config.clone()),
+            State(state.retriever.clone()),
             caller,
             ApiJson(request),
         )
@@ -371,7 +385,9 @@ fn catalogue() -> Vec<Tool> {
         tool(
             "remember",
             "Write a memory: a fact, preference, convention or decision worth keeping across \
-             sessions, in the repo's namespace (scope `repo`) or the user's (`user`).",
+             sessions, in the repo's namespace (scope `repo`) or the user's (`user`). A \
+             near-duplicate of a current memory is refused, naming it (`dedupe`, on unless \
+             false): update that one instead.",
             components.schema_of::<CreateMemoryRequest>(),
             components.schema_of::<MemoryView>(),
             writing.clone(),

@@ -112,6 +112,16 @@ fn truncate_for_message(value: &str) -> String {
     }
 }
 
+/// The head of a memory's `content` for a one-line message: whitespace
+/// collapsed, at most `max_chars` characters, `…` where it was cut.
+pub fn excerpt(content: &str, max_chars: usize) -> String {
+    let collapsed = content.split_whitespace().collect::<Vec<_>>().join(" ");
+    match collapsed.char_indices().nth(max_chars) {
+        Some((cut, _)) => format!("{}…", &collapsed[..cut]),
+        None => collapsed,
+    }
+}
+
 /// A memory id: a UUID (v7 for memories Engram writes, so ids sort by time).
 #[derive(
     Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, ToSchema,

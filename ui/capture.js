@@ -1,5 +1,6 @@
-// Capture: the queue, the latest passes and what each wrote, the failed
-// triggers with their errors and a retry, and the numbers of /stats.
+// Capture: its mode (what writes memories), the queue, the latest passes
+// and what each wrote, the failed triggers with their errors and a retry,
+// and the numbers of /stats.
 
 import { get, post } from './api.js';
 import {
@@ -12,7 +13,8 @@ export async function captureView() {
   const [triggers, stats] = await Promise.all([get('/triggers?limit=50'), get('/stats')]);
   return h('section', { class: 'capture' },
     h('h1', { tabindex: '-1' }, 'Capture'),
-    triggers.enabled ? null : h('p', { class: 'warning' }, 'Capture is off: no `llm` is configured, so no trigger is accepted or processed.'),
+    h('p', { id: 'capture-mode', class: 'capture-mode', 'data-mode': triggers.mode },
+      h('strong', null, triggers.mode === 'agent' ? 'Agent-driven capture. ' : 'Classifier capture. '), triggers.mode_summary),
     h('div', { class: 'actions' }, h('a', { class: 'button quiet', href: `#/capture?t=${Date.now()}` }, 'Refresh')),
     section('Queue', 'queue', triggers.queued, ['state', 'trigger', 'owner', 'accepted', 'attempts', 'window'], (t) => [
       h('span', { class: `badge state-${t.state}` }, t.state.replace('_', ' ')),

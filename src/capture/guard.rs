@@ -2,27 +2,46 @@
 //! memory of its namespace already says (cosine similarity at or above the
 //! threshold), or what an earlier memory of the same batch says, is not
 //! written again. This is also what makes re-running a trigger after a
-//! crash harmless.
+//! crash harmless. `POST /memories` with `dedupe` asks the same question
+//! of one memory.
 
-use std::sync::Arc;
+use std::fmt;
 
 use crate::blocking;
 use crate::embed::{self, Embedder};
 use crate::index::{Index, cosine};
+use crate::memory::MemoryId;
 use crate::store::{NewMemory, Store};
 
 /// Whether a memory may be written.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Verdict {
     New,
-    /// What it duplicates: a memory id, or "an earlier memory of this batch".
-    Duplicate(String),
+    Duplicate(DuplicateOf),
+}
+
+/// What a memory duplicates.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DuplicateOf {
+    /// A current memory of its namespace.
+    Stored(MemoryId),
+    /// A memory earlier in the same batch.
+    EarlierInBatch,
+}
+
+impl fmt::Display for DuplicateOf {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Stored(id) => fmt::Display::fmt(id, f),
+            Self::EarlierInBatch => f.write_str("an earlier memory of this batch"),
+        }
+    }
 }
 
 /// A verdict per memory, in order; one embedding call for all of them.
 pub async fn near_duplicates(
     embedder: &Embedder,
-    index: &Arc<Index>,
+    index: &Index,
     store: &Store,
     memories: &[NewMemory],
     threshold: f64,
@@ -67,8 +86,8 @@ pub async fn near_duplicates(
                 && f64::from(cosine(&vectors[before], &vectors[at])) >= threshold
         });
         verdicts.push(match (stored, earlier) {
-            (Some(hit), _) => Verdict::Duplicate(hit.id.to_string()),
-            (None, true) => Verdict::Duplicate("an earlier memory of this batch".to_owned()),
+            (Some(hit), _) => Verdict::Duplicate(DuplicateOf::Stored(hit.id)),
+            (None, true) => Verdict::Duplicate(DuplicateOf::EarlierInBatch),
             (None, false) => Verdict::New,
         });
     }

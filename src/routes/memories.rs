@@ -9,11 +9,13 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use crate::auth::Caller;
+use crate::capture::guard::{self, DuplicateOf, Verdict};
+use crate::causes::error_chain;
 use crate::config::Defaults;
 use crate::error::{ApiError, Problem};
 use crate::memory::{
     Category, Memory, MemoryId, MemoryView, Namespace, RelatedEdge, RepoId, Scope, SessionId,
-    Trigger, UserId, parse_content, parse_importance,
+    Trigger, UserId, excerpt, parse_content, parse_importance,
 };
 use crate::retrieval::{Degraded, Retriever};
 use crate::routes::extract::{ApiJson, ApiPath, ApiQuery, in_range};
@@ -26,6 +28,8 @@ const DEFAULT_LIMIT: usize = 50;
 const MAX_LIMIT: usize = 1000;
 /// The longest `text` filter, in characters.
 const MAX_TEXT_FILTER_CHARS: usize = 1000;
+/// The most of an existing memory a duplicate's problem quotes, in characters.
+const EXCERPT_CHARS: usize = 200;
 
 // The view itself lives beside `Memory`; trimming it to a caller needs the
 // store and the key, which only the routes hold.
@@ -70,6 +74,14 @@ pub struct CreateMemoryRequest {
     pub related: Option<Vec<RelatedEdge>>,
     /// With `supersedes`, kept from the old version when left out.
     pub session_id: Option<SessionId>,
+    /// `true`: refuse the write with `409`
+    /// (`urn:engram:problem:duplicate-memory`) when a current memory of the
+    /// namespace written already says nearly the same (cosine similarity
+    /// at or above `capture.duplicate_threshold`), as capture refuses its
+    /// near-duplicates; the memory `supersedes` names does not count.
+    /// Default `false`; the MCP `remember` tool and `remember:` prompts
+    /// send `true`.
+    pub dedupe: Option<bool>,
 }
 
 /// The one rule for a new version, through REST and MCP alike: what the
@@ -115,7 +127,7 @@ fn carry_over(
         Unauthorized,
         (status = 201, description = "The memory, as written", body = MemoryView),
         (status = 403, description = "The API key does not hold the namespace written, or a repo or user the request names", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "`supersedes` names a memory that is already superseded, or the namespace's directory in the data directory is a symbolic link (never written through)", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`supersedes` names a memory that is already superseded, or the namespace's directory in the data directory is a symbolic link (never written through), or (with `dedupe`) a current memory already says this (`urn:engram:problem:duplicate-memory`, naming it)", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "A field is invalid, or `content` or `session_id` looks like a secret (`urn:engram:problem:secret-content`, naming the field)", body = Problem, content_type = "application/problem+json"),
         (status = 507, description = "The data directory is below its free-space floor (`limits.min_free_disk_bytes`); nothing was written", body = Problem, content_type = "application/problem+json"),
     )
@@ -124,6 +136,7 @@ pub async fn create_memory(
     State(store): State<Store>,
     State(defaults): State<Defaults>,
     State(config): State<std::sync::Arc<crate::config::Config>>,
+    State(retriever): State<Retriever>,
     caller: Caller,
     ApiJson(mut request): ApiJson<CreateMemoryRequest>,
 ) -> Result<(StatusCode, Json<MemoryView>), ApiError> {
@@ -164,12 +177,55 @@ pub async fn create_memory(
         session_id: request.session_id,
         trigger: Trigger::Manual,
     };
+    if request.dedupe == Some(true) {
+        refuse_duplicate(&retriever, &new, config.capture.duplicate_threshold).await?;
+    }
     crate::disk::ensure_free_space(&config.data_dir, config.limits.min_free_disk_bytes)?;
     let memory = store.create_within(new, reach).await?;
     Ok((
         StatusCode::CREATED,
         Json(MemoryView::seen_by(&memory, &store, &caller)),
     ))
+}
+
+/// `dedupe`: the capture guard's near-duplicate check, for one memory.
+/// An embedder that fails does not stop an explicit write: the memory is
+/// written unchecked (a duplicate at worst), and the failure logged.
+async fn refuse_duplicate(
+    retriever: &Retriever,
+    new: &NewMemory,
+    threshold: f64,
+) -> Result<(), ApiError> {
+    let verdicts = guard::near_duplicates(
+        retriever.embedder(),
+        retriever.index(),
+        retriever.store(),
+        std::slice::from_ref(new),
+        threshold,
+    )
+    .await;
+    let existing = match verdicts.as_deref() {
+        Ok([Verdict::Duplicate(DuplicateOf::Stored(id))]) if Some(*id) != new.supersedes => {
+            retriever.store().get(*id)
+        }
+        Ok(_) => None,
+        Err(err) => {
+            tracing::warn!(error = %error_chain(err), "no duplicate check: the embedder failed; writing unchecked");
+            None
+        }
+    };
+    match existing {
+        Some(existing) => Err(ApiError::DuplicateMemory {
+            detail: format!(
+                "memory {} already says this ({} {}): {}; update it (`supersedes`) to change it",
+                existing.id,
+                existing.namespace,
+                existing.category,
+                excerpt(&existing.content, EXCERPT_CHARS),
+            ),
+        }),
+        None => Ok(()),
+    }
 }
 
 fn check_related(related: &[RelatedEdge]) -> Result<(), ApiError> {

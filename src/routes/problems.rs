@@ -49,7 +49,7 @@ pub enum CaptureProblems {
     Forbidden(Problem),
     #[response(
         status = 409,
-        description = "Capture is off: no `llm` is configured",
+        description = "Capture is agent-driven: no `llm` is configured, so turns and compactions are not classified (`urn:engram:problem:capture-disabled`); write memories with `POST /memories`",
         content_type = "application/problem+json"
     )]
     Disabled(Problem),

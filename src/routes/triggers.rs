@@ -13,9 +13,9 @@ use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
 use crate::auth::Caller;
-use crate::capture::Capture;
 use crate::capture::queue::{EnqueueStatus, QueuedTrigger};
 use crate::capture::triggers::{PassOutcome, RECENT_CAPACITY, TriggerSummary};
+use crate::capture::{Capture, CaptureMode};
 use crate::error::{ApiError, Problem};
 use crate::routes::extract::{ApiPath, ApiQuery, in_range};
 use crate::routes::problems::Unauthorized;
@@ -35,9 +35,13 @@ pub struct ListTriggersQuery {
 /// Capture's triggers, as the caller may see them.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ListTriggersResponse {
-    /// Whether capture runs (an `llm` is configured); when it does not,
-    /// triggers are neither accepted nor processed.
+    /// Whether the classifier runs (an `llm` is configured); when it does
+    /// not, triggers are neither accepted nor processed (`mode` is `agent`).
     pub enabled: bool,
+    /// What writes memories: the classifier, or the agent alone.
+    pub mode: CaptureMode,
+    /// What captures in this mode and what does not, in one sentence.
+    pub mode_summary: &'static str,
     /// In flight first, then waiting, oldest first.
     pub queued: Vec<QueuedTrigger>,
     /// The latest finished passes since start, newest first (the service
@@ -79,6 +83,8 @@ pub async fn list_triggers(
     let (failed, failed_more) = capture.failed(limit, visible).await?;
     Ok(Json(ListTriggersResponse {
         enabled: capture.is_enabled(),
+        mode: capture.mode(),
+        mode_summary: capture.mode().summary(),
         queued,
         recent,
         failed,
@@ -101,7 +107,7 @@ pub async fn list_triggers(
         Unauthorized,
         (status = 202, description = "Queued again", body = TriggerResponse),
         (status = 404, description = "No failed trigger has this id (for this API key)", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "Capture is off (no `llm` configured), or the trigger is queued already", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "Capture is agent-driven (no `llm` configured, so nothing is classified), or the trigger is queued already", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "The id is not a UUID", body = Problem, content_type = "application/problem+json"),
         (status = 429, description = "A compaction would take the queue past its byte budget; nothing changed: retry after `Retry-After` seconds", body = Problem, content_type = "application/problem+json",
             headers(("Retry-After" = u64, description = "Seconds to wait before retrying"))),

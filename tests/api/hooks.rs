@@ -163,7 +163,12 @@ pub async fn write_and_wait(app: &RunningApp, body: &Value) {
         .await
         .unwrap();
     assert_eq!(response.status(), 201);
-    wait_until_async("the index to take the memory", async || {
+    wait_for_index(app).await;
+}
+
+/// Waits until the index has taken every write.
+pub async fn wait_for_index(app: &RunningApp) {
+    wait_until_async("the index to take every write", async || {
         let stats = get(app, "/stats").await;
         stats["index"]["ready"] == true && stats["index"]["pending"] == 0
     })

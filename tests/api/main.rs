@@ -15,6 +15,7 @@ mod freshness;
 mod grants;
 mod graph;
 mod hook_bounds;
+mod hook_capture;
 mod hooks;
 mod lifecycle;
 mod mcp;

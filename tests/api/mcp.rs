@@ -456,3 +456,51 @@ async fn remember_and_update_refuse_secrets_in_any_stored_field() {
     client.cancel().await.unwrap();
     app.stop().await;
 }
+
+/// Waits until the index has taken every write, so that a duplicate check
+/// sees them.
+async fn wait_for_index(app: &RunningApp) {
+    wait_until_async("the index to take every write", async || {
+        let (_, stats) = app_get(app, "/stats", ROOT).await;
+        stats["index"]["ready"] == true && stats["index"]["pending"] == 0
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn remember_refuses_a_near_duplicate_naming_the_memory_unless_told_not_to() {
+    let upstream = Upstream::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let app = service(dir.path(), &upstream).await;
+    let client = connect(&app.base_url, ROOT).await;
+    let fact = json!({"repo": "forge", "scope": "repo", "category": "patterns",
+                      "content": "Forge deploys with the blue pipeline."});
+    let first = ok(&client, "remember", fact.clone()).await;
+    wait_for_index(&app).await;
+
+    let mut again = fact.clone();
+    again["content"] = json!("forge deploys with the blue pipeline");
+    let problem = refused(&client, "remember", again.clone()).await;
+    assert_eq!(problem["status"], 409, "{problem:#}");
+    assert_eq!(problem["type"], "urn:engram:problem:duplicate-memory");
+    assert_eq!(problem["field"], "content");
+    let detail = problem["detail"].as_str().unwrap();
+    assert!(detail.contains(first["id"].as_str().unwrap()), "{detail}");
+    // A new version may say nearly what the one it replaces said.
+    let mut update = again.clone();
+    update["supersedes"] = first["id"].clone();
+    update["dedupe"] = json!(true);
+    let (status, _) = app_post(&app, "/memories", ROOT, &update).await;
+    assert_eq!(status, StatusCode::CREATED);
+    // Another namespace is not a duplicate, and a write can opt out.
+    let mut elsewhere = again.clone();
+    elsewhere["repo"] = json!("anvil");
+    ok(&client, "remember", elsewhere).await;
+    again["dedupe"] = json!(false);
+    ok(&client, "remember", again).await;
+    let (_, page) = app_get(&app, "/memories", ROOT).await;
+    assert_eq!(page["memories"].as_array().unwrap().len(), 3, "{page:#}");
+
+    client.cancel().await.unwrap();
+    app.stop().await;
+}

@@ -74,6 +74,7 @@ async fn a_failed_trigger_shows_its_error_and_a_retry_writes_its_memories() {
     let id = accept(&app, &turn("s1", "forge", "We deploy with Helm.")).await;
     let listed = passes(&app, 1).await;
     assert_eq!(listed["enabled"], true);
+    assert_eq!(listed["mode"], "classifier");
     assert_eq!(ids(&listed["failed"]), [id.as_str()], "{listed:#}");
     let failed = &listed["failed"][0];
     assert!(
@@ -204,12 +205,15 @@ async fn trigger_requests_are_checked() {
     app.get("/triggers?state=failed")
         .await
         .assert_problem(StatusCode::UNPROCESSABLE_ENTITY, Some("state"));
-    let listed = app.get("/triggers").await;
+    let mut listed = app.get("/triggers").await;
     assert_eq!(listed.status, StatusCode::OK);
+    let summary = listed.json["mode_summary"].take();
     assert_eq!(
         listed.json,
-        json!({"enabled": false, "queued": [], "recent": [], "failed": [], "failed_more": false})
+        json!({"enabled": false, "mode": "agent", "mode_summary": null,
+               "queued": [], "recent": [], "failed": [], "failed_more": false})
     );
+    assert_described_as_agent_driven(summary.as_str().unwrap());
     app.post("/triggers/not-a-uuid/retry", &json!({}))
         .await
         .assert_problem(StatusCode::UNPROCESSABLE_ENTITY, Some("id"));
@@ -236,4 +240,53 @@ async fn an_unknown_failed_trigger_is_not_found() {
     )
     .await
     .assert_problem(StatusCode::NOT_FOUND, None);
+}
+
+/// What agent-driven capture is said to be: the agent's writes capture,
+/// turns and compactions are not classified.
+fn assert_described_as_agent_driven(text: &str) {
+    for said in [
+        "remember tool",
+        "remember: prompts",
+        "POST /memories",
+        "not classified",
+    ] {
+        assert!(text.contains(said), "{said:?} missing from {text}");
+    }
+}
+
+#[tokio::test]
+async fn with_no_llm_capture_is_agent_driven_and_turns_are_refused_saying_so() {
+    let app = spawn_app().await;
+    let stats = app.get("/stats").await.json;
+    assert_eq!(stats["capture"]["mode"], "agent", "{stats:#}");
+    assert_eq!(stats["capture"]["enabled"], false);
+    for path in ["/turns", "/compactions"] {
+        let refused = app
+            .post(path, &turn("s1", "forge", "We deploy with Helm."))
+            .await;
+        refused.assert_problem(StatusCode::CONFLICT, None);
+        assert_eq!(refused.json["type"], "urn:engram:problem:capture-disabled");
+        let detail = refused.json["detail"].as_str().unwrap();
+        assert!(detail.contains("agent-driven"), "{detail}");
+        assert!(detail.contains("`remember`"), "{detail}");
+    }
+    let stats = app.get("/stats").await.json;
+    assert_eq!(stats["capture"]["accepted"], 0, "nothing was queued");
+}
+
+#[tokio::test]
+async fn with_an_llm_capture_is_by_the_classifier() {
+    let upstream = Upstream::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let app = app_on(&upstream, dir.path()).await;
+    let stats = send(&app, Method::GET, "/stats", None, ROOT).await.json;
+    assert_eq!(stats["capture"]["mode"], "classifier", "{stats:#}");
+    let listed = send(&app, Method::GET, "/triggers", None, ROOT).await.json;
+    assert_eq!(listed["mode"], "classifier");
+    let summary = listed["mode_summary"].as_str().unwrap();
+    assert!(
+        summary.contains("classifier model reads every turn"),
+        "{summary}"
+    );
 }

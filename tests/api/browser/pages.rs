@@ -654,3 +654,22 @@ async fn the_capture_page_reads_retrieval_latency_as_percentiles() {
     );
     end(browser, served).await;
 }
+
+#[tokio::test]
+async fn the_capture_page_says_capture_is_agent_driven_without_an_llm() {
+    let Some((browser, served)) = session(
+        "the_capture_page_says_capture_is_agent_driven_without_an_llm",
+        |config| config.llm = None,
+    )
+    .await
+    else {
+        return;
+    };
+    browser.open(&served.ui("#/capture")).await;
+    let said = browser.texts("#capture-mode").await;
+    assert_eq!(said.len(), 1, "{said:?}");
+    for part in ["Agent-driven capture.", "remember tool", "not classified"] {
+        assert!(said[0].contains(part), "{part:?} missing from {said:?}");
+    }
+    end(browser, served).await;
+}

@@ -1,0 +1,144 @@
+//! `remember:` prompts: a prompt that asks Engram, in so many words, to
+//! remember something becomes a memory with no model involved, written by
+//! the prompt hook through `POST /memories` (so the secret guard and the
+//! near-duplicate check apply, as for any explicit write).
+//!
+//! A prompt is a request when, after any leading whitespace, it starts
+//! with `remember:` or `#remember` (ASCII case ignored), and `for me`
+//! after the word makes it the user's memory instead of the project's:
+//! `remember: …`, `remember for me: …`, `#remember …`, `#remember for me …`
+//! (the colon is optional after `#remember`). Any other prompt, such as
+//! "remember to run the tests", is a plain prompt.
+
+use crate::memory::{Category, Scope};
+
+/// An explicit request to remember `content`.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Request<'a> {
+    /// `repo` for the project (`remember:`), `user` for `remember for me:`.
+    pub scope: Scope,
+    /// What follows the prefix, trimmed; may be empty.
+    pub content: &'a str,
+}
+
+impl Request<'_> {
+    /// The category the memory is filed under. No model reads the text,
+    /// so the rule is the scope's, with one word looked for: the project's
+    /// memories are its conventions; the user's are preferences when they
+    /// say so ("prefer"), else facts about the user.
+    pub fn category(&self) -> Category {
+        match self.scope {
+            Scope::Repo => Category::ProjectConventions,
+            Scope::User if self.content.to_lowercase().contains("prefer") => {
+                Category::CodingPreferences
+            }
+            Scope::User => Category::UserFacts,
+        }
+    }
+}
+
+/// The request in `prompt`, if it is one.
+pub fn parse(prompt: &str) -> Option<Request<'_>> {
+    let text = prompt.trim_start();
+    let (tagged, text) = match text.strip_prefix('#') {
+        Some(rest) => (true, rest),
+        None => (false, text),
+    };
+    let rest = strip_word(text, "remember")?;
+    let (scope, rest) = match for_me(rest) {
+        Some(after) => (Scope::User, after),
+        None => (Scope::Repo, rest),
+    };
+    let after_colon = rest.trim_start().strip_prefix(':');
+    let content = match after_colon {
+        Some(content) => content,
+        // `#remember` needs no colon, but must end its word there.
+        None if tagged && (rest.is_empty() || rest.starts_with(char::is_whitespace)) => rest,
+        None => return None,
+    };
+    Some(Request {
+        scope,
+        content: content.trim(),
+    })
+}
+
+/// `text` past `word` (ASCII case ignored), when it starts with it.
+fn strip_word<'a>(text: &'a str, word: &str) -> Option<&'a str> {
+    let head = text.get(..word.len())?;
+    head.eq_ignore_ascii_case(word).then(|| &text[word.len()..])
+}
+
+/// `text` past ` for me`, when that is what it starts with.
+fn for_me(text: &str) -> Option<&str> {
+    let text = strip_word(text.strip_prefix(char::is_whitespace)?.trim_start(), "for")?;
+    let text = strip_word(text.strip_prefix(char::is_whitespace)?.trim_start(), "me")?;
+    // "remember for merging: …" is not "for me".
+    (!text.starts_with(char::is_alphanumeric)).then_some(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parsed(prompt: &str) -> Option<(Scope, &str)> {
+        parse(prompt).map(|request| (request.scope, request.content))
+    }
+
+    #[test]
+    fn the_prefixes_are_read_in_any_case_after_leading_whitespace() {
+        let fact = "we deploy with Helm";
+        for prompt in [
+            "remember: we deploy with Helm",
+            "  Remember:we deploy with Helm ",
+            "\n#remember we deploy with Helm",
+            "#REMEMBER: we deploy with Helm",
+            "#Remember\twe deploy with Helm",
+        ] {
+            assert_eq!(parsed(prompt), Some((Scope::Repo, fact)), "{prompt:?}");
+        }
+        for prompt in [
+            "remember for me: we deploy with Helm",
+            "REMEMBER  FOR  ME : we deploy with Helm",
+            "#remember for me we deploy with Helm",
+            " #Remember For Me: we deploy with Helm",
+        ] {
+            assert_eq!(parsed(prompt), Some((Scope::User, fact)), "{prompt:?}");
+        }
+    }
+
+    #[test]
+    fn other_prompts_are_not_requests() {
+        for prompt in [
+            "remember to run the tests",
+            "Remember when we moved to Helm?",
+            "#remembering: the old days",
+            "remembered: yes",
+            "remember for merging: squash",
+            "please remember: this",
+            "# remember: a heading",
+            "",
+            "rem",
+            "rémember: x",
+        ] {
+            assert_eq!(parse(prompt), None, "{prompt:?}");
+        }
+    }
+
+    #[test]
+    fn a_request_may_be_empty() {
+        assert_eq!(parsed("remember:"), Some((Scope::Repo, "")));
+        assert_eq!(parsed("#remember"), Some((Scope::Repo, "")));
+        assert_eq!(parsed("#remember for me"), Some((Scope::User, "")));
+    }
+
+    #[test]
+    fn the_category_follows_the_scope_and_a_stated_preference() {
+        let category = |prompt| parse(prompt).unwrap().category();
+        assert_eq!(category("remember: tabs"), Category::ProjectConventions);
+        assert_eq!(category("remember for me: I am Ana"), Category::UserFacts);
+        assert_eq!(
+            category("remember for me: I Prefer tabs"),
+            Category::CodingPreferences
+        );
+    }
+}
