@@ -257,6 +257,40 @@ async fn past_the_capture_budget_triggers_wait_and_go_once_it_is_raised() {
 }
 
 #[tokio::test]
+async fn a_pair_past_its_own_budget_waits_while_other_pairs_go() {
+    let upstream = Upstream::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let app = app_on(&upstream, dir.path(), |config| {
+        config.capture.pair_daily_token_budget = 1;
+    })
+    .await;
+    upstream.set_chat(Behaviour::Answer, "[]");
+    accept(&app, "/turns", &turn("s1", "first")).await;
+    let stats = settled(&app, 1).await;
+    assert_eq!(
+        stats["models"]["budgets"]["exhausted_pairs"],
+        json!([{"repo": "forge", "user": "ana"}]),
+        "{stats:#}"
+    );
+
+    // The held trigger is older than the other pair's: were it not held,
+    // the worker would take it first.
+    accept(&app, "/turns", &turn("s2", "held")).await;
+    let mut other = turn("s3", "goes");
+    other["repo"] = json!("web");
+    accept(&app, "/turns", &other).await;
+    wait_until_async("the other pair's trigger to be processed", async || {
+        app.get("/stats").await.json["capture"]["processed"] == 2
+    })
+    .await;
+    let queued = app.get("/triggers").await.json["queued"].clone();
+    assert_eq!(queued.as_array().unwrap().len(), 1, "{queued:#}");
+    assert_eq!(queued[0]["repo"], "forge");
+    assert_eq!(queued[0]["state"], "waiting");
+    assert_eq!(upstream.chat_requests().len(), 2);
+}
+
+#[tokio::test]
 async fn a_spent_day_on_disk_holds_capture_and_the_next_day_renews_it() {
     let upstream = Upstream::start().await;
     let spent_on = |day: chrono::NaiveDate| {
