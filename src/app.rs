@@ -2,7 +2,7 @@
 //! build the vector index in the background, watch the data directory,
 //! serve until told to stop, then let in-flight requests finish and stop
 //! the background tasks (the indexer, the watcher, the capture worker, the
-//! access-count saver).
+//! access-count and model-usage savers).
 
 use std::future::Future;
 use std::io;
@@ -37,6 +37,7 @@ use crate::routes::stats::StatsSources;
 use crate::routes::stats::scrape::StatsCollector;
 use crate::serve::{self, ConnectionLimits};
 use crate::store::{self, Store};
+use crate::usage::Meter;
 use crate::{mcp, routes};
 
 #[derive(Debug, thiserror::Error)]
@@ -69,14 +70,15 @@ impl App {
     /// picks a free port) and starts building the index; the service is
     /// ready once that build is done.
     pub async fn build(config: Config) -> Result<Self, Error> {
-        let (store, fingerprints, embedder, cache, access, queue) = {
-            let data_dir = config.data_dir.clone();
-            let embedding = config.embedding.clone();
-            let queue_limits = queue::Limits::from_config(&config);
+        let (store, fingerprints, embedder, cache, access, queue, meter) = {
+            let config = config.clone();
             blocking::run(move || -> Result<_, Error> {
-                let (store, fingerprints) = Store::open(&data_dir)?;
+                let data_dir = &config.data_dir;
+                let (store, fingerprints) = Store::open(data_dir)?;
+                let queue_limits = queue::Limits::from_config(&config);
                 let queue = Arc::new(Queue::open(&data_dir.join("queue"), queue_limits)?);
-                let embedder = Embedder::from_config(&embedding)?;
+                let meter = Meter::open(&config);
+                let embedder = Embedder::from_config(&config.embedding)?.metered(meter.clone());
                 let cache_dir = data_dir.join(".cache");
                 let cache = embedder.open_cache(&cache_dir);
                 Ok((
@@ -86,6 +88,7 @@ impl App {
                     cache,
                     AccessCounts::load(&cache_dir),
                     queue,
+                    meter,
                 ))
             })
             .await?
@@ -114,7 +117,10 @@ impl App {
             },
             stop.clone(),
         );
-        let llm = config.llm.clone().map(Llm::new);
+        let llm = config
+            .llm
+            .clone()
+            .map(|settings| Llm::new(settings, meter.clone()));
         let capture_stats = Arc::new(CaptureStats::default());
         let recent_triggers = Arc::new(RecentTriggers::default());
         let wake = Arc::new(Notify::new());
@@ -166,6 +172,7 @@ impl App {
             retriever.clone(),
             stop.clone(),
         )));
+        background.push(tokio::spawn(save_usage(meter.clone(), stop.clone())));
         let api_keys = ApiKeys::from_config(&config.auth, config.api_key.as_ref());
         let registry = Arc::new(metrics.registry(StatsCollector(StatsSources {
             store: store.clone(),
@@ -173,6 +180,7 @@ impl App {
             capture: capture.clone(),
             indexer: indexer_stats.clone(),
             readiness: readiness.clone(),
+            meter: meter.clone(),
         })));
         let state = AppState {
             api_keys,
@@ -186,6 +194,7 @@ impl App {
             defaults: config.defaults.clone(),
             config: Arc::new(config),
             readiness,
+            meter,
         };
         let router = routes::router(state.clone(), mcp::router(&state));
         Ok(Self {
@@ -254,6 +263,31 @@ async fn save_access_counts(retriever: Retriever, stop: CancellationToken) {
                 .flush(|id| store.get(id).is_some());
         })
         .await;
+        if stopping {
+            return;
+        }
+    }
+}
+
+/// How often the day's model usage is saved when calls were counted (the
+/// capture worker saves after each pass, and it is saved at shutdown too):
+/// a crash forgets at most this much of retrieval's calls.
+const USAGE_SAVE_INTERVAL: Duration = Duration::from_secs(5);
+
+/// Saves the meter's day now and then, and once more when `stop` is
+/// cancelled.
+async fn save_usage(meter: Meter, stop: CancellationToken) {
+    let mut interval = tokio::time::interval(USAGE_SAVE_INTERVAL);
+    interval.tick().await;
+    loop {
+        let stopping = tokio::select! {
+            _ = interval.tick() => false,
+            () = stop.cancelled() => true,
+        };
+        let meter = meter.clone();
+        if let Err(err) = blocking::run(move || meter.save()).await {
+            tracing::warn!(error = %err, "could not save the day's model usage; it is tried again");
+        }
         if stopping {
             return;
         }

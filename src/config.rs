@@ -24,8 +24,9 @@ pub use access::{Auth, Cors, KeyGrant, Mcp};
 pub use background::{CaptureConfig, StoreConfig};
 pub use http::{Http, parse_host};
 pub use retrieval::{Retrieval, RetrievalOverrides, SettingError, Tuning, Weights};
-pub use upstream::{Embedding, EmbeddingProvider, Llm};
+pub use upstream::{Embedding, EmbeddingProvider, Llm, Price};
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
@@ -65,6 +66,11 @@ pub struct Config {
     /// The chat model for HyDE (and, later, capture); absent: no LLM, and
     /// retrieval searches for the latest user message.
     pub llm: Option<Llm>,
+    /// What each model costs, by the model's name as configured (chat or
+    /// embeddings): turns metered tokens into money in `/stats`,
+    /// `/metrics` and `/triggers`. A model left out is metered in tokens
+    /// only.
+    pub prices: BTreeMap<String, Price>,
     pub retrieval: Retrieval,
     pub capture: CaptureConfig,
     pub store: StoreConfig,
@@ -108,6 +114,7 @@ impl Default for Config {
             defaults: Defaults::default(),
             embedding: Embedding::default(),
             llm: None,
+            prices: BTreeMap::new(),
             retrieval: Retrieval::default(),
             capture: CaptureConfig::default(),
             store: StoreConfig::default(),

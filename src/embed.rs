@@ -35,6 +35,7 @@ pub use openai::OpenAiEmbedder;
 use crate::blocking;
 use crate::causes::error_chain;
 use crate::config::{self, EmbeddingProvider};
+use crate::usage::Meter;
 use cache::{EmbeddingCache, StoredVectors};
 
 #[derive(Debug, thiserror::Error)]
@@ -93,6 +94,16 @@ impl Embedder {
             backend,
             last_error: Arc::default(),
         })
+    }
+
+    /// This embedder, the remote one's calls counted by `meter` (the local
+    /// model costs nothing and is not metered).
+    pub fn metered(self, meter: Meter) -> Self {
+        let backend = match self.backend {
+            Backend::OpenAi(embedder) => Backend::OpenAi(embedder.metered(meter)),
+            local @ Backend::Local(_) => local,
+        };
+        Self { backend, ..self }
     }
 
     /// Names the vector space: vectors from embedders with different model

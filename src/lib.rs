@@ -55,5 +55,8 @@ pub mod store;
 pub mod telemetry;
 /// Calls to OpenAI-compatible endpoints, and their errors.
 pub mod upstream;
+/// Metering of model calls: tokens and cost by kind, model and pair, and
+/// the daily token budgets.
+pub mod usage;
 /// Conversation windows: chat messages reduced to user and assistant text.
 pub mod window;

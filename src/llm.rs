@@ -6,6 +6,9 @@
 //! it leaves: the classifier's window, HyDE's, expansion's and the
 //! suggestions' prompts reach the model with each secret replaced by
 //! `[secret: KIND]`.
+//!
+//! Every call is counted by the [`Meter`]: the reply's `usage`, or the
+//! tokenizer's count when the server sends none.
 
 pub mod reply;
 
@@ -16,12 +19,14 @@ use serde::{Deserialize, Serialize};
 use crate::config;
 use crate::secrets;
 use crate::upstream::{self, Endpoint};
+use crate::usage::{self, CallKind, Meter, Metered, Owner, Tokens};
 
 /// A configured chat-completions endpoint.
 #[derive(Clone, Debug)]
 pub struct Llm {
     endpoint: Endpoint,
     settings: config::Llm,
+    meter: Meter,
 }
 
 /// Which of the configured models a call is for.
@@ -31,6 +36,22 @@ pub enum Purpose {
     Retrieval,
     /// Capture: slower, off the request path.
     Classifier,
+}
+
+impl Purpose {
+    fn of(kind: CallKind) -> Self {
+        match kind {
+            CallKind::Classifier => Self::Classifier,
+            _ => Self::Retrieval,
+        }
+    }
+}
+
+/// A model's reply and what the call took.
+#[derive(Clone, Debug)]
+pub struct Completion {
+    pub text: String,
+    pub usage: Metered,
 }
 
 #[derive(Serialize)]
@@ -49,6 +70,9 @@ struct ChatMessage<'a> {
 #[derive(Deserialize)]
 struct ChatResponse {
     choices: Vec<Choice>,
+    /// Read leniently: a server's odd `usage` is no reason to lose its reply.
+    #[serde(default)]
+    usage: Option<serde_json::Value>,
 }
 
 #[derive(Deserialize)]
@@ -62,7 +86,7 @@ struct ReplyMessage {
 }
 
 impl Llm {
-    pub fn new(settings: config::Llm) -> Self {
+    pub fn new(settings: config::Llm, meter: Meter) -> Self {
         let endpoint = Endpoint::new(
             &settings.base_url,
             "chat/completions",
@@ -70,7 +94,17 @@ impl Llm {
             "the chat-completions endpoint",
             settings.max_reply_bytes,
         );
-        Self { endpoint, settings }
+        Self {
+            endpoint,
+            settings,
+            meter,
+        }
+    }
+
+    /// The meter every call is counted by (its budgets say whether a call
+    /// may be made).
+    pub fn meter(&self) -> &Meter {
+        &self.meter
     }
 
     /// The configured timeout of one call for `purpose`.
@@ -81,14 +115,17 @@ impl Llm {
         })
     }
 
-    /// The reply's text, within `timeout` (at most the configured one).
+    /// The reply's text and what it took, within `timeout` (at most the
+    /// configured one), for `owner`'s call of `kind`.
     pub async fn complete(
         &self,
-        purpose: Purpose,
+        kind: CallKind,
+        owner: Owner,
         system: &str,
         user: &str,
         timeout: Duration,
-    ) -> Result<String, upstream::Error> {
+    ) -> Result<Completion, upstream::Error> {
+        let purpose = Purpose::of(kind);
         let model = match purpose {
             Purpose::Retrieval => &self.settings.retrieval_model,
             Purpose::Classifier => &self.settings.classifier_model,
@@ -112,11 +149,25 @@ impl Llm {
             .endpoint
             .post(&request, timeout.min(self.timeout(purpose)))
             .await?;
-        reply
+        let text = reply
             .choices
             .into_iter()
             .next()
-            .and_then(|choice| choice.message.content)
-            .ok_or_else(|| self.endpoint.malformed("no choice with text content"))
+            .and_then(|choice| choice.message.content);
+        // A reply without text was still paid for.
+        let reported = Tokens::reported(reply.usage.as_ref());
+        let tokens = reported.unwrap_or_else(|| Tokens {
+            prompt: usage::count_tokens(system) + usage::count_tokens(&user),
+            completion: text.as_deref().map_or(0, usage::count_tokens),
+        });
+        let usage = self.meter.record(usage::Call {
+            kind,
+            model,
+            owner,
+            tokens,
+            estimated: reported.is_none(),
+        });
+        let text = text.ok_or_else(|| self.endpoint.malformed("no choice with text content"))?;
+        Ok(Completion { text, usage })
     }
 }

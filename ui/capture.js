@@ -1,10 +1,11 @@
 // Capture: its mode (what writes memories), the queue, the latest passes
-// and what each wrote, the failed triggers with their errors and a retry,
-// and the numbers of /stats.
+// and what each wrote (and took in model tokens), the failed triggers with
+// their errors and a retry, the model usage and daily budgets, and the
+// numbers of /stats.
 
 import { get, post } from './api.js';
 import {
-  h, memoryLink, num, shortId, time,
+  h, memoryLink, num, shortId, time, when,
 } from './dom.js';
 import { notify } from './dialogs.js';
 
@@ -20,9 +21,10 @@ export async function captureView() {
       h('span', { class: `badge state-${t.state}` }, t.state.replace('_', ' ')),
       triggerCell(t), owner(t), time(t.accepted_at), String(t.attempts), preview(t),
     ], 'The queue is empty.'),
-    section('Recent passes', 'recent', triggers.recent, ['result', 'trigger', 'owner', 'finished', 'wrote', 'error'], (t) => [
+    section('Recent passes', 'recent', triggers.recent, ['result', 'trigger', 'owner', 'finished', 'wrote', 'tokens', 'error'], (t) => [
       h('span', { class: `badge result-${t.result}` }, t.result), triggerCell(t), owner(t), time(t.finished_at),
       t.written.length ? h('ul', { class: 'written' }, t.written.map((id) => h('li', null, memoryLink(id)))) : 'nothing',
+      passUsage(t.usage),
       t.error ? h('span', { class: 'error-text' }, t.error) : '',
     ], 'No pass has finished since the service started.'),
     section('Failed (queue/failed/)', 'failed', triggers.failed, ['trigger', 'owner', 'accepted', 'attempts', 'error', ''], (t) => [
@@ -30,7 +32,46 @@ export async function captureView() {
       h('span', { class: 'error-text' }, t.last_error || ''),
       h('button', { type: 'button', class: 'retry', 'data-id': t.id, onclick: (event) => retry(t, event.currentTarget) }, 'Retry'),
     ], 'No trigger has failed.', triggers.failed_more ? 'More are in queue/failed/ than shown.' : null),
+    stats.models ? usageSection(stats.models) : null,
     statsSection(stats));
+}
+
+/** A pass's classifier call: tokens in and out, and its cost where priced. */
+function passUsage(usage) {
+  if (!usage) return '—';
+  const tokens = `${usage.prompt_tokens.toLocaleString()} in · ${usage.completion_tokens.toLocaleString()} out`;
+  return h('span', { title: `${usage.model}${usage.estimated ? ' (counted with the tokenizer)' : ''}` },
+    tokens, usage.cost === null ? null : h('br'), usage.cost === null ? null : h('span', { class: 'muted' }, money(usage.cost)));
+}
+
+function money(cost) {
+  return cost === null || cost === undefined ? '—' : cost.toFixed(cost < 1 ? 4 : 2);
+}
+
+/** Today's model calls by kind and model, and the daily budgets. */
+function usageSection(models) {
+  const budget = (name, b) => {
+    const limit = b.limit ? `${b.used.toLocaleString()} of ${b.limit.toLocaleString()} tokens` : `${b.used.toLocaleString()} tokens (unlimited)`;
+    return h('li', { class: b.exhausted ? 'warning' : null },
+      `${name}: ${limit}`, b.exhausted ? ` — spent until ${when(models.renews_at)}` : '');
+  };
+  const pairs = models.budgets.exhausted_pairs;
+  return h('section', { 'aria-labelledby': 'usage-title', id: 'usage' },
+    h('h2', { id: 'usage-title' }, `Model usage today (${models.day}, UTC)`),
+    h('ul', { class: 'budgets' },
+      budget('Capture budget', models.budgets.capture),
+      budget('Retrieval budget', models.budgets.retrieval),
+      models.budgets.capture_per_pair ? h('li', { class: pairs.length ? 'warning' : null },
+        `Per pair: ${models.budgets.capture_per_pair.toLocaleString()} tokens`,
+        pairs.length ? ` — spent by ${pairs.map((p) => `${p.repo}/${p.user}`).join(', ')} until ${when(models.renews_at)}` : '') : null),
+    models.today.length
+      ? h('div', { class: 'table-scroll' }, h('table', null,
+        h('thead', null, h('tr', null, ['kind', 'model', 'calls', 'tokens in', 'tokens out', 'cost'].map((c) => h('th', { scope: 'col' }, c)))),
+        h('tbody', null, models.today.map((row) => h('tr', null,
+          [row.kind, row.model, row.calls.toLocaleString(), row.prompt_tokens.toLocaleString(),
+            row.completion_tokens.toLocaleString(), money(row.cost)].map((cell) => h('td', null, cell))))),
+        h('tfoot', null, h('tr', null, h('th', { scope: 'row', colspan: '5' }, 'Total cost today'), h('td', null, money(models.cost_today))))))
+      : h('p', { class: 'muted' }, 'No model call today.'));
 }
 
 function section(title, id, rows, columns, cells, empty, note) {

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use crate::capture::classifier_reply::{self, Proposed};
 use crate::capture::queue::{Kind, Trigger};
-use crate::llm::{Llm, Purpose};
+use crate::llm::Llm;
 use crate::memory::{
     Category, Memory, MemoryId, RelatedEdge, Relationship, Scope, Trigger as Origin, parse_content,
     parse_importance,
@@ -22,6 +22,7 @@ use crate::memory::{
 use crate::secrets::{self, SecretKind};
 use crate::store::{MAX_RELATED, NamespacePair, NewMemory, Store};
 use crate::upstream;
+use crate::usage::{CallKind, Metered, Owner};
 
 /// The most current memories listed in the prompt, newest first: enough
 /// for the model to link and supersede, bounded so the prompt stays small.
@@ -86,6 +87,8 @@ pub struct Classified {
     /// Proposals refused, by reason (for counting and logs).
     pub refused_secret: usize,
     pub refused_invalid: usize,
+    /// What the classifier call took.
+    pub usage: Option<Metered>,
 }
 
 /// Classifies `trigger`'s window against the pair's current memories.
@@ -99,15 +102,22 @@ pub async fn classify(
     let existing = current_memories(store, &pair);
     let prompt = prompt(trigger, &existing);
     let reply = llm
-        .complete(Purpose::Classifier, SYSTEM_PROMPT, &prompt, timeout)
+        .complete(
+            CallKind::Classifier,
+            Owner::from(&pair),
+            SYSTEM_PROMPT,
+            &prompt,
+            timeout,
+        )
         .await?;
-    let read = classifier_reply::parse(&reply);
+    let read = classifier_reply::parse(&reply.text);
     for (index, reason) in &read.rejected {
         tracing::info!(trigger.id = %trigger.id, item = index, reason, "classifier item refused");
     }
     let mut classified = Classified {
         unparseable: read.unparseable,
         refused_invalid: read.rejected.len(),
+        usage: Some(reply.usage),
         ..Classified::default()
     };
     for proposed in read.proposed {

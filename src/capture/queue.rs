@@ -234,9 +234,10 @@ impl Queue {
         self.log.syncs()
     }
 
-    /// The oldest waiting trigger whose pair is free and whose backoff is
-    /// over, now marked in flight.
-    pub fn take_next(&self) -> Option<Trigger> {
+    /// The oldest waiting trigger that `admits` lets through (the daily
+    /// token budgets hold some back), whose pair is free and whose backoff
+    /// is over, now marked in flight.
+    pub fn take_next(&self, admits: impl Fn(&Trigger) -> bool) -> Option<Trigger> {
         let mut state = self.lock();
         let now = Instant::now();
         let id = state
@@ -251,6 +252,7 @@ impl Queue {
                     .iter()
                     .any(|pair| pair.repo == trigger.repo && pair.user == trigger.user)
                     && waiting.not_before.is_none_or(|at| at <= now)
+                    && admits(trigger)
             })
             .map(|(id, _)| *id)?;
         let waiting = state.waiting.remove(&id)?;

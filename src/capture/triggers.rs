@@ -15,6 +15,7 @@ use crate::capture::queue::Trigger;
 pub use crate::capture::queue::summary::TriggerSummary;
 use crate::memory::MemoryId;
 use crate::store::NamespacePair;
+use crate::usage::Metered;
 
 /// How many finished passes the log keeps.
 pub const RECENT_CAPACITY: usize = 200;
@@ -43,6 +44,9 @@ pub struct PassOutcome {
     /// Why the pass failed, for `retrying` and `failed`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The classifier call's tokens and cost; absent when the call failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Metered>,
 }
 
 /// The latest capture passes, newest last, at most [`RECENT_CAPACITY`].
@@ -59,6 +63,7 @@ impl RecentTriggers {
         result: PassResult,
         written: Vec<MemoryId>,
         error: Option<String>,
+        usage: Option<Metered>,
     ) {
         let mut summary = TriggerSummary::of(trigger);
         if result != PassResult::Processed {
@@ -71,6 +76,7 @@ impl RecentTriggers {
             finished_at: Utc::now(),
             written,
             error,
+            usage,
         };
         let mut passes = self.lock();
         if passes.len() == RECENT_CAPACITY {
@@ -144,12 +150,19 @@ mod tests {
     fn the_log_is_bounded_newest_first_and_filtered() {
         let log = RecentTriggers::default();
         let first = trigger("forge", &[("user", "hi")]);
-        log.record(&first, PassResult::Failed, Vec::new(), Some("boom".into()));
+        log.record(
+            &first,
+            PassResult::Failed,
+            Vec::new(),
+            Some("boom".into()),
+            None,
+        );
         for _ in 0..RECENT_CAPACITY {
             log.record(
                 &trigger("other", &[("user", "hi")]),
                 PassResult::Processed,
                 vec![MemoryId::new()],
+                None,
                 None,
             );
         }
@@ -159,7 +172,7 @@ mod tests {
             all.iter().all(|pass| pass.trigger.id != first.id),
             "oldest forgotten"
         );
-        log.record(&first, PassResult::Processed, Vec::new(), None);
+        log.record(&first, PassResult::Processed, Vec::new(), None, None);
         let forge = log.newest(10, |pair| pair.repo.as_str() == "forge");
         assert_eq!(forge.len(), 1);
         assert_eq!(log.newest(1, |_| true)[0].trigger.id, first.id);

@@ -3,10 +3,18 @@
 //! runs each through [`Worker::step`]: classify, guard, write, then remove
 //! it from the queue. Transient classifier or embedder faults are retried
 //! with backoff; a trigger that keeps failing moves to `queue/failed/`.
+//!
+//! Before a trigger is taken, the daily token budgets are checked (the
+//! whole capture's and its pair's): past one, the trigger stays queued
+//! (nothing is dropped; turns keep coalescing) and the worker wakes by
+//! itself when the budget renews, at midnight UTC. After each classifier
+//! call the day's usage is saved, before the trigger leaves the queue.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
 
 use tokio::sync::{Notify, Semaphore};
 use tokio::task::{JoinHandle, JoinSet};
@@ -93,7 +101,12 @@ impl Worker {
                 permit = slots.clone().acquire_owned() => permit.expect("the semaphore is never closed"),
                 () = stop.cancelled() => break,
             };
-            if let Some(trigger) = self.deps.queue.take_next() {
+            let gate = self.deps.llm.meter().capture_gate();
+            if let Some(trigger) = self
+                .deps
+                .queue
+                .take_next(|trigger| gate.admits(&trigger.repo, &trigger.user))
+            {
                 let worker = self.clone();
                 steps.spawn(async move {
                     worker.step(trigger).await;
@@ -104,9 +117,11 @@ impl Worker {
             }
             drop(permit);
             let retry = self.deps.queue.next_retry_at();
+            let renewal = gate.reopens_at().map(instant_of);
+            let next = [retry, renewal].into_iter().flatten().min();
             tokio::select! {
                 () = self.deps.wake.notified() => {}
-                () = sleep_until(retry) => {}
+                () = sleep_until(next) => {}
                 () = stop.cancelled() => break,
             }
         }
@@ -124,6 +139,8 @@ impl Worker {
         )
         .await;
         self.deps.metrics.classifier_call(started.elapsed());
+        let usage = classified.as_ref().ok().and_then(|c| c.usage.clone());
+        self.save_usage().await;
         let outcome = match classified {
             Ok(classified) => self.write(&trigger, classified).await,
             Err(err) => Err(Fault {
@@ -145,7 +162,7 @@ impl Worker {
                 let count = written.len();
                 self.deps
                     .recent
-                    .record(&trigger, PassResult::Processed, written, None);
+                    .record(&trigger, PassResult::Processed, written, None, usage);
                 Step::Processed { written: count }
             }
             Err(fault) if fault.transient && trigger.attempts + 1 < self.settings.max_attempts => {
@@ -158,6 +175,7 @@ impl Worker {
                     PassResult::Retrying,
                     Vec::new(),
                     Some(fault.message.clone()),
+                    usage,
                 );
                 let queue = self.deps.queue.clone();
                 let at = Instant::now() + backoff;
@@ -172,11 +190,21 @@ impl Worker {
                     PassResult::Failed,
                     Vec::new(),
                     Some(fault.message.clone()),
+                    usage,
                 );
                 let queue = self.deps.queue.clone();
                 blocking::run(move || queue.fail(trigger, fault.message)).await;
                 Step::Failed
             }
+        }
+    }
+
+    /// Saves the day's model usage, so that a restart keeps counting it
+    /// against the budgets.
+    async fn save_usage(&self) {
+        let meter = self.deps.llm.meter().clone();
+        if let Err(err) = blocking::run(move || meter.save()).await {
+            tracing::warn!(error = %err, "could not save the day's model usage; it is saved again after the next call");
         }
     }
 
@@ -259,6 +287,11 @@ impl Worker {
 struct Fault {
     transient: bool,
     message: String,
+}
+
+/// The monotonic instant of the wall-clock time `at` (now, if it is past).
+fn instant_of(at: DateTime<Utc>) -> Instant {
+    Instant::now() + (at - Utc::now()).to_std().unwrap_or_default()
 }
 
 async fn sleep_until(at: Option<Instant>) {

@@ -3,6 +3,14 @@
 
 use serde::{Deserialize, Serialize};
 
+/// The default daily capture budget: a heavy day of agent use is about
+/// 250 classifier passes (a turn every two minutes for eight hours, after
+/// coalescing) of up to 8,000 tokens each (the window, the pair's memories
+/// and the prompt), 2 million tokens; at a small model's prices (0.15 per
+/// million in) that is about 0.30 a day, at a large model's (3 per million)
+/// about 6.
+const DEFAULT_CAPTURE_DAILY_TOKENS: u64 = 2_000_000;
+
 /// How capture runs.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -25,6 +33,11 @@ pub struct CaptureConfig {
     /// Bytes of queued trigger files in all; a compaction past it is
     /// refused with 429.
     pub queue_bytes: u64,
+    /// The classifier's tokens (prompt and completion) a UTC day; past it
+    /// triggers stay queued until the next day. 0 is unlimited.
+    pub daily_token_budget: u64,
+    /// The same, for each (repo, user) pair; 0 is unlimited.
+    pub pair_daily_token_budget: u64,
 }
 
 impl Default for CaptureConfig {
@@ -37,6 +50,8 @@ impl Default for CaptureConfig {
             retry_base_ms: 1000,
             session_queue_bytes: 4 * 1024 * 1024,
             queue_bytes: 64 * 1024 * 1024,
+            daily_token_budget: DEFAULT_CAPTURE_DAILY_TOKENS,
+            pair_daily_token_budget: 0,
         }
     }
 }

@@ -6,6 +6,12 @@ use serde::{Deserialize, Serialize};
 
 use super::bounds;
 
+/// The default daily budget of the retrieval model: a HyDE call is at most
+/// about 3,500 tokens (a 12,000-character window and the prompt), and a
+/// heavy day of about 250 turns that each retrieve once is under a
+/// million tokens.
+const DEFAULT_RETRIEVAL_DAILY_TOKENS: u64 = 1_000_000;
+
 /// The `retrieval` section. The service-wide settings (time budget,
 /// cache, the words' weight) are read once at start; the rest are the
 /// defaults of each request's [`Tuning`].
@@ -37,6 +43,10 @@ pub struct Retrieval {
     /// The most bytes the cached answers may hold (estimated from their
     /// text); the least recently used go first.
     pub cache_max_bytes: usize,
+    /// The retrieval model's tokens (HyDE, expansion, suggestions) a UTC
+    /// day; past it they are skipped and the plain query is searched for.
+    /// 0 is unlimited. Not a request's to override.
+    pub daily_token_budget: u64,
     pub weights: Weights,
 }
 
@@ -53,6 +63,7 @@ impl Default for Retrieval {
             token_budget: 1000,
             min_relevance: 0.0,
             budget_ms: 2000,
+            daily_token_budget: DEFAULT_RETRIEVAL_DAILY_TOKENS,
             weights: Weights::default(),
         }
     }

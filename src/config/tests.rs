@@ -242,6 +242,26 @@ fn bad_values_are_named() {
             "retrieval: { weights: { similarity: 0, recency: 0, importance: 0, access: 0 } }\n",
             "retrieval.weights.similarity",
         ),
+        (
+            "capture: { daily_token_budget: 1000, pair_daily_token_budget: 2000 }\n",
+            "capture.pair_daily_token_budget",
+        ),
+        (
+            "capture: { daily_token_budget: -1 }\n",
+            "capture.daily_token_budget",
+        ),
+        (
+            "prices: { gpt-4o-mini: { input_per_million: -0.15 } }\n",
+            "prices.gpt-4o-mini.input_per_million",
+        ),
+        (
+            "prices: { gpt-4o-mini: { input_per_million: .nan } }\n",
+            "prices.gpt-4o-mini.input_per_million",
+        ),
+        (
+            "prices: { gpt-4o-mini: { input_per_million: 1, output: 2 } }\n",
+            "prices",
+        ),
     ];
     for (yaml, key) in cases {
         let err = load_yaml(yaml, &[]).unwrap_err().to_string();
@@ -249,4 +269,31 @@ fn bad_values_are_named() {
     }
     let err = Config::load(None, env(&[("ENGRAM_LISTEN", "nowhere")])).unwrap_err();
     assert!(err.to_string().contains("listen"), "{err}");
+}
+
+#[test]
+fn prices_and_budgets_are_read_and_zero_is_unlimited() {
+    let config = load_yaml(
+        "prices:\n  gpt-4o-mini: { input_per_million: 0.15, output_per_million: 0.6 }\n  text-embedding-3-small: { input_per_million: 0.02 }\ncapture: { daily_token_budget: 0, pair_daily_token_budget: 5000 }\n",
+        &[("ENGRAM_RETRIEVAL__DAILY_TOKEN_BUDGET", "0")],
+    )
+    .unwrap();
+    assert_eq!(
+        config.prices["gpt-4o-mini"],
+        Price {
+            input_per_million: 0.15,
+            output_per_million: 0.6
+        }
+    );
+    assert_eq!(
+        config.prices["text-embedding-3-small"].output_per_million,
+        0.0
+    );
+    assert_eq!(config.capture.daily_token_budget, 0);
+    assert_eq!(config.capture.pair_daily_token_budget, 5000);
+    assert_eq!(config.retrieval.daily_token_budget, 0);
+    assert!(
+        Config::default().capture.daily_token_budget > 0,
+        "finite by default"
+    );
 }

@@ -1,5 +1,6 @@
-//! `embedding` and `llm`: the embedder and the OpenAI-compatible chat
-//! endpoint, their models, timeouts and reply caps.
+//! `embedding`, `llm` and `prices`: the embedder and the OpenAI-compatible
+//! chat endpoint, their models, timeouts and reply caps, and what the
+//! models cost.
 
 use std::path::PathBuf;
 
@@ -105,4 +106,16 @@ impl Default for Llm {
             api_key: None,
         }
     }
+}
+
+/// What one model costs, per million tokens, in whatever currency the
+/// operator reads (`/stats` shows the sums in it).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Price {
+    /// Per million prompt (input) tokens.
+    pub input_per_million: f64,
+    /// Per million completion (output) tokens; embeddings have none.
+    #[serde(default)]
+    pub output_per_million: f64,
 }

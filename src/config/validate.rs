@@ -102,6 +102,30 @@ impl Config {
                 "must be at least capture.session_queue_bytes",
             );
         }
+        if capture.daily_token_budget > 0
+            && capture.pair_daily_token_budget > capture.daily_token_budget
+        {
+            return key_error(
+                "capture.pair_daily_token_budget",
+                "must not exceed capture.daily_token_budget (0 is unlimited)",
+            );
+        }
+        for (model, price) in &self.prices {
+            if model.trim().is_empty() {
+                return key_error("prices", "a model's name must not be empty");
+            }
+            for (field, value) in [
+                ("input_per_million", price.input_per_million),
+                ("output_per_million", price.output_per_million),
+            ] {
+                if !(value.is_finite() && (0.0..=1_000_000.0).contains(&value)) {
+                    return key_error(
+                        &format!("prices.{model}.{field}"),
+                        "must be a number between 0 and 1000000",
+                    );
+                }
+            }
+        }
         for (at, key) in self.auth.keys.iter().enumerate() {
             if key.digest().is_none() {
                 return key_error(

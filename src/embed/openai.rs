@@ -13,6 +13,10 @@
 //! Texts go through the secret guard's [`secrets::redact`] first: a query
 //! or a hand-edited memory holding a key reaches the provider as
 //! `[secret: KIND]`. Vectors are cached under the text as given.
+//!
+//! Every call is counted by the [`Meter`] as an `embeddings` call of no
+//! namespace pair (an indexing batch spans many): the reply's `usage`, or
+//! the tokenizer's count of the texts sent.
 
 use std::borrow::Cow;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -24,6 +28,7 @@ use serde::{Deserialize, Serialize};
 use crate::config::bounds;
 use crate::secrets;
 use crate::upstream::Endpoint;
+use crate::usage::{self, CallKind, Meter, Owner, Tokens};
 
 pub use crate::upstream::Error;
 
@@ -47,6 +52,7 @@ pub struct OpenAiEmbedder {
     endpoint: Endpoint,
     settings: Settings,
     space: Arc<VectorSpace>,
+    meter: Meter,
 }
 
 /// What is known of the model's vector length, shared by every clone.
@@ -69,6 +75,9 @@ struct EmbeddingsRequest<'a> {
 #[derive(Deserialize)]
 struct EmbeddingsResponse {
     data: Vec<EmbeddingItem>,
+    /// Read leniently: a server's odd `usage` is no reason to lose its vectors.
+    #[serde(default)]
+    usage: Option<serde_json::Value>,
 }
 
 #[derive(Deserialize)]
@@ -89,7 +98,13 @@ impl OpenAiEmbedder {
             ),
             settings,
             space: Arc::default(),
+            meter: Meter::default(),
         }
+    }
+
+    /// This embedder, its calls counted by `meter`.
+    pub fn metered(self, meter: Meter) -> Self {
+        Self { meter, ..self }
     }
 
     pub fn model(&self) -> &str {
@@ -132,7 +147,19 @@ impl OpenAiEmbedder {
             model: &self.settings.model,
             input: &redacted,
         };
-        let reply = self.endpoint.post(&request, self.settings.timeout).await?;
+        let mut reply: EmbeddingsResponse =
+            self.endpoint.post(&request, self.settings.timeout).await?;
+        let reported = Tokens::reported(reply.usage.take().as_ref());
+        self.meter.record(usage::Call {
+            kind: CallKind::Embeddings,
+            model: &self.settings.model,
+            owner: Owner::default(),
+            tokens: reported.unwrap_or_else(|| Tokens {
+                prompt: redacted.iter().map(|text| usage::count_tokens(text)).sum(),
+                completion: 0,
+            }),
+            estimated: reported.is_none(),
+        });
         self.order_and_check(reply, texts.len())
     }
 

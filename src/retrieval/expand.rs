@@ -5,8 +5,9 @@
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
-use crate::llm::{Llm, Purpose};
+use crate::llm::Llm;
 use crate::upstream;
+use crate::usage::{CallKind, Owner};
 
 use super::hyde_reply::parse_hypotheses;
 
@@ -33,18 +34,20 @@ pub struct Expansion {
     pub added_terms: Vec<String>,
 }
 
-/// Related terms from the retrieval model within `timeout`; `None` when
-/// it adds nothing new (the query is then searched for as it is).
+/// Related terms from the retrieval model within `timeout`, metered as
+/// `owner`'s; `None` when it adds nothing new (the query is then searched
+/// for as it is).
 pub async fn with_model(
     llm: &Llm,
+    owner: Owner,
     query: &str,
     timeout: Duration,
 ) -> Result<Option<Expansion>, upstream::Error> {
     let reply = llm
-        .complete(Purpose::Retrieval, SYSTEM_PROMPT, query, timeout)
+        .complete(CallKind::Expansion, owner, SYSTEM_PROMPT, query, timeout)
         .await?;
     let known = words(query);
-    let terms: Vec<String> = parse_hypotheses(&reply, MAX_TERMS)
+    let terms: Vec<String> = parse_hypotheses(&reply.text, MAX_TERMS)
         .into_iter()
         .filter(|term| !known.contains(&term.to_lowercase()))
         .collect();

@@ -4,8 +4,9 @@
 
 use std::time::Duration;
 
-use crate::llm::{Llm, Purpose};
+use crate::llm::Llm;
 use crate::upstream;
+use crate::usage::{CallKind, Owner};
 use crate::window::Line;
 
 use super::hyde_reply::parse_hypotheses;
@@ -31,9 +32,11 @@ pub enum Failure {
     Unusable,
 }
 
-/// Up to `count` hypotheses for `window`, within `timeout`.
+/// Up to `count` hypotheses for `window`, within `timeout`, metered as
+/// `owner`'s call of `kind` (HyDE or suggestions).
 pub async fn hypotheses(
     llm: &Llm,
+    (kind, owner): (CallKind, Owner),
     window: &[Line],
     count: usize,
     timeout: Duration,
@@ -43,9 +46,9 @@ pub async fn hypotheses(
         window_text(window)
     );
     let reply = llm
-        .complete(Purpose::Retrieval, SYSTEM_PROMPT, &prompt, timeout)
+        .complete(kind, owner, SYSTEM_PROMPT, &prompt, timeout)
         .await?;
-    let hypotheses = parse_hypotheses(&reply, count);
+    let hypotheses = parse_hypotheses(&reply.text, count);
     if hypotheses.is_empty() {
         return Err(Failure::Unusable);
     }

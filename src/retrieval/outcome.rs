@@ -55,6 +55,11 @@ pub enum Degraded {
     MemoryNotIndexed,
     /// No retrieval model is configured.
     LlmNotConfigured,
+    /// The retrieval model's daily token budget
+    /// (`retrieval.daily_token_budget`) is spent: HyDE and expansion were
+    /// skipped and the plain query (or the latest user message) was
+    /// searched for, until the budget renews at midnight UTC.
+    DailyTokenBudgetExhausted,
 }
 
 impl Degraded {
@@ -71,6 +76,7 @@ impl Degraded {
             Self::BudgetExhausted => "budget_exhausted",
             Self::MemoryNotIndexed => "memory_not_indexed",
             Self::LlmNotConfigured => "llm_not_configured",
+            Self::DailyTokenBudgetExhausted => "daily_token_budget_exhausted",
         }
     }
 

@@ -5,7 +5,10 @@
 //! the query plus the terms the model adds.
 //!
 //! The model gets the budget less a reserve, so that when it times out the
-//! fallback search still fits.
+//! fallback search still fits. Past the retrieval model's daily token
+//! budget (`retrieval.daily_token_budget`) it is not called at all: the
+//! plain query (or the latest user message) is searched for, and the plan
+//! says why.
 
 use std::time::{Duration, Instant};
 
@@ -15,6 +18,7 @@ use crate::causes::error_chain;
 use crate::llm::Llm;
 use crate::metrics::Metrics;
 use crate::upstream;
+use crate::usage::{CallKind, Owner};
 use crate::window;
 
 use super::expand::{self, Expansion};
@@ -99,7 +103,11 @@ pub async fn make(
             if request.expand_query
                 && let Some(llm) = llm
             {
-                expand_with_model(&mut plan, llm, deadline, reserve, metrics).await;
+                if llm.meter().allows_retrieval() {
+                    expand_with_model(&mut plan, request, llm, deadline, reserve, metrics).await;
+                } else {
+                    plan.degraded = Some(Degraded::DailyTokenBudgetExhausted);
+                }
             }
             return plan;
         }
@@ -112,11 +120,24 @@ pub async fn make(
     let Some(llm) = llm else {
         return Plan::query(latest);
     };
+    if !llm.meter().allows_retrieval() {
+        return Plan {
+            degraded: Some(Degraded::DailyTokenBudgetExhausted),
+            ..Plan::query(latest)
+        };
+    }
     let started = Instant::now();
     let timeout = deadline
         .saturating_duration_since(Deadline::now())
         .saturating_sub(reserve);
-    let hypotheses = hyde::hypotheses(llm, window, request.tuning.hypothesis_count, timeout).await;
+    let hypotheses = hyde::hypotheses(
+        llm,
+        (CallKind::Hyde, Owner::from(&request.pair)),
+        window,
+        request.tuning.hypothesis_count,
+        timeout,
+    )
+    .await;
     let model_time = started.elapsed();
     match hypotheses {
         Ok(hypotheses) => Plan {
@@ -143,6 +164,7 @@ pub async fn make(
 /// is searched for as it is and the plan says why.
 async fn expand_with_model(
     plan: &mut Plan,
+    request: &Request,
     llm: &Llm,
     deadline: Deadline,
     reserve: Duration,
@@ -155,7 +177,7 @@ async fn expand_with_model(
     let timeout = deadline
         .saturating_duration_since(Deadline::now())
         .saturating_sub(reserve);
-    match expand::with_model(llm, query, timeout).await {
+    match expand::with_model(llm, Owner::from(&request.pair), query, timeout).await {
         Ok(expansion) => plan.expansion = expansion,
         Err(err) => {
             metrics.upstream_error("chat", &err);

@@ -16,6 +16,7 @@ use crate::retrieval::Retriever;
 use crate::routes::extract::BodyLimit;
 use crate::routes::stats::StatsSources;
 use crate::store::Store;
+use crate::usage::Meter;
 use prometheus_client::registry::Registry;
 
 #[derive(Clone, FromRef)]
@@ -34,6 +35,8 @@ pub struct AppState {
     pub body_limit: BodyLimit,
     /// The owners an omitted `repo` or `user` stands for.
     pub defaults: Defaults,
+    /// Every model call's tokens, and the daily budgets.
+    pub meter: Meter,
 }
 
 /// What `/stats` and `/metrics` ask for their views.
@@ -45,6 +48,7 @@ impl FromRef<AppState> for StatsSources {
             capture: state.capture.clone(),
             indexer: state.indexer_stats.clone(),
             readiness: state.readiness.clone(),
+            meter: state.meter.clone(),
         }
     }
 }

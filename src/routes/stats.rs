@@ -26,6 +26,7 @@ use crate::retrieval::Retriever;
 use crate::retrieval::stats::RetrievalStatsView;
 use crate::routes::problems::Unauthorized;
 use crate::store::{IndexStage, Store, SyncView};
+use crate::usage::{Meter, UsageView};
 
 /// The most skipped files listed by name; the count is always complete.
 const MAX_SKIPPED_LISTED: usize = 100;
@@ -44,6 +45,11 @@ pub struct StatsResponse {
     /// upstream's error may quote what it was sent).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub embedding: Option<EmbeddingStatsView>,
+    /// Model calls metered (tokens and cost by kind, model and pair, today
+    /// and since start) and the daily token budgets: only for keys that
+    /// see every namespace.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub models: Option<UsageView>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -196,6 +202,7 @@ pub struct StatsSources {
     pub capture: Capture,
     pub indexer: Arc<IndexerStats>,
     pub readiness: Readiness,
+    pub meter: Meter,
 }
 
 impl StatsResponse {
@@ -207,6 +214,7 @@ impl StatsResponse {
             capture,
             indexer,
             readiness,
+            meter,
         } = sources;
         let everything = caller.sees_everything();
         let stats = store.stats(|namespace| caller.can_see(namespace), everything);
@@ -236,6 +244,7 @@ impl StatsResponse {
             retrieval: everything.then(|| retriever.stats().view()),
             capture: everything.then(|| capture.stats()),
             embedding: everything.then(|| retriever.embedder().health().into()),
+            models: everything.then(|| meter.view()),
             store: StoreStatsView {
                 memories: stats.memories,
                 versions: stats.versions,

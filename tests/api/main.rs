@@ -34,4 +34,5 @@ mod sync;
 mod triggers;
 mod ui;
 mod upstream_faults;
+mod usage;
 mod validation;

@@ -11,6 +11,11 @@
 //! ([`Behaviour`]), hold back the embeddings of some texts alone
 //! ([`Upstream::stall_embeddings_of`]), and read what it was asked. [`start_oversized`] is an
 //! upstream gone wrong: every reply hundreds of megabytes long.
+//!
+//! Every reply carries an OpenAI-style `usage` ([`usage_of`]: the words
+//! received and the words answered, so a test can work the figures out),
+//! unless a test turns it off ([`Upstream::send_usage`]) to see what a
+//! client does with a server that reports none.
 
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::{Arc, Mutex};
@@ -123,6 +128,8 @@ struct Script {
     chat_requests: Vec<Value>,
     /// When each chat request arrived and was answered, with its prompt.
     chat_spans: Vec<(Instant, Instant, String)>,
+    /// Whether replies carry `usage`.
+    usage: bool,
 }
 
 /// A running fake; cheap to clone.
@@ -149,6 +156,7 @@ impl Upstream {
             chat_reply: String::new(),
             chat_requests: Vec::new(),
             chat_spans: Vec::new(),
+            usage: true,
         }));
         let router = Router::new()
             .route("/v1/embeddings", post(embeddings))
@@ -188,6 +196,12 @@ impl Upstream {
         script.chat_reply = reply.to_owned();
     }
 
+    /// Whether replies carry an OpenAI-style `usage` (they do unless
+    /// turned off).
+    pub fn send_usage(&self, on: bool) {
+        self.script().usage = on;
+    }
+
     /// The `messages` of every chat request so far.
     pub fn chat_requests(&self) -> Vec<Value> {
         self.script().chat_requests.clone()
@@ -220,7 +234,7 @@ impl Upstream {
 
 async fn chat(State(script): State<Arc<Mutex<Script>>>, Json(body): Json<Value>) -> Response {
     let started = Instant::now();
-    let (behaviour, scripted, setup) = {
+    let (behaviour, scripted, setup, usage) = {
         let mut script = script.lock().expect("the fake's script lock");
         if script.setup.record {
             script.chat_requests.push(body["messages"].clone());
@@ -229,6 +243,7 @@ async fn chat(State(script): State<Arc<Mutex<Script>>>, Json(body): Json<Value>)
             script.chat_behaviour.unwrap_or(Behaviour::Answer),
             script.chat_reply.clone(),
             script.setup,
+            script.usage,
         )
     };
     if let Some(failure) = misbehave(behaviour).await {
@@ -252,9 +267,19 @@ async fn chat(State(script): State<Arc<Mutex<Script>>>, Json(body): Json<Value>)
             .chat_spans
             .push((started, Instant::now(), prompt));
     }
-    let reply = json!({"object": "chat.completion", "model": body["model"], "choices": [
+    let received: Vec<&str> = body["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|message| message["content"].as_str())
+        .collect();
+    let usage = usage.then(|| usage_of(&received, &reply));
+    let mut reply = json!({"object": "chat.completion", "model": body["model"], "choices": [
         {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": reply}}
     ]});
+    if let Some(usage) = usage {
+        reply["usage"] = usage;
+    }
     Json(padded(reply, behaviour)).into_response()
 }
 
@@ -275,6 +300,16 @@ fn reply_from_prompt(system: &str, prompt: &str) -> String {
     } else {
         format!("1. {last_line}\n2. The team decided: {last_line}\n3. The user prefers {last_line}")
     }
+}
+
+/// The `usage` the fake reports: `prompt_tokens` are the words of every
+/// text received, `completion_tokens` those of the reply (words as
+/// [`str::split_whitespace`] finds them).
+pub fn usage_of(received: &[&str], reply: &str) -> Value {
+    let words = |text: &str| text.split_whitespace().count();
+    let prompt: usize = received.iter().map(|text| words(text)).sum();
+    let completion = words(reply);
+    json!({"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion})
 }
 
 /// `reply`, with a `pad` field past the size an `Oversized` behaviour asks.
@@ -313,7 +348,7 @@ async fn embeddings(State(script): State<Arc<Mutex<Script>>>, Json(body): Json<V
                 .collect()
         })
         .unwrap_or_default();
-    let (behaviour, vectors) = {
+    let (behaviour, vectors, usage) = {
         let mut script = script.lock().expect("the fake's script lock");
         if script.setup.record {
             script.embedding_requests.push(input.clone());
@@ -321,6 +356,7 @@ async fn embeddings(State(script): State<Arc<Mutex<Script>>>, Json(body): Json<V
         (
             script.behaviour.unwrap_or(Behaviour::Answer),
             script.setup.vectors,
+            script.usage,
         )
     };
     if let Some(failure) = misbehave(behaviour).await {
@@ -340,7 +376,11 @@ async fn embeddings(State(script): State<Arc<Mutex<Script>>>, Json(body): Json<V
             json!({"object": "embedding", "index": index, "embedding": vector})
         })
         .collect();
-    let reply = json!({"object": "list", "data": data, "model": body["model"]});
+    let mut reply = json!({"object": "list", "data": data, "model": body["model"]});
+    if usage {
+        let texts: Vec<&str> = input.iter().map(String::as_str).collect();
+        reply["usage"] = usage_of(&texts, "");
+    }
     Json(padded(reply, behaviour)).into_response()
 }
 

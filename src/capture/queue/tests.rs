@@ -137,17 +137,21 @@ fn one_trigger_per_pair_at_a_time_and_backoff_is_respected() {
     for t in [&a1, &a2, &b1] {
         enqueue(&queue, t.clone()).unwrap();
     }
-    let first = queue.take_next().unwrap();
+    let first = queue.take_next(|_| true).unwrap();
     assert_eq!(first.id, a1.id);
-    assert_eq!(queue.take_next().unwrap().id, b1.id, "pair a is busy");
-    assert!(queue.take_next().is_none());
+    assert_eq!(
+        queue.take_next(|_| true).unwrap().id,
+        b1.id,
+        "pair a is busy"
+    );
+    assert!(queue.take_next(|_| true).is_none());
     queue.retry_later(
         first,
         "timeout".into(),
         Instant::now() + std::time::Duration::from_secs(60),
     );
     assert_eq!(
-        queue.take_next().unwrap().id,
+        queue.take_next(|_| true).unwrap().id,
         a2.id,
         "the retrying one waits"
     );
@@ -198,7 +202,7 @@ fn compactions_past_a_byte_budget_are_refused_until_the_backlog_shrinks() {
     );
     assert!(queue.bytes() <= 5_500);
 
-    let done = queue.take_next().unwrap();
+    let done = queue.take_next(|_| true).unwrap();
     queue.finish(&done);
     assert_eq!(enqueue(&queue, big("s4")).unwrap(), EnqueueStatus::Queued);
     let alone = with_text(trigger(Kind::Compaction, "s5", "r"), 4_000);
@@ -253,7 +257,7 @@ fn links_under_the_queue_are_never_followed() {
 
     let failing = trigger(Kind::Compaction, "s2", "r");
     enqueue(&queue, failing.clone()).unwrap();
-    let taken = queue.take_next().unwrap();
+    let taken = queue.take_next(|_| true).unwrap();
     queue.fail(taken, "boom".into());
     assert_eq!(
         fs::read_dir(&failed_target).unwrap().count(),
@@ -278,10 +282,10 @@ fn a_failed_trigger_counts_every_attempt_including_the_last() {
     let queued = trigger(Kind::Compaction, "s1", "r");
     enqueue(&queue, queued.clone()).unwrap();
     for _ in 0..2 {
-        let taken = queue.take_next().unwrap();
+        let taken = queue.take_next(|_| true).unwrap();
         queue.retry_later(taken, "timeout".into(), Instant::now());
     }
-    let taken = queue.take_next().unwrap();
+    let taken = queue.take_next(|_| true).unwrap();
     queue.fail(taken, "timeout".into());
     let failed = dir.path().join("failed").join(file_name(queued.id));
     let kept: Trigger = serde_json::from_slice(&fs::read(failed).unwrap()).unwrap();
@@ -297,7 +301,7 @@ fn a_failed_trigger_is_listed_and_a_retry_queues_it_again_once() {
     let hidden = trigger(Kind::Turn, "s2", "secret");
     for queued in [&failing, &hidden] {
         enqueue(&queue, queued.clone()).unwrap();
-        let taken = queue.take_next().unwrap();
+        let taken = queue.take_next(|_| true).unwrap();
         queue.fail(taken, "classifier said 503".into());
     }
     fs::write(dir.path().join("failed/garbage.json"), "{").unwrap();
@@ -332,7 +336,7 @@ fn a_failed_trigger_is_listed_and_a_retry_queues_it_again_once() {
         queue.retry_failed(failing.id, forge),
         Err(Error::NoSuchFailed(_))
     ));
-    let taken = queue.take_next().unwrap();
+    let taken = queue.take_next(|_| true).unwrap();
     assert_eq!(
         (taken.id, taken.attempts),
         (failing.id, 0),
@@ -350,19 +354,19 @@ fn a_restart_resumes_what_was_left_and_sets_aside_garbage() {
         enqueue(&queue, kept.clone()).unwrap();
         let done = trigger(Kind::Turn, "s2", "other");
         enqueue(&queue, done).unwrap();
-        let taken = queue.take_next().unwrap();
+        let taken = queue.take_next(|_| true).unwrap();
         assert_eq!(taken.id, kept.id);
-        let other = queue.take_next().unwrap();
+        let other = queue.take_next(|_| true).unwrap();
         queue.finish(&other);
     }
     fs::write(dir.path().join("garbage.json"), "{").unwrap();
     let queue = Queue::open(dir.path(), limits(10)).unwrap();
     assert_eq!(
-        queue.take_next().unwrap(),
+        queue.take_next(|_| true).unwrap(),
         kept,
         "in flight at the crash: taken again"
     );
-    assert!(queue.take_next().is_none());
+    assert!(queue.take_next(|_| true).is_none());
     assert!(dir.path().join("failed/garbage.json").exists());
 }
 
@@ -377,7 +381,7 @@ fn a_queue_whose_sync_fails_acknowledges_nothing() {
         assert!(matches!(refused, Error::Write { .. }), "{refused}");
     }
     assert_eq!((queue.depth(), queue.bytes()), (0, 0));
-    assert!(queue.take_next().is_none());
+    assert!(queue.take_next(|_| true).is_none());
 }
 
 #[test]
@@ -390,18 +394,18 @@ fn finished_triggers_stay_gone_and_retries_keep_their_attempts_across_a_restart(
         for n in 0..3 {
             enqueue(&queue, trigger(Kind::Compaction, &format!("d{n}"), "b")).unwrap();
         }
-        let retried = queue.take_next().unwrap();
+        let retried = queue.take_next(|_| true).unwrap();
         assert_eq!(retried.id, kept.id);
         let later = Instant::now() + std::time::Duration::from_secs(60);
         queue.retry_later(retried, "timeout".into(), later);
-        while let Some(done) = queue.take_next() {
+        while let Some(done) = queue.take_next(|_| true) {
             queue.finish(&done);
         }
         assert_eq!(queue.depth(), 1);
     }
     let queue = Queue::open(dir.path(), limits(10)).unwrap();
     assert_eq!(queue.depth(), 1, "the finished ones did not come back");
-    let again = queue.take_next().unwrap();
+    let again = queue.take_next(|_| true).unwrap();
     assert_eq!(
         (again.id, again.attempts, again.last_error.as_deref()),
         (kept.id, 1, Some("timeout"))
@@ -417,7 +421,7 @@ fn a_trigger_both_in_its_own_file_and_in_the_log_keeps_the_copy_with_more_attemp
         let queue = Queue::open(dir.path(), limits(10)).unwrap();
         enqueue(&queue, retried.clone()).unwrap();
         enqueue(&queue, moved.clone()).unwrap();
-        let taken = queue.take_next().unwrap();
+        let taken = queue.take_next(|_| true).unwrap();
         assert_eq!(taken.id, retried.id);
         queue.retry_later(taken, "timeout".into(), Instant::now());
     }

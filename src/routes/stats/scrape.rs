@@ -13,6 +13,7 @@ use prometheus_client::metrics::gauge::ConstGauge;
 
 use super::{StatsResponse, StatsSources};
 use crate::auth::Caller;
+use crate::usage::UsageView;
 
 /// Encodes the `/stats` snapshot at scrape time.
 pub struct StatsCollector(pub StatsSources);
@@ -185,6 +186,9 @@ impl Collector for StatsCollector {
                 owned(&memories),
             ));
         }
+        if let Some(models) = &stats.models {
+            encode_models(&mut encoder, models)?;
+        }
         for (name, help, metric_type, value) in singles {
             let metric = encoder.encode_descriptor(name, help, None, metric_type)?;
             encode_value(metric, metric_type, value)?;
@@ -199,6 +203,83 @@ impl Collector for StatsCollector {
         }
         Ok(())
     }
+}
+
+/// The model calls since start (tokens by direction, calls, cost where
+/// priced) by kind and model, and the daily budgets' state.
+fn encode_models(encoder: &mut DescriptorEncoder, models: &UsageView) -> Result<(), fmt::Error> {
+    let mut tokens = encoder.encode_descriptor(
+        "model_tokens",
+        "Tokens of model calls since start by kind, model and direction (prompt or completion)",
+        None,
+        MetricType::Counter,
+    )?;
+    for row in &models.since_start {
+        for (direction, value) in [
+            ("prompt", row.prompt_tokens),
+            ("completion", row.completion_tokens),
+        ] {
+            let labels = [
+                ("kind", row.kind.as_str()),
+                ("model", row.model.as_str()),
+                ("direction", direction),
+            ];
+            let labels = labels.as_slice();
+            ConstCounter::new(value).encode(tokens.encode_family(&labels)?)?;
+        }
+    }
+    let mut calls = encoder.encode_descriptor(
+        "model_calls",
+        "Model calls since start by kind and model",
+        None,
+        MetricType::Counter,
+    )?;
+    for row in &models.since_start {
+        let labels = [("kind", row.kind.as_str()), ("model", row.model.as_str())];
+        let labels = labels.as_slice();
+        ConstCounter::new(row.calls).encode(calls.encode_family(&labels)?)?;
+    }
+    let mut cost = encoder.encode_descriptor(
+        "model_cost",
+        "Cost of model calls since start by kind and model, in the currency of `prices` (priced models only)",
+        None,
+        MetricType::Counter,
+    )?;
+    for row in &models.since_start {
+        if let Some(value) = row.cost {
+            let labels = [("kind", row.kind.as_str()), ("model", row.model.as_str())];
+            let labels = labels.as_slice();
+            ConstCounter::new(value).encode(cost.encode_family(&labels)?)?;
+        }
+    }
+    let budgets = [
+        ("capture", &models.budgets.capture),
+        ("retrieval", &models.budgets.retrieval),
+    ];
+    let mut used = encoder.encode_descriptor(
+        "model_budget_used_tokens",
+        "Tokens counted today against each daily token budget",
+        None,
+        MetricType::Gauge,
+    )?;
+    for (budget, view) in budgets {
+        let labels = [("budget", budget)];
+        let labels = labels.as_slice();
+        encode_value(used.encode_family(&labels)?, MetricType::Gauge, view.used)?;
+    }
+    let mut exhausted = encoder.encode_descriptor(
+        "model_budget_exhausted",
+        "Whether a daily token budget is spent (1) until it renews at midnight UTC",
+        None,
+        MetricType::Gauge,
+    )?;
+    for (budget, view) in budgets {
+        let labels = [("budget", budget)];
+        let labels = labels.as_slice();
+        let value = u64::from(view.exhausted);
+        encode_value(exhausted.encode_family(&labels)?, MetricType::Gauge, value)?;
+    }
+    Ok(())
 }
 
 fn owned(values: &[(&str, u64)]) -> Vec<(String, u64)> {

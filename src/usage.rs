@@ -1,0 +1,797 @@
+//! Metering of model calls: the tokens of every call to a chat model
+//! (classifier, HyDE, expansion, suggestions) or to the remote embedder,
+//! by kind, model and namespace pair, turned into money where
+//! `prices` names the model; totals since start and for the current UTC
+//! day; and the daily token budgets checked before a call.
+//!
+//! Tokens are the reply's `usage` when the server sends one, else counted
+//! with the `o200k_base` tokenizer (the count is then an estimate, and
+//! said so). The embedded local embedder costs nothing and is not
+//! metered.
+//!
+//! The day's totals are kept in `<data_dir>/usage.json`, written
+//! atomically (temporary file, fsync, rename), so a restart, or a crash
+//! loop, does not reset a budget. The totals since start live in memory.
+//!
+//! A budget is checked before a call, not during it: the call that
+//! crosses a budget finishes and is counted, so a day may end a little
+//! past it. Crossing one logs one `warn` line.
+
+use std::collections::{BTreeMap, HashSet};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use chrono::{DateTime, Days, NaiveDate, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use utoipa::ToSchema;
+
+use crate::config::{Config, Price};
+use crate::memory::{RepoId, UserId};
+use crate::store::{NamespacePair, Reach, atomic};
+
+/// The day's totals, under the data directory.
+pub const FILE_NAME: &str = "usage.json";
+
+/// What a model call was for.
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, ToSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum CallKind {
+    /// Capture's classifier.
+    Classifier,
+    /// HyDE hypotheses for a retrieval.
+    Hyde,
+    /// Query expansion for a retrieval.
+    Expansion,
+    /// `POST /suggestions` (HyDE without the search).
+    Suggestions,
+    /// The remote embedder (indexing, queries, capture's duplicate check).
+    Embeddings,
+}
+
+impl CallKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Classifier => "classifier",
+            Self::Hyde => "hyde",
+            Self::Expansion => "expansion",
+            Self::Suggestions => "suggestions",
+            Self::Embeddings => "embeddings",
+        }
+    }
+
+    /// The daily budget this kind's tokens count against: embeddings count
+    /// against none (they are cheap, and indexing must not stop).
+    fn budget(self) -> Option<Budget> {
+        match self {
+            Self::Classifier => Some(Budget::Capture),
+            Self::Hyde | Self::Expansion | Self::Suggestions => Some(Budget::Retrieval),
+            Self::Embeddings => None,
+        }
+    }
+}
+
+/// One of the two daily budgets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Budget {
+    /// `capture.daily_token_budget` (and, per pair,
+    /// `capture.pair_daily_token_budget`).
+    Capture,
+    /// `retrieval.daily_token_budget`.
+    Retrieval,
+}
+
+impl Budget {
+    fn key(self) -> &'static str {
+        match self {
+            Self::Capture => "capture.daily_token_budget",
+            Self::Retrieval => "retrieval.daily_token_budget",
+        }
+    }
+
+    fn consequence(self) -> &'static str {
+        match self {
+            Self::Capture => "triggers stay queued, none dropped, until it renews",
+            Self::Retrieval => {
+                "HyDE and query expansion are skipped (the plain query is searched for) until it renews"
+            }
+        }
+    }
+}
+
+/// Whose call it was: the namespace pair, or as much of it as the call
+/// names (an indexing batch or a suggestion names none).
+#[derive(
+    Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, ToSchema,
+)]
+pub struct Owner {
+    pub repo: Option<RepoId>,
+    pub user: Option<UserId>,
+}
+
+impl From<&NamespacePair> for Owner {
+    fn from(pair: &NamespacePair) -> Self {
+        Self {
+            repo: Some(pair.repo.clone()),
+            user: Some(pair.user.clone()),
+        }
+    }
+}
+
+impl From<&Reach> for Owner {
+    fn from(reach: &Reach) -> Self {
+        Self {
+            repo: reach.repo().cloned(),
+            user: reach.user().cloned(),
+        }
+    }
+}
+
+impl Owner {
+    /// Whether this is a whole pair (a per-pair budget applies to it).
+    fn is_pair(&self) -> bool {
+        self.repo.is_some() && self.user.is_some()
+    }
+}
+
+/// The tokens of a call, or a sum of calls.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Tokens {
+    pub prompt: u64,
+    pub completion: u64,
+}
+
+impl Tokens {
+    pub fn total(self) -> u64 {
+        self.prompt.saturating_add(self.completion)
+    }
+
+    /// The `usage` object of an OpenAI-style reply, if it has one with a
+    /// whole `prompt_tokens` (`completion_tokens` is 0 when absent, as
+    /// embeddings replies leave it out).
+    pub fn reported(usage: Option<&Value>) -> Option<Self> {
+        let usage = usage?;
+        Some(Self {
+            prompt: usage.get("prompt_tokens")?.as_u64()?,
+            completion: usage
+                .get("completion_tokens")
+                .and_then(Value::as_u64)
+                .unwrap_or(0),
+        })
+    }
+}
+
+/// Tokens of `text` as `o200k_base` counts them (the injection's
+/// tokenizer): the estimate for a server that reports no `usage`.
+pub fn count_tokens(text: &str) -> u64 {
+    u64::try_from(
+        tiktoken_rs::o200k_base_singleton()
+            .encode_ordinary(text)
+            .len(),
+    )
+    .unwrap_or(u64::MAX)
+}
+
+/// One finished call, as the meter takes it.
+#[derive(Clone, Debug)]
+pub struct Call<'a> {
+    pub kind: CallKind,
+    pub model: &'a str,
+    pub owner: Owner,
+    pub tokens: Tokens,
+    /// Counted with the tokenizer: the server reported no `usage`.
+    pub estimated: bool,
+}
+
+/// What one call took, for its caller to show.
+#[derive(Clone, Debug, PartialEq, Serialize, ToSchema)]
+pub struct Metered {
+    pub model: String,
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    /// Counted with the tokenizer: the server reported no `usage`.
+    pub estimated: bool,
+    /// In the currency of `prices`; null when the model has no price.
+    pub cost: Option<f64>,
+}
+
+/// The daily budgets, in tokens; 0 is unlimited.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Budgets {
+    pub capture: u64,
+    pub capture_per_pair: u64,
+    pub retrieval: u64,
+}
+
+impl Budgets {
+    pub fn from_config(config: &Config) -> Self {
+        Self {
+            capture: config.capture.daily_token_budget,
+            capture_per_pair: config.capture.pair_daily_token_budget,
+            retrieval: config.retrieval.daily_token_budget,
+        }
+    }
+
+    fn limit(&self, budget: Budget) -> u64 {
+        match budget {
+            Budget::Capture => self.capture,
+            Budget::Retrieval => self.retrieval,
+        }
+    }
+}
+
+/// Whether `used` tokens have spent `limit` (0: unlimited).
+fn spent(used: u64, limit: u64) -> bool {
+    limit > 0 && used >= limit
+}
+
+/// Sums of calls.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+struct Totals {
+    calls: u64,
+    prompt_tokens: u64,
+    completion_tokens: u64,
+    estimated_calls: u64,
+}
+
+impl Totals {
+    fn add(&mut self, tokens: Tokens, estimated: bool) {
+        self.calls += 1;
+        self.prompt_tokens = self.prompt_tokens.saturating_add(tokens.prompt);
+        self.completion_tokens = self.completion_tokens.saturating_add(tokens.completion);
+        self.estimated_calls += u64::from(estimated);
+    }
+
+    fn merge(&mut self, other: &Self) {
+        self.calls += other.calls;
+        self.prompt_tokens = self.prompt_tokens.saturating_add(other.prompt_tokens);
+        self.completion_tokens = self
+            .completion_tokens
+            .saturating_add(other.completion_tokens);
+        self.estimated_calls += other.estimated_calls;
+    }
+
+    fn tokens(&self) -> Tokens {
+        Tokens {
+            prompt: self.prompt_tokens,
+            completion: self.completion_tokens,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Key {
+    kind: CallKind,
+    model: String,
+    owner: Owner,
+}
+
+/// Totals by kind, model and owner.
+#[derive(Clone, Debug, Default)]
+struct Ledger(BTreeMap<Key, Totals>);
+
+impl Ledger {
+    /// Tokens counted against `budget`, by `owner` alone when given.
+    fn used(&self, budget: Budget, owner: Option<&Owner>) -> u64 {
+        self.0
+            .iter()
+            .filter(|(key, _)| {
+                key.kind.budget() == Some(budget) && owner.is_none_or(|owner| key.owner == *owner)
+            })
+            .map(|(_, totals)| totals.tokens().total())
+            .fold(0, u64::saturating_add)
+    }
+
+    /// Capture's tokens per whole pair.
+    fn capture_by_pair(&self) -> BTreeMap<&Owner, u64> {
+        let mut pairs: BTreeMap<&Owner, u64> = BTreeMap::new();
+        for (key, totals) in &self.0 {
+            if key.kind.budget() == Some(Budget::Capture) && key.owner.is_pair() {
+                let used = pairs.entry(&key.owner).or_default();
+                *used = used.saturating_add(totals.tokens().total());
+            }
+        }
+        pairs
+    }
+}
+
+/// `usage.json`: the day's totals.
+#[derive(Serialize, Deserialize)]
+struct DayFile {
+    day: NaiveDate,
+    calls: Vec<DayEntry>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct DayEntry {
+    kind: CallKind,
+    model: String,
+    repo: Option<RepoId>,
+    user: Option<UserId>,
+    #[serde(flatten)]
+    totals: Totals,
+}
+
+#[derive(Default)]
+struct State {
+    /// The UTC day `today` counts.
+    day: NaiveDate,
+    today: Ledger,
+    since_start: Ledger,
+}
+
+impl State {
+    /// Starts a new day's totals when `day` is not the one counted.
+    fn roll(&mut self, day: NaiveDate) {
+        if self.day != day {
+            self.day = day;
+            self.today = Ledger::default();
+        }
+    }
+}
+
+/// The meter every model call goes through; cheap to clone. The default
+/// one prices nothing, has no budgets and keeps nothing on disk.
+#[derive(Clone, Default)]
+pub struct Meter {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Meter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Meter")
+            .field("budgets", &self.inner.budgets)
+            .field("file", &self.inner.file)
+            .finish_non_exhaustive()
+    }
+}
+
+#[derive(Default)]
+struct Inner {
+    prices: BTreeMap<String, Price>,
+    budgets: Budgets,
+    /// Where the day's totals are kept.
+    file: Option<PathBuf>,
+    state: Mutex<State>,
+    /// Calls counted since the last save.
+    dirty: AtomicBool,
+}
+
+impl Meter {
+    /// The meter of `config`, with today's totals read back from
+    /// `<data_dir>/usage.json` (a missing or unreadable file starts the
+    /// day at zero, with a warning for an unreadable one). Blocking.
+    pub fn open(config: &Config) -> Self {
+        Self::open_at(config, Utc::now())
+    }
+
+    fn open_at(config: &Config, now: DateTime<Utc>) -> Self {
+        let file = config.data_dir.join(FILE_NAME);
+        let mut state = State {
+            day: now.date_naive(),
+            ..State::default()
+        };
+        match read_day(&file) {
+            Ok(Some(saved)) if saved.day == state.day => {
+                for entry in saved.calls {
+                    let key = Key {
+                        kind: entry.kind,
+                        model: entry.model,
+                        owner: Owner {
+                            repo: entry.repo,
+                            user: entry.user,
+                        },
+                    };
+                    state.today.0.entry(key).or_default().merge(&entry.totals);
+                }
+            }
+            Ok(_) => {}
+            Err(err) => {
+                tracing::warn!(file.path = %file.display(), error = %err, "cannot read the day's model usage; counting it from zero");
+            }
+        }
+        let meter = Self {
+            inner: Arc::new(Inner {
+                prices: config.prices.clone(),
+                budgets: Budgets::from_config(config),
+                file: Some(file),
+                state: Mutex::new(state),
+                dirty: AtomicBool::new(false),
+            }),
+        };
+        for budget in [Budget::Capture, Budget::Retrieval] {
+            let used = meter.lock().today.used(budget, None);
+            let limit = meter.inner.budgets.limit(budget);
+            if spent(used, limit) {
+                warn_spent(budget, used, limit, now);
+            }
+        }
+        meter
+    }
+
+    /// The cost of `tokens` of `model`, if it is priced.
+    pub fn cost(&self, model: &str, tokens: Tokens) -> Option<f64> {
+        let price = self.inner.prices.get(model)?;
+        #[expect(
+            clippy::cast_precision_loss,
+            reason = "token counts stay far below 2^52"
+        )]
+        let (prompt, completion) = (tokens.prompt as f64, tokens.completion as f64);
+        Some((prompt * price.input_per_million + completion * price.output_per_million) / 1e6)
+    }
+
+    /// Counts a finished call; what it took.
+    pub fn record(&self, call: Call<'_>) -> Metered {
+        self.record_at(call, Utc::now())
+    }
+
+    fn record_at(&self, call: Call<'_>, now: DateTime<Utc>) -> Metered {
+        let metered = Metered {
+            model: call.model.to_owned(),
+            prompt_tokens: call.tokens.prompt,
+            completion_tokens: call.tokens.completion,
+            estimated: call.estimated,
+            cost: self.cost(call.model, call.tokens),
+        };
+        let key = Key {
+            kind: call.kind,
+            model: call.model.to_owned(),
+            owner: call.owner,
+        };
+        let budget = call.kind.budget();
+        let mut state = self.lock();
+        state.roll(now.date_naive());
+        let used = |state: &State| {
+            budget.map(|budget| {
+                (
+                    state.today.used(budget, None),
+                    state.today.used(budget, Some(&key.owner)),
+                )
+            })
+        };
+        let before = used(&state);
+        state
+            .today
+            .0
+            .entry(key.clone())
+            .or_default()
+            .add(call.tokens, call.estimated);
+        state
+            .since_start
+            .0
+            .entry(key.clone())
+            .or_default()
+            .add(call.tokens, call.estimated);
+        let after = used(&state);
+        drop(state);
+        self.inner.dirty.store(true, Ordering::Relaxed);
+        if let (Some(budget), Some((all_before, pair_before)), Some((all_after, pair_after))) =
+            (budget, before, after)
+        {
+            let limit = self.inner.budgets.limit(budget);
+            if !spent(all_before, limit) && spent(all_after, limit) {
+                warn_spent(budget, all_after, limit, now);
+            }
+            let pair_limit = self.inner.budgets.capture_per_pair;
+            if budget == Budget::Capture
+                && key.owner.is_pair()
+                && !spent(pair_before, pair_limit)
+                && spent(pair_after, pair_limit)
+            {
+                tracing::warn!(
+                    config.key = "capture.pair_daily_token_budget",
+                    repo = ?key.owner.repo,
+                    user = ?key.owner.user,
+                    tokens.used = pair_after,
+                    tokens.budget = pair_limit,
+                    renews_at = %renewal(now),
+                    "a namespace pair has spent its daily capture token budget; its triggers stay queued, none dropped, until it renews"
+                );
+            }
+        }
+        metered
+    }
+
+    /// Whether retrieval may call its model (HyDE, expansion, suggestions).
+    pub fn allows_retrieval(&self) -> bool {
+        self.allows_retrieval_at(Utc::now())
+    }
+
+    fn allows_retrieval_at(&self, now: DateTime<Utc>) -> bool {
+        let mut state = self.lock();
+        state.roll(now.date_naive());
+        !spent(
+            state.today.used(Budget::Retrieval, None),
+            self.inner.budgets.retrieval,
+        )
+    }
+
+    /// Which capture triggers may be classified now.
+    pub fn capture_gate(&self) -> CaptureGate {
+        self.capture_gate_at(Utc::now())
+    }
+
+    fn capture_gate_at(&self, now: DateTime<Utc>) -> CaptureGate {
+        let budgets = self.inner.budgets;
+        let mut state = self.lock();
+        state.roll(now.date_naive());
+        let closed = spent(state.today.used(Budget::Capture, None), budgets.capture);
+        let closed_pairs = state
+            .today
+            .capture_by_pair()
+            .into_iter()
+            .filter(|(_, used)| spent(*used, budgets.capture_per_pair))
+            .map(|(owner, _)| owner.clone())
+            .collect();
+        CaptureGate {
+            closed,
+            closed_pairs,
+            renews_at: renewal(now),
+        }
+    }
+
+    /// Today's and the since-start totals, with the budgets, for `/stats`.
+    pub fn view(&self) -> UsageView {
+        self.view_at(Utc::now())
+    }
+
+    fn view_at(&self, now: DateTime<Utc>) -> UsageView {
+        let budgets = self.inner.budgets;
+        let mut state = self.lock();
+        state.roll(now.date_naive());
+        let today = self.rows(&state.today);
+        let since_start = self.rows(&state.since_start);
+        let mut pairs: BTreeMap<&Owner, (Totals, Option<f64>)> = BTreeMap::new();
+        for (key, totals) in &state.today.0 {
+            let entry = pairs.entry(&key.owner).or_default();
+            entry.0.merge(totals);
+            entry.1 = add_cost(entry.1, self.cost(&key.model, totals.tokens()));
+        }
+        let pairs_today = pairs
+            .into_iter()
+            .map(|(owner, (totals, cost))| PairUsage {
+                owner: owner.clone(),
+                calls: totals.calls,
+                prompt_tokens: totals.prompt_tokens,
+                completion_tokens: totals.completion_tokens,
+                cost,
+            })
+            .collect();
+        let budget = |budget: Budget| {
+            let used = state.today.used(budget, None);
+            let limit = budgets.limit(budget);
+            BudgetView {
+                limit,
+                used,
+                exhausted: spent(used, limit),
+            }
+        };
+        let capture = budget(Budget::Capture);
+        let retrieval = budget(Budget::Retrieval);
+        let exhausted_pairs = state
+            .today
+            .capture_by_pair()
+            .into_iter()
+            .filter(|(_, used)| spent(*used, budgets.capture_per_pair))
+            .map(|(owner, _)| owner.clone())
+            .collect();
+        UsageView {
+            day: state.day,
+            renews_at: renewal(now),
+            cost_today: today.iter().fold(None, |sum, row| add_cost(sum, row.cost)),
+            today,
+            since_start,
+            pairs_today,
+            budgets: BudgetsView {
+                capture,
+                capture_per_pair: budgets.capture_per_pair,
+                exhausted_pairs,
+                retrieval,
+            },
+        }
+    }
+
+    /// Totals by kind and model (owners summed).
+    fn rows(&self, ledger: &Ledger) -> Vec<UsageRow> {
+        let mut rows: BTreeMap<(CallKind, &str), Totals> = BTreeMap::new();
+        for (key, totals) in &ledger.0 {
+            rows.entry((key.kind, &key.model))
+                .or_default()
+                .merge(totals);
+        }
+        rows.into_iter()
+            .map(|((kind, model), totals)| UsageRow {
+                kind,
+                model: model.to_owned(),
+                calls: totals.calls,
+                prompt_tokens: totals.prompt_tokens,
+                completion_tokens: totals.completion_tokens,
+                estimated_calls: totals.estimated_calls,
+                cost: self.cost(model, totals.tokens()),
+            })
+            .collect()
+    }
+
+    /// Writes the day's totals to `usage.json` if a call was counted since
+    /// the last save. Blocking: call it from a blocking thread.
+    pub fn save(&self) -> io::Result<()> {
+        let Some(file) = &self.inner.file else {
+            return Ok(());
+        };
+        if !self.inner.dirty.swap(false, Ordering::Relaxed) {
+            return Ok(());
+        }
+        let json = {
+            let state = self.lock();
+            let day = DayFile {
+                day: state.day,
+                calls: state
+                    .today
+                    .0
+                    .iter()
+                    .map(|(key, totals)| DayEntry {
+                        kind: key.kind,
+                        model: key.model.clone(),
+                        repo: key.owner.repo.clone(),
+                        user: key.owner.user.clone(),
+                        totals: *totals,
+                    })
+                    .collect(),
+            };
+            serde_json::to_vec_pretty(&day).expect("the day's usage serializes")
+        };
+        atomic::write(file, &json).inspect_err(|_| {
+            // Tried again at the next save.
+            self.inner.dirty.store(true, Ordering::Relaxed);
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        // Every section under this lock leaves the state whole.
+        self.inner
+            .state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// The sum of two costs, where either is known.
+fn add_cost(sum: Option<f64>, cost: Option<f64>) -> Option<f64> {
+    match (sum, cost) {
+        (None, None) => None,
+        (sum, cost) => Some(sum.unwrap_or(0.0) + cost.unwrap_or(0.0)),
+    }
+}
+
+fn warn_spent(budget: Budget, used: u64, limit: u64, now: DateTime<Utc>) {
+    tracing::warn!(
+        config.key = budget.key(),
+        tokens.used = used,
+        tokens.budget = limit,
+        renews_at = %renewal(now),
+        "the daily token budget `{}` is spent; {}",
+        budget.key(),
+        budget.consequence()
+    );
+}
+
+/// When the day of `now` ends: the next midnight, UTC.
+pub fn renewal(now: DateTime<Utc>) -> DateTime<Utc> {
+    (now.date_naive() + Days::new(1))
+        .and_hms_opt(0, 0, 0)
+        .expect("midnight exists")
+        .and_utc()
+}
+
+/// `usage.json`, or `None` when there is none.
+fn read_day(file: &Path) -> io::Result<Option<DayFile>> {
+    match std::fs::read(file) {
+        Ok(bytes) => serde_json::from_slice(&bytes)
+            .map(Some)
+            .map_err(io::Error::other),
+        Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(err) => Err(err),
+    }
+}
+
+/// Which capture triggers the budgets let through, as of one moment.
+#[derive(Clone, Debug)]
+pub struct CaptureGate {
+    /// The global budget is spent.
+    closed: bool,
+    /// Pairs that spent their own budget.
+    closed_pairs: HashSet<Owner>,
+    renews_at: DateTime<Utc>,
+}
+
+impl CaptureGate {
+    /// Whether a trigger of (`repo`, `user`) may be classified.
+    pub fn admits(&self, repo: &RepoId, user: &UserId) -> bool {
+        !self.closed
+            && !self
+                .closed_pairs
+                .iter()
+                .any(|owner| owner.repo.as_ref() == Some(repo) && owner.user.as_ref() == Some(user))
+    }
+
+    /// When a held trigger may go again, if any is held.
+    pub fn reopens_at(&self) -> Option<DateTime<Utc>> {
+        (self.closed || !self.closed_pairs.is_empty()).then_some(self.renews_at)
+    }
+}
+
+/// Model usage for `/stats`.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct UsageView {
+    /// The UTC day `today` counts.
+    pub day: NaiveDate,
+    /// When today's totals and the budgets start again from zero.
+    pub renews_at: DateTime<Utc>,
+    /// Today's calls by kind and model.
+    pub today: Vec<UsageRow>,
+    /// Today's cost of the priced models; null when none is priced.
+    pub cost_today: Option<f64>,
+    /// Since this process started, by kind and model.
+    pub since_start: Vec<UsageRow>,
+    /// Today's calls by owner (repo and user; both null for calls that
+    /// name no pair, such as indexing's embeddings).
+    pub pairs_today: Vec<PairUsage>,
+    pub budgets: BudgetsView,
+}
+
+/// The calls of one kind and model.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct UsageRow {
+    pub kind: CallKind,
+    pub model: String,
+    pub calls: u64,
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    /// Calls whose tokens were counted with the tokenizer (no `usage` in
+    /// the reply).
+    pub estimated_calls: u64,
+    /// Null when the model has no price in `prices`.
+    pub cost: Option<f64>,
+}
+
+/// One owner's calls today.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct PairUsage {
+    #[serde(flatten)]
+    pub owner: Owner,
+    pub calls: u64,
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    pub cost: Option<f64>,
+}
+
+/// The daily budgets and how much of them today took.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct BudgetsView {
+    /// `capture.daily_token_budget`: the classifier's tokens.
+    pub capture: BudgetView,
+    /// `capture.pair_daily_token_budget` (0: unlimited).
+    pub capture_per_pair: u64,
+    /// Pairs past their own capture budget: their triggers wait.
+    pub exhausted_pairs: Vec<Owner>,
+    /// `retrieval.daily_token_budget`: HyDE's, expansion's and
+    /// suggestions' tokens.
+    pub retrieval: BudgetView,
+}
+
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct BudgetView {
+    /// Tokens a day; 0 is unlimited.
+    pub limit: u64,
+    /// Tokens counted against it today.
+    pub used: u64,
+    /// Whether it is spent (until `renews_at`).
+    pub exhausted: bool,
+}
+
+#[cfg(test)]
+mod tests;

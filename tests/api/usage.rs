@@ -1,0 +1,417 @@
+//! Model usage end to end: every call's tokens (the reply's `usage`, or the
+//! tokenizer's count) by kind, model and pair, priced; shown in `/stats`,
+//! `/metrics` and `/triggers`; kept across a restart; and the daily token
+//! budgets, which hold capture's triggers in the queue and turn retrieval
+//! to the plain query.
+
+use axum::http::StatusCode;
+use engram::config::{Config, Price};
+use engram::usage::count_tokens;
+use serde_json::{Value, json};
+
+use crate::helpers::{TestApp, embed_with, llm_with, settled, spawn_app_on, wait_until_async};
+use crate::upstream::{Behaviour, Upstream, usage_of};
+
+const PRICE_IN: f64 = 0.15;
+const PRICE_OUT: f64 = 0.6;
+
+async fn app_on(
+    upstream: &Upstream,
+    dir: &std::path::Path,
+    adjust: impl FnOnce(&mut Config),
+) -> TestApp {
+    spawn_app_on(dir, |config| {
+        embed_with(upstream, config);
+        llm_with(upstream, config);
+        let llm = config.llm.as_mut().unwrap();
+        llm.classifier_timeout_ms = 5_000;
+        llm.retrieval_timeout_ms = 5_000;
+        config.retrieval.budget_ms = 10_000;
+        config.capture.retry_base_ms = 10;
+        config.prices.insert(
+            "gpt-4o-mini".to_owned(),
+            Price {
+                input_per_million: PRICE_IN,
+                output_per_million: PRICE_OUT,
+            },
+        );
+        adjust(config);
+    })
+    .await
+}
+
+fn turn(session: &str, text: &str) -> Value {
+    json!({"session_id": session, "repo": "forge", "user": "ana", "messages": [
+        {"role": "user", "content": text},
+        {"role": "assistant", "content": "Noted."},
+    ]})
+}
+
+fn window(turn_id: &str, text: &str) -> Value {
+    json!({"turn_id": turn_id, "repo": "forge", "user": "ana",
+        "messages": [{"role": "user", "content": text}]})
+}
+
+async fn accept(app: &TestApp, path: &str, body: &Value) -> Value {
+    let response = app.post(path, body).await;
+    assert_eq!(response.status, StatusCode::ACCEPTED, "{}", response.text);
+    response.json
+}
+
+/// The texts of one recorded chat request's messages, in order.
+fn contents(messages: &Value) -> Vec<String> {
+    messages
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|message| message["content"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// What the fake reported for one chat request answered with `reply`.
+fn reported(messages: &Value, reply: &str) -> (u64, u64) {
+    let texts = contents(messages);
+    let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let usage = usage_of(&texts, reply);
+    (
+        usage["prompt_tokens"].as_u64().unwrap(),
+        usage["completion_tokens"].as_u64().unwrap(),
+    )
+}
+
+/// Today's row of `kind` in `/stats`.
+fn row<'a>(stats: &'a Value, kind: &str) -> &'a Value {
+    stats["models"]["today"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|row| row["kind"] == kind)
+        .unwrap_or_else(|| panic!("no {kind} row: {stats:#}"))
+}
+
+fn cost(prompt: u64, completion: u64) -> f64 {
+    (prompt as f64 * PRICE_IN + completion as f64 * PRICE_OUT) / 1e6
+}
+
+#[tokio::test]
+async fn the_replies_usage_is_counted_by_kind_model_and_pair_priced_and_shown() {
+    let upstream = Upstream::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let app = app_on(&upstream, dir.path(), |_| {}).await;
+    upstream.set_chat(Behaviour::Answer, "[]");
+    accept(
+        &app,
+        "/turns",
+        &turn("s1", "We always use tabs in Go files."),
+    )
+    .await;
+    settled(&app, 1).await;
+    let hypotheses = "Ana prefers tabs.\nThe forge repo formats with gofumpt.";
+    upstream.set_chat(Behaviour::Answer, hypotheses);
+    let result = app.retrieve(window("t1", "how do we indent?")).await;
+    assert_eq!(result["mode"], "hyde", "{result:#}");
+
+    let requests = upstream.chat_requests();
+    let classifier = reported(&requests[0], "[]");
+    let hyde = reported(&requests[1], hypotheses);
+    let stats = app.get("/stats").await.json;
+    let row_of = |kind| {
+        let row = row(&stats, kind);
+        (
+            row["prompt_tokens"].as_u64().unwrap(),
+            row["completion_tokens"].as_u64().unwrap(),
+        )
+    };
+    assert_eq!(row_of("classifier"), classifier, "{stats:#}");
+    assert_eq!(row_of("hyde"), hyde, "{stats:#}");
+    assert_eq!(row(&stats, "classifier")["model"], "gpt-4o-mini");
+    assert_eq!(row(&stats, "classifier")["estimated_calls"], 0);
+    let priced = row(&stats, "classifier")["cost"].as_f64().unwrap();
+    assert!((priced - cost(classifier.0, classifier.1)).abs() < 1e-12);
+
+    let embedded: u64 = upstream
+        .embedded_texts()
+        .iter()
+        .map(|text| text.split_whitespace().count() as u64)
+        .sum();
+    let embeddings = row(&stats, "embeddings");
+    assert_eq!(embeddings["model"], "fake-embedding");
+    assert_eq!(embeddings["prompt_tokens"], embedded, "{stats:#}");
+    assert_eq!(embeddings["cost"], Value::Null, "no price, no cost");
+
+    let pair = stats["models"]["pairs_today"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|pair| pair["repo"] == "forge" && pair["user"] == "ana")
+        .unwrap_or_else(|| panic!("no forge/ana: {stats:#}"));
+    assert_eq!(
+        pair["prompt_tokens"].as_u64().unwrap(),
+        classifier.0 + hyde.0,
+        "the pair's calls: its classifier and HyDE, not the embeddings"
+    );
+    let capture = &stats["models"]["budgets"]["capture"];
+    assert_eq!(capture["used"], classifier.0 + classifier.1);
+    assert_eq!(capture["exhausted"], false);
+
+    let pass = &app.get("/triggers").await.json["recent"][0];
+    assert_eq!(pass["usage"]["prompt_tokens"], classifier.0, "{pass:#}");
+    assert_eq!(pass["usage"]["completion_tokens"], classifier.1);
+    assert!((pass["usage"]["cost"].as_f64().unwrap() - priced).abs() < 1e-12);
+
+    let metrics = app.get("/metrics").await.text;
+    for line in [
+        format!(
+            "engram_model_tokens_total{{kind=\"classifier\",model=\"gpt-4o-mini\",direction=\"prompt\"}} {}",
+            classifier.0
+        ),
+        format!(
+            "engram_model_tokens_total{{kind=\"hyde\",model=\"gpt-4o-mini\",direction=\"completion\"}} {}",
+            hyde.1
+        ),
+        "engram_model_calls_total{kind=\"embeddings\",model=\"fake-embedding\"} 1".to_owned(),
+        "engram_model_budget_exhausted{budget=\"capture\"} 0".to_owned(),
+    ] {
+        assert!(metrics.contains(&line), "{line} in {metrics}");
+    }
+    assert!(
+        metrics.contains("engram_model_cost_total{kind=\"classifier\",model=\"gpt-4o-mini\"}"),
+        "{metrics}"
+    );
+}
+
+#[tokio::test]
+async fn without_usage_in_the_reply_the_tokenizer_counts() {
+    let upstream = Upstream::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let app = app_on(&upstream, dir.path(), |_| {}).await;
+    upstream.send_usage(false);
+    let hypotheses = "Ana prefers tabs.";
+    upstream.set_chat(Behaviour::Answer, hypotheses);
+    app.retrieve(window("t1", "how do we indent?")).await;
+
+    let texts = contents(&upstream.chat_requests()[0]);
+    let stats = app.get("/stats").await.json;
+    let hyde = row(&stats, "hyde");
+    assert_eq!(
+        hyde["prompt_tokens"].as_u64().unwrap(),
+        count_tokens(&texts[0]) + count_tokens(&texts[1]),
+        "{stats:#}"
+    );
+    assert_eq!(hyde["completion_tokens"], count_tokens(hypotheses));
+    assert_eq!(hyde["estimated_calls"], 1);
+    let query = upstream.embedded_texts().concat();
+    assert_eq!(
+        row(&stats, "embeddings")["prompt_tokens"],
+        count_tokens(&query),
+        "{stats:#}"
+    );
+}
+
+#[tokio::test]
+async fn past_the_capture_budget_triggers_wait_and_go_once_it_is_raised() {
+    let upstream = Upstream::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let tight = |config: &mut Config| config.capture.daily_token_budget = 1;
+    let app = app_on(&upstream, dir.path(), tight).await;
+    upstream.set_chat(Behaviour::Answer, "[]");
+    accept(&app, "/turns", &turn("s1", "first")).await;
+    let stats = settled(&app, 1).await;
+    assert_eq!(
+        stats["models"]["budgets"]["capture"]["exhausted"], true,
+        "the call that crossed the budget finished: {stats:#}"
+    );
+
+    assert_eq!(
+        accept(&app, "/turns", &turn("s2", "second")).await["status"],
+        "queued"
+    );
+    assert_eq!(
+        accept(&app, "/compactions", &turn("s3", "an arc")).await["status"],
+        "queued",
+        "a compaction past the budget is still accepted"
+    );
+    let stats = app.get("/stats").await.json;
+    assert_eq!(stats["capture"]["queue_depth"], 2, "{stats:#}");
+    assert_eq!(stats["capture"]["dropped"], 0);
+    let queued = app.get("/triggers").await.json["queued"].clone();
+    assert!(
+        queued
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|trigger| trigger["state"] == "waiting"),
+        "{queued:#}"
+    );
+    assert_eq!(upstream.chat_requests().len(), 1, "no call past the budget");
+
+    // The same data directory with a budget that has room: the day's
+    // first call is still counted, and the held triggers are processed.
+    let raised = app_on(&upstream, dir.path(), |config| {
+        config.capture.daily_token_budget = 1_000_000;
+    })
+    .await;
+    let stats = settled(&raised, 2).await;
+    assert_eq!(row(&stats, "classifier")["calls"], 3, "{stats:#}");
+    assert_eq!(upstream.chat_requests().len(), 3);
+}
+
+#[tokio::test]
+async fn a_pair_past_its_own_budget_waits_while_other_pairs_go() {
+    let upstream = Upstream::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let app = app_on(&upstream, dir.path(), |config| {
+        config.capture.pair_daily_token_budget = 1;
+    })
+    .await;
+    upstream.set_chat(Behaviour::Answer, "[]");
+    accept(&app, "/turns", &turn("s1", "first")).await;
+    let stats = settled(&app, 1).await;
+    assert_eq!(
+        stats["models"]["budgets"]["exhausted_pairs"],
+        json!([{"repo": "forge", "user": "ana"}]),
+        "{stats:#}"
+    );
+
+    // The held trigger is older than the other pair's: were it not held,
+    // the worker would take it first.
+    accept(&app, "/turns", &turn("s2", "held")).await;
+    let mut other = turn("s3", "goes");
+    other["repo"] = json!("web");
+    accept(&app, "/turns", &other).await;
+    wait_until_async("the other pair's trigger to be processed", async || {
+        app.get("/stats").await.json["capture"]["processed"] == 2
+    })
+    .await;
+    let queued = app.get("/triggers").await.json["queued"].clone();
+    assert_eq!(queued.as_array().unwrap().len(), 1, "{queued:#}");
+    assert_eq!(queued[0]["repo"], "forge");
+    assert_eq!(queued[0]["state"], "waiting");
+    assert_eq!(upstream.chat_requests().len(), 2);
+}
+
+#[tokio::test]
+async fn a_spent_day_on_disk_holds_capture_and_the_next_day_renews_it() {
+    let upstream = Upstream::start().await;
+    let spent_on = |day: chrono::NaiveDate| {
+        json!({"day": day, "calls": [{"kind": "classifier", "model": "gpt-4o-mini",
+            "repo": "forge", "user": "ana", "calls": 1, "prompt_tokens": 5000,
+            "completion_tokens": 0, "estimated_calls": 0}]})
+    };
+    let budget = |config: &mut Config| config.capture.daily_token_budget = 1000;
+    let today = chrono::Utc::now().date_naive();
+
+    let held = tempfile::tempdir().unwrap();
+    std::fs::write(held.path().join("usage.json"), spent_on(today).to_string()).unwrap();
+    let app = app_on(&upstream, held.path(), budget).await;
+    upstream.set_chat(Behaviour::Answer, "[]");
+    accept(&app, "/turns", &turn("s1", "held")).await;
+    let stats = app.get("/stats").await.json;
+    assert_eq!(stats["models"]["budgets"]["capture"]["used"], 5000);
+    assert_eq!(stats["models"]["budgets"]["capture"]["exhausted"], true);
+    assert_eq!(stats["capture"]["queue_depth"], 1);
+    let renews_at = stats["models"]["renews_at"].as_str().unwrap();
+    assert!(
+        renews_at.starts_with(&today.succ_opt().unwrap().to_string()),
+        "{renews_at}"
+    );
+
+    // Yesterday's totals do not count today.
+    let renewed = tempfile::tempdir().unwrap();
+    std::fs::write(
+        renewed.path().join("usage.json"),
+        spent_on(today.pred_opt().unwrap()).to_string(),
+    )
+    .unwrap();
+    let app = app_on(&upstream, renewed.path(), budget).await;
+    accept(&app, "/turns", &turn("s1", "goes")).await;
+    let stats = settled(&app, 1).await;
+    assert_eq!(stats["models"]["budgets"]["capture"]["exhausted"], false);
+    assert_eq!(row(&stats, "classifier")["calls"], 1, "{stats:#}");
+}
+
+#[tokio::test]
+async fn past_the_retrieval_budget_retrieve_searches_the_plain_query() {
+    let upstream = Upstream::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let app = app_on(&upstream, dir.path(), |config| {
+        config.retrieval.daily_token_budget = 1;
+    })
+    .await;
+    upstream.set_chat(Behaviour::Answer, "Ana prefers tabs.");
+    let first = app.retrieve(window("t1", "how do we indent?")).await;
+    assert_eq!(first["mode"], "hyde", "{first:#}");
+    assert_eq!(first["degraded"], Value::Null);
+
+    let second = app.retrieve(window("t2", "which formatter?")).await;
+    assert_eq!(
+        second["degraded"], "daily_token_budget_exhausted",
+        "{second:#}"
+    );
+    assert_eq!(second["mode"], "query");
+    assert_eq!(second["query"], "which formatter?");
+
+    let expanded = app
+        .retrieve(json!({"turn_id": "t3", "repo": "forge", "user": "ana",
+            "query": "tabs", "expand_query": true}))
+        .await;
+    assert_eq!(expanded["degraded"], "daily_token_budget_exhausted");
+    assert_eq!(expanded["expanded_query"], Value::Null);
+
+    let suggestions = app
+        .post(
+            "/suggestions",
+            &json!({"messages": [{"role": "user", "content": "which formatter?"}]}),
+        )
+        .await;
+    assert_eq!(suggestions.status, StatusCode::OK);
+    assert_eq!(suggestions.json["degraded"], "daily_token_budget_exhausted");
+    assert_eq!(suggestions.json["suggestions"], json!(["which formatter?"]));
+    assert_eq!(upstream.chat_requests().len(), 1, "one call, then none");
+
+    let stats = app.get("/stats").await.json;
+    assert_eq!(stats["models"]["budgets"]["retrieval"]["exhausted"], true);
+    assert_eq!(
+        stats["retrieval"]["degraded"]["daily_token_budget_exhausted"], 2,
+        "{stats:#}"
+    );
+}
+
+#[tokio::test]
+async fn the_days_totals_survive_a_restart_on_the_same_data_directory() {
+    let upstream = Upstream::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = |dir: &std::path::Path| {
+        crate::helpers::test_config(dir, |config| {
+            embed_with(&upstream, config);
+            llm_with(&upstream, config);
+            config.llm.as_mut().unwrap().retrieval_timeout_ms = 5_000;
+            config.retrieval.budget_ms = 10_000;
+        })
+    };
+    let app = crate::helpers::RunningApp::start(config(dir.path())).await;
+    upstream.set_chat(Behaviour::Answer, "Ana prefers tabs.");
+    let base = app.base_url.clone();
+    wait_until_async("the app to be ready", async || {
+        crate::helpers::is_ready(&base).await
+    })
+    .await;
+    let result = crate::helpers::post_json(&base, "/retrieve", &window("t1", "indent?")).await;
+    assert_eq!(result["mode"], "hyde", "{result:#}");
+    let before = crate::helpers::get_json(&base, "/stats").await["models"].clone();
+    app.stop().await;
+
+    let app = crate::helpers::RunningApp::start(config(dir.path())).await;
+    let after = crate::helpers::get_json(&app.base_url, "/stats").await["models"].clone();
+    assert_eq!(after["today"], before["today"], "{after:#}");
+    assert_eq!(
+        after["budgets"]["retrieval"]["used"],
+        before["budgets"]["retrieval"]["used"]
+    );
+    assert_eq!(
+        after["since_start"],
+        json!([]),
+        "since start is this process"
+    );
+    app.stop().await;
+}
