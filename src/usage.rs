@@ -17,13 +17,13 @@
 //! crosses a budget finishes and is counted, so a day may end a little
 //! past it. Crossing one logs one `warn` line.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use chrono::{DateTime, Days, NaiveDate, Utc};
+use chrono::{DateTime, NaiveDate, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::ToSchema;
@@ -31,6 +31,16 @@ use utoipa::ToSchema;
 use crate::config::{Config, Price};
 use crate::memory::{RepoId, UserId};
 use crate::store::{NamespacePair, Reach, atomic};
+
+mod budget;
+mod ledger;
+mod view;
+
+pub use budget::{Budget, Budgets, CaptureGate, renewal};
+pub use view::{BudgetView, BudgetsView, PairUsage, UsageRow, UsageView};
+
+use budget::{spent, warn_spent};
+use ledger::{DayEntry, DayFile, Key, Ledger, Totals, read_day};
 
 /// The day's totals, under the data directory.
 pub const FILE_NAME: &str = "usage.json";
@@ -71,34 +81,6 @@ impl CallKind {
             Self::Classifier => Some(Budget::Capture),
             Self::Hyde | Self::Expansion | Self::Suggestions => Some(Budget::Retrieval),
             Self::Embeddings => None,
-        }
-    }
-}
-
-/// One of the two daily budgets.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Budget {
-    /// `capture.daily_token_budget` (and, per pair,
-    /// `capture.pair_daily_token_budget`).
-    Capture,
-    /// `retrieval.daily_token_budget`.
-    Retrieval,
-}
-
-impl Budget {
-    fn key(self) -> &'static str {
-        match self {
-            Self::Capture => "capture.daily_token_budget",
-            Self::Retrieval => "retrieval.daily_token_budget",
-        }
-    }
-
-    fn consequence(self) -> &'static str {
-        match self {
-            Self::Capture => "triggers stay queued, none dropped, until it renews",
-            Self::Retrieval => {
-                "HyDE and query expansion are skipped (the plain query is searched for) until it renews"
-            }
         }
     }
 }
@@ -197,123 +179,6 @@ pub struct Metered {
     pub estimated: bool,
     /// In the currency of `prices`; null when the model has no price.
     pub cost: Option<f64>,
-}
-
-/// The daily budgets, in tokens; 0 is unlimited.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Budgets {
-    pub capture: u64,
-    pub capture_per_pair: u64,
-    pub retrieval: u64,
-}
-
-impl Budgets {
-    pub fn from_config(config: &Config) -> Self {
-        Self {
-            capture: config.capture.daily_token_budget,
-            capture_per_pair: config.capture.pair_daily_token_budget,
-            retrieval: config.retrieval.daily_token_budget,
-        }
-    }
-
-    fn limit(&self, budget: Budget) -> u64 {
-        match budget {
-            Budget::Capture => self.capture,
-            Budget::Retrieval => self.retrieval,
-        }
-    }
-}
-
-/// Whether `used` tokens have spent `limit` (0: unlimited).
-fn spent(used: u64, limit: u64) -> bool {
-    limit > 0 && used >= limit
-}
-
-/// Sums of calls.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-struct Totals {
-    calls: u64,
-    prompt_tokens: u64,
-    completion_tokens: u64,
-    estimated_calls: u64,
-}
-
-impl Totals {
-    fn add(&mut self, tokens: Tokens, estimated: bool) {
-        self.calls += 1;
-        self.prompt_tokens = self.prompt_tokens.saturating_add(tokens.prompt);
-        self.completion_tokens = self.completion_tokens.saturating_add(tokens.completion);
-        self.estimated_calls += u64::from(estimated);
-    }
-
-    fn merge(&mut self, other: &Self) {
-        self.calls += other.calls;
-        self.prompt_tokens = self.prompt_tokens.saturating_add(other.prompt_tokens);
-        self.completion_tokens = self
-            .completion_tokens
-            .saturating_add(other.completion_tokens);
-        self.estimated_calls += other.estimated_calls;
-    }
-
-    fn tokens(&self) -> Tokens {
-        Tokens {
-            prompt: self.prompt_tokens,
-            completion: self.completion_tokens,
-        }
-    }
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
-struct Key {
-    kind: CallKind,
-    model: String,
-    owner: Owner,
-}
-
-/// Totals by kind, model and owner.
-#[derive(Clone, Debug, Default)]
-struct Ledger(BTreeMap<Key, Totals>);
-
-impl Ledger {
-    /// Tokens counted against `budget`, by `owner` alone when given.
-    fn used(&self, budget: Budget, owner: Option<&Owner>) -> u64 {
-        self.0
-            .iter()
-            .filter(|(key, _)| {
-                key.kind.budget() == Some(budget) && owner.is_none_or(|owner| key.owner == *owner)
-            })
-            .map(|(_, totals)| totals.tokens().total())
-            .fold(0, u64::saturating_add)
-    }
-
-    /// Capture's tokens per whole pair.
-    fn capture_by_pair(&self) -> BTreeMap<&Owner, u64> {
-        let mut pairs: BTreeMap<&Owner, u64> = BTreeMap::new();
-        for (key, totals) in &self.0 {
-            if key.kind.budget() == Some(Budget::Capture) && key.owner.is_pair() {
-                let used = pairs.entry(&key.owner).or_default();
-                *used = used.saturating_add(totals.tokens().total());
-            }
-        }
-        pairs
-    }
-}
-
-/// `usage.json`: the day's totals.
-#[derive(Serialize, Deserialize)]
-struct DayFile {
-    day: NaiveDate,
-    calls: Vec<DayEntry>,
-}
-
-#[derive(Serialize, Deserialize)]
-struct DayEntry {
-    kind: CallKind,
-    model: String,
-    repo: Option<RepoId>,
-    user: Option<UserId>,
-    #[serde(flatten)]
-    totals: Totals,
 }
 
 #[derive(Default)]
@@ -665,132 +530,6 @@ fn add_cost(sum: Option<f64>, cost: Option<f64>) -> Option<f64> {
         (None, None) => None,
         (sum, cost) => Some(sum.unwrap_or(0.0) + cost.unwrap_or(0.0)),
     }
-}
-
-fn warn_spent(budget: Budget, used: u64, limit: u64, now: DateTime<Utc>) {
-    tracing::warn!(
-        config.key = budget.key(),
-        tokens.used = used,
-        tokens.budget = limit,
-        renews_at = %renewal(now),
-        "the daily token budget `{}` is spent; {}",
-        budget.key(),
-        budget.consequence()
-    );
-}
-
-/// When the day of `now` ends: the next midnight, UTC.
-pub fn renewal(now: DateTime<Utc>) -> DateTime<Utc> {
-    (now.date_naive() + Days::new(1))
-        .and_hms_opt(0, 0, 0)
-        .expect("midnight exists")
-        .and_utc()
-}
-
-/// `usage.json`, or `None` when there is none.
-fn read_day(file: &Path) -> io::Result<Option<DayFile>> {
-    match std::fs::read(file) {
-        Ok(bytes) => serde_json::from_slice(&bytes)
-            .map(Some)
-            .map_err(io::Error::other),
-        Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(err) => Err(err),
-    }
-}
-
-/// Which capture triggers the budgets let through, as of one moment.
-#[derive(Clone, Debug)]
-pub struct CaptureGate {
-    /// The global budget is spent.
-    closed: bool,
-    /// Pairs that spent their own budget.
-    closed_pairs: HashSet<Owner>,
-    renews_at: DateTime<Utc>,
-}
-
-impl CaptureGate {
-    /// Whether a trigger of (`repo`, `user`) may be classified.
-    pub fn admits(&self, repo: &RepoId, user: &UserId) -> bool {
-        !self.closed
-            && !self
-                .closed_pairs
-                .iter()
-                .any(|owner| owner.repo.as_ref() == Some(repo) && owner.user.as_ref() == Some(user))
-    }
-
-    /// When a held trigger may go again, if any is held.
-    pub fn reopens_at(&self) -> Option<DateTime<Utc>> {
-        (self.closed || !self.closed_pairs.is_empty()).then_some(self.renews_at)
-    }
-}
-
-/// Model usage for `/stats`.
-#[derive(Clone, Debug, Serialize, ToSchema)]
-pub struct UsageView {
-    /// The UTC day `today` counts.
-    pub day: NaiveDate,
-    /// When today's totals and the budgets start again from zero.
-    pub renews_at: DateTime<Utc>,
-    /// Today's calls by kind and model.
-    pub today: Vec<UsageRow>,
-    /// Today's cost of the priced models; null when none is priced.
-    pub cost_today: Option<f64>,
-    /// Since this process started, by kind and model.
-    pub since_start: Vec<UsageRow>,
-    /// Today's calls by owner (repo and user; both null for calls that
-    /// name no pair, such as indexing's embeddings).
-    pub pairs_today: Vec<PairUsage>,
-    pub budgets: BudgetsView,
-}
-
-/// The calls of one kind and model.
-#[derive(Clone, Debug, Serialize, ToSchema)]
-pub struct UsageRow {
-    pub kind: CallKind,
-    pub model: String,
-    pub calls: u64,
-    pub prompt_tokens: u64,
-    pub completion_tokens: u64,
-    /// Calls whose tokens were counted with the tokenizer (no `usage` in
-    /// the reply).
-    pub estimated_calls: u64,
-    /// Null when the model has no price in `prices`.
-    pub cost: Option<f64>,
-}
-
-/// One owner's calls today.
-#[derive(Clone, Debug, Serialize, ToSchema)]
-pub struct PairUsage {
-    #[serde(flatten)]
-    pub owner: Owner,
-    pub calls: u64,
-    pub prompt_tokens: u64,
-    pub completion_tokens: u64,
-    pub cost: Option<f64>,
-}
-
-/// The daily budgets and how much of them today took.
-#[derive(Clone, Debug, Serialize, ToSchema)]
-pub struct BudgetsView {
-    /// `capture.daily_token_budget`: the classifier's tokens.
-    pub capture: BudgetView,
-    /// `capture.pair_daily_token_budget` (0: unlimited).
-    pub capture_per_pair: u64,
-    /// Pairs past their own capture budget: their triggers wait.
-    pub exhausted_pairs: Vec<Owner>,
-    /// `retrieval.daily_token_budget`: HyDE's, expansion's and
-    /// suggestions' tokens.
-    pub retrieval: BudgetView,
-}
-
-#[derive(Clone, Debug, Serialize, ToSchema)]
-pub struct BudgetView {
-    /// Tokens a day; 0 is unlimited.
-    pub limit: u64,
-    /// Tokens counted against it today.
-    pub used: u64,
-    /// Whether it is spent (until `renews_at`).
-    pub exhausted: bool,
 }
 
 #[cfg(test)]

@@ -1,6 +1,8 @@
 //! The meter's arithmetic: sums, prices, budgets, the day's renewal and
 //! the day's file.
 
+use std::path::Path;
+
 use chrono::TimeZone;
 
 use super::*;
