@@ -6,7 +6,11 @@
 //! each other, like real embeddings, and every answer is deterministic.
 //! `/chat/completions` answers with the reply a test scripted, or (for the
 //! bench) one built from the prompt: three hypotheses made of the
-//! conversation's last line for HyDE, one memory for the classifier.
+//! conversation's last line for HyDE, one memory for the classifier (or,
+//! with [`Chat::Facts`], one per fact sentence it is asked to classify).
+//! Every chat reply carries `usage`, counted from what was received and
+//! sent ([`Usage`]); a test can make it refuse a `response_format` as a
+//! server without structured output does.
 //! A test can also make either endpoint fail, stall or ramble
 //! ([`Behaviour`]), hold back the embeddings of some texts alone
 //! ([`Upstream::stall_embeddings_of`]), and read what it was asked. [`start_oversized`] is an
@@ -70,6 +74,21 @@ pub enum Chat {
     /// Built from the prompt: hypotheses for HyDE, a memory for the
     /// classifier.
     FromPrompt,
+    /// As `FromPrompt` for HyDE; the classifier gets one memory per fact
+    /// sentence of a user message it is asked to classify (see
+    /// [`facts_reply`]), so that the same facts make the same memories
+    /// whatever the prompt's shape.
+    Facts,
+}
+
+/// What the chat endpoint has been asked and has answered, in `usage`
+/// terms: a token per four characters (rounded up) of each message's
+/// content received and of each reply sent.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Usage {
+    pub calls: u64,
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
 }
 
 /// What a fake upstream is.
@@ -119,6 +138,13 @@ struct Script {
     stalled: Option<String>,
     chat_behaviour: Option<Behaviour>,
     chat_reply: String,
+    /// Chat requests whose `response_format` has one of these types are
+    /// refused with a 400 naming it.
+    refused_formats: Vec<String>,
+    /// The `response_format` of every chat request (null when absent).
+    chat_formats: Vec<Value>,
+    /// Every answered chat request's usage, added up.
+    usage: Usage,
     /// The messages of every chat request, in order.
     chat_requests: Vec<Value>,
     /// When each chat request arrived and was answered, with its prompt.
@@ -147,6 +173,9 @@ impl Upstream {
             stalled: None,
             chat_behaviour: None,
             chat_reply: String::new(),
+            refused_formats: Vec::new(),
+            chat_formats: Vec::new(),
+            usage: Usage::default(),
             chat_requests: Vec::new(),
             chat_spans: Vec::new(),
         }));
@@ -188,6 +217,23 @@ impl Upstream {
         script.chat_reply = reply.to_owned();
     }
 
+    /// Refuses, as a server without structured output does, every chat
+    /// request whose `response_format` is of one of `types`
+    /// (`json_schema`, `json_object`).
+    pub fn refuse_response_formats(&self, types: &[&str]) {
+        self.script().refused_formats = types.iter().map(|kind| (*kind).to_owned()).collect();
+    }
+
+    /// The `response_format` of every chat request so far (null when absent).
+    pub fn response_formats(&self) -> Vec<Value> {
+        self.script().chat_formats.clone()
+    }
+
+    /// The usage of every answered chat request so far, added up.
+    pub fn usage(&self) -> Usage {
+        self.script().usage
+    }
+
     /// The `messages` of every chat request so far.
     pub fn chat_requests(&self) -> Vec<Value> {
         self.script().chat_requests.clone()
@@ -224,6 +270,20 @@ async fn chat(State(script): State<Arc<Mutex<Script>>>, Json(body): Json<Value>)
         let mut script = script.lock().expect("the fake's script lock");
         if script.setup.record {
             script.chat_requests.push(body["messages"].clone());
+            script.chat_formats.push(body["response_format"].clone());
+        }
+        let format = body["response_format"]["type"].as_str().unwrap_or_default();
+        if script
+            .refused_formats
+            .iter()
+            .any(|refused| refused == format)
+        {
+            let message = format!("response_format of type {format} is not supported");
+            return (
+                StatusCode::BAD_REQUEST,
+                Json(json!({"error": {"message": message, "type": "invalid_request_error", "param": "response_format"}})),
+            )
+                .into_response();
         }
         (
             script.chat_behaviour.unwrap_or(Behaviour::Answer),
@@ -240,11 +300,31 @@ async fn chat(State(script): State<Arc<Mutex<Script>>>, Json(body): Json<Value>)
         .to_owned();
     let reply = match setup.chat {
         Chat::Scripted => scripted,
-        Chat::FromPrompt => {
+        Chat::FromPrompt | Chat::Facts => {
             let system = body["messages"][0]["content"].as_str().unwrap_or_default();
-            reply_from_prompt(system, &prompt)
+            if setup.chat == Chat::Facts && system.contains("memory classifier") {
+                facts_reply(&prompt)
+            } else {
+                reply_from_prompt(system, &prompt)
+            }
         }
     };
+    let usage = Usage {
+        calls: 1,
+        prompt_tokens: body["messages"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|message| tokens(message["content"].as_str().unwrap_or_default()))
+            .sum(),
+        completion_tokens: tokens(&reply),
+    };
+    {
+        let mut script = script.lock().expect("the fake's script lock");
+        script.usage.calls += usage.calls;
+        script.usage.prompt_tokens += usage.prompt_tokens;
+        script.usage.completion_tokens += usage.completion_tokens;
+    }
     if setup.record {
         script
             .lock()
@@ -254,7 +334,8 @@ async fn chat(State(script): State<Arc<Mutex<Script>>>, Json(body): Json<Value>)
     }
     let reply = json!({"object": "chat.completion", "model": body["model"], "choices": [
         {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": reply}}
-    ]});
+    ], "usage": {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
+        "total_tokens": usage.prompt_tokens + usage.completion_tokens}});
     Json(padded(reply, behaviour)).into_response()
 }
 
@@ -275,6 +356,56 @@ fn reply_from_prompt(system: &str, prompt: &str) -> String {
     } else {
         format!("1. {last_line}\n2. The team decided: {last_line}\n3. The user prefers {last_line}")
     }
+}
+
+/// `text`'s tokens as the fake counts them: a token per four characters.
+fn tokens(text: &str) -> u64 {
+    text.chars().count().div_ceil(4) as u64
+}
+
+/// The words that mark a sentence as a fact, and the memory it makes.
+const FACT_CUES: [(&str, &str, &str); 7] = [
+    ("i prefer", "user", "coding-preferences"),
+    ("we decided", "repo", "architectural-decisions"),
+    ("actually,", "repo", "corrections"),
+    ("from now on", "repo", "project-conventions"),
+    ("always", "repo", "project-conventions"),
+    ("never", "repo", "project-conventions"),
+    ("convention", "repo", "project-conventions"),
+];
+
+/// The bench's classifier: one memory per fact sentence (one with a word
+/// of [`FACT_CUES`]) of the user messages it is asked to classify: those
+/// under the prompt's `NEW MESSAGES` heading when it has one, else the
+/// whole conversation; a fact the prompt lists among its existing
+/// memories is not proposed again, as a model would not.
+fn facts_reply(prompt: &str) -> String {
+    let (conversation, existing) = prompt
+        .split_once("\nEXISTING MEMORIES:")
+        .unwrap_or((prompt, ""));
+    let asked = conversation
+        .split_once("\nNEW MESSAGES")
+        .map_or(conversation, |(_, new)| new);
+    let mut memories = Vec::new();
+    for message in asked.split("\n---\n") {
+        let Some(text) = message.lines().find_map(|line| line.strip_prefix("user: ")) else {
+            continue;
+        };
+        for sentence in text.split(". ") {
+            let sentence = sentence.trim().trim_end_matches('.');
+            let lower = sentence.to_lowercase();
+            let Some((_, scope, category)) =
+                FACT_CUES.iter().find(|(cue, _, _)| lower.contains(cue))
+            else {
+                continue;
+            };
+            let content = format!("{sentence}.");
+            if !existing.contains(&content) {
+                memories.push(json!({"content": content, "scope": scope, "category": category}));
+            }
+        }
+    }
+    json!({"memories": memories}).to_string()
 }
 
 /// `reply`, with a `pad` field past the size an `Oversized` behaviour asks.
@@ -450,4 +581,36 @@ async fn write_all(stream: &tokio::net::TcpStream, mut bytes: &[u8]) -> std::io:
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn facts_come_from_the_messages_to_classify_and_not_from_known_memories() {
+        let whole = "CONVERSATION WINDOW (turn trigger):\n\nuser: Hello. I prefer tabs.\n---\nassistant: We decided nothing.\n---\nuser: From now on, run clippy. Thanks.\n";
+        let read: Value = serde_json::from_str(&facts_reply(whole)).unwrap();
+        let contents: Vec<&str> = read["memories"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|memory| memory["content"].as_str().unwrap())
+            .collect();
+        assert_eq!(contents, ["I prefer tabs.", "From now on, run clippy."]);
+
+        let delta = "CONVERSATION WINDOW (turn trigger):\n\nEARLIER MESSAGES (context):\n\nuser: I prefer tabs.\n\nNEW MESSAGES (classify these):\n\nuser: We decided to use NATS.\n---\nuser: Never push on Fridays.\n\nEXISTING MEMORIES:\n- [x] (repo/project-conventions) Never push on Fridays.\n";
+        let read: Value = serde_json::from_str(&facts_reply(delta)).unwrap();
+        assert_eq!(
+            read["memories"],
+            json!([{"content": "We decided to use NATS.", "scope": "repo", "category": "architectural-decisions"}])
+        );
+    }
+
+    #[test]
+    fn usage_counts_a_token_per_four_characters() {
+        assert_eq!(tokens(""), 0);
+        assert_eq!(tokens("abcd"), 1);
+        assert_eq!(tokens("abcde"), 2);
+    }
 }
