@@ -25,6 +25,9 @@ pub struct CaptureConfig {
     /// Bytes of queued trigger files in all; a compaction past it is
     /// refused with 429.
     pub queue_bytes: u64,
+    /// The most tokens of a session's already classified messages sent
+    /// before its new ones, for the model to understand them (0: none).
+    pub context_tokens: usize,
 }
 
 impl Default for CaptureConfig {
@@ -37,6 +40,9 @@ impl Default for CaptureConfig {
             retry_base_ms: 1000,
             session_queue_bytes: 4 * 1024 * 1024,
             queue_bytes: 64 * 1024 * 1024,
+            // The assistant's previous answer, in most turns of a coding
+            // session: what "yes, do that" answers.
+            context_tokens: 1024,
         }
     }
 }

@@ -210,6 +210,11 @@ fn bad_values_are_named() {
         ("llm: { base_url: nowhere }\n", "llm.base_url"),
         ("capture: { max_concurrent: 0 }\n", "capture.max_concurrent"),
         (
+            "capture: { context_tokens: 2000000 }\n",
+            "capture.context_tokens",
+        ),
+        ("llm: { context_tokens: 1000 }\n", "llm.context_tokens"),
+        (
             "capture: { session_queue_bytes: 1024 }\n",
             "capture.session_queue_bytes",
         ),
