@@ -255,3 +255,21 @@ fn bad_values_are_named() {
     let err = Config::load(None, env(&[("ENGRAM_LISTEN", "nowhere")])).unwrap_err();
     assert!(err.to_string().contains("listen"), "{err}");
 }
+
+#[test]
+fn the_ollama_configuration_of_the_capture_guide_loads_as_written() {
+    let guide = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/capture.md"));
+    let (_, after) = guide
+        .split_once("One configuration for Ollama")
+        .expect("the guide's Ollama section");
+    let yaml = after
+        .split_once("```yaml\n")
+        .and_then(|(_, block)| block.split_once("```"))
+        .map(|(yaml, _)| yaml)
+        .expect("its YAML block");
+    let config = load_yaml(yaml, &[]).unwrap();
+    let llm = config.llm.unwrap();
+    assert_eq!(llm.base_url, "http://127.0.0.1:11434/v1");
+    assert_eq!(llm.context_tokens, 8192);
+    assert_eq!(llm.api_key, None, "no key unless the variable is set");
+}

@@ -272,38 +272,35 @@ pub async fn capture_cost(report: &mut Report) -> Result {
             format!("the session wrote {written} memories; it states {FACTS} facts").into(),
         );
     }
-    let calls = before.calls;
     report.figure(
         "capture-cost: classifier calls over 50 turns",
-        calls as f64,
+        count(before.calls),
         "",
     );
-    report.figure("capture-cost: memories written", written as f64, "");
+    report.figure("capture-cost: memories written", count(written as u64), "");
     for (name, tokens) in [("prompt", &mut prompt), ("completion", &mut completion)] {
         let total: u64 = tokens.iter().sum();
         tokens.sort_unstable();
-        report.figure(
-            format!("capture-cost: {name} tokens per turn, p50"),
-            tokens[tokens.len() / 2] as f64,
-            "tokens",
-        );
-        report.figure(
-            format!("capture-cost: {name} tokens per turn, max"),
-            tokens[tokens.len() - 1] as f64,
-            "tokens",
-        );
-        report.figure(
-            format!("capture-cost: {name} tokens, total"),
-            total as f64,
-            "tokens",
-        );
-        report.figure(
-            format!("capture-cost: {name} tokens per memory written"),
-            total as f64 / written as f64,
-            "tokens",
-        );
+        let figures = [
+            ("per turn, p50", count(tokens[tokens.len() / 2])),
+            ("per turn, max", count(tokens[tokens.len() - 1])),
+            ("total", count(total)),
+            ("per memory written", count(total) / count(written as u64)),
+        ];
+        for (what, value) in figures {
+            report.figure(
+                format!("capture-cost: {name} tokens {what}"),
+                value,
+                "tokens",
+            );
+        }
     }
     Ok(())
+}
+
+#[expect(clippy::cast_precision_loss, reason = "token counts stay below 2^52")]
+fn count(value: u64) -> f64 {
+    value as f64
 }
 
 /// Waits until `done` triggers were processed (each turn waits for its

@@ -81,6 +81,15 @@ pub enum Chat {
     Facts,
 }
 
+/// Which `response_format` a fake refuses.
+#[derive(Clone, Debug)]
+enum Refused {
+    /// The field itself, whatever its type.
+    Field,
+    /// These types of it.
+    Types(Vec<String>),
+}
+
 /// What the chat endpoint has been asked and has answered, in `usage`
 /// terms: a token per four characters (rounded up) of each message's
 /// content received and of each reply sent.
@@ -138,9 +147,8 @@ struct Script {
     stalled: Option<String>,
     chat_behaviour: Option<Behaviour>,
     chat_reply: String,
-    /// Chat requests whose `response_format` has one of these types are
-    /// refused with a 400 naming it.
-    refused_formats: Vec<String>,
+    /// Which chat requests carrying a `response_format` are refused (400).
+    refused_formats: Option<Refused>,
     /// The `response_format` of every chat request (null when absent).
     chat_formats: Vec<Value>,
     /// Every answered chat request's usage, added up.
@@ -173,7 +181,7 @@ impl Upstream {
             stalled: None,
             chat_behaviour: None,
             chat_reply: String::new(),
-            refused_formats: Vec::new(),
+            refused_formats: None,
             chat_formats: Vec::new(),
             usage: Usage::default(),
             chat_requests: Vec::new(),
@@ -217,11 +225,20 @@ impl Upstream {
         script.chat_reply = reply.to_owned();
     }
 
-    /// Refuses, as a server without structured output does, every chat
-    /// request whose `response_format` is of one of `types`
-    /// (`json_schema`, `json_object`).
-    pub fn refuse_response_formats(&self, types: &[&str]) {
-        self.script().refused_formats = types.iter().map(|kind| (*kind).to_owned()).collect();
+    /// Refuses every chat request carrying a `response_format`, as a
+    /// server that does not know the field does (400, "unrecognized
+    /// request argument").
+    pub fn refuse_response_format(&self) {
+        self.script().refused_formats = Some(Refused::Field);
+    }
+
+    /// Refuses chat requests whose `response_format` is of one of `types`
+    /// (`json_schema`, `json_object`), as a server that knows the field
+    /// but not that type does (400 naming the type).
+    pub fn refuse_response_format_types(&self, types: &[&str]) {
+        self.script().refused_formats = Some(Refused::Types(
+            types.iter().map(|kind| (*kind).to_owned()).collect(),
+        ));
     }
 
     /// The `response_format` of every chat request so far (null when absent).
@@ -272,13 +289,17 @@ async fn chat(State(script): State<Arc<Mutex<Script>>>, Json(body): Json<Value>)
             script.chat_requests.push(body["messages"].clone());
             script.chat_formats.push(body["response_format"].clone());
         }
-        let format = body["response_format"]["type"].as_str().unwrap_or_default();
-        if script
-            .refused_formats
-            .iter()
-            .any(|refused| refused == format)
-        {
-            let message = format!("response_format of type {format} is not supported");
+        let format = body["response_format"]["type"].as_str();
+        let refusal = match (&script.refused_formats, format) {
+            (Some(Refused::Field), Some(_)) => {
+                Some("Unrecognized request argument supplied: response_format".to_owned())
+            }
+            (Some(Refused::Types(types)), Some(format)) if types.iter().any(|t| t == format) => {
+                Some(format!("response_format of type {format} is not supported"))
+            }
+            _ => None,
+        };
+        if let Some(message) = refusal {
             return (
                 StatusCode::BAD_REQUEST,
                 Json(json!({"error": {"message": message, "type": "invalid_request_error", "param": "response_format"}})),
