@@ -98,14 +98,14 @@ fn memories_schema() -> Value {
                     "type": "object",
                     "properties": {
                         "content": {"type": "string"},
-                        "scope": {"type": "string", "enum": names(Scope::ALL, |scope| scope.as_str())},
-                        "category": {"type": "string", "enum": names(Category::ALL, |category| category.as_str())},
+                        "scope": {"type": "string", "enum": names(Scope::ALL, Scope::as_str)},
+                        "category": {"type": "string", "enum": names(Category::ALL, Category::as_str)},
                         "supersedes": {"type": "string"},
                         "related": {"type": "array", "items": {
                             "type": "object",
                             "properties": {
                                 "id": {"type": "string"},
-                                "relationship": {"type": "string", "enum": names(Relationship::ALL, |relationship| relationship.as_str())}
+                                "relationship": {"type": "string", "enum": names(Relationship::ALL, Relationship::as_str)}
                             },
                             "required": ["id", "relationship"]
                         }},
