@@ -18,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::auth::ApiKeys;
 use crate::blocking;
+use crate::capture::ledger::Ledger;
 use crate::capture::queue::{self, Queue};
 use crate::capture::triggers::RecentTriggers;
 use crate::capture::worker::{Worker, WorkerDeps};
@@ -151,6 +152,9 @@ impl App {
                 index: index.clone(),
                 embedder: embedder.clone(),
                 llm: llm.clone(),
+                ledger: Arc::new(Ledger::new(
+                    config.data_dir.join("queue").join("classified"),
+                )),
                 stats: capture_stats,
                 recent: recent_triggers,
                 wake,

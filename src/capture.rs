@@ -14,7 +14,9 @@
 pub mod classifier_reply;
 pub mod classify;
 pub mod guard;
+pub mod ledger;
 pub mod mode;
+pub mod prompt;
 pub mod queue;
 pub mod triggers;
 pub mod worker;
@@ -40,6 +42,9 @@ pub struct Settings {
     pub duplicate_threshold: f64,
     pub max_attempts: u32,
     pub retry_base: Duration,
+    /// The most tokens of already classified messages sent before a
+    /// pass's new ones (`capture.context_tokens`).
+    pub context_tokens: usize,
 }
 
 /// Counters for `/stats`.

@@ -2,6 +2,9 @@
 //! call with a system and a user message, returning the reply's text.
 //! Errors say whether trying again may help ([`upstream::Error::is_transient`]).
 //!
+//! Classifier calls ask for JSON (`response_format`, see [`format`]), and
+//! fall back rung by rung on a server that refuses it.
+//!
 //! Every prompt goes through the secret guard's [`secrets::redact`] before
 //! it leaves: the classifier's window, HyDE's, expansion's and the
 //! suggestions' prompts reach the model with each secret replaced by
@@ -10,11 +13,13 @@
 //! Every call is counted by the [`Meter`]: the reply's `usage`, or the
 //! tokenizer's count when the server sends none.
 
+pub mod format;
 pub mod reply;
 
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use crate::config;
 use crate::secrets;
@@ -27,6 +32,8 @@ pub struct Llm {
     endpoint: Endpoint,
     settings: config::Llm,
     meter: Meter,
+    /// The classifier's `response_format`, down to what the server takes.
+    formats: format::Ladder,
 }
 
 /// Which of the configured models a call is for.
@@ -59,6 +66,8 @@ struct ChatRequest<'a> {
     model: &'a str,
     messages: [ChatMessage<'a>; 2],
     temperature: f32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    response_format: Option<Value>,
 }
 
 #[derive(Serialize)]
@@ -98,6 +107,7 @@ impl Llm {
             endpoint,
             settings,
             meter,
+            formats: format::Ladder::default(),
         }
     }
 
@@ -105,6 +115,11 @@ impl Llm {
     /// may be made).
     pub fn meter(&self) -> &Meter {
         &self.meter
+    }
+
+    /// The classifier model's context window, in tokens.
+    pub fn context_tokens(&self) -> usize {
+        self.settings.context_tokens
     }
 
     /// The configured timeout of one call for `purpose`.
@@ -131,24 +146,45 @@ impl Llm {
             Purpose::Classifier => &self.settings.classifier_model,
         };
         let user = secrets::redact(user);
-        let request = ChatRequest {
-            model,
-            messages: [
-                ChatMessage {
-                    role: "system",
-                    content: system,
-                },
-                ChatMessage {
-                    role: "user",
-                    content: &user,
-                },
-            ],
-            temperature: 0.0,
+        let mut rung = matches!(purpose, Purpose::Classifier).then(|| self.formats.current());
+        let reply: ChatResponse = loop {
+            let request = ChatRequest {
+                model,
+                messages: [
+                    ChatMessage {
+                        role: "system",
+                        content: system,
+                    },
+                    ChatMessage {
+                        role: "user",
+                        content: &user,
+                    },
+                ],
+                temperature: 0.0,
+                response_format: rung.and_then(format::Rung::response_format),
+            };
+            let sent_format = request.response_format.is_some();
+            match self
+                .endpoint
+                .post(&request, timeout.min(self.timeout(purpose)))
+                .await
+            {
+                Err(upstream::Error::Status { status, body, .. })
+                    if sent_format && format::is_refusal(status) =>
+                {
+                    let refused = rung.unwrap_or(format::Rung::Plain);
+                    let next = self.formats.refuse(refused, &body);
+                    tracing::info!(
+                        status,
+                        refused = refused.as_str(),
+                        next = next.as_str(),
+                        "the chat endpoint refused the response_format; asking on the next rung from now on"
+                    );
+                    rung = Some(next);
+                }
+                answered => break answered?,
+            }
         };
-        let reply: ChatResponse = self
-            .endpoint
-            .post(&request, timeout.min(self.timeout(purpose)))
-            .await?;
         let text = reply
             .choices
             .into_iter()

@@ -181,6 +181,29 @@ pub struct Metered {
     pub cost: Option<f64>,
 }
 
+impl Metered {
+    /// No call yet, of `model`: what a sum of calls starts from.
+    pub fn none(model: &str) -> Self {
+        Self {
+            model: model.to_owned(),
+            prompt_tokens: 0,
+            completion_tokens: 0,
+            estimated: false,
+            cost: None,
+        }
+    }
+
+    /// Adds `other`'s call to this sum (a trigger's passes).
+    pub fn add(&mut self, other: &Self) {
+        self.prompt_tokens = self.prompt_tokens.saturating_add(other.prompt_tokens);
+        self.completion_tokens = self
+            .completion_tokens
+            .saturating_add(other.completion_tokens);
+        self.estimated |= other.estimated;
+        self.cost = add_cost(self.cost, other.cost);
+    }
+}
+
 #[derive(Default)]
 struct State {
     /// The UTC day `today` counts.

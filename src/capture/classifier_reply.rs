@@ -177,7 +177,7 @@ mod tests {
 
     #[test]
     fn replies_in_the_shapes_small_models_write_are_read() {
-        let cases: [Case; 6] = [
+        let cases: [Case; 8] = [
             (
                 "prose and a fence, trailing commas",
                 small_model_reply!("prose-and-fence-trailing-commas.txt"),
@@ -211,6 +211,19 @@ mod tests {
                 small_model_reply!("comments.txt"),
                 &[("repo", "corrections")],
             ),
+            (
+                "a bare list where an object was asked",
+                small_model_reply!("bare-list.txt"),
+                &[("repo", "project-conventions")],
+            ),
+            (
+                "optional fields missing or null",
+                small_model_reply!("missing-optional-fields.txt"),
+                &[
+                    ("user", "coding-preferences"),
+                    ("repo", "project-conventions"),
+                ],
+            ),
         ];
         for (shape, reply, expected) in cases {
             let read = parse(reply);
@@ -231,6 +244,14 @@ mod tests {
             "Don't mock the database in forge's tests; use the throwaway Postgres."
         );
         assert_eq!(python.proposed[0].importance, Some(0.9));
+        let bare = parse(small_model_reply!("missing-optional-fields.txt"));
+        assert!(
+            bare.proposed
+                .iter()
+                .all(|memory| memory.supersedes.is_none()
+                    && memory.related.is_empty()
+                    && memory.importance.is_none())
+        );
         let wrapped = parse(small_model_reply!("wrapped-in-an-object.txt"));
         assert_eq!(
             wrapped.proposed[0].importance,

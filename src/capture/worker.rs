@@ -1,8 +1,11 @@
 //! The capture worker: takes triggers from the queue, at most one per
 //! (repo, user) pair at a time and at most `max_concurrent` in all, and
-//! runs each through [`Worker::step`]: classify, guard, write, then remove
-//! it from the queue. Transient classifier or embedder faults are retried
-//! with backoff; a trigger that keeps failing moves to `queue/failed/`.
+//! runs each through [`Worker::step`]: the passes over its messages not
+//! yet classified (see [`ledger`]), each one classify, guard, write, then
+//! record them in the ledger; then it leaves the queue. A trigger with no
+//! new message makes no model call. Transient classifier or embedder
+//! faults are retried with backoff (the passes already recorded are not
+//! run again); a trigger that keeps failing moves to `queue/failed/`.
 //!
 //! Before a trigger is taken, the daily token budgets are checked (the
 //! whole capture's and its pair's): past one, the trigger stays queued
@@ -23,6 +26,8 @@ use tokio_util::sync::CancellationToken;
 use crate::blocking;
 use crate::capture::classify::{self, Classified};
 use crate::capture::guard::{self, Verdict};
+use crate::capture::ledger::{self, Ledger, Session};
+use crate::capture::prompt;
 use crate::capture::queue::{Queue, Trigger};
 use crate::capture::triggers::{PassResult, RecentTriggers};
 use crate::capture::{CaptureStats, Settings};
@@ -34,6 +39,7 @@ use crate::llm::{Llm, Purpose};
 use crate::memory::MemoryId;
 use crate::metrics::Metrics;
 use crate::store::{IndexStage, Store, WriteError};
+use crate::usage::Metered;
 
 /// The longest wait between two attempts of one trigger.
 const MAX_BACKOFF: Duration = Duration::from_secs(60);
@@ -64,6 +70,8 @@ pub struct WorkerDeps {
     pub index: Arc<Index>,
     pub embedder: Embedder,
     pub llm: Llm,
+    /// Which messages of each session are classified already.
+    pub ledger: Arc<Ledger>,
     pub stats: Arc<CaptureStats>,
     /// Where each finished pass is logged.
     pub recent: Arc<RecentTriggers>,
@@ -85,6 +93,7 @@ impl Worker {
             duplicate_threshold: config.duplicate_threshold,
             max_attempts: config.max_attempts,
             retry_base: Duration::from_millis(config.retry_base_ms),
+            context_tokens: config.context_tokens,
         };
         tokio::spawn(Arc::new(Self { deps, settings }).run(stop))
     }
@@ -93,6 +102,14 @@ impl Worker {
     /// then abandoned, and their triggers, still in `queue/`, run again at
     /// the next start.
     async fn run(self: Arc<Self>, stop: CancellationToken) {
+        let ledger = self.deps.ledger.clone();
+        let expired = blocking::run(move || ledger.sweep()).await;
+        if expired > 0 {
+            tracing::info!(
+                sessions = expired,
+                "forgot the ledgers of sessions idle past their time"
+            );
+        }
         let slots = Arc::new(Semaphore::new(self.settings.max_concurrent));
         let mut steps = JoinSet::new();
         loop {
@@ -131,23 +148,8 @@ impl Worker {
     /// Processes one trigger taken from the queue, to the end.
     pub async fn step(&self, trigger: Trigger) -> Step {
         let started = Instant::now();
-        let classified = classify::classify(
-            &self.deps.llm,
-            &self.deps.store,
-            &trigger,
-            self.deps.llm.timeout(Purpose::Classifier),
-        )
-        .await;
-        self.deps.metrics.classifier_call(started.elapsed());
-        let usage = classified.as_ref().ok().and_then(|c| c.usage.clone());
-        self.save_usage().await;
-        let outcome = match classified {
-            Ok(classified) => self.write(&trigger, classified).await,
-            Err(err) => Err(Fault {
-                transient: matches!(&err, classify::Error::Upstream(e) if e.is_transient()),
-                message: error_chain(&err),
-            }),
-        };
+        let mut usage = None;
+        let outcome = self.passes(&trigger, &mut usage).await;
         let stats = &self.deps.stats;
         match outcome {
             Ok(written) => {
@@ -206,6 +208,79 @@ impl Worker {
         if let Err(err) = blocking::run(move || meter.save()).await {
             tracing::warn!(error = %err, "could not save the day's model usage; it is saved again after the next call");
         }
+    }
+
+    /// The passes over the trigger's messages not yet classified: as many
+    /// as the model's context window needs, each recorded in the ledger
+    /// once its memories are written. The memories written, in order;
+    /// what the passes' model calls took is summed into `usage`.
+    async fn passes(
+        &self,
+        trigger: &Trigger,
+        usage: &mut Option<Metered>,
+    ) -> Result<Vec<MemoryId>, Fault> {
+        let marks = ledger::marks(&trigger.window);
+        let (ledger, session) = (self.deps.ledger.clone(), Session::of(trigger));
+        let mut seen = blocking::run(move || ledger.seen(&session)).await;
+        let mut from = seen.first_new(&marks);
+        if from == marks.len() {
+            tracing::debug!(trigger.id = %trigger.id, "every message of the window is classified already; no model call");
+        }
+        let limits = prompt::Limits {
+            context_window: self.deps.llm.context_tokens(),
+            context: self.settings.context_tokens,
+            system: classify::system_tokens(),
+        };
+        let mut written = Vec::new();
+        while from < marks.len() {
+            let shown = classify::existing_memories(
+                &self.deps.embedder,
+                &self.deps.index,
+                &self.deps.store,
+                &trigger.pair(),
+                &trigger.window[from..],
+            )
+            .await;
+            let prompt = prompt::build(trigger.kind, &trigger.window, from, &shown, limits);
+            if prompt.cut {
+                tracing::warn!(trigger.id = %trigger.id, "a message longer than the classifier's context was cut to fit (`llm.context_tokens`)");
+            }
+            let started = Instant::now();
+            let classified = classify::classify(
+                &self.deps.llm,
+                &self.deps.store,
+                trigger,
+                &prompt.text,
+                self.deps.llm.timeout(Purpose::Classifier),
+            )
+            .await;
+            self.deps.metrics.classifier_call(started.elapsed());
+            if let Ok(Classified {
+                usage: Some(pass), ..
+            }) = &classified
+            {
+                usage
+                    .get_or_insert_with(|| Metered::none(&pass.model))
+                    .add(pass);
+            }
+            self.save_usage().await;
+            let classified = classified.map_err(|err| Fault {
+                transient: matches!(&err, classify::Error::Upstream(e) if e.is_transient()),
+                message: error_chain(&err),
+            })?;
+            written.extend(self.write(trigger, classified).await?);
+            seen.add(&marks[..prompt.covers]);
+            let (ledger, session) = (self.deps.ledger.clone(), Session::of(trigger));
+            seen = blocking::run(move || {
+                if let Err(err) = ledger.record(&session, &seen) {
+                    tracing::warn!(error = %err, "could not record the classified messages; they will be classified again");
+                }
+                seen
+            })
+            .await;
+            from = prompt.covers;
+        }
+        Ok(written)
     }
 
     /// Guards and writes the classified memories; the ids written, in order.

@@ -38,6 +38,9 @@ pub struct CaptureConfig {
     pub daily_token_budget: u64,
     /// The same, for each (repo, user) pair; 0 is unlimited.
     pub pair_daily_token_budget: u64,
+    /// The most tokens of a session's already classified messages sent
+    /// before its new ones, for the model to understand them (0: none).
+    pub context_tokens: usize,
 }
 
 impl Default for CaptureConfig {
@@ -52,6 +55,9 @@ impl Default for CaptureConfig {
             queue_bytes: 64 * 1024 * 1024,
             daily_token_budget: DEFAULT_CAPTURE_DAILY_TOKENS,
             pair_daily_token_budget: 0,
+            // The assistant's previous answer, in most turns of a coding
+            // session: what "yes, do that" answers.
+            context_tokens: 1024,
         }
     }
 }

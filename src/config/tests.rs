@@ -210,6 +210,11 @@ fn bad_values_are_named() {
         ("llm: { base_url: nowhere }\n", "llm.base_url"),
         ("capture: { max_concurrent: 0 }\n", "capture.max_concurrent"),
         (
+            "capture: { context_tokens: 2000000 }\n",
+            "capture.context_tokens",
+        ),
+        ("llm: { context_tokens: 1000 }\n", "llm.context_tokens"),
+        (
             "capture: { session_queue_bytes: 1024 }\n",
             "capture.session_queue_bytes",
         ),
@@ -296,4 +301,22 @@ fn prices_and_budgets_are_read_and_zero_is_unlimited() {
         Config::default().capture.daily_token_budget > 0,
         "finite by default"
     );
+}
+
+#[test]
+fn the_ollama_configuration_of_the_capture_guide_loads_as_written() {
+    let guide = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/capture.md"));
+    let (_, after) = guide
+        .split_once("One configuration for Ollama")
+        .expect("the guide's Ollama section");
+    let yaml = after
+        .split_once("```yaml\n")
+        .and_then(|(_, block)| block.split_once("```"))
+        .map(|(yaml, _)| yaml)
+        .expect("its YAML block");
+    let config = load_yaml(yaml, &[]).unwrap();
+    let llm = config.llm.unwrap();
+    assert_eq!(llm.base_url, "http://127.0.0.1:11434/v1");
+    assert_eq!(llm.context_tokens, 8192);
+    assert_eq!(llm.api_key, None, "no key unless the variable is set");
 }

@@ -88,6 +88,9 @@ pub struct Llm {
     pub classifier_timeout_ms: u64,
     /// The largest chat reply read, in bytes; a larger one is a failed call.
     pub max_reply_bytes: usize,
+    /// The classifier model's context window, in tokens: its prompt and
+    /// the room for its reply fit in it.
+    pub context_tokens: usize,
     /// The key read from `api_key_env` at start-up.
     #[serde(skip)]
     pub api_key: Option<ApiKey>,
@@ -103,6 +106,9 @@ impl Default for Llm {
             retrieval_timeout_ms: 2000,
             classifier_timeout_ms: 30_000,
             max_reply_bytes: DEFAULT_LLM_REPLY_BYTES,
+            // Past any pass of an ordinary turn, within every hosted model
+            // and the 16k local setups; small local models set 8192 or 4096.
+            context_tokens: 16_384,
             api_key: None,
         }
     }

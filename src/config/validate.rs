@@ -67,6 +67,9 @@ impl Config {
             if !bounds::UPSTREAM_REPLY_BYTES.contains(&llm.max_reply_bytes) {
                 return key_error("llm.max_reply_bytes", "must be between 1024 and 1073741824");
             }
+            if !(4096..=2_000_000).contains(&llm.context_tokens) {
+                return key_error("llm.context_tokens", "must be between 4096 and 2000000");
+            }
         }
         if let Err(err) = self.retrieval.check() {
             return key_error(&format!("retrieval.{}", err.field()), &err.to_string());
@@ -80,6 +83,9 @@ impl Config {
         }
         if !(0.5..=1.0).contains(&capture.duplicate_threshold) {
             return key_error("capture.duplicate_threshold", "must be between 0.5 and 1");
+        }
+        if capture.context_tokens > 1_000_000 {
+            return key_error("capture.context_tokens", "must be at most 1000000");
         }
         if !(1..=20).contains(&capture.max_attempts) {
             return key_error("capture.max_attempts", "must be between 1 and 20");

@@ -325,14 +325,33 @@ async fn claude_code_stop_and_pre_compact_hand_the_window_to_capture() {
     assert_eq!(written[0]["trigger"], "turn");
     assert_window_of_claude_fixture(&last_prompt(&upstream));
 
+    // The compaction carries the same messages, all classified at the
+    // stop: it is processed with no model call.
+    let calls = upstream.chat_requests().len();
+    let compact = project.payload("claude-code/pre-compact.json");
+    let args = ["claude-code", "pre-compact"];
+    assert_silent(&hook(&project, &app.base_url, &args, compact.clone()).await);
+    wait_until_async("the compaction to be processed", async || {
+        get(&app, "/stats").await["capture"]["processed"] == 2
+    })
+    .await;
+    assert_eq!(
+        upstream.chat_requests().len(),
+        calls,
+        "nothing new to classify"
+    );
+    assert_eq!(project.log_lines(), Vec::<String>::new());
+    app.stop().await;
+
+    // Where nothing was classified yet, it hands the whole window over.
+    let fresh = tempfile::tempdir().unwrap();
+    let app = start_engram(&upstream, fresh.path()).await;
     upstream.set_chat(
         Behaviour::Answer,
         r#"[{"content": "Ana wants errors wrapped, never returned bare.", "scope": "user", "category": "coding-preferences"}]"#,
     );
-    let compact = project.payload("claude-code/pre-compact.json");
-    let args = ["claude-code", "pre-compact"];
     assert_silent(&hook(&project, &app.base_url, &args, compact).await);
-    let written = memories(&app, 2).await;
+    let written = memories(&app, 1).await;
     assert_eq!(written[0]["trigger"], "compaction", "{written:?}");
     assert_eq!(written[0]["user"], "ana", "the OS user owns user memories");
     assert_window_of_claude_fixture(&last_prompt(&upstream));

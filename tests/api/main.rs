@@ -7,6 +7,7 @@ mod auth;
 mod binary;
 mod browser;
 mod capture;
+mod capture_lean;
 mod capture_limits;
 mod cli;
 mod container;

@@ -7,6 +7,7 @@
 //! are comparable. Prints a markdown table, or JSON with `--json`.
 
 mod abuse;
+mod capture_cost;
 mod corpus;
 mod dump;
 mod embedref;
@@ -168,6 +169,10 @@ enum Command {
         #[arg(long, default_value_t = 500)]
         requests: usize,
     },
+    /// What capture costs in model tokens: a scripted 50-turn coding
+    /// session through `POST /turns`, the whole window each turn, as the
+    /// hooks send it; tokens per turn and per memory written.
+    CaptureCost,
     /// The secret guard, line by line, on conversations, code and a
     /// fixture of secrets: lines flagged, the rate, and each flagged line.
     Guard(guard::Settings),
@@ -253,6 +258,7 @@ fn main() -> ExitCode {
             } => semantic::semantic(&mut report, embedder, lexical_weight, dump.as_deref()).await,
             Command::Mcp { memories, requests } => mcp::mcp(&mut report, memories, requests).await,
             Command::Guard(settings) => guard::guard(&mut report, &settings),
+            Command::CaptureCost => capture_cost::capture_cost(&mut report).await,
             Command::All => all(&mut report).await,
         }
     });

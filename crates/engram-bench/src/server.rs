@@ -38,6 +38,18 @@ impl Server {
         embedder: EmbedderChoice,
         adjust: impl FnOnce(&mut Config),
     ) -> Result<(Self, Duration)> {
+        let upstream = upstream::Upstream::start_with(upstream::Setup::BENCH).await;
+        Self::start_on(data_dir, embedder, &upstream, adjust).await
+    }
+
+    /// [`Server::start_with`] on a fake upstream the caller started (to
+    /// read what it was asked).
+    pub async fn start_on(
+        data_dir: &Path,
+        embedder: EmbedderChoice,
+        upstream: &upstream::Upstream,
+        adjust: impl FnOnce(&mut Config),
+    ) -> Result<(Self, Duration)> {
         let mut config = Config {
             listen: ([127, 0, 0, 1], 0).into(),
             data_dir: data_dir.to_owned(),
@@ -45,9 +57,7 @@ impl Server {
         };
         // The fake upstream always stands in for the chat model (HyDE), and
         // for the embedder unless the local model is measured.
-        let upstream_url = upstream::Upstream::start_with(upstream::Setup::BENCH)
-            .await
-            .base_url;
+        let upstream_url = upstream.base_url.clone();
         config.llm = Some(Llm {
             base_url: upstream_url.clone(),
             ..Llm::default()

@@ -6,16 +6,20 @@
 //! each other, like real embeddings, and every answer is deterministic.
 //! `/chat/completions` answers with the reply a test scripted, or (for the
 //! bench) one built from the prompt: three hypotheses made of the
-//! conversation's last line for HyDE, one memory for the classifier.
+//! conversation's last line for HyDE, one memory for the classifier (or,
+//! with [`Chat::Facts`], one per fact sentence it is asked to classify).
+//! A test can make it refuse a `response_format` as a server without
+//! structured output does.
 //! A test can also make either endpoint fail, stall or ramble
 //! ([`Behaviour`]), hold back the embeddings of some texts alone
 //! ([`Upstream::stall_embeddings_of`]), and read what it was asked. [`start_oversized`] is an
 //! upstream gone wrong: every reply hundreds of megabytes long.
 //!
-//! Every reply carries an OpenAI-style `usage` ([`usage_of`]: the words
-//! received and the words answered, so a test can work the figures out),
-//! unless a test turns it off ([`Upstream::send_usage`]) to see what a
-//! client does with a server that reports none.
+//! Every reply carries an OpenAI-style `usage` ([`usage_of`]: a token per
+//! four characters received and answered, so a test can work the figures
+//! out), unless a test turns it off ([`Upstream::send_usage`]) to see what
+//! a client does with a server that reports none; the chat endpoint's are
+//! also added up ([`Upstream::usage`]).
 
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::{Arc, Mutex};
@@ -75,6 +79,30 @@ pub enum Chat {
     /// Built from the prompt: hypotheses for HyDE, a memory for the
     /// classifier.
     FromPrompt,
+    /// As `FromPrompt` for HyDE; the classifier gets one memory per fact
+    /// sentence of a user message it is asked to classify (see
+    /// [`facts_reply`]), so that the same facts make the same memories
+    /// whatever the prompt's shape.
+    Facts,
+}
+
+/// Which `response_format` a fake refuses.
+#[derive(Clone, Debug)]
+enum Refused {
+    /// The field itself, whatever its type.
+    Field,
+    /// These types of it.
+    Types(Vec<String>),
+}
+
+/// What the chat endpoint has been asked and has answered, in `usage`
+/// terms: a token per four characters (rounded up) of each message's
+/// content received and of each reply sent.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Usage {
+    pub calls: u64,
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
 }
 
 /// What a fake upstream is.
@@ -124,12 +152,18 @@ struct Script {
     stalled: Option<String>,
     chat_behaviour: Option<Behaviour>,
     chat_reply: String,
+    /// Which chat requests carrying a `response_format` are refused (400).
+    refused_formats: Option<Refused>,
+    /// The `response_format` of every chat request (null when absent).
+    chat_formats: Vec<Value>,
+    /// Every answered chat request's usage, added up.
+    usage: Usage,
     /// The messages of every chat request, in order.
     chat_requests: Vec<Value>,
     /// When each chat request arrived and was answered, with its prompt.
     chat_spans: Vec<(Instant, Instant, String)>,
     /// Whether replies carry `usage`.
-    usage: bool,
+    sends_usage: bool,
 }
 
 /// A running fake; cheap to clone.
@@ -154,9 +188,12 @@ impl Upstream {
             stalled: None,
             chat_behaviour: None,
             chat_reply: String::new(),
+            refused_formats: None,
+            chat_formats: Vec::new(),
+            usage: Usage::default(),
             chat_requests: Vec::new(),
             chat_spans: Vec::new(),
-            usage: true,
+            sends_usage: true,
         }));
         let router = Router::new()
             .route("/v1/embeddings", post(embeddings))
@@ -199,7 +236,33 @@ impl Upstream {
     /// Whether replies carry an OpenAI-style `usage` (they do unless
     /// turned off).
     pub fn send_usage(&self, on: bool) {
-        self.script().usage = on;
+        self.script().sends_usage = on;
+    }
+
+    /// Refuses every chat request carrying a `response_format`, as a
+    /// server that does not know the field does (400, "unrecognized
+    /// request argument").
+    pub fn refuse_response_format(&self) {
+        self.script().refused_formats = Some(Refused::Field);
+    }
+
+    /// Refuses chat requests whose `response_format` is of one of `types`
+    /// (`json_schema`, `json_object`), as a server that knows the field
+    /// but not that type does (400 naming the type).
+    pub fn refuse_response_format_types(&self, types: &[&str]) {
+        self.script().refused_formats = Some(Refused::Types(
+            types.iter().map(|kind| (*kind).to_owned()).collect(),
+        ));
+    }
+
+    /// The `response_format` of every chat request so far (null when absent).
+    pub fn response_formats(&self) -> Vec<Value> {
+        self.script().chat_formats.clone()
+    }
+
+    /// The usage of every answered chat request so far, added up.
+    pub fn usage(&self) -> Usage {
+        self.script().usage
     }
 
     /// The `messages` of every chat request so far.
@@ -234,16 +297,34 @@ impl Upstream {
 
 async fn chat(State(script): State<Arc<Mutex<Script>>>, Json(body): Json<Value>) -> Response {
     let started = Instant::now();
-    let (behaviour, scripted, setup, usage) = {
+    let (behaviour, scripted, setup, sends_usage) = {
         let mut script = script.lock().expect("the fake's script lock");
         if script.setup.record {
             script.chat_requests.push(body["messages"].clone());
+            script.chat_formats.push(body["response_format"].clone());
+        }
+        let format = body["response_format"]["type"].as_str();
+        let refusal = match (&script.refused_formats, format) {
+            (Some(Refused::Field), Some(_)) => {
+                Some("Unrecognized request argument supplied: response_format".to_owned())
+            }
+            (Some(Refused::Types(types)), Some(format)) if types.iter().any(|t| t == format) => {
+                Some(format!("response_format of type {format} is not supported"))
+            }
+            _ => None,
+        };
+        if let Some(message) = refusal {
+            return (
+                StatusCode::BAD_REQUEST,
+                Json(json!({"error": {"message": message, "type": "invalid_request_error", "param": "response_format"}})),
+            )
+                .into_response();
         }
         (
             script.chat_behaviour.unwrap_or(Behaviour::Answer),
             script.chat_reply.clone(),
             script.setup,
-            script.usage,
+            script.sends_usage,
         )
     };
     if let Some(failure) = misbehave(behaviour).await {
@@ -255,11 +336,28 @@ async fn chat(State(script): State<Arc<Mutex<Script>>>, Json(body): Json<Value>)
         .to_owned();
     let reply = match setup.chat {
         Chat::Scripted => scripted,
-        Chat::FromPrompt => {
+        Chat::FromPrompt | Chat::Facts => {
             let system = body["messages"][0]["content"].as_str().unwrap_or_default();
-            reply_from_prompt(system, &prompt)
+            if setup.chat == Chat::Facts && system.contains("memory classifier") {
+                facts_reply(&prompt)
+            } else {
+                reply_from_prompt(system, &prompt)
+            }
         }
     };
+    let received: Vec<&str> = body["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|message| message["content"].as_str())
+        .collect();
+    let usage = counted(&received, &reply);
+    {
+        let mut script = script.lock().expect("the fake's script lock");
+        script.usage.calls += usage.calls;
+        script.usage.prompt_tokens += usage.prompt_tokens;
+        script.usage.completion_tokens += usage.completion_tokens;
+    }
     if setup.record {
         script
             .lock()
@@ -267,13 +365,7 @@ async fn chat(State(script): State<Arc<Mutex<Script>>>, Json(body): Json<Value>)
             .chat_spans
             .push((started, Instant::now(), prompt));
     }
-    let received: Vec<&str> = body["messages"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|message| message["content"].as_str())
-        .collect();
-    let usage = usage.then(|| usage_of(&received, &reply));
+    let usage = sends_usage.then(|| usage_of(&received, &reply));
     let mut reply = json!({"object": "chat.completion", "model": body["model"], "choices": [
         {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": reply}}
     ]});
@@ -302,14 +394,71 @@ fn reply_from_prompt(system: &str, prompt: &str) -> String {
     }
 }
 
-/// The `usage` the fake reports: `prompt_tokens` are the words of every
-/// text received, `completion_tokens` those of the reply (words as
-/// [`str::split_whitespace`] finds them).
+/// The `usage` the fake reports for the texts `received` and its `reply`:
+/// a token per four characters (rounded up) of each.
 pub fn usage_of(received: &[&str], reply: &str) -> Value {
-    let words = |text: &str| text.split_whitespace().count();
-    let prompt: usize = received.iter().map(|text| words(text)).sum();
-    let completion = words(reply);
-    json!({"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion})
+    let usage = counted(received, reply);
+    json!({"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
+        "total_tokens": usage.prompt_tokens + usage.completion_tokens})
+}
+
+/// One call's [`Usage`].
+fn counted(received: &[&str], reply: &str) -> Usage {
+    Usage {
+        calls: 1,
+        prompt_tokens: received.iter().map(|text| tokens(text)).sum(),
+        completion_tokens: tokens(reply),
+    }
+}
+
+/// `text`'s tokens as the fake counts them: a token per four characters.
+fn tokens(text: &str) -> u64 {
+    text.chars().count().div_ceil(4) as u64
+}
+
+/// The words that mark a sentence as a fact, and the memory it makes.
+const FACT_CUES: [(&str, &str, &str); 7] = [
+    ("i prefer", "user", "coding-preferences"),
+    ("we decided", "repo", "architectural-decisions"),
+    ("actually,", "repo", "corrections"),
+    ("from now on", "repo", "project-conventions"),
+    ("always", "repo", "project-conventions"),
+    ("never", "repo", "project-conventions"),
+    ("convention", "repo", "project-conventions"),
+];
+
+/// The bench's classifier: one memory per fact sentence (one with a word
+/// of [`FACT_CUES`]) of the user messages it is asked to classify: those
+/// under the prompt's `NEW MESSAGES` heading when it has one, else the
+/// whole conversation; a fact the prompt lists among its existing
+/// memories is not proposed again, as a model would not.
+fn facts_reply(prompt: &str) -> String {
+    let (conversation, existing) = prompt
+        .split_once("\nEXISTING MEMORIES:")
+        .unwrap_or((prompt, ""));
+    let asked = conversation
+        .split_once("\nNEW MESSAGES")
+        .map_or(conversation, |(_, new)| new);
+    let mut memories = Vec::new();
+    for message in asked.split("\n---\n") {
+        let Some(text) = message.lines().find_map(|line| line.strip_prefix("user: ")) else {
+            continue;
+        };
+        for sentence in text.split(". ") {
+            let sentence = sentence.trim().trim_end_matches('.');
+            let lower = sentence.to_lowercase();
+            let Some((_, scope, category)) =
+                FACT_CUES.iter().find(|(cue, _, _)| lower.contains(cue))
+            else {
+                continue;
+            };
+            let content = format!("{sentence}.");
+            if !existing.contains(&content) {
+                memories.push(json!({"content": content, "scope": scope, "category": category}));
+            }
+        }
+    }
+    json!({"memories": memories}).to_string()
 }
 
 /// `reply`, with a `pad` field past the size an `Oversized` behaviour asks.
@@ -348,7 +497,7 @@ async fn embeddings(State(script): State<Arc<Mutex<Script>>>, Json(body): Json<V
                 .collect()
         })
         .unwrap_or_default();
-    let (behaviour, vectors, usage) = {
+    let (behaviour, vectors, sends_usage) = {
         let mut script = script.lock().expect("the fake's script lock");
         if script.setup.record {
             script.embedding_requests.push(input.clone());
@@ -356,7 +505,7 @@ async fn embeddings(State(script): State<Arc<Mutex<Script>>>, Json(body): Json<V
         (
             script.behaviour.unwrap_or(Behaviour::Answer),
             script.setup.vectors,
-            script.usage,
+            script.sends_usage,
         )
     };
     if let Some(failure) = misbehave(behaviour).await {
@@ -377,7 +526,7 @@ async fn embeddings(State(script): State<Arc<Mutex<Script>>>, Json(body): Json<V
         })
         .collect();
     let mut reply = json!({"object": "list", "data": data, "model": body["model"]});
-    if usage {
+    if sends_usage {
         let texts: Vec<&str> = input.iter().map(String::as_str).collect();
         reply["usage"] = usage_of(&texts, "");
     }
@@ -490,4 +639,36 @@ async fn write_all(stream: &tokio::net::TcpStream, mut bytes: &[u8]) -> std::io:
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn facts_come_from_the_messages_to_classify_and_not_from_known_memories() {
+        let whole = "CONVERSATION WINDOW (turn trigger):\n\nuser: Hello. I prefer tabs.\n---\nassistant: We decided nothing.\n---\nuser: From now on, run clippy. Thanks.\n";
+        let read: Value = serde_json::from_str(&facts_reply(whole)).unwrap();
+        let contents: Vec<&str> = read["memories"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|memory| memory["content"].as_str().unwrap())
+            .collect();
+        assert_eq!(contents, ["I prefer tabs.", "From now on, run clippy."]);
+
+        let delta = "CONVERSATION WINDOW (turn trigger):\n\nEARLIER MESSAGES (context):\n\nuser: I prefer tabs.\n\nNEW MESSAGES (classify these):\n\nuser: We decided to use NATS.\n---\nuser: Never push on Fridays.\n\nEXISTING MEMORIES:\n- [x] (repo/project-conventions) Never push on Fridays.\n";
+        let read: Value = serde_json::from_str(&facts_reply(delta)).unwrap();
+        assert_eq!(
+            read["memories"],
+            json!([{"content": "We decided to use NATS.", "scope": "repo", "category": "architectural-decisions"}])
+        );
+    }
+
+    #[test]
+    fn usage_counts_a_token_per_four_characters() {
+        assert_eq!(tokens(""), 0);
+        assert_eq!(tokens("abcd"), 1);
+        assert_eq!(tokens("abcde"), 2);
+    }
 }
