@@ -226,8 +226,10 @@ fn check(
 }
 
 /// The pair's current memories most similar to the `new` messages, best
-/// first, at most [`MAX_EXISTING_SHOWN`]; the newest when the messages
-/// cannot be embedded (the pass goes on: linking is a help, not a need).
+/// first, at most [`MAX_EXISTING_SHOWN`]; all of them, newest first and
+/// with no embedding call, when the pair has no more than that; the
+/// newest when the messages cannot be embedded (the pass goes on: linking
+/// is a help, not a need).
 pub async fn existing_memories(
     embedder: &Embedder,
     index: &Arc<Index>,
@@ -235,6 +237,10 @@ pub async fn existing_memories(
     pair: &NamespacePair,
     new: &[StoredLine],
 ) -> Vec<Arc<Memory>> {
+    let newest = newest_memories(store, pair, MAX_EXISTING_SHOWN + 1);
+    if newest.len() <= MAX_EXISTING_SHOWN {
+        return newest;
+    }
     let queries: Vec<String> = new
         .iter()
         .rev()
@@ -245,7 +251,7 @@ pub async fn existing_memories(
         Ok(vectors) => vectors,
         Err(err) => {
             tracing::warn!(error = %err, "could not embed the new messages; the prompt shows the newest memories instead");
-            return newest_memories(store, pair);
+            return newest_memories(store, pair, MAX_EXISTING_SHOWN);
         }
     };
     let snapshot = index.snapshot();
@@ -260,13 +266,11 @@ pub async fn existing_memories(
         .collect()
 }
 
-/// The pair's current memories, newest first, at most [`MAX_EXISTING_SHOWN`].
-fn newest_memories(store: &Store, pair: &NamespacePair) -> Vec<Arc<Memory>> {
+/// The pair's current memories, newest first, at most `limit`.
+fn newest_memories(store: &Store, pair: &NamespacePair, limit: usize) -> Vec<Arc<Memory>> {
     let filter = crate::store::ListFilter {
         namespaces: pair.namespaces().to_vec(),
         ..Default::default()
     };
-    store
-        .list(&filter, MAX_EXISTING_SHOWN, None, |_| true)
-        .memories
+    store.list(&filter, limit, None, |_| true).memories
 }

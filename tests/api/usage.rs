@@ -132,7 +132,11 @@ async fn the_replies_usage_is_counted_by_kind_model_and_pair_priced_and_shown() 
     let embedded: u64 = upstream
         .embedded_texts()
         .iter()
-        .map(|text| text.split_whitespace().count() as u64)
+        .map(|text| {
+            usage_of(&[text.as_str()], "")["prompt_tokens"]
+                .as_u64()
+                .unwrap()
+        })
         .sum();
     let embeddings = row(&stats, "embeddings");
     assert_eq!(embeddings["model"], "fake-embedding");
