@@ -253,8 +253,9 @@ word_enum!(
 );
 
 word_enum!(
-    /// What wrote a memory.
-    Trigger, "trigger" {
+    /// What wrote a memory: its `trigger` (the capture trigger that found it,
+    /// or a manual write).
+    Origin, "trigger" {
         Turn => "turn",
         Compaction => "compaction",
         Manual => "manual",
@@ -317,7 +318,7 @@ pub struct Memory {
     /// How much the memory matters, 0..=1.
     pub importance: Option<f64>,
     pub session_id: Option<SessionId>,
-    pub trigger: Trigger,
+    pub trigger: Origin,
     /// The fact itself, trimmed, never empty.
     pub content: String,
 }
@@ -347,7 +348,7 @@ pub struct MemoryView {
     pub importance: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub session_id: Option<SessionId>,
-    pub trigger: Trigger,
+    pub trigger: Origin,
     pub content: String,
 }
 
@@ -393,7 +394,7 @@ impl Memory {
             related: Vec::new(),
             importance: None,
             session_id: None,
-            trigger: Trigger::Manual,
+            trigger: Origin::Manual,
             content: content.to_owned(),
         }
     }

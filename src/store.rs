@@ -34,7 +34,7 @@ use chrono::{DateTime, Utc};
 
 use crate::config::Defaults;
 use crate::memory::{
-    Category, Memory, MemoryId, Namespace, RelatedEdge, RepoId, Scope, SessionId, Trigger, UserId,
+    Category, Memory, MemoryId, Namespace, Origin, RelatedEdge, RepoId, Scope, SessionId, UserId,
 };
 use changes::ChangeLog;
 use view::View;
@@ -172,7 +172,7 @@ pub struct NewMemory {
     pub supersedes: Option<MemoryId>,
     pub related: Vec<RelatedEdge>,
     pub session_id: Option<SessionId>,
-    pub trigger: Trigger,
+    pub trigger: Origin,
 }
 
 /// Which memories a listing returns; every field narrows it.

@@ -20,7 +20,7 @@ use crate::embed::Embedder;
 use crate::index::Index;
 use crate::llm::Llm;
 use crate::memory::{
-    Category, Memory, MemoryId, RelatedEdge, Relationship, Scope, Trigger as Origin, parse_content,
+    Category, Memory, MemoryId, Origin, RelatedEdge, Relationship, Scope, parse_content,
     parse_importance,
 };
 use crate::retrieval::inject::count_tokens;

@@ -14,8 +14,8 @@ use crate::causes::error_chain;
 use crate::config::Defaults;
 use crate::error::{ApiError, Problem};
 use crate::memory::{
-    Category, Memory, MemoryId, MemoryView, Namespace, RelatedEdge, RepoId, Scope, SessionId,
-    Trigger, UserId, excerpt, parse_content, parse_importance,
+    Category, Memory, MemoryId, MemoryView, Namespace, Origin, RelatedEdge, RepoId, Scope,
+    SessionId, UserId, excerpt, parse_content, parse_importance,
 };
 use crate::retrieval::{Degraded, Retriever};
 use crate::routes::extract::{ApiJson, ApiPath, ApiQuery, in_range};
@@ -175,7 +175,7 @@ pub async fn create_memory(
         supersedes: request.supersedes,
         related: request.related.unwrap_or_default(),
         session_id: request.session_id,
-        trigger: Trigger::Manual,
+        trigger: Origin::Manual,
     };
     if request.dedupe == Some(true) {
         refuse_duplicate(&retriever, &new, config.capture.duplicate_threshold).await?;

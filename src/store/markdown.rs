@@ -9,7 +9,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::memory::{
-    Category, Memory, MemoryId, Namespace, RelatedEdge, Scope, SessionId, Trigger, parse_content,
+    Category, Memory, MemoryId, Namespace, Origin, RelatedEdge, Scope, SessionId, parse_content,
     parse_importance,
 };
 
@@ -43,7 +43,7 @@ struct FrontMatter {
     importance: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     session_id: Option<SessionId>,
-    trigger: Trigger,
+    trigger: Origin,
 }
 
 /// Renders a memory as the text of its file.
@@ -151,7 +151,7 @@ mod tests {
             }],
             importance: Some(0.7),
             session_id: Some(SessionId::from_str("s-42").unwrap()),
-            trigger: Trigger::Turn,
+            trigger: Origin::Turn,
             content: "User prefers `errors.As` over type assertions for error handling in Go."
                 .to_owned(),
         }
@@ -234,7 +234,7 @@ User prefers `errors.As` over type assertions for error handling in Go.
             ),
             prop::option::of(0.0f64..=1.0),
             prop::option::of("[A-Za-z0-9][A-Za-z0-9._-]{0,20}"),
-            prop::sample::select(vec![Trigger::Turn, Trigger::Compaction, Trigger::Manual]),
+            prop::sample::select(vec![Origin::Turn, Origin::Compaction, Origin::Manual]),
             "\\PC[\\PC\n]{0,200}\\PC",
             any::<bool>(),
         )

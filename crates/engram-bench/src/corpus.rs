@@ -3,7 +3,7 @@
 //! work.
 
 use chrono::{Duration, Utc};
-use engram::memory::{Category, Memory, MemoryId, Namespace, Trigger};
+use engram::memory::{Category, Memory, MemoryId, Namespace, Origin};
 
 const SUBJECTS: &[&str] = &[
     "the billing service",
@@ -130,7 +130,7 @@ pub fn memories(namespace: &Namespace, count: usize, seed: u64) -> Vec<Memory> {
                 related: Vec::new(),
                 importance: Some(f64::from(u8::try_from(rng.below(11)).unwrap_or(0)) / 10.0),
                 session_id: None,
-                trigger: Trigger::Manual,
+                trigger: Origin::Manual,
                 content: sentence(&mut rng, serial),
             }
         })

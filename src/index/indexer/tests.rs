@@ -7,7 +7,7 @@ use std::collections::HashSet;
 use proptest::prelude::*;
 
 use super::*;
-use crate::memory::{Category, MemoryId, Namespace, Scope, Trigger};
+use crate::memory::{Category, MemoryId, Namespace, Origin, Scope};
 use crate::store::{NamespacePair, NewMemory};
 
 /// What a test run does, one step at a time.
@@ -79,7 +79,7 @@ impl Run {
                 supersedes: None,
                 related: Vec::new(),
                 session_id: None,
-                trigger: Trigger::Manual,
+                trigger: Origin::Manual,
             })
             .await
             .unwrap();

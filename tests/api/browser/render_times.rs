@@ -15,7 +15,7 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use chrono::{Duration, Utc};
-use engram::memory::{Category, Memory, MemoryId, Namespace, RelatedEdge, Relationship, Trigger};
+use engram::memory::{Category, Memory, MemoryId, Namespace, Origin, RelatedEdge, Relationship};
 use serde_json::Value;
 
 use super::{Browser, Served};
@@ -73,7 +73,7 @@ fn write_store(root: &std::path::Path) -> Vec<MemoryId> {
             related,
             importance: None,
             session_id: None,
-            trigger: Trigger::Manual,
+            trigger: Origin::Manual,
             content: format!(
                 "Fact {n}: the **{}** rule for `{}` and {} in the {} service.",
                 words[n % words.len()],
