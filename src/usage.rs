@@ -410,10 +410,8 @@ impl Meter {
         let closed = spent(state.today.used(Budget::Capture, None), budgets.capture);
         let closed_pairs = state
             .today
-            .capture_by_pair()
+            .pairs_past(budgets.capture_per_pair)
             .into_iter()
-            .filter(|(_, used)| spent(*used, budgets.capture_per_pair))
-            .map(|(owner, _)| owner.clone())
             .collect();
         CaptureGate {
             closed,
@@ -460,13 +458,7 @@ impl Meter {
         };
         let capture = budget(Budget::Capture);
         let retrieval = budget(Budget::Retrieval);
-        let exhausted_pairs = state
-            .today
-            .capture_by_pair()
-            .into_iter()
-            .filter(|(_, used)| spent(*used, budgets.capture_per_pair))
-            .map(|(owner, _)| owner.clone())
-            .collect();
+        let exhausted_pairs = state.today.pairs_past(budgets.capture_per_pair);
         UsageView {
             day: state.day,
             renews_at: renewal(now),

@@ -9,6 +9,7 @@ use std::path::Path;
 use chrono::NaiveDate;
 use serde::{Deserialize, Serialize};
 
+use super::budget::spent;
 use super::{Budget, CallKind, Owner, Tokens};
 use crate::memory::{RepoId, UserId};
 
@@ -69,8 +70,8 @@ impl Ledger {
             .fold(0, u64::saturating_add)
     }
 
-    /// Capture's tokens per whole pair.
-    pub(super) fn capture_by_pair(&self) -> BTreeMap<&Owner, u64> {
+    /// The pairs whose capture tokens have spent `limit` (0: unlimited).
+    pub(super) fn pairs_past(&self, limit: u64) -> Vec<Owner> {
         let mut pairs: BTreeMap<&Owner, u64> = BTreeMap::new();
         for (key, totals) in &self.0 {
             if key.kind.budget() == Some(Budget::Capture) && key.owner.is_pair() {
@@ -79,6 +80,10 @@ impl Ledger {
             }
         }
         pairs
+            .into_iter()
+            .filter(move |(_, used)| spent(*used, limit))
+            .map(|(owner, _)| owner.clone())
+            .collect()
     }
 }
 

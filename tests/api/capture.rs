@@ -13,7 +13,9 @@ use crate::helpers::{
 };
 use crate::upstream::{Behaviour, Upstream};
 
-async fn app_on(
+/// An app capturing through `upstream`, quick to retry and patient with
+/// the classifier (the capture tests' own).
+pub(crate) async fn app_on(
     upstream: &Upstream,
     dir: &std::path::Path,
     adjust: impl FnOnce(&mut engram::config::Config),

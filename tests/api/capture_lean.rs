@@ -7,23 +7,9 @@
 use axum::http::StatusCode;
 use serde_json::{Value, json};
 
-use crate::helpers::{TestApp, embed_with, llm_with, settled, spawn_app_on};
+use crate::capture::app_on;
+use crate::helpers::{TestApp, settled};
 use crate::upstream::{Behaviour, Upstream};
-
-async fn app_on(
-    upstream: &Upstream,
-    dir: &std::path::Path,
-    adjust: impl FnOnce(&mut engram::config::Config),
-) -> TestApp {
-    spawn_app_on(dir, |config| {
-        embed_with(upstream, config);
-        llm_with(upstream, config);
-        config.llm.as_mut().unwrap().classifier_timeout_ms = 5_000;
-        config.capture.retry_base_ms = 10;
-        adjust(config);
-    })
-    .await
-}
 
 /// A window of (user, assistant) exchanges, with a tool call in each.
 fn window(session: &str, exchanges: &[(&str, &str)]) -> Value {
