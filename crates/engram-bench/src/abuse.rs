@@ -24,9 +24,11 @@ use tokio::net::TcpStream;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use crate::corpus;
 use crate::measure::{self, Report};
+use crate::scratch::ScratchDir;
 use crate::server::{Client, Server};
-use crate::{EmbedderChoice, Result, ScratchDir, corpus};
+use crate::workload::{EmbedderChoice, Result};
 use engram_fake_upstream as upstream;
 
 /// One abuse, run on its own service.
@@ -173,7 +175,7 @@ async fn cache(report: &mut Report, settings: &Settings) -> Result {
         }
         memory.content = content.trim_end().to_owned();
     }
-    crate::write_memories(dir.path(), &namespace, &memories)?;
+    crate::scratch::write_memories(dir.path(), &namespace, &memories)?;
     let (server, _) = Server::start(dir.path(), EmbedderChoice::Fake).await?;
     let watch = Watch::start(&server.client(), settings.rss_ceiling_mib);
     let next = Arc::new(AtomicUsize::new(0));

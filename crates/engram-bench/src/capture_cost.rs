@@ -16,8 +16,9 @@ use engram_fake_upstream::{Chat, Setup, Upstream};
 use serde_json::{Value, json};
 
 use crate::measure::Report;
+use crate::scratch::ScratchDir;
 use crate::server::{Client, Server};
-use crate::{EmbedderChoice, Result, ScratchDir};
+use crate::workload::{EmbedderChoice, Result};
 
 /// The session: (what the user says, what the assistant answers).
 const TURNS: [(&str, &str); 50] = [

@@ -18,8 +18,8 @@ use std::path::Path;
 use engram::index::lexical;
 use serde_json::{Value, json};
 
-use crate::Result;
 use crate::server::Client;
+use crate::workload::Result;
 
 /// Enough for every memory a search finds in these workloads' namespaces.
 const ALL_CANDIDATES: usize = 1000;

@@ -19,8 +19,9 @@ use std::time::{Duration, Instant};
 
 use engram::embed::local::{LocalEmbedder, Source};
 
+use crate::corpus;
 use crate::measure::{self, Report, Row};
-use crate::{Result, corpus};
+use crate::workload::Result;
 
 use reference::{Pass, Reference};
 

@@ -8,9 +8,11 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use crate::corpus;
 use crate::measure::{Report, Row};
+use crate::scratch::ScratchDir;
 use crate::server::{Client, Server};
-use crate::{EmbedderChoice, Result, ScratchDir, corpus};
+use crate::workload::{EmbedderChoice, Result};
 
 /// Writes in flight during a burst.
 const BURST_CLIENTS: usize = 16;

@@ -16,8 +16,8 @@ use std::time::Instant;
 use engram::secrets;
 use serde_json::Value;
 
-use crate::Result;
 use crate::measure::Report;
+use crate::workload::Result;
 
 /// What to scan.
 #[derive(Debug, clap::Args)]

@@ -16,8 +16,9 @@ use serde_json::{Value, json};
 
 use crate::dump::Dump;
 use crate::measure::{Report, Row};
+use crate::scratch::ScratchDir;
 use crate::server::Server;
-use crate::{EmbedderChoice, Result, ScratchDir};
+use crate::workload::{EmbedderChoice, Result};
 
 /// Where the data is unless `--data` says otherwise.
 pub const DEFAULT_DATA: &str = concat!(

@@ -27,7 +27,7 @@ use serde_json::{Value, json};
 
 use crate::measure::{Report, Row};
 use crate::server::{Client, Server};
-use crate::{EmbedderChoice, Result};
+use crate::workload::{EmbedderChoice, Result};
 use haystack::{Granularity, Half, Item, Place};
 use loaded::Loaded;
 use score::{Scores, Tally};

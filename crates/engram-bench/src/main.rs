@@ -18,24 +18,26 @@ mod longmemeval;
 mod mcp;
 mod measure;
 mod scan;
+mod scratch;
 mod semantic;
 mod server;
 mod soak;
 mod sync;
+mod workload;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{Parser, Subcommand};
 use engram::embed::{Embedder, Priority};
-use engram::memory::{Memory, Namespace};
-use engram::store::markdown;
+use engram::memory::Namespace;
 use serde_json::{Value, json};
 
 use measure::{Report, Row};
+use scratch::{ScratchDir, write_corpus};
 use server::Server;
+use workload::{EmbedderChoice, Result};
 
 #[derive(Parser)]
 #[command(about = "Measure Engram: latency, throughput, start-up and memory use")]
@@ -180,15 +182,6 @@ enum Command {
     All,
 }
 
-/// Which embedder the service under test uses.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum EmbedderChoice {
-    /// The fake upstream that answers at once.
-    Fake,
-    /// The embedded all-MiniLM-L6-v2.
-    Local,
-}
-
 fn main() -> ExitCode {
     // As the service's own `main` does: what is measured is what ships.
     engram::allocator::configure();
@@ -272,8 +265,6 @@ fn main() -> ExitCode {
         }
     }
 }
-
-type Result<T = ()> = std::result::Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
 async fn all(report: &mut Report) -> Result {
     embed(report, 256).await?;
@@ -696,53 +687,4 @@ fn bare_fsyncs(dir: &std::path::Path, count: usize) -> std::io::Result<(Vec<Dura
         std::fs::remove_file(&path)?;
     }
     Ok((samples, started.elapsed()))
-}
-
-/// A data directory for one workload, removed when dropped.
-pub struct ScratchDir(PathBuf);
-
-impl ScratchDir {
-    pub fn new() -> std::io::Result<Self> {
-        static NEXT: AtomicUsize = AtomicUsize::new(0);
-        let name = format!(
-            "engram-bench-{}-{}",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        );
-        let path = std::env::temp_dir().join(name);
-        std::fs::create_dir_all(&path)?;
-        Ok(Self(path))
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for ScratchDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// Writes `count` memory files straight into the data directory, as a
-/// person or an earlier run would have left them.
-fn write_corpus(dir: &Path, namespace: &Namespace, count: usize, seed: u64) -> Result {
-    write_memories(dir, namespace, &corpus::memories(namespace, count, seed))
-}
-
-/// Writes `memories` of a repo `namespace` as files into the data directory.
-fn write_memories(dir: &Path, namespace: &Namespace, memories: &[Memory]) -> Result {
-    let Namespace::Repo(repo) = namespace else {
-        return Err("the bench corpus lives in a repo namespace".into());
-    };
-    let folder = dir.join("repos").join(repo.as_str());
-    std::fs::create_dir_all(&folder)?;
-    for memory in memories {
-        std::fs::write(
-            folder.join(format!("{}.md", memory.id)),
-            markdown::render(memory),
-        )?;
-    }
-    Ok(())
 }

@@ -11,9 +11,11 @@ use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use serde_json::{Value, json};
 
+use crate::corpus;
 use crate::measure::{Report, Row};
+use crate::scratch::{ScratchDir, write_corpus};
 use crate::server::Server;
-use crate::{EmbedderChoice, Result, ScratchDir, corpus, write_corpus};
+use crate::workload::{EmbedderChoice, Result};
 
 /// `requests` recalls over MCP and as many retrievals over REST, in turns,
 /// over `size` memories.

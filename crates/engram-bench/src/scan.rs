@@ -11,8 +11,9 @@ use std::time::{Duration, Instant};
 use engram::index::{Change, Entry, Hit, Index, lexical};
 use engram::memory::Namespace;
 
+use crate::corpus;
 use crate::measure::{self, Report, Row};
-use crate::{Result, corpus};
+use crate::workload::Result;
 use engram_fake_upstream as upstream;
 
 /// What a retrieval of `top_k` 10 asks the vector search for (its

@@ -22,8 +22,9 @@ use serde_json::{Value, json};
 
 use crate::dump::Dump;
 use crate::measure::Report;
+use crate::scratch::ScratchDir;
 use crate::server::Server;
-use crate::{EmbedderChoice, Result, ScratchDir};
+use crate::workload::{EmbedderChoice, Result};
 
 const EVAL_SET: &str = include_str!("semantic_eval.jsonl");
 

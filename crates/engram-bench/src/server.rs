@@ -10,7 +10,7 @@ use serde_json::Value;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-use crate::{EmbedderChoice, Result};
+use crate::workload::{EmbedderChoice, Result};
 use engram_fake_upstream as upstream;
 
 #[derive(Clone)]

@@ -11,9 +11,11 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use tokio::sync::Mutex;
 
+use crate::corpus;
 use crate::measure::{self, Report, Row};
+use crate::scratch::ScratchDir;
 use crate::server::Server;
-use crate::{EmbedderChoice, Result, ScratchDir, corpus};
+use crate::workload::{EmbedderChoice, Result};
 
 /// Clients of each kind.
 const CLIENTS_PER_KIND: usize = 4;

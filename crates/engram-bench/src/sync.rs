@@ -11,9 +11,11 @@ use engram::memory::{Memory, Namespace};
 use engram::store::markdown;
 use serde_json::{Value, json};
 
+use crate::corpus;
 use crate::measure::{Report, Row};
+use crate::scratch::{ScratchDir, write_memories};
 use crate::server::{Client, Server};
-use crate::{EmbedderChoice, Result, ScratchDir, corpus, write_memories};
+use crate::workload::{EmbedderChoice, Result};
 
 /// Memories in the service before the workload.
 const CORPUS: usize = 1000;

@@ -12,7 +12,7 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
-use crate::Result;
+use crate::workload::Result;
 
 const REQUIREMENTS: &str = include_str!("requirements.txt");
 const SCRIPT: &str = include_str!("minilm.py");

@@ -8,7 +8,7 @@ use engram::memory::MAX_CONTENT_CHARS;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::Result;
+use crate::workload::Result;
 
 pub const FILE: &str = "longmemeval_s_useronly.json.gz";
 

@@ -13,7 +13,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use super::haystack::Place;
-use crate::Result;
+use crate::workload::Result;
 
 #[derive(Serialize, Deserialize)]
 pub struct Question {
