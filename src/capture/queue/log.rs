@@ -270,6 +270,14 @@ impl Log {
             } else {
                 writer.writing = true;
                 writer = self.write_open_round(writer);
+                // Tasks that joined the next round meanwhile saw a leader
+                // and wait on that round alone, not on `round_done`: with
+                // no round being written and no new caller, they would
+                // wait forever. A leader writes what is waited for before
+                // it gives the claim up, as `lead_claimed` does.
+                while writer.open.waited {
+                    writer = self.write_open_round(writer);
+                }
                 writer.writing = false;
                 led = true;
             }

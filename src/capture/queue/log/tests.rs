@@ -293,3 +293,53 @@ proptest! {
         prop_assert!(matches!(records.first(), Some(Record::Accepted(t, _)) if t.id == first.id));
     }
 }
+
+/// A task that joins the next round while a thread leads one is not left
+/// waiting when the thread's round is done and nobody else comes.
+#[test]
+fn a_thread_that_leads_writes_the_round_a_task_joined_meanwhile() {
+    let dir = tempfile::tempdir().unwrap();
+    let (syncing, first_sync) = std::sync::mpsc::channel::<()>();
+    let (release, released) = std::sync::mpsc::channel::<()>();
+    let released = Mutex::new(released);
+    let held = AtomicBool::new(true);
+    let hold_first: SyncFile = Arc::new(move |file: &File| {
+        if held.swap(false, Ordering::SeqCst) {
+            syncing.send(()).unwrap();
+            released.lock().unwrap().recv().unwrap();
+        }
+        file.sync_data()
+    });
+    let (log, _) = Log::open(dir.path(), hold_first).unwrap();
+    let log = Arc::new(log);
+    let leader = {
+        let log = log.clone();
+        std::thread::spawn(move || append(&log, &trigger(10)))
+    };
+    first_sync.recv().unwrap();
+
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_time()
+        .build()
+        .unwrap();
+    let joined = trigger(10);
+    let task = {
+        let log = log.clone();
+        let json = serde_json::to_vec(&joined).unwrap();
+        runtime.spawn(async move { log.append_durably(joined.id, &json).await })
+    };
+    while !log.lock().open.waited {
+        std::thread::yield_now();
+    }
+    release.send(()).unwrap();
+
+    leader.join().unwrap().unwrap();
+    // A guard against hanging, not a measure of speed.
+    let joined = runtime
+        .block_on(async { tokio::time::timeout(std::time::Duration::from_secs(30), task).await });
+    joined
+        .expect("the task's round was written")
+        .unwrap()
+        .unwrap();
+}
