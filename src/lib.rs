@@ -53,6 +53,8 @@ pub mod setup;
 pub mod store;
 /// Logging setup.
 pub mod telemetry;
+/// Token counts, as `o200k_base` counts them.
+pub mod tokens;
 /// Calls to OpenAI-compatible endpoints, and their errors.
 pub mod upstream;
 /// Metering of model calls: tokens and cost by kind, model and pair, and

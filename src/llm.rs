@@ -23,6 +23,7 @@ use serde_json::Value;
 
 use crate::config;
 use crate::secrets;
+use crate::tokens;
 use crate::upstream::{self, Endpoint};
 use crate::usage::{self, CallKind, Meter, Metered, Owner, Tokens};
 
@@ -193,8 +194,8 @@ impl Llm {
         // A reply without text was still paid for.
         let reported = Tokens::reported(reply.usage.as_ref());
         let tokens = reported.unwrap_or_else(|| Tokens {
-            prompt: usage::count_tokens(system) + usage::count_tokens(&user),
-            completion: text.as_deref().map_or(0, usage::count_tokens),
+            prompt: (tokens::count(system) + tokens::count(&user)) as u64,
+            completion: text.as_deref().map_or(0, |text| tokens::count(text) as u64),
         });
         let usage = self.meter.record(usage::Call {
             kind,

@@ -147,17 +147,6 @@ impl Tokens {
     }
 }
 
-/// Tokens of `text` as `o200k_base` counts them (the injection's
-/// tokenizer): the estimate for a server that reports no `usage`.
-pub fn count_tokens(text: &str) -> u64 {
-    u64::try_from(
-        tiktoken_rs::o200k_base_singleton()
-            .encode_ordinary(text)
-            .len(),
-    )
-    .unwrap_or(u64::MAX)
-}
-
 /// One finished call, as the meter takes it.
 #[derive(Clone, Debug)]
 pub struct Call<'a> {

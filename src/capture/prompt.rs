@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use crate::capture::queue::{Kind, StoredLine};
 use crate::memory::Memory;
-use crate::retrieval::inject::count_tokens;
+use crate::tokens;
 
 /// Tokens kept for the model's reply: a few memories of a few lines each.
 pub const REPLY_TOKENS: usize = 1024;
@@ -71,7 +71,7 @@ pub fn build(
     let mut cut = false;
     for line in &window[first_new..] {
         let text = render(line);
-        let tokens = count_tokens(&text) + SEPARATOR_TOKENS;
+        let tokens = tokens::count(&text) + SEPARATOR_TOKENS;
         if tokens <= room {
             room -= tokens;
             new.push(text);
@@ -89,7 +89,7 @@ pub fn build(
     let mut context = Vec::new();
     for line in window[..first_new].iter().rev() {
         let text = render(line);
-        let tokens = count_tokens(&text) + SEPARATOR_TOKENS;
+        let tokens = tokens::count(&text) + SEPARATOR_TOKENS;
         if tokens > context_room {
             break;
         }
@@ -109,7 +109,7 @@ pub fn build(
             memory.namespace.scope().as_str(),
             memory.category.as_str()
         );
-        let tokens = count_tokens(&entry);
+        let tokens = tokens::count(&entry);
         if tokens > room {
             continue;
         }
@@ -147,11 +147,11 @@ fn render(line: &StoredLine) -> String {
 /// The longest start of `text` within `tokens`, marked as cut.
 fn keep_start(text: &str, tokens: usize) -> String {
     const MARK: &str = " [cut to fit the classifier's context]";
-    let budget = tokens.saturating_sub(count_tokens(MARK));
+    let budget = tokens.saturating_sub(tokens::count(MARK));
     let mut chars: Vec<char> = text.chars().collect();
     while !chars.is_empty() {
         let start: String = chars.iter().collect();
-        let used = count_tokens(&start);
+        let used = tokens::count(&start);
         if used <= budget {
             return start + MARK;
         }
@@ -228,7 +228,7 @@ mod tests {
         let memories: Vec<Arc<Memory>> = (0..40)
             .map(|n| memory(&format!("Memory {n} says something durable about forge.")))
             .collect();
-        let per_line = count_tokens(&render(&window[0])) + SEPARATOR_TOKENS;
+        let per_line = tokens::count(&render(&window[0])) + SEPARATOR_TOKENS;
 
         let roomy = build(
             Kind::Turn,
@@ -301,7 +301,7 @@ mod tests {
                 .text
                 .contains("[cut to fit the classifier's context]")
         );
-        let total = limits.system + count_tokens(&prompt.text) + REPLY_TOKENS;
+        let total = limits.system + tokens::count(&prompt.text) + REPLY_TOKENS;
         assert!(
             total <= limits.context_window,
             "{total} > {}",

@@ -27,6 +27,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::bounds;
 use crate::secrets;
+use crate::tokens;
 use crate::upstream::Endpoint;
 use crate::usage::{self, CallKind, Meter, Owner, Tokens};
 
@@ -155,7 +156,7 @@ impl OpenAiEmbedder {
             model: &self.settings.model,
             owner: Owner::default(),
             tokens: reported.unwrap_or_else(|| Tokens {
-                prompt: redacted.iter().map(|text| usage::count_tokens(text)).sum(),
+                prompt: redacted.iter().map(|text| tokens::count(text) as u64).sum(),
                 completion: 0,
             }),
             estimated: reported.is_none(),

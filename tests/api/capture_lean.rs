@@ -141,9 +141,7 @@ async fn a_window_past_the_context_window_is_classified_in_passes_that_fit() {
     for messages in &requests {
         let tokens: usize = [&messages[0], &messages[1]]
             .iter()
-            .map(|message| {
-                engram::retrieval::inject::count_tokens(message["content"].as_str().unwrap())
-            })
+            .map(|message| engram::tokens::count(message["content"].as_str().unwrap()))
             .sum();
         assert!(
             tokens + 1024 <= context_tokens,

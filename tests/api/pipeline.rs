@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use axum::http::StatusCode;
-use engram::retrieval::inject::count_tokens;
+use engram::tokens::count as count_tokens;
 use serde_json::{Value, json};
 
 use crate::helpers::{

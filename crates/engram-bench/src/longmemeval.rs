@@ -209,7 +209,7 @@ pub async fn longmemeval(report: &mut Report, settings: Settings) -> Result {
         let (answer, took) = retrieve(&client, &defaults).await?;
         default_latencies.push(took);
         let injection = answer["injection"].as_str().unwrap_or_default();
-        tokens.push(engram::retrieval::inject::count_tokens(injection));
+        tokens.push(engram::tokens::count(injection));
         let returned = answer["memories"].as_array().map(Vec::as_slice);
         let fitted = returned.unwrap_or_default().iter();
         injected.push(fitted.filter(|memory| memory["injected"] == true).count());
