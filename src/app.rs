@@ -249,49 +249,49 @@ impl App {
 /// How often access counts are saved (they are saved at shutdown too).
 const ACCESS_SAVE_INTERVAL: Duration = Duration::from_secs(30);
 
-/// Saves the retriever's access counts now and then, and once more when
-/// `stop` is cancelled.
-async fn save_access_counts(retriever: Retriever, stop: CancellationToken) {
-    let mut interval = tokio::time::interval(ACCESS_SAVE_INTERVAL);
-    interval.tick().await;
-    loop {
-        let stopping = tokio::select! {
-            _ = interval.tick() => false,
-            () = stop.cancelled() => true,
-        };
-        let retriever = retriever.clone();
-        blocking::run(move || {
-            let store = retriever.store();
-            retriever
-                .access_counts()
-                .flush(|id| store.get(id).is_some());
-        })
-        .await;
-        if stopping {
-            return;
-        }
-    }
-}
-
 /// How often the day's model usage is saved when calls were counted (the
 /// capture worker saves after each pass, and it is saved at shutdown too):
 /// a crash forgets at most this much of retrieval's calls.
 const USAGE_SAVE_INTERVAL: Duration = Duration::from_secs(5);
 
+/// Saves the retriever's access counts now and then, and once more when
+/// `stop` is cancelled.
+async fn save_access_counts(retriever: Retriever, stop: CancellationToken) {
+    every_until_stopped(ACCESS_SAVE_INTERVAL, stop, move || {
+        let store = retriever.store();
+        retriever
+            .access_counts()
+            .flush(|id| store.get(id).is_some());
+    })
+    .await;
+}
+
 /// Saves the meter's day now and then, and once more when `stop` is
 /// cancelled.
 async fn save_usage(meter: Meter, stop: CancellationToken) {
-    let mut interval = tokio::time::interval(USAGE_SAVE_INTERVAL);
+    every_until_stopped(USAGE_SAVE_INTERVAL, stop, move || {
+        if let Err(err) = meter.save() {
+            tracing::warn!(error = %err, "could not save the day's model usage; it is tried again");
+        }
+    })
+    .await;
+}
+
+/// Runs `save` on the blocking pool every `period`, and once more when
+/// `stop` is cancelled.
+async fn every_until_stopped(
+    period: Duration,
+    stop: CancellationToken,
+    save: impl Fn() + Clone + Send + 'static,
+) {
+    let mut interval = tokio::time::interval(period);
     interval.tick().await;
     loop {
         let stopping = tokio::select! {
             _ = interval.tick() => false,
             () = stop.cancelled() => true,
         };
-        let meter = meter.clone();
-        if let Err(err) = blocking::run(move || meter.save()).await {
-            tracing::warn!(error = %err, "could not save the day's model usage; it is tried again");
-        }
+        blocking::run(save.clone()).await;
         if stopping {
             return;
         }
