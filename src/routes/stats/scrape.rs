@@ -13,7 +13,7 @@ use prometheus_client::metrics::gauge::ConstGauge;
 
 use super::{StatsResponse, StatsSources};
 use crate::auth::Caller;
-use crate::usage::UsageView;
+use crate::usage::{BudgetView, UsageView};
 
 /// Encodes the `/stats` snapshot at scrape time.
 pub struct StatsCollector(pub StatsSources);
@@ -205,6 +205,9 @@ impl Collector for StatsCollector {
     }
 }
 
+/// A per-budget gauge: its name, its help and its value for one budget.
+type BudgetGauge = (&'static str, &'static str, fn(&BudgetView) -> u64);
+
 /// The model calls since start (tokens by direction, calls, cost where
 /// priced) by kind and model, and the daily budgets' state.
 fn encode_models(encoder: &mut DescriptorEncoder, models: &UsageView) -> Result<(), fmt::Error> {
@@ -256,28 +259,29 @@ fn encode_models(encoder: &mut DescriptorEncoder, models: &UsageView) -> Result<
         ("capture", &models.budgets.capture),
         ("retrieval", &models.budgets.retrieval),
     ];
-    let mut used = encoder.encode_descriptor(
-        "model_budget_used_tokens",
-        "Tokens counted today against each daily token budget",
-        None,
-        MetricType::Gauge,
-    )?;
-    for (budget, view) in budgets {
-        let labels = [("budget", budget)];
-        let labels = labels.as_slice();
-        encode_value(used.encode_family(&labels)?, MetricType::Gauge, view.used)?;
-    }
-    let mut exhausted = encoder.encode_descriptor(
-        "model_budget_exhausted",
-        "Whether a daily token budget is spent (1) until it renews at midnight UTC",
-        None,
-        MetricType::Gauge,
-    )?;
-    for (budget, view) in budgets {
-        let labels = [("budget", budget)];
-        let labels = labels.as_slice();
-        let value = u64::from(view.exhausted);
-        encode_value(exhausted.encode_family(&labels)?, MetricType::Gauge, value)?;
+    let gauges: [BudgetGauge; 2] = [
+        (
+            "model_budget_used_tokens",
+            "Tokens counted today against each daily token budget",
+            |view| view.used,
+        ),
+        (
+            "model_budget_exhausted",
+            "Whether a daily token budget is spent (1) until it renews at midnight UTC",
+            |view| u64::from(view.exhausted),
+        ),
+    ];
+    for (name, help, value_of) in gauges {
+        let mut family = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
+        for (budget, view) in budgets {
+            let labels = [("budget", budget)];
+            let labels = labels.as_slice();
+            encode_value(
+                family.encode_family(&labels)?,
+                MetricType::Gauge,
+                value_of(view),
+            )?;
+        }
     }
     Ok(())
 }
