@@ -14,6 +14,9 @@ pub mod blocking;
 pub mod capture;
 /// An error and its causes as one line, for logs.
 pub mod causes;
+/// The agent-side commands (`engram hook`, `setup`, `mcp`, `healthcheck`):
+/// clients of the HTTP API, never of the data directory.
+pub mod client;
 /// Configuration: defaults, YAML file, environment; validated at start.
 pub mod config;
 /// Free disk space: the floor below which writes are refused.
@@ -22,20 +25,16 @@ pub mod disk;
 pub mod embed;
 /// API errors as `application/problem+json`.
 pub mod error;
-/// `engram hook`: coding-agent hooks that call a running Engram.
-pub mod hook;
 /// The vector index and the indexer task that keeps it current.
 pub mod index;
 /// The chat model (OpenAI-compatible chat completions).
 pub mod llm;
-/// The MCP tools at `/mcp`, and the stdio bridge of `engram mcp`.
+/// The MCP tools at `/mcp`.
 pub mod mcp;
 /// The domain types: ids, namespaces, categories, memories.
 pub mod memory;
 /// Prometheus metrics for `/metrics`.
 pub mod metrics;
-/// `engram healthcheck`: a dependency-free probe of `/healthz`.
-pub mod probe;
 /// Whether start-up work is done (`/readyz`).
 pub mod readiness;
 /// Retrieval: search, ranking, injection text, degradation.
@@ -47,8 +46,6 @@ pub mod routes;
 pub mod secrets;
 /// The accept loop: connections, header timeouts, graceful stop.
 pub mod serve;
-/// `engram setup`: merges Engram's hooks into a coding agent's settings.
-pub mod setup;
 /// The markdown file store and its in-memory view.
 pub mod store;
 /// Logging setup.

@@ -52,11 +52,11 @@ enum Command {
     /// Run as a coding agent's hook: read its JSON on stdin, call a running
     /// Engram, print what the agent expects. Always exits 0; failures go to
     /// a log file.
-    Hook(engram::hook::HookArgs),
+    Hook(engram::client::hook::HookArgs),
     /// Merge Engram's hooks into a coding agent's settings file.
-    Setup(engram::setup::SetupArgs),
+    Setup(engram::client::setup::SetupArgs),
     /// MCP over stdio, bridged to a running Engram's `/mcp`.
-    Mcp(engram::mcp::bridge::BridgeArgs),
+    Mcp(engram::client::bridge::BridgeArgs),
 }
 
 fn main() -> ExitCode {
@@ -66,22 +66,22 @@ fn main() -> ExitCode {
         // A mistyped hook command must not fail the agent's prompt: log it
         // and exit 0 like any other hook failure.
         Err(err) if is_hook_run(&err) => {
-            engram::hook::log_usage_error(&err.to_string());
+            engram::client::hook::log_usage_error(&err.to_string());
             return ExitCode::SUCCESS;
         }
         Err(err) => err.exit(),
     };
     match args.command.unwrap_or(Command::Serve(args.serve)) {
-        Command::Hook(hook) => engram::hook::run(&hook),
-        Command::Setup(setup) => engram::setup::run(&setup),
-        Command::Mcp(bridge) => engram::mcp::bridge::run(&bridge),
+        Command::Hook(hook) => engram::client::hook::run(&hook),
+        Command::Setup(setup) => engram::client::setup::run(&setup),
+        Command::Mcp(bridge) => engram::client::bridge::run(&bridge),
         Command::Openapi => print_yaml(&engram::routes::openapi()),
         Command::Config => match load_config(args.config.as_deref()) {
             Ok(config) => print_yaml(&config),
             Err(code) => code,
         },
         Command::Healthcheck => match load_config(args.config.as_deref()) {
-            Ok(config) => match engram::probe::healthz(config.listen) {
+            Ok(config) => match engram::client::probe::healthz(config.listen) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(err) => {
                     eprintln!("engram: unhealthy: {err}");

@@ -18,7 +18,6 @@
 //! `routes::site_guard`), and any `Origin` against `mcp.allowed_origins`
 //! (DNS-rebinding protection).
 
-pub mod bridge;
 pub mod schema;
 
 use std::sync::Arc;

@@ -17,7 +17,7 @@ use toml_edit::DocumentMut;
 
 use super::Error;
 use super::json_edit::{self, EditError};
-use crate::hook::{Agent, Event};
+use crate::client::hook::{Agent, Event};
 
 /// The agents' own time limit for one hook run, in seconds: a backstop,
 /// since `engram hook` keeps to its own, shorter budget.

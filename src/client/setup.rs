@@ -34,7 +34,7 @@ use std::process::ExitCode;
 
 pub use merge::{Change, Entry, WrongShape};
 
-use crate::hook::{Agent, DEFAULT_URL, Event, project};
+use crate::client::hook::{Agent, DEFAULT_URL, Event, project};
 use files::Links;
 use json_edit::EditError;
 use merge::{Document, Format, shell_quote};

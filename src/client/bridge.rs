@@ -5,7 +5,7 @@
 //!
 //! It needs no service to start: it answers the client's handshake and the
 //! tool list itself, from the same definitions the service's `/mcp` serves
-//! ([`Catalogue`]), so an agent started before Engram still has
+//! ([`Catalogue`](crate::mcp::Catalogue)), so an agent started before Engram still has
 //! Engram's tools. It connects to the service at the first call; a call
 //! while the service is down or not answering is a tool error the model
 //! can read ("Engram is not answering at …; start it with `engram serve`"),
@@ -24,7 +24,6 @@
 //! finds them), so the memories an agent reaches through MCP are the ones
 //! its hooks capture and retrieve.
 
-use std::net::IpAddr;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -42,10 +41,10 @@ use rmcp::{ErrorData, RoleClient, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{Map, Value};
 use tokio::sync::Mutex;
 
-use super::Catalogue;
 use crate::causes::error_chain;
+use crate::client::hook::{log::redact_userinfo, project};
 use crate::error::Problem;
-use crate::hook::{log::redact_userinfo, project};
+use crate::mcp::Catalogue;
 
 /// `engram mcp`'s arguments.
 #[derive(Args, Debug)]
@@ -176,7 +175,7 @@ impl Bridge {
             field: None,
         };
         let problem = serde_json::to_value(problem).expect("a problem always serializes");
-        super::problem_result(&problem).into()
+        crate::mcp::problem_result(&problem).into()
     }
 }
 
@@ -219,7 +218,7 @@ fn innermost(err: &(dyn std::error::Error + 'static)) -> String {
 
 impl ServerHandler for Bridge {
     fn get_info(&self) -> ServerConfig {
-        super::server_config()
+        crate::mcp::server_config()
     }
 
     async fn list_tools(
@@ -331,41 +330,6 @@ fn takes_owners(tool: &Tool) -> bool {
         })
 }
 
-/// The HTTP client for the service: never through a proxy for a loopback
-/// URL (the key must not leave the machine for a local service); for any
-/// other, the proxy variables apply, `NO_PROXY` included. Redirects are not
-/// followed, so the key goes nowhere but `endpoint`.
-fn http_client(endpoint: &Url) -> Result<reqwest::Client, Error> {
-    let mut builder = reqwest::Client::builder()
-        .pool_max_idle_per_host(0)
-        .redirect(reqwest::redirect::Policy::none());
-    if is_loopback(endpoint) {
-        builder = builder.no_proxy();
-    }
-    builder.build().map_err(Error::Client)
-}
-
-/// Whether `url` names this machine: a loopback address, `localhost`, or a
-/// name under `.localhost` (which resolves to loopback, RFC 6761).
-fn is_loopback(url: &Url) -> bool {
-    let Some(host) = url.host_str() else {
-        return false;
-    };
-    // An IPv6 host comes in brackets; the URL parser has already written
-    // IPv4 in its dotted form.
-    match host
-        .trim_start_matches('[')
-        .trim_end_matches(']')
-        .parse::<IpAddr>()
-    {
-        Ok(ip) => ip.to_canonical().is_loopback(),
-        Err(_) => {
-            let name = host.trim_end_matches('.').to_ascii_lowercase();
-            name == "localhost" || name.ends_with(".localhost")
-        }
-    }
-}
-
 /// Why the bridge could not start or stopped.
 #[derive(Debug, thiserror::Error)]
 enum Error {
@@ -397,7 +361,7 @@ async fn serve(args: &BridgeArgs) -> Result<(), Error> {
     let endpoint = endpoint(&args.url)?;
     let bridge = Bridge {
         shown: redact_userinfo(endpoint.as_str()).into_owned(),
-        http: http_client(&endpoint)?,
+        http: super::http::http_client(&endpoint).map_err(Error::Client)?,
         endpoint,
         key: std::env::var("ENGRAM_API_KEY")
             .ok()
@@ -417,28 +381,6 @@ async fn serve(args: &BridgeArgs) -> Result<(), Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn loopback_urls_are_recognised() {
-        for url in [
-            "http://127.0.0.1:8080/mcp",
-            "http://127.9.0.1/mcp",
-            "http://[::1]:8080/mcp",
-            "http://[::ffff:127.0.0.1]/mcp",
-            "http://localhost:8080/mcp",
-            "http://LocalHost./mcp",
-            "http://engram.localhost/mcp",
-        ] {
-            assert!(is_loopback(&Url::parse(url).unwrap()), "{url}");
-        }
-        for url in [
-            "http://10.0.0.5/mcp",
-            "https://memory.example/mcp",
-            "http://localhost.example/mcp",
-        ] {
-            assert!(!is_loopback(&Url::parse(url).unwrap()), "{url}");
-        }
-    }
 
     #[test]
     fn the_endpoint_is_checked_and_shown_without_userinfo() {

@@ -1,0 +1,16 @@
+//! The commands that run beside a coding agent rather than in the server:
+//! each is a short-lived process the agent (or a person setting one up)
+//! starts. Those that reach Engram do so through its HTTP API, so none of
+//! them opens the data directory the service owns.
+
+/// `engram mcp`: MCP over stdio, bridged to a running Engram's `/mcp`.
+pub mod bridge;
+/// `engram hook`: coding-agent hooks that call a running Engram.
+pub mod hook;
+/// Calls to a running Engram's HTTP API: the client policy and the
+/// answers read one way.
+pub mod http;
+/// `engram healthcheck`: a dependency-free probe of `/healthz`.
+pub mod probe;
+/// `engram setup`: merges Engram's hooks into a coding agent's settings.
+pub mod setup;

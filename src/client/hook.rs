@@ -1,0 +1,368 @@
+//! `engram hook <agent> <event>`: a coding agent's lifecycle hook. It reads
+//! the hook's JSON on stdin, calls a running Engram over HTTP, and prints
+//! what the agent reads back, mapping the agent's hooks onto the seed
+//! design's triggers:
+//!
+//! | event | Engram call | printed |
+//! | --- | --- | --- |
+//! | `UserPromptSubmit` | `POST /retrieve` with the window and the new prompt | the injection as `additionalContext` |
+//! | the same, for a `remember:` prompt ([`remember`]) | also `POST /memories` (with `dedupe`) | one line on what was stored, or why not, then the injection |
+//! | `SessionStart` | `POST /retrieve` with the window, or a query for the project when it is empty | [`GUIDANCE`], then the injection |
+//! | `Stop` (a turn ended) | `POST /turns` with the window | nothing |
+//! | `PreCompact` | `POST /compactions` with the window | nothing |
+//!
+//! With no classifier configured, Engram refuses turns and compactions
+//! (`409 capture-disabled`: capture is agent-driven); the hook says so once
+//! in its log and treats it as done, since that is the service's setting,
+//! not a failure. The guidance at `SessionStart` is printed whatever the
+//! mode, since the hook reads no server configuration.
+//!
+//! The window is the transcript since its last compaction, reduced to user
+//! and assistant text (see [`transcript`]).
+//!
+//! Documented hook input fields relied on (Claude Code's hooks reference;
+//! Codex's hooks take the same shape and add `turn_id`): `session_id`,
+//! `transcript_path` (JSON Lines; may be null for Codex), `cwd`,
+//! `hook_event_name`, `prompt` (`UserPromptSubmit`), `last_assistant_message`
+//! (`Stop`, where given), `turn_id` (Codex). Unknown fields are ignored.
+//! Documented output relied on: exit code 0 with
+//! `{"hookSpecificOutput": {"hookEventName", "additionalContext"}}` on
+//! stdout adds context for `UserPromptSubmit` and `SessionStart`; exit 0
+//! with nothing on stdout changes nothing for `Stop` and `PreCompact`.
+//!
+//! Invariant: a hook never harms the agent. Whatever fails (bad stdin, an
+//! unreadable transcript, Engram down, a bad key, a 4xx or 5xx, the time
+//! budget running out), the hook prints nothing, exits 0, and appends one
+//! line with the reason to its log ([`log`]); only a `remember:` prompt's
+//! outcome is always told, in one line, so that the agent never believes
+//! a fact stored that was not. It loads no model and reads
+//! no server configuration; one current-thread runtime serves its one
+//! request, all within `--timeout-ms`, reading files included: the
+//! transcript and `.git` are read through [`bounded`] (regular files only,
+//! opened without blocking, the transcript's last 8 MiB at most).
+
+pub mod bounded;
+mod call;
+pub mod log;
+pub mod project;
+pub mod remember;
+pub mod transcript;
+
+use std::io::{self, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::http;
+use crate::causes::error_chain;
+use call::Call;
+use transcript::{Format, Message};
+
+/// Where Engram listens unless `--url` or `ENGRAM_URL` says otherwise.
+pub const DEFAULT_URL: &str = "http://127.0.0.1:8080";
+
+/// The most hook input read from stdin.
+const MAX_STDIN_BYTES: u64 = 16 * 1024 * 1024;
+
+/// What `SessionStart` tells the agent is worth remembering, before any
+/// memories: a few lines, since it costs context in every session.
+pub const GUIDANCE: &str = "Engram keeps long-term memory across sessions. When the user \
+states a preference or a project convention, makes a decision (and why), or corrects you, \
+save it with Engram's `remember` tool: one fact per memory, scope `repo` for this project, \
+`user` for the person; if a memory already says it, `update_memory` instead. Not what the \
+code or git records, never secrets. The user may also type `remember: …` (or \
+`remember for me: …`) to store a fact directly.";
+
+/// A coding agent whose hooks Engram serves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Agent {
+    /// Anthropic's Claude Code.
+    ClaudeCode,
+    /// OpenAI's Codex CLI.
+    Codex,
+}
+
+impl Agent {
+    /// The name on the command line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ClaudeCode => "claude-code",
+            Self::Codex => "codex",
+        }
+    }
+
+    fn transcript_format(self) -> Format {
+        match self {
+            Self::ClaudeCode => Format::ClaudeCode,
+            Self::Codex => Format::Codex,
+        }
+    }
+}
+
+/// A hook event Engram answers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Event {
+    /// A session starts, resumes or restarts after a compaction.
+    SessionStart,
+    /// The user sent a prompt; the agent has not answered yet.
+    UserPromptSubmit,
+    /// The agent finished its answer: a turn completed.
+    Stop,
+    /// The agent is about to compact its context.
+    PreCompact,
+}
+
+impl Event {
+    /// Every event, in the order a session meets them.
+    pub const ALL: [Self; 4] = [
+        Self::SessionStart,
+        Self::UserPromptSubmit,
+        Self::Stop,
+        Self::PreCompact,
+    ];
+
+    /// The name on the command line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::SessionStart => "session-start",
+            Self::UserPromptSubmit => "user-prompt-submit",
+            Self::Stop => "stop",
+            Self::PreCompact => "pre-compact",
+        }
+    }
+
+    /// The event's name in the agents' configuration and hook input.
+    pub fn hook_event_name(self) -> &'static str {
+        match self {
+            Self::SessionStart => "SessionStart",
+            Self::UserPromptSubmit => "UserPromptSubmit",
+            Self::Stop => "Stop",
+            Self::PreCompact => "PreCompact",
+        }
+    }
+}
+
+/// `engram hook`'s arguments. The API key comes only from `ENGRAM_API_KEY`.
+#[derive(Debug, clap::Args)]
+pub struct HookArgs {
+    /// The agent running the hook.
+    #[arg(value_enum)]
+    pub agent: Agent,
+    /// The hook event.
+    #[arg(value_enum)]
+    pub event: Event,
+    /// Engram's base URL.
+    #[arg(long, env = "ENGRAM_URL", default_value = DEFAULT_URL)]
+    pub url: String,
+    /// The repo id (default: the git checkout's directory name of the agent's cwd).
+    #[arg(long)]
+    pub repo: Option<String>,
+    /// The user id (default: the OS user).
+    #[arg(long)]
+    pub user: Option<String>,
+    /// The most the hook may take in all, in milliseconds.
+    #[arg(long, default_value_t = 2000)]
+    pub timeout_ms: u64,
+    /// The failure log (default: $XDG_STATE_HOME/engram/hook.log, else
+    /// ~/.local/state/engram/hook.log).
+    #[arg(long, value_name = "FILE")]
+    pub log_file: Option<PathBuf>,
+}
+
+/// Why a hook did nothing. Logged, never shown to the agent.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("reading the hook input")]
+    Stdin(#[source] io::Error),
+    #[error("the hook input is not the JSON expected")]
+    Payload(#[source] serde_json::Error),
+    #[error("the hook input is for {found}, but the command says {expected}")]
+    WrongEvent {
+        found: String,
+        expected: &'static str,
+    },
+    #[error("the session id {0:?} cannot become an Engram id")]
+    SessionId(String),
+    #[error("reading the transcript {path}")]
+    Transcript {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("nothing to capture: the transcript holds no user or assistant text")]
+    EmptyWindow,
+    #[error("starting the runtime")]
+    Runtime(#[source] io::Error),
+    #[error("reading the project and the transcript")]
+    Read(#[source] tokio::task::JoinError),
+    #[error(transparent)]
+    Api(#[from] http::Error),
+    #[error("no answer within {0} ms")]
+    Timeout(u64),
+    #[error("writing the answer to stdout")]
+    Stdout(#[source] io::Error),
+}
+
+/// The hook input fields Engram reads; the rest are ignored.
+#[derive(Debug, Deserialize)]
+struct Payload {
+    session_id: String,
+    #[serde(default)]
+    transcript_path: Option<PathBuf>,
+    #[serde(default)]
+    cwd: Option<PathBuf>,
+    #[serde(default)]
+    hook_event_name: Option<String>,
+    #[serde(default)]
+    prompt: Option<String>,
+    #[serde(default)]
+    last_assistant_message: Option<String>,
+    #[serde(default)]
+    turn_id: Option<String>,
+}
+
+/// Runs the hook on this process's stdin and stdout. Always exits 0.
+pub fn run(args: &HookArgs) -> ExitCode {
+    let env = |var: &str| std::env::var(var).ok();
+    let log_path = args.log_file.clone().or_else(|| log::default_path(env));
+    let outcome = read_stdin()
+        .and_then(|input| answer(args, &input, env, log_path.as_deref()))
+        .and_then(|printed| match printed {
+            Some(text) => writeln!(io::stdout().lock(), "{text}").map_err(Error::Stdout),
+            None => Ok(()),
+        });
+    if let (Err(err), Some(path)) = (outcome, &log_path) {
+        log::append(path, &what(args.agent, args.event), &error_chain(&err));
+    }
+    ExitCode::SUCCESS
+}
+
+/// How a log line names the hook.
+fn what(agent: Agent, event: Event) -> String {
+    format!("{} {}", agent.as_str(), event.as_str())
+}
+
+/// Logs a failure that happened before the arguments could be read (a
+/// mistyped hook command), to the default log.
+pub fn log_usage_error(reason: &str) {
+    if let Some(path) = log::default_path(|var| std::env::var(var).ok()) {
+        log::append(&path, "hook", reason);
+    }
+}
+
+fn read_stdin() -> Result<Vec<u8>, Error> {
+    let mut input = Vec::new();
+    io::stdin()
+        .take(MAX_STDIN_BYTES)
+        .read_to_end(&mut input)
+        .map_err(Error::Stdin)?;
+    Ok(input)
+}
+
+/// What the hook prints for `input`, if anything, within the time budget.
+/// A degraded retrieval is logged to `log_path` and still answered.
+fn answer(
+    args: &HookArgs,
+    input: &[u8],
+    env: impl Fn(&str) -> Option<String>,
+    log_path: Option<&Path>,
+) -> Result<Option<String>, Error> {
+    let payload: Payload = serde_json::from_slice(input).map_err(Error::Payload)?;
+    let expected = args.event.hook_event_name();
+    if let Some(found) = payload.hook_event_name.as_deref()
+        && found != expected
+    {
+        return Err(Error::WrongEvent {
+            found: found.to_owned(),
+            expected,
+        });
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(Error::Runtime)?;
+    let budget = Duration::from_millis(args.timeout_ms);
+    let mut call = Call::new(args, &payload, env, log_path)?;
+    let to_read = ToRead::new(args, &payload, !call.names_a_user());
+    let answered = runtime.block_on(async {
+        let read_and_call = async {
+            // Off the runtime, so the budget's timer runs while it reads.
+            let found = tokio::task::spawn_blocking(move || to_read.read())
+                .await
+                .map_err(Error::Read)?;
+            call.found(found, args.event);
+            call.run(args, &payload).await
+        };
+        tokio::time::timeout(budget, read_and_call)
+            .await
+            .unwrap_or(Err(Error::Timeout(args.timeout_ms)))
+    });
+    // A read held up past the budget (a slow file system) is left behind,
+    // not waited for: the budget covers the whole hook.
+    runtime.shutdown_background();
+    answered
+}
+
+/// What the hook reads from the file system, owned so that it can be read
+/// off the runtime, within the time budget. Every file is read through
+/// [`bounded`].
+struct ToRead {
+    /// `--repo`, else found from `cwd`.
+    repo: Option<String>,
+    cwd: Option<PathBuf>,
+    /// Look the user up in the password database (the environment and
+    /// `--user` named none).
+    user_from_passwd: bool,
+    transcript: Option<PathBuf>,
+    format: Format,
+}
+
+/// What [`ToRead`] found.
+struct Found {
+    repo: Option<String>,
+    /// The password database's name for the uid, where it was looked up.
+    user: Option<String>,
+    /// Whether it was looked up (and so whether no user name was found).
+    user_looked_up: bool,
+    window: Result<Vec<Message>, Error>,
+}
+
+impl ToRead {
+    fn new(args: &HookArgs, payload: &Payload, user_from_passwd: bool) -> Self {
+        Self {
+            repo: args.repo.clone(),
+            cwd: payload.cwd.clone(),
+            user_from_passwd: user_from_passwd && args.user.is_none(),
+            transcript: payload.transcript_path.clone(),
+            format: args.agent.transcript_format(),
+        }
+    }
+
+    fn read(self) -> Found {
+        let repo = match &self.repo {
+            Some(repo) => project::to_id(repo),
+            None => self
+                .cwd
+                .or_else(|| std::env::current_dir().ok())
+                .and_then(|dir| project::repo_name(&dir)),
+        };
+        let user = self.user_from_passwd.then(project::passwd_user).flatten();
+        let window = match self.transcript {
+            Some(path) => match transcript::read_window(&path, self.format) {
+                Ok(window) => Ok(window),
+                // Not written yet (a session's first prompt): an empty past.
+                Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(Vec::new()),
+                Err(source) => Err(Error::Transcript { path, source }),
+            },
+            None => Ok(Vec::new()),
+        };
+        Found {
+            repo,
+            user,
+            user_looked_up: self.user_from_passwd,
+            window,
+        }
+    }
+}

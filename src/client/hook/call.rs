@@ -1,0 +1,328 @@
+//! One hook's call to Engram: the request each event makes, and what the
+//! agent is told of its answer.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use super::transcript::{self, Message, Role};
+use super::{
+    Agent, Error, Event, Found, GUIDANCE, HookArgs, Payload, log, project, remember, what,
+};
+use crate::causes::error_chain;
+use crate::client::http::{self, Api};
+
+/// The longest turn id Engram accepts.
+const MAX_TURN_ID_CHARS: usize = 256;
+
+/// The importance of a memory the user asked for in so many words: above
+/// the neutral default, as nothing says more clearly that it matters.
+const REQUESTED_IMPORTANCE: f64 = 0.8;
+
+/// The most of a remembered fact the confirmation repeats, in characters.
+const CONFIRMATION_CHARS: usize = 160;
+
+/// The problem type of `POST /turns` and `/compactions` with no classifier.
+const CAPTURE_DISABLED: &str = "urn:engram:problem:capture-disabled";
+
+/// What the log says, once, when capture turns out to be agent-driven.
+const AGENT_DRIVEN_NOTE: &str = "note: capture is agent-driven (Engram has no `llm` \
+configured), so turns and compactions are not classified; memories come from the \
+`remember` tool and `remember:` prompts. Not an error; said once.";
+
+/// One hook's call to Engram: where, as whom, for which namespaces.
+pub(super) struct Call {
+    api: Api,
+    session_id: String,
+    repo: Option<String>,
+    user: Option<String>,
+    window: Result<Vec<Message>, Error>,
+    agent: Agent,
+    log_path: Option<PathBuf>,
+}
+
+impl Call {
+    /// The call as far as the arguments and the environment say; the rest
+    /// comes from [`Call::found`].
+    pub(super) fn new(
+        args: &HookArgs,
+        payload: &Payload,
+        env: impl Fn(&str) -> Option<String>,
+        log_path: Option<&Path>,
+    ) -> Result<Self, Error> {
+        let session_id = project::to_id(&payload.session_id)
+            .ok_or_else(|| Error::SessionId(payload.session_id.clone()))?;
+        let user = match &args.user {
+            Some(user) => project::to_id(user),
+            None => project::env_user(&env),
+        };
+        // The time budget is enforced around the whole call, not here.
+        let api = Api::new(
+            &args.url,
+            env("ENGRAM_API_KEY").filter(|key| !key.is_empty()),
+        )?;
+        Ok(Self {
+            api,
+            session_id,
+            repo: None,
+            user,
+            window: Ok(Vec::new()),
+            agent: args.agent,
+            log_path: log_path.map(Path::to_path_buf),
+        })
+    }
+
+    /// Whether `--user` or the environment named the user.
+    pub(super) fn names_a_user(&self) -> bool {
+        self.user.is_some()
+    }
+
+    /// Takes in what was read; says once in the log when no user name
+    /// was found anywhere, since the user's memories are then the default
+    /// user's.
+    pub(super) fn found(&mut self, found: Found, event: Event) {
+        self.repo = found.repo;
+        self.user = self.user.take().or(found.user);
+        self.window = found.window;
+        if found.user_looked_up
+            && self.user.is_none()
+            && let Some(path) = &self.log_path
+        {
+            let reason = format!(
+                "no user name (USER and LOGNAME are unset and uid {} is not in /etc/passwd): \
+                 the service's default user is used; pass --user to choose one",
+                rustix::process::getuid().as_raw()
+            );
+            log::append_once(path, &what(self.agent, event), &reason);
+        }
+    }
+
+    pub(super) async fn run(
+        &mut self,
+        args: &HookArgs,
+        payload: &Payload,
+    ) -> Result<Option<String>, Error> {
+        let mut window = std::mem::replace(&mut self.window, Ok(Vec::new()))?;
+        match args.event {
+            Event::UserPromptSubmit => {
+                if let Some(prompt) = &payload.prompt {
+                    append_unless_last(&mut window, Role::User, prompt);
+                }
+                if window.is_empty() {
+                    return Ok(None);
+                }
+                let turn_id = turn_id(payload, &self.session_id, &window);
+                let body = json!({"turn_id": turn_id, "messages": wire(&window)});
+                let Some(request) = payload.prompt.as_deref().and_then(remember::parse) else {
+                    let injection = self.retrieve(args.event, body).await?;
+                    return Ok(injection.map(|text| context(args.event, &text)));
+                };
+                // Both at once, within the one budget; the retrieval does
+                // not wait for the write (it would not see it before the
+                // index takes it anyway).
+                let (confirmation, retrieved) = tokio::join!(
+                    self.remember(&request, args.event),
+                    self.retrieve(args.event, body)
+                );
+                let injection = retrieved.unwrap_or_else(|err| {
+                    self.log(args.event, &error_chain(&err));
+                    None
+                });
+                let text = match injection {
+                    Some(injection) => format!("{confirmation}\n\n{injection}"),
+                    None => confirmation,
+                };
+                Ok(Some(context(args.event, &text)))
+            }
+            Event::SessionStart => {
+                let turn_id = turn_id(payload, &self.session_id, &window);
+                let body = if window.is_empty() {
+                    let project = self.repo.as_deref().unwrap_or("this project");
+                    json!({"turn_id": turn_id, "query": format!(
+                        "Conventions, decisions and preferences for working on {project}."
+                    )})
+                } else {
+                    json!({"turn_id": turn_id, "messages": wire(&window)})
+                };
+                let text = match self.retrieve(args.event, body).await? {
+                    Some(injection) => format!("{GUIDANCE}\n\n{injection}"),
+                    None => GUIDANCE.to_owned(),
+                };
+                Ok(Some(context(args.event, &text)))
+            }
+            Event::Stop | Event::PreCompact => {
+                if let Some(answer) = &payload.last_assistant_message {
+                    append_unless_last(&mut window, Role::Assistant, answer);
+                }
+                if window.is_empty() {
+                    return Err(Error::EmptyWindow);
+                }
+                let path = if args.event == Event::Stop {
+                    "/turns"
+                } else {
+                    "/compactions"
+                };
+                let body = json!({
+                    "session_id": self.session_id,
+                    "turn_id": turn_id(payload, &self.session_id, &window),
+                    "messages": wire(&window),
+                });
+                match self.post(path, body).await {
+                    Err(Error::Api(http::Error::Status {
+                        problem: Some(problem),
+                        ..
+                    })) if problem == CAPTURE_DISABLED => {
+                        if let Some(log_path) = &self.log_path {
+                            log::append_once(log_path, self.agent.as_str(), AGENT_DRIVEN_NOTE);
+                        }
+                        Ok(None)
+                    }
+                    answered => answered.map(|_| None),
+                }
+            }
+        }
+    }
+
+    /// `POST /retrieve`: its injection, if it holds one.
+    async fn retrieve(&self, event: Event, body: Value) -> Result<Option<String>, Error> {
+        let answer = self.post("/retrieve", body).await?;
+        if let Some(reason) = answer["degraded"].as_str() {
+            self.log(event, &format!("retrieval degraded: {reason}"));
+        }
+        let injection = answer["injection"].as_str().unwrap_or_default();
+        Ok((!injection.trim().is_empty()).then(|| injection.to_owned()))
+    }
+
+    /// `POST /memories` for a `remember:` prompt, and the one line that
+    /// tells the agent what became of it. Engram's refusals of the content
+    /// (a secret, a near-duplicate, a field out of bounds) are told with
+    /// Engram's reason; any other failure is logged as well, and one
+    /// without an answer from Engram is told without details.
+    async fn remember(&self, request: &remember::Request<'_>, event: Event) -> String {
+        if request.content.is_empty() {
+            return "Engram remembered nothing: nothing follows `remember:`.".to_owned();
+        }
+        let body = json!({
+            "scope": request.scope,
+            "category": request.category(),
+            "content": request.content,
+            "importance": REQUESTED_IMPORTANCE,
+            "session_id": self.session_id,
+            "dedupe": true,
+        });
+        match self.post("/memories", body).await {
+            Ok(memory) => {
+                let scope = memory["scope"].as_str().unwrap_or_default();
+                let owner = memory[scope].as_str().unwrap_or_default();
+                format!(
+                    "Engram remembered this for {scope} {owner} as {} (memory {}): {}. It is \
+                     stored; there is no need to call `remember` for it.",
+                    memory["category"].as_str().unwrap_or_default(),
+                    memory["id"].as_str().unwrap_or_default(),
+                    crate::memory::excerpt(request.content, CONFIRMATION_CHARS),
+                )
+            }
+            // What was said is at fault (a secret, a duplicate, too long):
+            // the agent is told, and nothing went wrong with the hook.
+            Err(Error::Api(http::Error::Status {
+                status: 409 | 422,
+                detail,
+                ..
+            })) => format!("Engram did not remember this: {detail}"),
+            Err(err) => {
+                self.log(event, &error_chain(&err));
+                match err {
+                    Error::Api(http::Error::Status { status, detail, .. })
+                        if (400..500).contains(&status) =>
+                    {
+                        format!("Engram did not remember this: {detail}")
+                    }
+                    _ => "Engram could not store this (see Engram's hook log): it is not \
+                          remembered."
+                        .to_owned(),
+                }
+            }
+        }
+    }
+
+    /// Appends `reason` to the log, if there is one.
+    fn log(&self, event: Event, reason: &str) {
+        if let Some(path) = &self.log_path {
+            log::append(path, &what(self.agent, event), reason);
+        }
+    }
+
+    /// Posts `body` with the namespaces added.
+    async fn post(&self, path: &str, mut body: Value) -> Result<Value, Error> {
+        if let Some(repo) = &self.repo {
+            body["repo"] = json!(repo);
+        }
+        if let Some(user) = &self.user {
+            body["user"] = json!(user);
+        }
+        Ok(self.api.post(path, &body).await?)
+    }
+}
+
+/// The agent's output that adds `text` to its context.
+fn context(event: Event, text: &str) -> String {
+    let output = json!({"hookSpecificOutput": {
+        "hookEventName": event.hook_event_name(),
+        "additionalContext": text,
+    }});
+    output.to_string()
+}
+
+/// Adds `text` as the window's last message unless it already is (the
+/// agent may have written it to the transcript before the hook ran).
+fn append_unless_last(window: &mut Vec<Message>, role: Role, text: &str) {
+    let text = text.trim();
+    let already = window
+        .last()
+        .is_some_and(|last| last.role == role && last.text.ends_with(text));
+    if !text.is_empty() && !already {
+        window.push(Message {
+            role,
+            text: text.to_owned(),
+        });
+    }
+    let cut = transcript::cut_to_budget(std::mem::take(window), transcript::MAX_WINDOW_BYTES);
+    *window = cut;
+}
+
+/// The turn id: the agent's own where it gives one (Codex), else one
+/// derived from the session and the window up to its last user message, so
+/// the prompt's retrieval and the end of the same turn agree, and the next
+/// prompt gets a new one.
+fn turn_id(payload: &Payload, session_id: &str, window: &[Message]) -> String {
+    if let Some(id) = payload.turn_id.as_deref().map(str::trim)
+        && !id.is_empty()
+        && id.chars().count() <= MAX_TURN_ID_CHARS
+    {
+        return id.to_owned();
+    }
+    let end = window
+        .iter()
+        .rposition(|message| message.role == Role::User)
+        .map_or(0, |last| last + 1);
+    let mut hasher = Sha256::new();
+    hasher.update(session_id.as_bytes());
+    for message in &window[..end] {
+        hasher.update([0]);
+        hasher.update(message.role.as_str().as_bytes());
+        hasher.update([0]);
+        hasher.update(message.text.as_bytes());
+    }
+    let digest = hasher.finalize();
+    let hex: String = digest.iter().take(10).map(|b| format!("{b:02x}")).collect();
+    format!("{session_id}-{hex}")
+}
+
+/// The window as chat messages for Engram.
+fn wire(window: &[Message]) -> Vec<Value> {
+    window
+        .iter()
+        .map(|message| json!({"role": message.role.as_str(), "content": message.text}))
+        .collect()
+}

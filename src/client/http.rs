@@ -1,0 +1,170 @@
+//! How the agent-side commands call a running Engram: one HTTP client
+//! policy that keeps the key safe, and one reading of the API's answers
+//! and problem documents.
+
+use std::net::IpAddr;
+
+use reqwest::Url;
+use serde_json::Value;
+
+/// A running Engram's API, as one command calls it.
+pub struct Api {
+    http: reqwest::Client,
+    /// The API root, without a trailing `/`.
+    base_url: String,
+    key: Option<String>,
+}
+
+/// Why a call to Engram gave no usable answer.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{url:?} is not an http(s) URL")]
+    Url { url: String },
+    #[error("building the HTTP client")]
+    Client(#[source] reqwest::Error),
+    #[error("calling {url}")]
+    Request {
+        url: String,
+        #[source]
+        source: reqwest::Error,
+    },
+    #[error("{url} answered {status}: {detail}")]
+    Status {
+        url: String,
+        status: u16,
+        detail: String,
+        /// The problem document's `type`, when the answer is one.
+        problem: Option<String>,
+    },
+    #[error("{url} answered 2xx with a body that is not JSON")]
+    Answer {
+        url: String,
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
+impl Api {
+    /// The API at `base_url`, called with `key` as a bearer token when
+    /// there is one.
+    pub fn new(base_url: &str, key: Option<String>) -> Result<Self, Error> {
+        let base_url = base_url.trim_end_matches('/');
+        let bad = || Error::Url {
+            url: super::hook::log::redact_userinfo(base_url).into_owned(),
+        };
+        let parsed = Url::parse(base_url).map_err(|_| bad())?;
+        if !matches!(parsed.scheme(), "http" | "https") || parsed.host().is_none() {
+            return Err(bad());
+        }
+        Ok(Self {
+            http: http_client(&parsed).map_err(Error::Client)?,
+            base_url: base_url.to_owned(),
+            key,
+        })
+    }
+
+    /// Posts `body` to `path` and returns the JSON answer of a 2xx;
+    /// anything else is an error naming the status and the problem's
+    /// detail.
+    pub async fn post(&self, path: &str, body: &Value) -> Result<Value, Error> {
+        let url = format!("{}{path}", self.base_url);
+        let mut request = self.http.post(&url).json(body);
+        if let Some(key) = &self.key {
+            request = request.bearer_auth(key);
+        }
+        let failed = |source| Error::Request {
+            url: url.clone(),
+            source,
+        };
+        let response = request.send().await.map_err(failed)?;
+        let status = response.status();
+        let bytes = response.bytes().await.map_err(failed)?;
+        if !status.is_success() {
+            let problem = serde_json::from_slice::<Value>(&bytes).unwrap_or_default();
+            let detail = problem["detail"].as_str().map_or_else(
+                || String::from_utf8_lossy(&bytes).chars().take(200).collect(),
+                str::to_owned,
+            );
+            return Err(Error::Status {
+                url,
+                status: status.as_u16(),
+                detail,
+                problem: problem["type"].as_str().map(str::to_owned),
+            });
+        }
+        serde_json::from_slice(&bytes).map_err(|source| Error::Answer { url, source })
+    }
+}
+
+/// The HTTP client for the service: never through a proxy for a loopback
+/// URL (the key must not leave the machine for a local service); for any
+/// other, the proxy variables apply, `NO_PROXY` included. Redirects are not
+/// followed, so the key goes nowhere but `endpoint`.
+pub fn http_client(endpoint: &Url) -> Result<reqwest::Client, reqwest::Error> {
+    let mut builder = reqwest::Client::builder()
+        .pool_max_idle_per_host(0)
+        .redirect(reqwest::redirect::Policy::none());
+    if is_loopback(endpoint) {
+        builder = builder.no_proxy();
+    }
+    builder.build()
+}
+
+/// Whether `url` names this machine: a loopback address, `localhost`, or a
+/// name under `.localhost` (which resolves to loopback, RFC 6761).
+fn is_loopback(url: &Url) -> bool {
+    let Some(host) = url.host_str() else {
+        return false;
+    };
+    // An IPv6 host comes in brackets; the URL parser has already written
+    // IPv4 in its dotted form.
+    match host
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .parse::<IpAddr>()
+    {
+        Ok(ip) => ip.to_canonical().is_loopback(),
+        Err(_) => {
+            let name = host.trim_end_matches('.').to_ascii_lowercase();
+            name == "localhost" || name.ends_with(".localhost")
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_urls_are_recognised() {
+        for url in [
+            "http://127.0.0.1:8080/mcp",
+            "http://127.9.0.1/mcp",
+            "http://[::1]:8080/mcp",
+            "http://[::ffff:127.0.0.1]/mcp",
+            "http://localhost:8080/mcp",
+            "http://LocalHost./mcp",
+            "http://engram.localhost/mcp",
+        ] {
+            assert!(is_loopback(&Url::parse(url).unwrap()), "{url}");
+        }
+        for url in [
+            "http://10.0.0.5/mcp",
+            "https://memory.example/mcp",
+            "http://localhost.example/mcp",
+        ] {
+            assert!(!is_loopback(&Url::parse(url).unwrap()), "{url}");
+        }
+    }
+
+    #[test]
+    fn a_base_url_that_is_not_http_is_refused_without_its_userinfo() {
+        let err = Api::new("ftp://ana:s3cret@host", None)
+            .err()
+            .expect("ftp is refused")
+            .to_string();
+        assert!(!err.contains("s3cret"), "{err}");
+        assert!(Api::new("not a url", None).is_err());
+        assert!(Api::new("http://127.0.0.1:8080/", None).is_ok());
+    }
+}
