@@ -8,16 +8,13 @@ use engram::config::{ApiKey, KeyGrant};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use crate::helpers::{TestApp, TestResponse, embed_with, llm_with, memory, spawn_app_on};
-use crate::upstream::Upstream;
+use crate::helpers::{Ground, TestApp, TestResponse, memory};
 
 const ROOT: &str = "root-key";
 const LIMITED: &str = "forge-ana-key";
 
 struct Fixture {
     app: TestApp,
-    _dir: tempfile::TempDir,
-    _upstream: Upstream,
     /// In repo/forge: visible to the limited key.
     mine: Value,
     /// In repo/secret: not visible to it.
@@ -25,15 +22,15 @@ struct Fixture {
 }
 
 async fn fixture() -> Fixture {
-    let upstream = Upstream::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let app = spawn_app_on(dir.path(), |config| {
-        embed_with(&upstream, config);
-        llm_with(&upstream, config);
-        config.api_key = Some(ApiKey::new(ROOT));
-        config.auth.keys = vec![grant(LIMITED, &["forge"], &["ana"])];
-    })
-    .await;
+    let app = TestApp::builder()
+        .embedder()
+        .llm()
+        .config(|config| {
+            config.api_key = Some(ApiKey::new(ROOT));
+            config.auth.keys = vec![grant(LIMITED, &["forge"], &["ana"])];
+        })
+        .spawn()
+        .await;
     let create = async |body: Value| {
         let response = send(&app, Method::POST, "/memories", Some(body), ROOT).await;
         assert_eq!(response.status, StatusCode::CREATED, "{}", response.text);
@@ -64,13 +61,7 @@ async fn fixture() -> Fixture {
     edge["related"] = json!([{"id": theirs["id"], "relationship": "refines"}]);
     create(edge).await;
     app.wait_indexed_with(ROOT).await;
-    Fixture {
-        app,
-        _dir: dir,
-        _upstream: upstream,
-        mine,
-        theirs,
-    }
+    Fixture { app, mine, theirs }
 }
 
 pub async fn send(
@@ -336,19 +327,18 @@ fn user_memory_file(id: &str, version: u32, extra: &str, content: &str) -> Strin
 
 /// users/ua holds a hand-edited file whose `supersedes` and `related` name
 /// ub's memory.
-async fn cross_namespace_links() -> (TestApp, tempfile::TempDir, Upstream) {
-    let upstream = Upstream::start().await;
-    let dir = tempfile::tempdir().unwrap();
+async fn cross_namespace_links() -> TestApp {
+    let ground = Ground::new().await;
     for user in ["ua", "ub"] {
-        std::fs::create_dir_all(dir.path().join(format!("users/{user}"))).unwrap();
+        std::fs::create_dir_all(ground.path().join(format!("users/{user}"))).unwrap();
     }
     std::fs::write(
-        dir.path().join(format!("users/ub/{UB_MEMORY}.md")),
+        ground.path().join(format!("users/ub/{UB_MEMORY}.md")),
         user_memory_file(UB_MEMORY, 1, "", "Ub deploys with the blue pipeline."),
     )
     .unwrap();
     std::fs::write(
-        dir.path().join(format!("users/ua/{UA_MEMORY}.md")),
+        ground.path().join(format!("users/ua/{UA_MEMORY}.md")),
         user_memory_file(
             UA_MEMORY,
             2,
@@ -359,17 +349,20 @@ async fn cross_namespace_links() -> (TestApp, tempfile::TempDir, Upstream) {
         ),
     )
     .unwrap();
-    let app = spawn_app_on(dir.path(), |config| {
-        embed_with(&upstream, config);
-        config.api_key = Some(ApiKey::new(ROOT));
-        config.auth.keys = vec![
-            grant(UA, &["default"], &["ua"]),
-            grant(UB, &["default"], &["ub"]),
-        ];
-    })
-    .await;
+    let app = TestApp::builder()
+        .on(ground)
+        .embedder()
+        .config(|config| {
+            config.api_key = Some(ApiKey::new(ROOT));
+            config.auth.keys = vec![
+                grant(UA, &["default"], &["ua"]),
+                grant(UB, &["default"], &["ub"]),
+            ];
+        })
+        .spawn()
+        .await;
     app.wait_indexed_with(ROOT).await;
-    (app, dir, upstream)
+    app
 }
 
 fn ids_of(list: &Value) -> Vec<&str> {
@@ -378,7 +371,7 @@ fn ids_of(list: &Value) -> Vec<&str> {
 
 #[tokio::test]
 async fn a_hand_edited_link_into_another_namespace_is_never_followed() {
-    let (app, _dir, _upstream) = cross_namespace_links().await;
+    let app = cross_namespace_links().await;
 
     let theirs_from_a = send(
         &app,

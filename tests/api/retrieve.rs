@@ -8,11 +8,8 @@ use axum::http::StatusCode;
 use engram::tokens::count as count_tokens;
 use serde_json::{Value, json};
 
-use crate::helpers::{
-    embed_with, ids, memory, spawn_app, spawn_app_on, spawn_unready_app_on,
-    write_through_embedder_fault,
-};
-use crate::upstream::{Behaviour, Upstream};
+use crate::helpers::{TestApp, ids, memory, spawn_app, write_through_embedder_fault};
+use crate::upstream::Behaviour;
 
 fn id(memory: &Value) -> String {
     memory["id"].as_str().unwrap().to_owned()
@@ -368,9 +365,8 @@ async fn invalid_requests_name_the_field() {
 
 #[tokio::test]
 async fn an_embedder_that_fails_or_hangs_degrades_and_writes_still_land() {
-    let upstream = Upstream::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let app = spawn_app_on(dir.path(), |config| embed_with(&upstream, config)).await;
+    let app = TestApp::builder().embedder().spawn().await;
+    let upstream = &app.upstream;
     let query = json!({"turn_id": "t7", "repo": "forge", "query": "flaky test quarantine"});
 
     upstream.set(Behaviour::Fail(503));
@@ -385,7 +381,7 @@ async fn an_embedder_that_fails_or_hangs_degrades_and_writes_still_land() {
 
     let written = write_through_embedder_fault(
         &app,
-        &upstream,
+        upstream,
         Behaviour::Fail(500),
         "Flaky tests go into quarantine.",
     )
@@ -397,10 +393,8 @@ async fn an_embedder_that_fails_or_hangs_degrades_and_writes_still_land() {
 
 #[tokio::test]
 async fn until_the_startup_build_is_done_the_service_is_alive_but_not_ready() {
-    let upstream = Upstream::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    {
-        let app = spawn_app_on(dir.path(), |config| embed_with(&upstream, config)).await;
+    let ground = {
+        let app = TestApp::builder().embedder().spawn().await;
         app.create(memory(
             "repo",
             "forge",
@@ -409,15 +403,21 @@ async fn until_the_startup_build_is_done_the_service_is_alive_but_not_ready() {
         ))
         .await;
         app.wait_indexed().await;
-    }
+        app.into_ground()
+    };
     // A fresh data directory copy would hit the cache; a new model name
     // must not, so the start-up build has to call the (hanging) upstream.
-    upstream.set(Behaviour::Delay(Duration::from_secs(30)));
-    let app = spawn_unready_app_on(dir.path(), |config| {
-        embed_with(&upstream, config);
-        config.embedding.model = "another-model".to_owned();
-    })
-    .await;
+    ground
+        .upstream
+        .set(Behaviour::Delay(Duration::from_secs(30)));
+    let app = TestApp::builder()
+        .on(ground)
+        .embedder()
+        .config(|config| {
+            config.embedding.model = "another-model".to_owned();
+        })
+        .spawn_unready()
+        .await;
     assert_eq!(app.get("/healthz").await.status, StatusCode::OK);
     assert_eq!(
         app.get("/readyz").await.status,
@@ -431,24 +431,24 @@ async fn until_the_startup_build_is_done_the_service_is_alive_but_not_ready() {
 
 #[tokio::test]
 async fn a_restart_embeds_only_what_changed_and_a_new_model_embeds_all() {
-    let upstream = Upstream::start().await;
-    let dir = tempfile::tempdir().unwrap();
     let contents = [
         "Tests run with cargo nextest.",
         "Docs live in docs/.",
         "CI has two cores.",
     ];
-    {
-        let app = spawn_app_on(dir.path(), |config| embed_with(&upstream, config)).await;
+    let ground = {
+        let app = TestApp::builder().embedder().spawn().await;
         for content in contents {
             app.create(memory("repo", "forge", "patterns", content))
                 .await;
         }
         app.wait_indexed().await;
-    }
+        app.into_ground()
+    };
+    let upstream = ground.upstream.clone();
     let before = upstream.embedding_calls();
 
-    let app = spawn_app_on(dir.path(), |config| embed_with(&upstream, config)).await;
+    let app = TestApp::builder().on(ground).embedder().spawn().await;
     let stats = app.wait_indexed().await;
     assert_eq!(
         upstream.embedding_calls(),
@@ -469,21 +469,22 @@ async fn a_restart_embeds_only_what_changed_and_a_new_model_embeds_all() {
         upstream.embedded_texts().last().unwrap(),
         "Releases are tagged vX.Y.Z."
     );
-    drop(app);
+    let ground = app.into_ground();
 
-    std::fs::remove_dir_all(dir.path().join(".cache")).unwrap();
-    let app = spawn_app_on(dir.path(), |config| embed_with(&upstream, config)).await;
+    std::fs::remove_dir_all(ground.path().join(".cache")).unwrap();
+    let app = TestApp::builder().on(ground).embedder().spawn().await;
     let stats = app.wait_indexed().await;
     assert_eq!(
         stats["index"]["embedded"], 4,
         "deleting .cache/ is safe: all is embedded again"
     );
 
-    let app = spawn_app_on(dir.path(), |config| {
-        embed_with(&upstream, config);
-        config.embedding.model = "another-model".to_owned();
-    })
-    .await;
+    let app = TestApp::builder()
+        .on(app.into_ground())
+        .embedder()
+        .config(|config| config.embedding.model = "another-model".to_owned())
+        .spawn()
+        .await;
     let stats = app.wait_indexed().await;
     assert_eq!(
         stats["index"]["cache_hits"], 0,
@@ -591,11 +592,12 @@ async fn one_shared_common_word_does_not_outrank_a_closer_meaning() {
 
 #[tokio::test]
 async fn a_lexical_weight_of_zero_searches_by_meaning_alone() {
-    let temp = tempfile::tempdir().unwrap();
-    let app = spawn_app_on(temp.path(), |config| {
-        config.retrieval.lexical_weight = 0.0;
-    })
-    .await;
+    let app = TestApp::builder()
+        .config(|config| {
+            config.retrieval.lexical_weight = 0.0;
+        })
+        .spawn()
+        .await;
     for content in [
         "The deploy key rotates every ninety days, see OPS-4721.",
         "Deploys need two approvals.",
@@ -618,9 +620,8 @@ async fn a_lexical_weight_of_zero_searches_by_meaning_alone() {
 
 #[tokio::test]
 async fn a_memory_found_by_its_words_alone_reports_its_real_cosine() {
-    let upstream = Upstream::start().await;
-    let temp = tempfile::tempdir().unwrap();
-    let app = spawn_app_on(temp.path(), |config| embed_with(&upstream, config)).await;
+    let app = TestApp::builder().embedder().spawn().await;
+    let _upstream = &app.upstream;
     // Fifty memories closer to the query by (bag-of-words) vector fill
     // the vector search's candidate list, so the one that names the zebra
     // is found by the lexical search alone.

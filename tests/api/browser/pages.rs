@@ -415,7 +415,7 @@ async fn a_failed_trigger_is_retried_from_the_capture_page() {
     else {
         return;
     };
-    served.upstream.set_chat(Behaviour::Fail(503), "");
+    served.app.upstream.set_chat(Behaviour::Fail(503), "");
     let turn = json!({"session_id": "s1", "repo": "forge", "user": "ana",
         "messages": [{"role": "user", "content": "We deploy with Helm."}]});
     let (status, _) = served.call(Method::POST, "/turns", Some(&turn), None).await;
@@ -431,7 +431,7 @@ async fn a_failed_trigger_is_retried_from_the_capture_page() {
     assert!(error[0].contains("503"), "{error:?}");
 
     classifier_says(
-        &served.upstream,
+        &served.app.upstream,
         r#"[{"content": "Deploys go through Helm.", "scope": "repo", "category": "patterns"}]"#,
     );
     browser.click("#failed button.retry").await;
