@@ -20,9 +20,11 @@ use tokio::sync::Semaphore;
 use crate::helpers::{Builder, RunningApp, TestApp, is_ready, wait_until_async};
 use crate::upstream::{Behaviour, Upstream};
 
+mod capture_page;
 mod live_sync;
 mod pages;
 mod render_times;
+mod safety;
 
 /// One browser at a time.
 static TURN: Semaphore = Semaphore::const_new(1);
@@ -280,6 +282,15 @@ impl Served {
         let response = request.send().await.unwrap();
         let status = response.status().as_u16();
         (status, response.json().await.unwrap_or(Value::Null))
+    }
+
+    /// Waits until every write so far is in the index (root view).
+    pub async fn wait_indexed(&self) {
+        wait_until_async("the index", async || {
+            let (_, stats) = self.call(reqwest::Method::GET, "/stats", None, None).await;
+            stats["index"]["ready"] == true && stats["index"]["pending"] == 0
+        })
+        .await;
     }
 
     /// Writes a memory through the API; the memory.
