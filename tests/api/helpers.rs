@@ -12,7 +12,7 @@ use http_body_util::BodyExt;
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
-use crate::upstream::{Behaviour, Upstream};
+use crate::upstream::Behaviour;
 
 pub use app::{Builder, Ground, RunningApp, TestApp, spawn_app};
 #[expect(
@@ -159,16 +159,13 @@ pub async fn settled(app: &TestApp, done: u64) -> Value {
     }
 }
 
-/// Writes a memory of `content` while the embedder fails as `fault`: the
+/// Writes a memory of `content` while the app's embedder (its upstream)
+/// fails as `fault`: the
 /// write lands and stays pending in the index; then the embedder recovers
 /// and the memory is indexed after at least one failed batch. Returns the
 /// written memory.
-pub async fn write_through_embedder_fault(
-    app: &TestApp,
-    upstream: &Upstream,
-    fault: Behaviour,
-    content: &str,
-) -> Value {
+pub async fn write_through_embedder_fault(app: &TestApp, fault: Behaviour, content: &str) -> Value {
+    let upstream = &app.upstream;
     upstream.set(fault);
     let written = app
         .create(memory("repo", "forge", "patterns", content))

@@ -95,13 +95,9 @@ async fn zero_vectors_are_refused_and_the_memory_is_found_once_the_embedder_reco
     let result = app.retrieve(query("t1")).await;
     assert_eq!(result["degraded"], "embedding_failed", "{result:#}");
 
-    let written = write_through_embedder_fault(
-        &app,
-        upstream,
-        Behaviour::Zeros,
-        "Flaky tests go into quarantine.",
-    )
-    .await;
+    let written =
+        write_through_embedder_fault(&app, Behaviour::Zeros, "Flaky tests go into quarantine.")
+            .await;
     let result = app.retrieve(query("t2")).await;
     assert_eq!(result["degraded"], Value::Null, "{result:#}");
     assert_eq!(ids(&result), [written["id"].as_str().unwrap()]);

@@ -28,7 +28,6 @@ async fn an_embedder_that_fails_or_hangs_degrades_and_writes_still_land() {
 
     let written = write_through_embedder_fault(
         &app,
-        upstream,
         Behaviour::Fail(500),
         "Flaky tests go into quarantine.",
     )
