@@ -7,7 +7,7 @@ use std::path::Path;
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
-use engram::config::{ApiKey, KeyGrant};
+use engram::config::ApiKey;
 use serde_json::{Value, json};
 
 use crate::grants::grant;
@@ -269,14 +269,7 @@ async fn everything_in_a_namespace_that_is_not_a_memory_file_is_listed_with_why(
     .unwrap();
 
     // Loading never opens the FIFO (opening one blocks until a writer comes).
-    let app = TestApp::builder()
-        .on(ground)
-        .config(|config| {
-            config.api_key = Some(ApiKey::new(ROOT));
-            config.auth.keys = vec![limited_to_forge_and_ana()];
-        })
-        .spawn()
-        .await;
+    let app = keyed_app_on(ground).await;
 
     let listed = |stats: &Value| -> Vec<(String, String)> {
         stats["store"]["skipped"]
@@ -321,8 +314,17 @@ async fn everything_in_a_namespace_that_is_not_a_memory_file_is_listed_with_why(
 const ROOT: &str = "root-key";
 const LIMITED: &str = "forge-ana-key";
 
-fn limited_to_forge_and_ana() -> KeyGrant {
-    grant(LIMITED, &["forge"], &["ana"])
+/// An app on `ground` with the root key and a key limited to repo `forge`
+/// and user `ana`.
+async fn keyed_app_on(ground: Ground) -> TestApp {
+    TestApp::builder()
+        .on(ground)
+        .config(|config| {
+            config.api_key = Some(ApiKey::new(ROOT));
+            config.auth.keys = vec![grant(LIMITED, &["forge"], &["ana"])];
+        })
+        .spawn()
+        .await
 }
 
 async fn get_with(app: &TestApp, uri: &str, key: &str) -> Value {
@@ -356,14 +358,7 @@ async fn a_skipped_files_reason_never_names_another_namespace() {
         hand_written(HAND_WRITTEN_ID, "user"),
     )
     .unwrap();
-    let app = TestApp::builder()
-        .on(ground)
-        .config(|config| {
-            config.api_key = Some(ApiKey::new(ROOT));
-            config.auth.keys = vec![limited_to_forge_and_ana()];
-        })
-        .spawn()
-        .await;
+    let app = keyed_app_on(ground).await;
 
     let stats = get_with(&app, "/stats", LIMITED).await;
     let skipped = &stats["store"]["skipped"];

@@ -10,12 +10,11 @@ use std::path::{Path, PathBuf};
 use axum::Router;
 use engram::app::App;
 use engram::config::{Config, EmbeddingProvider};
+use engram::readiness::Readiness;
 use engram::serve::connections::Traffic;
 use tempfile::TempDir;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
-
-use engram::readiness::Readiness;
 
 use super::wait_until;
 use crate::upstream::{self, Upstream};
@@ -26,8 +25,8 @@ use crate::upstream::{self, Upstream};
 pub struct Ground {
     pub upstream: Upstream,
     pub data_dir: PathBuf,
-    /// Removes the directory once the last app on it is gone; `None` for a
-    /// directory the test owns.
+    /// Removes the directory when dropped; `None` for a directory the
+    /// test owns.
     temp: Option<TempDir>,
 }
 
@@ -62,10 +61,12 @@ pub struct TestApp {
     pub router: Router,
     pub data_dir: PathBuf,
     pub upstream: Upstream,
+    /// The [`Ground`]'s temporary directory, kept as long as the app.
     temp: Option<TempDir>,
 }
 
 impl TestApp {
+    /// A fresh ground, no upstream wired in, the tests' configuration.
     pub fn builder<'a>() -> Builder<'a> {
         Builder {
             ground: None,
