@@ -40,6 +40,15 @@ pub async fn spawn_app() -> TestApp {
     app
 }
 
+/// An app on a fresh temporary data directory, with the configuration
+/// adjusted.
+pub async fn spawn_app_with(adjust: impl FnOnce(&mut Config)) -> TestApp {
+    let temp = tempfile::tempdir().unwrap();
+    let mut app = spawn_app_on(temp.path(), adjust).await;
+    app._temp = Some(temp);
+    app
+}
+
 /// An app on an existing data directory, with the configuration adjusted,
 /// once its start-up index build is done.
 pub async fn spawn_app_on(data_dir: &Path, adjust: impl FnOnce(&mut Config)) -> TestApp {

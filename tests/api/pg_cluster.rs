@@ -1,0 +1,231 @@
+//! A throwaway PostgreSQL for the tests: Debian's binaries (found under
+//! `/usr/lib/postgresql/*/bin`, else `initdb` on the `PATH`) make a cluster
+//! with `initdb` in a temporary directory and run it on a free loopback
+//! port, as `nobody` when the tests run as root (`initdb` refuses root).
+//! One cluster serves the whole test binary, each test a database of its
+//! own; it is stopped, and its directory removed, when the test binary
+//! exits, whether its tests passed or panicked (or it was killed).
+//!
+//! Where the binaries are absent a test says so and returns: skipped,
+//! never passed silently. In CI (`CI=true`) their absence is a failure
+//! (`.ci/run` installs Debian's `postgresql`).
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{ChildStdin, Command, Stdio};
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// The running cluster, stopped at exit.
+struct Cluster {
+    port: u16,
+    dir: PathBuf,
+    /// Closed at exit, which stops the server ([`stop_at_exit`]).
+    _stopper: ChildStdin,
+}
+
+/// One test's database on the shared cluster.
+pub struct TestDatabase {
+    pub url: String,
+    pub name: String,
+}
+
+static CLUSTER: OnceLock<Option<Cluster>> = OnceLock::new();
+
+/// A fresh, empty database, or `None` (having said why) where PostgreSQL
+/// is not installed outside CI.
+pub async fn database() -> Option<TestDatabase> {
+    let cluster = CLUSTER.get_or_init(start).as_ref()?;
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let name = format!("engram_test_{}", NEXT.fetch_add(1, Ordering::Relaxed));
+    let admin = connect(&cluster.url("postgres")).await;
+    admin
+        .batch_execute(&format!("CREATE DATABASE {name}"))
+        .await
+        .unwrap();
+    Some(TestDatabase {
+        url: cluster.url(&name),
+        name,
+    })
+}
+
+/// A client of `url`, once the server accepts connections.
+pub async fn connect(url: &str) -> tokio_postgres::Client {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        match tokio_postgres::connect(url, tokio_postgres::NoTls).await {
+            Ok((client, connection)) => {
+                tokio::spawn(connection);
+                return client;
+            }
+            Err(err) => {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "PostgreSQL did not accept connections: {err}; its log: {}",
+                    CLUSTER
+                        .get()
+                        .and_then(Option::as_ref)
+                        .map(Cluster::log)
+                        .unwrap_or_default()
+                );
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+        }
+    }
+}
+
+impl Cluster {
+    fn url(&self, database: &str) -> String {
+        format!("postgres://postgres@127.0.0.1:{}/{database}", self.port)
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default()
+    }
+}
+
+/// Makes and starts the cluster; `None` where the binaries are absent
+/// (outside CI).
+fn start() -> Option<Cluster> {
+    let Some(bin) = find_binaries() else {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "PostgreSQL's initdb and postgres are not installed (Debian's `postgresql`; .ci/run installs it)"
+        );
+        eprintln!(
+            "skipped: PostgreSQL's initdb and postgres are not installed (Debian's `postgresql`)"
+        );
+        return None;
+    };
+    let dir = tempfile::Builder::new()
+        .prefix("engram-pg-")
+        .tempdir()
+        .unwrap()
+        .keep();
+    let owner = unprivileged_owner();
+    if let Some((uid, gid)) = owner {
+        std::os::unix::fs::chown(&dir, Some(uid), Some(gid)).unwrap();
+    }
+    let data = dir.join("data");
+    let initdb = as_owner(Command::new(bin.join("initdb")), owner)
+        .args([
+            "--auth=trust",
+            "--username=postgres",
+            "--encoding=UTF8",
+            "--locale=C",
+            "--no-sync",
+            "-D",
+        ])
+        .arg(&data)
+        .output()
+        .unwrap();
+    assert!(
+        initdb.status.success(),
+        "initdb failed: {}",
+        String::from_utf8_lossy(&initdb.stderr)
+    );
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let log = std::fs::File::create(dir.join("server.log")).unwrap();
+    if let Some((uid, gid)) = owner {
+        std::os::unix::fs::chown(dir.join("server.log"), Some(uid), Some(gid)).unwrap();
+    }
+    let server = as_owner(Command::new(bin.join("postgres")), owner)
+        .arg("-D")
+        .arg(&data)
+        .args(["-p", &port.to_string()])
+        .args(["-c", "listen_addresses=127.0.0.1"])
+        .arg("-c")
+        .arg(format!("unix_socket_directories={}", dir.display()))
+        .args(["-c", "fsync=off", "-c", "max_connections=200"])
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    let stopper = stop_at_exit(server.id(), &dir);
+    Some(Cluster {
+        port,
+        dir,
+        _stopper: stopper,
+    })
+}
+
+/// A shell that waits for its standard input to close, which happens when
+/// this process exits however it exits (its tests panicked, or it was
+/// killed), then stops the server (fast shutdown) and removes the
+/// cluster's directory. The caller keeps the pipe's end for as long as
+/// the process lives.
+fn stop_at_exit(server: u32, dir: &Path) -> ChildStdin {
+    let mut stopper = Command::new("sh")
+        .args([
+            "-c",
+            r#"read _; kill -INT "$1"; while kill -0 "$1" 2>/dev/null; do sleep 0.1; done; rm -rf "$2""#,
+            "stop-postgres",
+        ])
+        .arg(server.to_string())
+        .arg(dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    stopper.stdin.take().unwrap()
+}
+
+/// The directory holding `initdb` and `postgres`: the newest of Debian's
+/// versioned directories, else wherever `initdb` on the `PATH` really is.
+fn find_binaries() -> Option<PathBuf> {
+    let mut versions: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|entry| {
+            let version = entry.file_name().to_str()?.parse().ok()?;
+            Some((version, entry.path().join("bin")))
+        })
+        .filter(|(_, bin)| has_binaries(bin))
+        .collect();
+    versions.sort();
+    if let Some((_, bin)) = versions.pop() {
+        return Some(bin);
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join("initdb"))
+        .filter_map(|initdb| std::fs::canonicalize(initdb).ok())
+        .filter_map(|initdb| initdb.parent().map(Path::to_owned))
+        .find(|bin| has_binaries(bin))
+}
+
+fn has_binaries(bin: &Path) -> bool {
+    bin.join("initdb").is_file() && bin.join("postgres").is_file()
+}
+
+/// `nobody`'s user and group when running as root, read from
+/// `/etc/passwd`; `None` for an unprivileged user, who runs PostgreSQL
+/// as itself.
+fn unprivileged_owner() -> Option<(u32, u32)> {
+    if !rustix::process::geteuid().is_root() {
+        return None;
+    }
+    let passwd = std::fs::read_to_string("/etc/passwd").unwrap();
+    let entry = passwd
+        .lines()
+        .map(|line| line.split(':').collect::<Vec<_>>())
+        .find(|fields| fields.first() == Some(&"nobody"))
+        .expect("running as root, the tests run PostgreSQL as `nobody`, who is not in /etc/passwd");
+    Some((entry[2].parse().unwrap(), entry[3].parse().unwrap()))
+}
+
+fn as_owner(mut command: Command, owner: Option<(u32, u32)>) -> Command {
+    use std::os::unix::process::CommandExt;
+    if let Some((uid, gid)) = owner {
+        command.uid(uid).gid(gid).groups(&[gid]);
+    }
+    command.env_clear().env("LC_ALL", "C");
+    command
+}
