@@ -27,7 +27,6 @@ struct Cluster {
 /// One test's database on the shared cluster.
 pub struct TestDatabase {
     pub url: String,
-    pub name: String,
 }
 
 static CLUSTER: OnceLock<Option<Cluster>> = OnceLock::new();
@@ -45,7 +44,6 @@ pub async fn database() -> Option<TestDatabase> {
         .unwrap();
     Some(TestDatabase {
         url: cluster.url(&name),
-        name,
     })
 }
 
@@ -224,7 +222,7 @@ fn unprivileged_owner() -> Option<(u32, u32)> {
 fn as_owner(mut command: Command, owner: Option<(u32, u32)>) -> Command {
     use std::os::unix::process::CommandExt;
     if let Some((uid, gid)) = owner {
-        command.uid(uid).gid(gid).groups(&[gid]);
+        command.uid(uid).gid(gid);
     }
     command.env_clear().env("LC_ALL", "C");
     command

@@ -4,7 +4,7 @@ CREATE TABLE engram_memories (
     id          uuid PRIMARY KEY,
     scope       text NOT NULL CHECK (scope IN ('repo', 'user')),
     owner       text NOT NULL,
-    version     integer NOT NULL CHECK (version >= 1),
+    version     bigint NOT NULL CHECK (version >= 1),
     category    text NOT NULL,
     created_at  timestamptz NOT NULL,
     updated_at  timestamptz NOT NULL,
