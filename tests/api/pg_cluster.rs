@@ -4,7 +4,9 @@
 //! port, as `nobody` when the tests run as root (`initdb` refuses root).
 //! One cluster serves the whole test binary, each test a database of its
 //! own; it is stopped, and its directory removed, when the test binary
-//! exits, whether its tests passed or panicked (or it was killed).
+//! exits, whether its tests passed or panicked (or it was killed). A test
+//! that restarts the server has a cluster of its own
+//! ([`private_cluster`]), stopped when dropped.
 //!
 //! Where the binaries are absent a test says so and returns: skipped,
 //! never passed silently. In CI (`CI=true`) their absence is a failure
@@ -14,13 +16,19 @@ use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{ChildStdin, Command, Stdio};
 use std::sync::OnceLock;
+
+use crate::helpers::wait_until;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// The running cluster, stopped at exit.
-struct Cluster {
+/// A running cluster, stopped when dropped or at exit.
+pub struct Cluster {
     port: u16,
     dir: PathBuf,
-    /// Closed at exit, which stops the server ([`stop_at_exit`]).
+    bin: PathBuf,
+    /// Who runs the server: `nobody` when the tests run as root.
+    owner: Option<(u32, u32)>,
+    /// Closed when the cluster is dropped or the process exits, which
+    /// stops the server ([`stop_at_exit`]).
     _stopper: ChildStdin,
 }
 
@@ -82,10 +90,17 @@ impl Cluster {
     }
 }
 
-/// Makes and starts the cluster; `None` where the binaries are absent
-/// (outside CI).
+/// Makes and starts the shared cluster; `None` where the binaries are
+/// absent (outside CI).
 fn start() -> Option<Cluster> {
-    let Some(bin) = find_binaries() else {
+    binaries().map(Cluster::create)
+}
+
+/// Where `initdb` and `postgres` are; where they are not, a failure in CI
+/// and a test that says it is skipped elsewhere.
+fn binaries() -> Option<PathBuf> {
+    let bin = find_binaries();
+    if bin.is_none() {
         assert!(
             std::env::var("CI").as_deref() != Ok("true"),
             "PostgreSQL's initdb and postgres are not installed (Debian's `postgresql`; .ci/run installs it)"
@@ -93,78 +108,131 @@ fn start() -> Option<Cluster> {
         eprintln!(
             "skipped: PostgreSQL's initdb and postgres are not installed (Debian's `postgresql`)"
         );
-        return None;
-    };
-    let dir = tempfile::Builder::new()
-        .prefix("engram-pg-")
-        .tempdir()
-        .unwrap()
-        .keep();
-    let owner = unprivileged_owner();
-    if let Some((uid, gid)) = owner {
-        std::os::unix::fs::chown(&dir, Some(uid), Some(gid)).unwrap();
     }
-    let data = dir.join("data");
-    let initdb = as_owner(Command::new(bin.join("initdb")), owner)
-        .args([
-            "--auth=trust",
-            "--username=postgres",
-            "--encoding=UTF8",
-            "--locale=C",
-            "--no-sync",
-            "-D",
-        ])
-        .arg(&data)
-        .output()
+    bin
+}
+
+/// A cluster of the calling test's own, which it may restart; stopped when
+/// dropped. `None` (having said why) as [`database`].
+pub async fn private_cluster() -> Option<Cluster> {
+    let bin = binaries()?;
+    let cluster = tokio::task::spawn_blocking(move || Cluster::create(bin))
+        .await
         .unwrap();
-    assert!(
-        initdb.status.success(),
-        "initdb failed: {}",
-        String::from_utf8_lossy(&initdb.stderr)
-    );
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let log = std::fs::File::create(dir.join("server.log")).unwrap();
-    if let Some((uid, gid)) = owner {
-        std::os::unix::fs::chown(dir.join("server.log"), Some(uid), Some(gid)).unwrap();
+    connect(&cluster.url("postgres")).await;
+    Some(cluster)
+}
+
+impl Cluster {
+    /// `initdb` in a temporary directory, then the server started on a
+    /// free loopback port.
+    fn create(bin: PathBuf) -> Self {
+        let dir = tempfile::Builder::new()
+            .prefix("engram-pg-")
+            .tempdir()
+            .unwrap()
+            .keep();
+        let owner = unprivileged_owner();
+        if let Some((uid, gid)) = owner {
+            std::os::unix::fs::chown(&dir, Some(uid), Some(gid)).unwrap();
+        }
+        let initdb = as_owner(Command::new(bin.join("initdb")), owner)
+            .args([
+                "--auth=trust",
+                "--username=postgres",
+                "--encoding=UTF8",
+                "--locale=C",
+                "--no-sync",
+                "-D",
+            ])
+            .arg(dir.join("data"))
+            .output()
+            .unwrap();
+        assert!(
+            initdb.status.success(),
+            "initdb failed: {}",
+            String::from_utf8_lossy(&initdb.stderr)
+        );
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let stopper = stop_at_exit(&dir);
+        let cluster = Self {
+            port,
+            dir,
+            bin,
+            owner,
+            _stopper: stopper,
+        };
+        cluster.start_server();
+        cluster
     }
-    let server = as_owner(Command::new(bin.join("postgres")), owner)
-        .arg("-D")
-        .arg(&data)
-        .args(["-p", &port.to_string()])
-        .args(["-c", "listen_addresses=127.0.0.1"])
-        .arg("-c")
-        .arg(format!("unix_socket_directories={}", dir.display()))
-        .args(["-c", "fsync=off", "-c", "max_connections=200"])
-        .stdin(Stdio::null())
-        .stdout(log.try_clone().unwrap())
-        .stderr(log)
-        .spawn()
-        .unwrap();
-    let stopper = stop_at_exit(server.id(), &dir);
-    Some(Cluster {
-        port,
-        dir,
-        _stopper: stopper,
-    })
+
+    fn start_server(&self) {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.join("server.log"))
+            .unwrap();
+        if let Some((uid, gid)) = self.owner {
+            std::os::unix::fs::chown(self.dir.join("server.log"), Some(uid), Some(gid)).unwrap();
+        }
+        as_owner(Command::new(self.bin.join("postgres")), self.owner)
+            .arg("-D")
+            .arg(self.dir.join("data"))
+            .args(["-p", &self.port.to_string()])
+            .args(["-c", "listen_addresses=127.0.0.1"])
+            .arg("-c")
+            .arg(format!("unix_socket_directories={}", self.dir.display()))
+            .args(["-c", "fsync=off", "-c", "max_connections=200"])
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+    }
+
+    /// Stops the server (fast shutdown: clients are disconnected) and
+    /// starts it again on the same port, once it accepts connections.
+    pub async fn restart(&self) {
+        let pid_file = self.dir.join("data/postmaster.pid");
+        let pid = std::fs::read_to_string(&pid_file).unwrap();
+        let pid = pid.lines().next().unwrap().to_owned();
+        let stopped = Command::new("kill").args(["-INT", &pid]).status().unwrap();
+        assert!(stopped.success());
+        wait_until("the server stops", || !pid_file.exists()).await;
+        self.start_server();
+        connect(&self.url("postgres")).await;
+    }
+
+    /// The URL of a new database on this cluster.
+    pub async fn database(&self) -> TestDatabase {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let name = format!("engram_private_{}", NEXT.fetch_add(1, Ordering::Relaxed));
+        connect(&self.url("postgres"))
+            .await
+            .batch_execute(&format!("CREATE DATABASE {name}"))
+            .await
+            .unwrap();
+        TestDatabase {
+            url: self.url(&name),
+        }
+    }
 }
 
 /// A shell that waits for its standard input to close, which happens when
-/// this process exits however it exits (its tests panicked, or it was
-/// killed), then stops the server (fast shutdown) and removes the
-/// cluster's directory. The caller keeps the pipe's end for as long as
-/// the process lives.
-fn stop_at_exit(server: u32, dir: &Path) -> ChildStdin {
+/// the cluster is dropped or this process exits however it exits (its
+/// tests panicked, or it was killed), then stops the server (fast
+/// shutdown) and removes the cluster's directory.
+fn stop_at_exit(dir: &Path) -> ChildStdin {
     let mut stopper = Command::new("sh")
         .args([
             "-c",
-            r#"read _; kill -INT "$1"; while kill -0 "$1" 2>/dev/null; do sleep 0.1; done; rm -rf "$2""#,
+            r#"read _; pid=$(head -n 1 "$1/data/postmaster.pid" 2>/dev/null) && kill -INT "$pid" && while kill -0 "$pid" 2>/dev/null; do sleep 0.1; done; rm -rf "$1""#,
             "stop-postgres",
         ])
-        .arg(server.to_string())
         .arg(dir)
         .stdin(Stdio::piped())
         .stdout(Stdio::null())

@@ -2,7 +2,8 @@
 //! a change made on one reaches the other's listings, reads and
 //! retrievals by the change log, a replica started late starts from the
 //! database, a cached answer is not served once another replica changed
-//! its namespace, and a database migrated past this binary stops start-up.
+//! its namespace, replicas reconnect after the database restarts, and a
+//! database migrated past this binary stops start-up.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -60,6 +61,34 @@ impl Replica {
             .as_str()
             .unwrap_or_else(|| panic!("{created}"))
             .to_owned()
+    }
+
+    /// [`Self::write`], or `None` when it is refused (the database is
+    /// down).
+    async fn try_write(&self, repo: &str, content: &str) -> Option<String> {
+        let response = reqwest::Client::new()
+            .post(format!("{}/memories", self.url()))
+            .json(
+                &json!({"scope": "repo", "repo": repo, "category": "patterns", "content": content}),
+            )
+            .send()
+            .await
+            .unwrap();
+        if response.status() != 201 {
+            return None;
+        }
+        let created: Value = response.json().await.unwrap();
+        Some(created["id"].as_str().unwrap().to_owned())
+    }
+
+    async fn forget(&self, id: &str) -> u16 {
+        reqwest::Client::new()
+            .delete(format!("{}/memories/{id}", self.url()))
+            .send()
+            .await
+            .unwrap()
+            .status()
+            .as_u16()
     }
 
     async fn status_of(&self, id: &str) -> u16 {
@@ -122,12 +151,7 @@ async fn a_memory_written_on_one_replica_is_found_on_the_other_and_forgotten_on_
     })
     .await;
 
-    let forgotten = reqwest::Client::new()
-        .delete(format!("{}/memories/{id}", b.url()))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(forgotten.status(), 204);
+    assert_eq!(b.forget(&id).await, 204);
 
     a.await_presence(&id, false).await;
     assert!(!a.listed_ids("forge").await.contains(&id));
@@ -154,11 +178,7 @@ async fn a_replica_started_late_has_what_was_written_before_and_after() {
     let forgotten = a
         .write("forge", "A memory forgotten before B starts.")
         .await;
-    reqwest::Client::new()
-        .delete(format!("{}/memories/{forgotten}", a.url()))
-        .send()
-        .await
-        .unwrap();
+    assert_eq!(a.forget(&forgotten).await, 204);
 
     let b = Replica::start(&database).await;
 
@@ -202,6 +222,34 @@ async fn a_cached_answer_is_not_served_after_another_replica_changed_its_namespa
 
     let again = b.retrieve(&turn).await;
     assert_eq!(again["cached"], false, "{again}");
+}
+
+#[tokio::test]
+async fn replicas_reconnect_after_the_database_restarts_and_lose_no_change() {
+    let Some(cluster) = pg_cluster::private_cluster().await else {
+        return;
+    };
+    let database = cluster.database().await;
+    let a = Replica::start(&database).await;
+    let b = Replica::start(&database).await;
+    let before = a.write("forge", "Written before the restart.").await;
+    b.await_presence(&before, true).await;
+
+    cluster.restart().await;
+
+    // A write that meets a connection the restart closed is refused and
+    // changes nothing; the pool opens a fresh one for the next.
+    let mut after = None;
+    wait_until_async("A writes once the database is back", async || {
+        after = a.try_write("forge", "Written after the restart.").await;
+        after.is_some()
+    })
+    .await;
+    let after = after.unwrap();
+    b.await_presence(&after, true).await;
+    assert!(b.listed_ids("forge").await.contains(&before));
+    assert_eq!(b.forget(&before).await, 204);
+    a.await_presence(&before, false).await;
 }
 
 #[tokio::test]
