@@ -58,7 +58,7 @@ pub enum Error {
 
 /// Why the database refused a write that the view allowed: another replica
 /// changed the chain meanwhile.
-#[derive(Debug)]
+#[derive(Clone, Copy, Debug)]
 pub enum Refusal {
     /// The predecessor was forgotten.
     PredecessorGone,

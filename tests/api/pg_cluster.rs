@@ -14,11 +14,9 @@
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{ChildStdin, Command, Stdio};
-use std::sync::OnceLock;
-
-use crate::helpers::wait_until;
+use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock, PoisonError};
 
 /// A running cluster, stopped when dropped or at exit.
 pub struct Cluster {
@@ -27,9 +25,25 @@ pub struct Cluster {
     bin: PathBuf,
     /// Who runs the server: `nobody` when the tests run as root.
     owner: Option<(u32, u32)>,
-    /// Closed when the cluster is dropped or the process exits, which
-    /// stops the server ([`stop_at_exit`]).
-    _stopper: ChildStdin,
+    /// The running server, reaped when it is stopped.
+    server: Mutex<Child>,
+    /// Its standard input is closed when the cluster is dropped or the
+    /// process exits, which stops the server ([`stop_at_exit`]).
+    stopper: Child,
+}
+
+impl Drop for Cluster {
+    /// Closes the stopper's input, reaps the server it stops, then the
+    /// stopper once it has removed the directory.
+    fn drop(&mut self) {
+        drop(self.stopper.stdin.take());
+        let _ = self
+            .server
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner)
+            .wait();
+        let _ = self.stopper.wait();
+    }
 }
 
 /// One test's database on the shared cluster.
@@ -159,51 +173,29 @@ impl Cluster {
             .unwrap()
             .port();
         let stopper = stop_at_exit(&dir);
-        let cluster = Self {
+        let server = spawn_server(&bin, &dir, port, owner);
+        Self {
             port,
             dir,
             bin,
             owner,
-            _stopper: stopper,
-        };
-        cluster.start_server();
-        cluster
-    }
-
-    fn start_server(&self) {
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.dir.join("server.log"))
-            .unwrap();
-        if let Some((uid, gid)) = self.owner {
-            std::os::unix::fs::chown(self.dir.join("server.log"), Some(uid), Some(gid)).unwrap();
+            server: Mutex::new(server),
+            stopper,
         }
-        as_owner(Command::new(self.bin.join("postgres")), self.owner)
-            .arg("-D")
-            .arg(self.dir.join("data"))
-            .args(["-p", &self.port.to_string()])
-            .args(["-c", "listen_addresses=127.0.0.1"])
-            .arg("-c")
-            .arg(format!("unix_socket_directories={}", self.dir.display()))
-            .args(["-c", "fsync=off", "-c", "max_connections=200"])
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .unwrap();
     }
 
     /// Stops the server (fast shutdown: clients are disconnected) and
     /// starts it again on the same port, once it accepts connections.
     pub async fn restart(&self) {
-        let pid_file = self.dir.join("data/postmaster.pid");
-        let pid = std::fs::read_to_string(&pid_file).unwrap();
-        let pid = pid.lines().next().unwrap().to_owned();
-        let stopped = Command::new("kill").args(["-INT", &pid]).status().unwrap();
-        assert!(stopped.success());
-        wait_until("the server stops", || !pid_file.exists()).await;
-        self.start_server();
+        {
+            let mut server = self.server.lock().unwrap();
+            let pid = server.id().to_string();
+            let stopped = Command::new("kill").args(["-INT", &pid]).status().unwrap();
+            assert!(stopped.success());
+            let exited = server.wait().unwrap();
+            assert!(exited.success(), "the server's fast shutdown: {exited}");
+            *server = spawn_server(&self.bin, &self.dir, self.port, self.owner);
+        }
         connect(&self.url("postgres")).await;
     }
 
@@ -222,15 +214,44 @@ impl Cluster {
     }
 }
 
+/// Starts the server of the cluster in `dir` on `port`, logging to its
+/// `server.log`.
+fn spawn_server(bin: &Path, dir: &Path, port: u16, owner: Option<(u32, u32)>) -> Child {
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join("server.log"))
+        .unwrap();
+    if let Some((uid, gid)) = owner {
+        std::os::unix::fs::chown(dir.join("server.log"), Some(uid), Some(gid)).unwrap();
+    }
+    as_owner(Command::new(bin.join("postgres")), owner)
+        .arg("-D")
+        .arg(dir.join("data"))
+        .args(["-p", &port.to_string()])
+        .args(["-c", "listen_addresses=127.0.0.1"])
+        .arg("-c")
+        .arg(format!("unix_socket_directories={}", dir.display()))
+        .args(["-c", "fsync=off", "-c", "max_connections=200"])
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .spawn()
+        .unwrap()
+}
+
 /// A shell that waits for its standard input to close, which happens when
 /// the cluster is dropped or this process exits however it exits (its
 /// tests panicked, or it was killed), then stops the server (fast
-/// shutdown) and removes the cluster's directory.
-fn stop_at_exit(dir: &Path) -> ChildStdin {
-    let mut stopper = Command::new("sh")
+/// shutdown) and removes the cluster's directory. It waits for the server
+/// to remove its `postmaster.pid`, the last step of its shutdown, rather
+/// than for the process to be gone: an exited server stays a zombie until
+/// its parent (this process, or whoever adopts it) reaps it.
+fn stop_at_exit(dir: &Path) -> Child {
+    Command::new("sh")
         .args([
             "-c",
-            r#"read _; pid=$(head -n 1 "$1/data/postmaster.pid" 2>/dev/null) && kill -INT "$pid" && while kill -0 "$pid" 2>/dev/null; do sleep 0.1; done; rm -rf "$1""#,
+            r#"read _; pid=$(head -n 1 "$1/data/postmaster.pid" 2>/dev/null) && kill -INT "$pid" && while [ -e "$1/data/postmaster.pid" ]; do sleep 0.1; done; rm -rf "$1""#,
             "stop-postgres",
         ])
         .arg(dir)
@@ -238,8 +259,7 @@ fn stop_at_exit(dir: &Path) -> ChildStdin {
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
-        .unwrap();
-    stopper.stdin.take().unwrap()
+        .unwrap()
 }
 
 /// The directory holding `initdb` and `postgres`: the newest of Debian's

@@ -6,7 +6,7 @@
 use tokio_postgres::Row;
 
 use super::Error;
-use crate::memory::{Memory, MemoryId, Namespace, Scope};
+use crate::memory::{Memory, MemoryId, Namespace, Scope, SessionId};
 
 /// The columns every read selects, in the order [`read`] takes them.
 pub(super) const COLUMNS: &str = "id, scope, owner, version, category, created_at, updated_at, \
@@ -72,7 +72,7 @@ pub(super) async fn insert(
             &memory.supersedes.map(MemoryId::as_uuid),
             &related,
             &memory.importance,
-            &memory.session_id.as_ref().map(|session| session.as_str()),
+            &memory.session_id.as_ref().map(SessionId::as_str),
             &memory.trigger.as_str(),
             &memory.content,
         ],
