@@ -20,7 +20,8 @@ pub enum Backend {
 pub struct PostgresConfig {
     /// The environment variable holding the connection string
     /// (`postgres://user:password@host:port/database`): it holds a
-    /// password, so it is never a key.
+    /// password, so it is never a key (and so it must not start with
+    /// `ENGRAM_`, the prefix of keys).
     pub url_env: String,
     /// Connections this replica keeps open for writes and reads (the
     /// follower of the change log has one more of its own).

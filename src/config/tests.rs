@@ -336,8 +336,8 @@ fn the_postgres_backend_reads_its_connection_string_from_the_named_variable() {
     assert!(!shown.contains("s3cret"), "{shown}");
 
     let config = load_yaml(
-        "store: { backend: postgres, postgres: { url_env: ENGRAM_DB } }\n",
-        &[("ENGRAM_DB", url), ("DATABASE_URL", "postgres://other/db")],
+        "store: { backend: postgres, postgres: { url_env: PG_URL } }\n",
+        &[("PG_URL", url), ("DATABASE_URL", "postgres://other/db")],
     )
     .unwrap();
     assert_eq!(config.store.postgres.url.as_ref().unwrap().expose(), url);
