@@ -385,25 +385,7 @@ impl Store {
         Ok((store, loaded.fingerprints))
     }
 
-    /// Loads every memory of `database` as of one change of its log, and
-    /// returns the store with that change's number, for the follower to
-    /// start after ([`postgres::follow::spawn`]). `root` still holds what
-    /// is local to this replica (`queue/`, `.cache/`).
-    pub async fn open_postgres(
-        root: &Path,
-        database: postgres::Database,
-    ) -> Result<(Self, u64), Error> {
-        let snapshot = database.snapshot().await?;
-        let view = View::of(snapshot.memories);
-        tracing::info!(
-            memories = view.by_id.len(),
-            change = snapshot.cursor,
-            "memory store loaded from PostgreSQL"
-        );
-        let store = Self::with(root, Durable::Postgres(database), view, Reports::default());
-        Ok((store, snapshot.cursor))
-    }
-
+    /// A store over `view`, its memories all new to the index.
     fn with(root: &Path, durable: Durable, view: View, reports: Reports) -> Self {
         let changes = ChangeLog::default();
         // Everything loaded is new to the index.
