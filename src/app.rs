@@ -1,5 +1,6 @@
 //! The application's lifecycle: load the store and the embedder, bind,
-//! build the vector index in the background, watch the data directory,
+//! build the vector index in the background, watch the data directory (or
+//! follow the database's change log),
 //! serve until told to stop, then let in-flight requests finish and stop
 //! the background tasks (the indexer, the watcher, the capture worker, the
 //! access-count and model-usage savers).
@@ -23,7 +24,7 @@ use crate::capture::queue::{self, Queue};
 use crate::capture::triggers::RecentTriggers;
 use crate::capture::worker::{Worker, WorkerDeps};
 use crate::capture::{Capture, CaptureStats};
-use crate::config::Config;
+use crate::config::{Backend, Config};
 use crate::embed::{self, Embedder};
 use crate::index::Index;
 use crate::index::indexer::{Indexer, IndexerDeps};
@@ -64,8 +65,9 @@ pub struct App {
     connections: Arc<Connections>,
     router: Router,
     state: AppState,
-    /// The indexer, the data directory watcher, the capture worker and
-    /// the access-count saver, stopped after serving ends.
+    /// The indexer, the data directory watcher (or the change log's
+    /// follower), the capture worker and the access-count saver, stopped
+    /// after serving ends.
     background: Vec<JoinHandle<()>>,
     stop: CancellationToken,
 }
@@ -75,11 +77,11 @@ impl App {
     /// picks a free port) and starts building the index; the service is
     /// ready once that build is done.
     pub async fn build(config: Config) -> Result<Self, Error> {
-        let (store, fingerprints, embedder, cache, access, queue, meter) = {
+        let (store, follow) = open_store(&config).await?;
+        let (embedder, cache, access, queue, meter) = {
             let config = config.clone();
             blocking::run(move || -> Result<_, Error> {
                 let data_dir = &config.data_dir;
-                let (store, fingerprints) = Store::open(data_dir)?;
                 let queue_limits = queue::Limits::from_config(&config);
                 let queue = Arc::new(Queue::open(&data_dir.join("queue"), queue_limits)?);
                 let meter = Meter::open(&config);
@@ -87,8 +89,6 @@ impl App {
                 let cache_dir = data_dir.join(".cache");
                 let cache = embedder.open_cache(&cache_dir);
                 Ok((
-                    store,
-                    fingerprints,
                     embedder,
                     cache,
                     AccessCounts::load(&cache_dir),
@@ -137,17 +137,28 @@ impl App {
             llm.is_some(),
         );
         let mut background = vec![indexer];
-        if config.store.watch {
-            match store::watch::spawn(&store, fingerprints, config.store.debounce(), stop.clone()) {
-                Ok(watcher) => background.push(watcher),
-                // Serving without live sync beats not serving: `/stats`
-                // says the directory is not watched.
-                Err(err) => tracing::error!(
-                    error = %err,
-                    cause = %std::error::Error::source(&err).map(ToString::to_string).unwrap_or_default(),
-                    "cannot watch the data directory; changes made on disk are taken in at the next start"
-                ),
+        match follow {
+            Follow::Watch(fingerprints) if config.store.watch => {
+                match store::watch::spawn(
+                    &store,
+                    fingerprints,
+                    config.store.debounce(),
+                    stop.clone(),
+                ) {
+                    Ok(watcher) => background.push(watcher),
+                    // Serving without live sync beats not serving: `/stats`
+                    // says the directory is not watched.
+                    Err(err) => tracing::error!(
+                        error = %err,
+                        cause = %std::error::Error::source(&err).map(ToString::to_string).unwrap_or_default(),
+                        "cannot watch the data directory; changes made on disk are taken in at the next start"
+                    ),
+                }
             }
+            Follow::Watch(_) => {}
+            Follow::ChangeLog { database, cursor } => background.push(
+                store::postgres::follow::spawn(store.clone(), database, cursor, stop.clone()),
+            ),
         }
         if let Some(llm) = &llm {
             let deps = WorkerDeps {
@@ -259,6 +270,36 @@ impl App {
         }
         tracing::info!("engram stopped");
         Ok(())
+    }
+}
+
+/// How the store learns of changes made outside this process.
+enum Follow {
+    /// Files mode: the watcher, from the files loaded at start.
+    Watch(store::Fingerprints),
+    /// Postgres mode: the change log, after the snapshot's change.
+    ChangeLog {
+        database: store::postgres::Database,
+        cursor: u64,
+    },
+}
+
+/// Opens the configured backend: the data directory's files, or the
+/// database (migrated, then read as one snapshot).
+async fn open_store(config: &Config) -> Result<(Store, Follow), Error> {
+    match config.store.backend {
+        Backend::Files => {
+            let data_dir = config.data_dir.clone();
+            let (store, fingerprints) = blocking::run(move || Store::open(&data_dir)).await?;
+            Ok((store, Follow::Watch(fingerprints)))
+        }
+        Backend::Postgres => {
+            let database = store::postgres::Database::open(&config.store.postgres)
+                .await
+                .map_err(store::Error::from)?;
+            let (store, cursor) = Store::open_postgres(&config.data_dir, database.clone()).await?;
+            Ok((store, Follow::ChangeLog { database, cursor }))
+        }
     }
 }
 

@@ -7,13 +7,14 @@
 //! `ENGRAM_CONFIG`, `ENGRAM_API_KEY`, `ENGRAM_MODEL_DIR` and `ENGRAM_URL` (the
 //! clients' server address) are not keys and never enter the tree;
 //! `ENGRAM_MODEL_DIR` sets `embedding.model_dir`. Secrets (the
-//! embeddings key) are read from the variable the configuration names, kept
-//! out of the tree and never printed.
+//! embeddings key, the database's connection string) are read from the
+//! variable the configuration names, kept out of the tree and never printed.
 
 mod access;
 mod background;
 mod http;
 mod load;
+mod postgres;
 mod retrieval;
 #[cfg(test)]
 mod tests;
@@ -23,6 +24,7 @@ mod validate;
 pub use access::{Auth, Cors, KeyGrant, Mcp};
 pub use background::{CaptureConfig, StoreConfig};
 pub use http::{Http, parse_host};
+pub use postgres::{Backend, DatabaseUrl, PostgresConfig};
 pub use retrieval::{Retrieval, RetrievalOverrides, SettingError, Tuning, Weights};
 pub use upstream::{Embedding, EmbeddingProvider, Llm, Price};
 

@@ -135,6 +135,16 @@ impl MemoryId {
     pub fn new() -> Self {
         Self(Uuid::now_v7())
     }
+
+    /// The UUID, for a database column of that type.
+    pub fn as_uuid(self) -> Uuid {
+        self.0
+    }
+
+    /// Any UUID is a valid id (a database column of that type holds one).
+    pub fn from_uuid(uuid: Uuid) -> Self {
+        Self(uuid)
+    }
 }
 
 impl Default for MemoryId {

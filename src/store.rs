@@ -1,7 +1,11 @@
 //! The memory store: the markdown files under `<data_dir>/repos/` and
-//! `<data_dir>/users/`, and an in-memory view of them for fast reads.
+//! `<data_dir>/users/` (or, with `store.backend: postgres`, a database that
+//! replicas share: [`postgres`]), and an in-memory view of them for fast
+//! reads. Only the durable layer differs between the two
+//! (`store::durable`); the checks, the view and the changes for the index
+//! are one implementation.
 //!
-//! The files are the source of truth. Every namespace is loaded at start,
+//! In files mode the files are the source of truth. Every namespace is loaded at start,
 //! and changes made on disk afterwards (by hand, `git pull`, a sync tool)
 //! are taken in live by [`watch`] and [`sync`]; a file that does not parse
 //! is skipped with a warning, reported, and never written to (one that
@@ -14,8 +18,10 @@
 pub mod atomic;
 mod changes;
 pub mod confine;
+mod durable;
 mod load;
 pub mod markdown;
+pub mod postgres;
 mod sync;
 mod view;
 pub mod watch;
@@ -37,6 +43,7 @@ use crate::memory::{
     Category, Memory, MemoryId, Namespace, Origin, RelatedEdge, RepoId, Scope, SessionId, UserId,
 };
 use changes::ChangeLog;
+use durable::Durable;
 use view::View;
 
 /// The longest list of `related` edges a new memory may carry.
@@ -56,6 +63,8 @@ pub enum Error {
         path: PathBuf,
         source: notify::Error,
     },
+    #[error("the PostgreSQL store")]
+    Database(#[from] postgres::Error),
 }
 
 /// Why a new memory was refused.
@@ -276,6 +285,7 @@ pub struct Store {
 
 struct Inner {
     root: PathBuf,
+    durable: Durable,
     view: RwLock<View>,
     /// Serializes writes and deletes: validation, file and view change
     /// happen as one step.
@@ -356,10 +366,7 @@ impl Store {
     /// loaded, for the live sync to start from ([`watch::spawn`]).
     pub fn open(root: &Path) -> Result<(Self, Fingerprints), Error> {
         let loaded = load::load(root)?;
-        let mut view = View::default();
-        for memory in loaded.memories {
-            view.insert(Arc::new(memory));
-        }
+        let view = View::of(loaded.memories);
         let mut reports = Reports::default();
         reports.relink(&view);
         for file in loaded.skipped {
@@ -374,20 +381,26 @@ impl Store {
             data_dir = %root.display(),
             "memory store loaded"
         );
+        let store = Self::with(root, Durable::Files, view, reports);
+        Ok((store, loaded.fingerprints))
+    }
+
+    /// A store over `view`, its memories all new to the index.
+    fn with(root: &Path, durable: Durable, view: View, reports: Reports) -> Self {
         let changes = ChangeLog::default();
         // Everything loaded is new to the index.
         changes.record(view.by_id.keys().copied());
-        let store = Self {
+        Self {
             inner: Arc::new(Inner {
                 root: root.to_owned(),
+                durable,
                 view: RwLock::new(view),
                 writer: Mutex::new(()),
                 reports: RwLock::new(reports),
                 sync: SyncStats::default(),
                 changes,
             }),
-        };
-        Ok((store, loaded.fingerprints))
+        }
     }
 
     pub fn get(&self, id: MemoryId) -> Option<Arc<Memory>> {

@@ -1,7 +1,9 @@
 //! `capture` and `store`: how the work beside requests runs, the capture
-//! queue and the watch on the data directory.
+//! queue, the store's backend and the watch on the data directory.
 
 use serde::{Deserialize, Serialize};
+
+use super::postgres::{Backend, PostgresConfig};
 
 /// The default daily capture budget: a heavy day of agent use is about
 /// 250 classifier passes (a turn every two minutes for eight hours, after
@@ -62,12 +64,18 @@ impl Default for CaptureConfig {
     }
 }
 
-/// How the store follows the data directory.
+/// Where the store keeps memories, and how it follows the data directory.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct StoreConfig {
+    /// `files` (the markdown tree under the data directory) or `postgres`
+    /// (a database replicas share).
+    pub backend: Backend,
+    /// The database, for `backend: postgres`.
+    pub postgres: PostgresConfig,
     /// Whether changes made to the files while Engram runs (by hand,
     /// `git pull`, a sync tool) are taken in live; off, only at start.
+    /// Files mode only.
     pub watch: bool,
     /// How long events must be quiet before they are taken in, in ms.
     pub debounce_ms: u64,
@@ -76,6 +84,8 @@ pub struct StoreConfig {
 impl Default for StoreConfig {
     fn default() -> Self {
         Self {
+            backend: Backend::Files,
+            postgres: PostgresConfig::default(),
             watch: true,
             debounce_ms: 150,
         }

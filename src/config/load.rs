@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use serde_yaml::{Mapping, Value};
 
-use super::{ApiKey, Config, Error};
+use super::{ApiKey, Config, DatabaseUrl, Error};
 
 /// The prefix of environment variables that override keys.
 const ENV_PREFIX: &str = "ENGRAM_";
@@ -67,6 +67,8 @@ impl Config {
         if let Some(llm) = &mut config.llm {
             llm.api_key = lookup(&llm.api_key_env).map(ApiKey::new);
         }
+        let postgres = &mut config.store.postgres;
+        postgres.url = lookup(&postgres.url_env).map(DatabaseUrl::new);
         config.validate()?;
         Ok(config)
     }

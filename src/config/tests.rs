@@ -320,3 +320,58 @@ fn the_ollama_configuration_of_the_capture_guide_loads_as_written() {
     assert_eq!(llm.context_tokens, 8192);
     assert_eq!(llm.api_key, None, "no key unless the variable is set");
 }
+
+#[test]
+fn the_postgres_backend_reads_its_connection_string_from_the_named_variable() {
+    let url = "postgres://engram:s3cret@db.internal:5432/engram";
+    let config = load_yaml(
+        "store: { backend: postgres, postgres: { pool_size: 4 } }\n",
+        &[("DATABASE_URL", url)],
+    )
+    .unwrap();
+    assert_eq!(config.store.backend, Backend::Postgres);
+    assert_eq!(config.store.postgres.pool_size, 4);
+    assert_eq!(config.store.postgres.url.as_ref().unwrap().expose(), url);
+    let shown = format!("{config:?}{}", serde_yaml::to_string(&config).unwrap());
+    assert!(!shown.contains("s3cret"), "{shown}");
+
+    let config = load_yaml(
+        "store: { backend: postgres, postgres: { url_env: PG_URL } }\n",
+        &[("PG_URL", url), ("DATABASE_URL", "postgres://other/db")],
+    )
+    .unwrap();
+    assert_eq!(config.store.postgres.url.as_ref().unwrap().expose(), url);
+}
+
+#[test]
+fn the_postgres_backend_is_refused_without_a_usable_connection_string() {
+    let err = load_yaml("store: { backend: postgres }\n", &[]).unwrap_err();
+    assert!(
+        err.to_string().contains("store.postgres.url_env")
+            && err.to_string().contains("DATABASE_URL"),
+        "{err}"
+    );
+    let err = load_yaml(
+        "store: { backend: postgres }\n",
+        &[(
+            "DATABASE_URL",
+            "postgres://engram:s3cret@db/engram?sslmode=bogus",
+        )],
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("store.postgres.url_env"), "{err}");
+    assert!(!err.to_string().contains("s3cret"), "{err}");
+    let err = load_yaml(
+        "store: { backend: postgres, postgres: { pool_size: 0 } }\n",
+        &[("DATABASE_URL", "postgres://db/engram")],
+    )
+    .unwrap_err();
+    assert!(
+        err.to_string().contains("store.postgres.pool_size"),
+        "{err}"
+    );
+    assert!(
+        load_yaml("store: { backend: files }\n", &[]).is_ok(),
+        "files mode needs no database"
+    );
+}

@@ -1,7 +1,7 @@
 //! `Config::validate`: the range and consistency checks types alone
 //! cannot express, each error naming its key.
 
-use super::{Config, EmbeddingProvider, Error, bounds};
+use super::{Backend, Config, EmbeddingProvider, Error, bounds};
 use crate::memory::RepoId;
 
 impl Config {
@@ -95,6 +95,9 @@ impl Config {
         }
         if !(10..=10_000).contains(&self.store.debounce_ms) {
             return key_error("store.debounce_ms", "must be between 10 and 10000");
+        }
+        if let Err((key, reason)) = self.check_postgres() {
+            return key_error(key, &reason);
         }
         if capture.session_queue_bytes < self.limits.max_body_bytes as u64 {
             return key_error(
@@ -207,6 +210,63 @@ impl Config {
         }
         if tracing_subscriber::EnvFilter::try_new(&self.log.filter).is_err() {
             return key_error("log.filter", "is not a valid tracing filter");
+        }
+        Ok(())
+    }
+}
+
+impl Config {
+    /// `store.postgres`, when it is the backend: the connection string is
+    /// there and parses (the message never repeats it: it holds a
+    /// password), and the pool and timeouts are in range.
+    fn check_postgres(&self) -> Result<(), (&'static str, String)> {
+        if self.store.backend != Backend::Postgres {
+            return Ok(());
+        }
+        let postgres = &self.store.postgres;
+        let Some(url) = &postgres.url else {
+            return Err((
+                "store.postgres.url_env",
+                format!(
+                    "names {}, which is not set: store.backend postgres needs its connection string",
+                    postgres.url_env
+                ),
+            ));
+        };
+        if let Err(err) = url.expose().parse::<tokio_postgres::Config>() {
+            return Err((
+                "store.postgres.url_env",
+                format!(
+                    "names {}, which is not a connection string: {err}",
+                    postgres.url_env
+                ),
+            ));
+        }
+        if !(1..=1000).contains(&postgres.pool_size) {
+            return Err((
+                "store.postgres.pool_size",
+                "must be between 1 and 1000".to_owned(),
+            ));
+        }
+        for (key, value) in [
+            (
+                "store.postgres.connect_timeout_ms",
+                postgres.connect_timeout_ms,
+            ),
+            (
+                "store.postgres.statement_timeout_ms",
+                postgres.statement_timeout_ms,
+            ),
+        ] {
+            if !(100..=600_000).contains(&value) {
+                return Err((key, "must be between 100 and 600000".to_owned()));
+            }
+        }
+        if !(10..=600_000).contains(&postgres.catch_up_ms) {
+            return Err((
+                "store.postgres.catch_up_ms",
+                "must be between 10 and 600000".to_owned(),
+            ));
         }
         Ok(())
     }

@@ -29,7 +29,6 @@
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::fs;
 use std::path::Path;
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use crate::memory::{Memory, MemoryId, Namespace, Scope};
@@ -381,26 +380,12 @@ impl Reconciler {
     /// works out the never-followed links again.
     fn apply(&self, plan: Plan) {
         let store = &self.store;
-        let mut changed: Vec<MemoryId> = plan.removals.clone();
-        changed.extend(plan.upserts.iter().map(|memory| memory.id));
-        changed.sort_unstable();
-        changed.dedup();
         let (removed, upserted) = (plan.removals.len(), plan.upserts.len());
         let sync = &store.inner.sync;
         let mut view = store.write_view();
-        for id in plan.removals {
-            view.remove(id);
-        }
-        for memory in plan.upserts {
-            view.remove(memory.id);
-            view.insert(Arc::new(memory));
-        }
-        // Recorded and counted before the view is released: whoever sees
-        // the new view sees its changes pending for the index too, and the
-        // pass counted.
-        if !changed.is_empty() {
-            store.inner.changes.record(changed.iter().copied());
-        }
+        // Counted before the view is released too: whoever sees the new
+        // view sees the pass counted.
+        let changed = store.take_in(&mut view, plan.removals, plan.upserts);
         sync.passes.fetch_add(1, Ordering::Relaxed);
         sync.files_read.fetch_add(plan.read, Ordering::Relaxed);
         sync.unchanged.fetch_add(plan.unchanged, Ordering::Relaxed);

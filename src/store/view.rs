@@ -5,7 +5,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
-use super::Cursor;
+use super::{Cursor, Store};
 use crate::memory::{Memory, MemoryId, Namespace, RelatedEdge};
 
 /// The in-memory view of every loaded memory, with reverse indexes.
@@ -23,6 +23,15 @@ pub(super) struct View {
 }
 
 impl View {
+    /// A view of `memories`, as loaded at start.
+    pub(super) fn of(memories: Vec<Memory>) -> Self {
+        let mut view = Self::default();
+        for memory in memories {
+            view.insert(Arc::new(memory));
+        }
+        view
+    }
+
     pub(super) fn insert(&mut self, memory: Arc<Memory>) {
         if let Some(predecessor) = memory.supersedes {
             self.successors
@@ -104,6 +113,38 @@ impl View {
             .filter_map(|s| self.by_id.get(s))
             .filter(|successor| successor.namespace == *namespace)
             .max_by_key(|m| Cursor::of(m))
+    }
+}
+
+impl Store {
+    /// Takes in memories changed outside this store's own writes (files
+    /// edited on disk, another replica's writes) as one update of `view`
+    /// (this store's, held by the caller with the writer lock), and
+    /// records the changed ids for the index before the view is released:
+    /// whoever sees the new view sees its changes pending too. The
+    /// namespaces' generations move, which ends their cached retrievals.
+    /// Returns the changed ids.
+    pub(super) fn take_in(
+        &self,
+        view: &mut View,
+        removals: Vec<MemoryId>,
+        upserts: Vec<Memory>,
+    ) -> Vec<MemoryId> {
+        let mut changed: Vec<MemoryId> = removals.clone();
+        changed.extend(upserts.iter().map(|memory| memory.id));
+        changed.sort_unstable();
+        changed.dedup();
+        for id in removals {
+            view.remove(id);
+        }
+        for memory in upserts {
+            view.remove(memory.id);
+            view.insert(Arc::new(memory));
+        }
+        if !changed.is_empty() {
+            self.inner.changes.record(changed.iter().copied());
+        }
+        changed
     }
 }
 

@@ -1,15 +1,14 @@
 //! Engram's own writes: a new memory checked against the view (its
-//! `supersedes` and `related`), written durably, then put in the view;
-//! and deletes, removed from disk before the view.
+//! `supersedes` and `related`), made durable (`store::durable`), then put
+//! in the view; and deletes, made durable before the view changes.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use chrono::{SubsecRound, Utc};
 
-use super::{Error, NewMemory, Reach, Store, WriteError, atomic, confine, file_name, markdown};
+use super::{NewMemory, Reach, Store, WriteError};
 use crate::blocking;
-use crate::memory::{Memory, MemoryId, Namespace, Scope};
+use crate::memory::{Memory, MemoryId, Namespace};
 
 impl Store {
     /// Validates and durably writes a new memory; its `related` edges may
@@ -56,14 +55,7 @@ impl Store {
             trigger: new.trigger,
             content: new.content,
         });
-        let owner_field = match memory.namespace.scope() {
-            Scope::Repo => "repo",
-            Scope::User => "user",
-        };
-        let dir = self.namespace_dir(&memory.namespace, owner_field, true)?;
-        let path = dir.join(file_name(memory.id));
-        atomic::write(&path, markdown::render(&memory).as_bytes())
-            .map_err(|source| Error::Write { path, source })?;
+        self.persist(&memory)?;
         self.write_view().insert(memory.clone());
         self.inner.changes.record([memory.id]);
         Ok(memory)
@@ -125,33 +117,9 @@ impl Store {
         let Some(memory) = self.get(id) else {
             return Ok(None);
         };
-        let dir = self.namespace_dir(&memory.namespace, "id", false)?;
-        let path = dir.join(file_name(id));
-        atomic::remove(&path).map_err(|source| Error::Remove { path, source })?;
+        self.unpersist(&memory)?;
         let removed = self.write_view().remove(id);
         self.inner.changes.record([id]);
         Ok(removed)
-    }
-
-    /// The directory of `namespace`'s files, refused when it (or its scope
-    /// directory) is a link or not a directory: a write or removal there
-    /// would land outside the data directory. `field` is the request field
-    /// that chose the namespace.
-    fn namespace_dir(
-        &self,
-        namespace: &Namespace,
-        field: &str,
-        create: bool,
-    ) -> Result<PathBuf, WriteError> {
-        confine::namespace_dir(&self.inner.root, namespace, create).map_err(|refusal| match refusal {
-            confine::Refusal::Io { path, source } => Error::Read { path, source }.into(),
-            refusal => {
-                tracing::warn!(namespace = %namespace, reason = %refusal, "refused to write outside the data directory");
-                WriteError::Conflict {
-                    field: field.to_owned(),
-                    reason: format!("names {namespace}, which cannot be written: {refusal}"),
-                }
-            }
-        })
     }
 }

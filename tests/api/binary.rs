@@ -11,9 +11,9 @@ use serde_json::{Value, json};
 use crate::helpers::{get_json, is_ready, post_json, wait_until_async};
 
 /// A served `engram` child process, stopped when dropped.
-struct Served {
+pub struct Served {
     child: Child,
-    base_url: String,
+    pub base_url: String,
 }
 
 impl Drop for Served {
@@ -23,7 +23,7 @@ impl Drop for Served {
     }
 }
 
-fn free_address() -> String {
+pub fn free_address() -> String {
     TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -33,7 +33,7 @@ fn free_address() -> String {
 
 /// Starts `binary` with `args` in `dir`, with nothing in its environment
 /// but `env`, and waits until it serves on `listen`.
-async fn serve(
+pub async fn serve(
     binary: &Path,
     dir: &Path,
     listen: &str,
@@ -59,7 +59,7 @@ async fn serve(
     served
 }
 
-fn binary() -> PathBuf {
+pub fn binary() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_engram"))
 }
 

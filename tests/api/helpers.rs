@@ -2,7 +2,6 @@
 //! and typed requests, waits and request bodies.
 
 mod app;
-mod legacy;
 
 use std::path::Path;
 
@@ -15,14 +14,6 @@ use tower::ServiceExt;
 use crate::upstream::Behaviour;
 
 pub use app::{Builder, Ground, RunningApp, TestApp, spawn_app};
-#[expect(
-    unused_imports,
-    reason = "the old helpers' names, kept for test files written against them until they move to the builder"
-)]
-pub use {
-    app::{embed_with, llm_with, test_config},
-    legacy::{spawn_app_on, spawn_unready_app_on},
-};
 
 pub struct TestResponse {
     pub status: StatusCode,

@@ -1,6 +1,8 @@
 //! The HTTP API, end to end: one test binary, one module per resource.
 
+mod backends;
 mod helpers;
+mod pg_cluster;
 use engram_fake_upstream as upstream;
 
 mod auth;
@@ -25,6 +27,7 @@ mod mcp_typescript;
 mod memories;
 mod operations;
 mod pipeline;
+mod replicas;
 mod retrieve;
 mod secrets;
 mod setup;

@@ -3,11 +3,11 @@
 use axum::http::StatusCode;
 use serde_json::{Value, json};
 
-use crate::helpers::{TestApp, memory, spawn_app};
+use crate::backends::{Backend, over_both_backends};
+use crate::helpers::memory;
 
-#[tokio::test]
-async fn create_memory_writes_a_manual_version_one_file() {
-    let app = spawn_app().await;
+async fn create_memory_writes_a_manual_version_one_file(backend: Backend) {
+    let app = backend.spawn_app().await;
     let mut body = memory(
         "user",
         "ana",
@@ -26,20 +26,27 @@ async fn create_memory_writes_a_manual_version_one_file() {
     assert_eq!(created["importance"], 0.7);
     let id = created["id"].as_str().unwrap();
     assert_eq!(uuid::Uuid::parse_str(id).unwrap().get_version_num(), 7);
-    let text = std::fs::read_to_string(app.data_dir.join(format!("users/ana/{id}.md"))).unwrap();
-    assert!(
-        text.starts_with(&format!("---\nid: {id}\nversion: 1\nscope: user\n")),
-        "{text}"
-    );
-    assert!(
-        text.contains("session_id: s-42\ntrigger: manual\n---\nPrefers `errors.As` in Go.\n"),
-        "{text}"
-    );
+    assert!(backend.holds(&app.data_dir, "users/ana", id).await);
+    if let Backend::Files = backend {
+        let text =
+            std::fs::read_to_string(app.data_dir.join(format!("users/ana/{id}.md"))).unwrap();
+        assert!(
+            text.starts_with(&format!("---\nid: {id}\nversion: 1\nscope: user\n")),
+            "{text}"
+        );
+        assert!(
+            text.contains("session_id: s-42\ntrigger: manual\n---\nPrefers `errors.As` in Go.\n"),
+            "{text}"
+        );
+    }
+    let read = app.get(&format!("/memories/{id}")).await.json;
+    assert_eq!(read["session_id"], "s-42");
+    assert_eq!(read["importance"], 0.7);
 }
 
-#[tokio::test]
-async fn omitted_owners_use_the_configured_defaults() {
-    let app = TestApp::builder()
+async fn omitted_owners_use_the_configured_defaults(backend: Backend) {
+    let app = backend
+        .builder()
         .config(|config| {
             config.defaults.repo = "forge".parse().unwrap();
         })
@@ -55,9 +62,8 @@ async fn omitted_owners_use_the_configured_defaults() {
     assert_eq!(created["user"], "default");
 }
 
-#[tokio::test]
-async fn superseding_builds_a_chain_visible_from_every_version() {
-    let app = spawn_app().await;
+async fn superseding_builds_a_chain_visible_from_every_version(backend: Backend) {
+    let app = backend.spawn_app().await;
     let v1 = app
         .create(memory("repo", "forge", "project-conventions", "Tabs."))
         .await;
@@ -87,9 +93,8 @@ async fn superseding_builds_a_chain_visible_from_every_version() {
     }
 }
 
-#[tokio::test]
-async fn edges_are_listed_in_both_directions() {
-    let app = spawn_app().await;
+async fn edges_are_listed_in_both_directions(backend: Backend) {
+    let app = backend.spawn_app().await;
     let target = app
         .create(memory(
             "repo",
@@ -119,9 +124,8 @@ async fn edges_are_listed_in_both_directions() {
     );
 }
 
-#[tokio::test]
-async fn deleting_removes_the_file_and_edges_to_it_are_ignored() {
-    let app = spawn_app().await;
+async fn deleting_removes_the_file_and_edges_to_it_are_ignored(backend: Backend) {
+    let app = backend.spawn_app().await;
     let target = app
         .create(memory("repo", "forge", "patterns", "Retry with backoff."))
         .await;
@@ -129,15 +133,12 @@ async fn deleting_removes_the_file_and_edges_to_it_are_ignored() {
     body["related"] = json!([{"id": target["id"], "relationship": "refines"}]);
     let source = app.create(body).await;
     let target_id = target["id"].as_str().unwrap();
+    assert!(backend.holds(&app.data_dir, "repos/forge", target_id).await);
 
     let deleted = app.delete(&format!("/memories/{target_id}")).await;
 
     assert_eq!(deleted.status, StatusCode::NO_CONTENT);
-    assert!(
-        !app.data_dir
-            .join(format!("repos/forge/{target_id}.md"))
-            .exists()
-    );
+    assert!(!backend.holds(&app.data_dir, "repos/forge", target_id).await);
     app.get(&format!("/memories/{target_id}"))
         .await
         .assert_problem(StatusCode::NOT_FOUND, None);
@@ -155,9 +156,8 @@ async fn deleting_removes_the_file_and_edges_to_it_are_ignored() {
     );
 }
 
-#[tokio::test]
-async fn listing_filters_and_orders_newest_first() {
-    let app = spawn_app().await;
+async fn listing_filters_and_orders_newest_first(backend: Backend) {
+    let app = backend.spawn_app().await;
     let a = app
         .create(memory(
             "repo",
@@ -227,9 +227,8 @@ async fn listing_filters_and_orders_newest_first() {
     }
 }
 
-#[tokio::test]
-async fn pages_cover_every_memory_exactly_once() {
-    let app = spawn_app().await;
+async fn pages_cover_every_memory_exactly_once(backend: Backend) {
+    let app = backend.spawn_app().await;
     let mut written = Vec::new();
     for n in 0..7 {
         written.push(
@@ -260,9 +259,8 @@ async fn pages_cover_every_memory_exactly_once() {
     assert_eq!(seen, written);
 }
 
-#[tokio::test]
-async fn stats_count_memories_per_namespace_and_category() {
-    let app = spawn_app().await;
+async fn stats_count_memories_per_namespace_and_category(backend: Backend) {
+    let app = backend.spawn_app().await;
     app.create(memory("repo", "forge", "patterns", "One."))
         .await;
     app.create(memory("repo", "forge", "patterns", "Two."))
@@ -281,7 +279,9 @@ async fn stats_count_memories_per_namespace_and_category() {
         .unwrap()
         .remove("sync")
         .unwrap();
-    assert_eq!(sync["watching"], true);
+    // Nothing watches the data directory in postgres mode: live sync of
+    // hand edits is a files-mode feature.
+    assert_eq!(sync["watching"], matches!(backend, Backend::Files));
     assert_eq!(
         stats.json["store"],
         json!({
@@ -297,9 +297,8 @@ async fn stats_count_memories_per_namespace_and_category() {
     );
 }
 
-#[tokio::test]
-async fn health_and_readiness_answer() {
-    let app = spawn_app().await;
+async fn health_and_readiness_answer(backend: Backend) {
+    let app = backend.spawn_app().await;
     let health = app.get("/healthz").await;
     assert_eq!(
         (health.status, health.json["status"].clone()),
@@ -312,9 +311,10 @@ async fn health_and_readiness_answer() {
     );
 }
 
-#[tokio::test]
-async fn listings_and_counts_show_current_memories_unless_all_versions_are_asked_for() {
-    let app = spawn_app().await;
+async fn listings_and_counts_show_current_memories_unless_all_versions_are_asked_for(
+    backend: Backend,
+) {
+    let app = backend.spawn_app().await;
     let v1 = app
         .create(memory(
             "user",
@@ -364,9 +364,8 @@ async fn listings_and_counts_show_current_memories_unless_all_versions_are_asked
     );
 }
 
-#[tokio::test]
-async fn a_new_version_keeps_what_the_request_leaves_out() {
-    let app = spawn_app().await;
+async fn a_new_version_keeps_what_the_request_leaves_out(backend: Backend) {
+    let app = backend.spawn_app().await;
     let target = app
         .create(memory(
             "repo",
@@ -410,3 +409,17 @@ async fn a_new_version_keeps_what_the_request_leaves_out() {
         .await;
     assert_eq!(fresh["importance"], Value::Null, "{fresh:#}");
 }
+
+over_both_backends!(
+    create_memory_writes_a_manual_version_one_file,
+    omitted_owners_use_the_configured_defaults,
+    superseding_builds_a_chain_visible_from_every_version,
+    edges_are_listed_in_both_directions,
+    deleting_removes_the_file_and_edges_to_it_are_ignored,
+    listing_filters_and_orders_newest_first,
+    pages_cover_every_memory_exactly_once,
+    stats_count_memories_per_namespace_and_category,
+    health_and_readiness_answer,
+    listings_and_counts_show_current_memories_unless_all_versions_are_asked_for,
+    a_new_version_keeps_what_the_request_leaves_out,
+);

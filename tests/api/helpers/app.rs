@@ -41,15 +41,6 @@ impl Ground {
         }
     }
 
-    /// A directory the test owns, and a fresh upstream.
-    pub(super) async fn at(data_dir: &Path) -> Self {
-        Self {
-            upstream: Upstream::start().await,
-            data_dir: data_dir.to_owned(),
-            temp: None,
-        }
-    }
-
     pub fn path(&self) -> &Path {
         &self.data_dir
     }
@@ -241,7 +232,7 @@ impl RunningApp {
 }
 
 /// Points the chat model (HyDE, the classifier) at `upstream`.
-pub fn llm_with(upstream: &Upstream, config: &mut Config) {
+fn llm_with(upstream: &Upstream, config: &mut Config) {
     config.llm = Some(engram::config::Llm {
         base_url: upstream.base_url.clone(),
         retrieval_timeout_ms: 300,
@@ -250,7 +241,7 @@ pub fn llm_with(upstream: &Upstream, config: &mut Config) {
 }
 
 /// Points the embedder at `upstream`.
-pub fn embed_with(upstream: &Upstream, config: &mut Config) {
+fn embed_with(upstream: &Upstream, config: &mut Config) {
     config.embedding.provider = EmbeddingProvider::Openai;
     config.embedding.base_url = upstream.base_url.clone();
     config.embedding.model = "fake-embedding".to_owned();
@@ -259,7 +250,7 @@ pub fn embed_with(upstream: &Upstream, config: &mut Config) {
 }
 
 /// The tests' configuration over `data_dir` (port 0), adjusted.
-pub fn test_config(data_dir: &Path, adjust: impl FnOnce(&mut Config)) -> Config {
+fn test_config(data_dir: &Path, adjust: impl FnOnce(&mut Config)) -> Config {
     let mut config = Config {
         listen: SocketAddr::from(([127, 0, 0, 1], 0)),
         data_dir: data_dir.to_owned(),

@@ -1,0 +1,100 @@
+//! The durable layer under the view, the one part of the store that
+//! differs between backends: a memory file written atomically under the
+//! data directory (files), or a row and its change committed in one
+//! transaction (postgres). Everything above it (the checks, the view, the
+//! changes for the index) is one implementation for both.
+
+use std::path::PathBuf;
+
+use super::postgres::{Database, Refusal};
+use super::{Error, Store, WriteError, atomic, confine, file_name, markdown};
+use crate::memory::{Memory, Namespace, Scope};
+
+/// Where the store's writes and deletes go before the view changes.
+pub(super) enum Durable {
+    Files,
+    Postgres(Database),
+}
+
+impl Store {
+    /// Makes `memory` durable. Blocking; called with the writer lock held.
+    pub(super) fn persist(&self, memory: &Memory) -> Result<(), WriteError> {
+        match &self.inner.durable {
+            Durable::Files => {
+                let owner_field = match memory.namespace.scope() {
+                    Scope::Repo => "repo",
+                    Scope::User => "user",
+                };
+                let dir = self.namespace_dir(&memory.namespace, owner_field, true)?;
+                let path = dir.join(file_name(memory.id));
+                atomic::write(&path, markdown::render(memory).as_bytes())
+                    .map_err(|source| Error::Write { path, source })?;
+                Ok(())
+            }
+            Durable::Postgres(database) => {
+                let committed = tokio::runtime::Handle::current()
+                    .block_on(database.write(memory))
+                    .map_err(Error::Database)?;
+                committed.map_err(|refusal| refused(memory, refusal))
+            }
+        }
+    }
+
+    /// Removes `memory` durably. Blocking; called with the writer lock
+    /// held.
+    pub(super) fn unpersist(&self, memory: &Memory) -> Result<(), WriteError> {
+        match &self.inner.durable {
+            Durable::Files => {
+                let dir = self.namespace_dir(&memory.namespace, "id", false)?;
+                let path = dir.join(file_name(memory.id));
+                atomic::remove(&path).map_err(|source| Error::Remove { path, source })?;
+                Ok(())
+            }
+            Durable::Postgres(database) => tokio::runtime::Handle::current()
+                .block_on(database.delete(memory.id))
+                .map_err(|err| Error::Database(err).into()),
+        }
+    }
+
+    /// The directory of `namespace`'s files, refused when it (or its scope
+    /// directory) is a link or not a directory: a write or removal there
+    /// would land outside the data directory. `field` is the request field
+    /// that chose the namespace.
+    fn namespace_dir(
+        &self,
+        namespace: &Namespace,
+        field: &str,
+        create: bool,
+    ) -> Result<PathBuf, WriteError> {
+        confine::namespace_dir(&self.inner.root, namespace, create).map_err(|refusal| match refusal {
+            confine::Refusal::Io { path, source } => Error::Read { path, source }.into(),
+            refusal => {
+                tracing::warn!(namespace = %namespace, reason = %refusal, "refused to write outside the data directory");
+                WriteError::Conflict {
+                    field: field.to_owned(),
+                    reason: format!("names {namespace}, which cannot be written: {refusal}"),
+                }
+            }
+        })
+    }
+}
+
+/// The answer to a write another replica's change made invalid after the
+/// view allowed it: the same words as the view's own checks.
+fn refused(memory: &Memory, refusal: Refusal) -> WriteError {
+    let predecessor = memory
+        .supersedes
+        .map_or_else(String::new, |id| id.to_string());
+    match refusal {
+        Refusal::PredecessorGone => WriteError::Invalid {
+            field: "supersedes".to_owned(),
+            reason: format!("names no memory of {}: {predecessor}", memory.namespace),
+        },
+        Refusal::Superseded(successor) => WriteError::Conflict {
+            field: "supersedes".to_owned(),
+            reason: format!(
+                "names {predecessor}, which is already superseded by {successor}; supersede the head of the chain"
+            ),
+        },
+    }
+}

@@ -1,0 +1,301 @@
+//! The PostgreSQL backend (`store.backend: postgres`): the durable layer
+//! replicas share. A write or delete commits the memory's row and a row of
+//! the change log in one transaction, before the in-memory view changes
+//! (as files mode writes the file first); each replica loads a snapshot at
+//! start and then follows the log ([`follow`]).
+//!
+//! Invariants:
+//! - The log's numbers are 1, 2, 3... in commit order with no gap: each
+//!   writing transaction takes its number by updating the one row of
+//!   `engram_log_head`, which it holds locked until it commits. A reader
+//!   that has seen change n has seen every change before it, so a cursor
+//!   is all a replica needs to keep.
+//! - Writes are serialized across replicas by that same row: the checks a
+//!   write repeats inside its transaction (its predecessor still there and
+//!   still the head of its chain) cannot race another replica's write.
+//! - The connection string holds a password: it is never logged, and no
+//!   error here repeats it.
+
+pub mod follow;
+mod rows;
+pub mod schema;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
+use tokio_postgres::NoTls;
+
+use super::durable::Durable;
+use super::view::View;
+use super::{Reports, Store};
+use crate::config::PostgresConfig;
+use crate::memory::{Memory, MemoryId};
+use crate::store;
+
+/// The channel `NOTIFY` wakes followers on; the payload is the change's
+/// number, and only a wake-up: followers read the log by cursor.
+const CHANNEL: &str = "engram_changes";
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// No connection string, or one that does not parse (never repeated:
+    /// it holds a password).
+    #[error("the connection string in {var} is missing or is not one")]
+    Url { var: String },
+    #[error("setting up the connection pool")]
+    PoolBuild(#[from] deadpool_postgres::BuildError),
+    #[error("getting a connection to PostgreSQL")]
+    Pool(#[from] deadpool_postgres::PoolError),
+    #[error("talking to PostgreSQL")]
+    Query(#[from] tokio_postgres::Error),
+    #[error("the connection to PostgreSQL closed")]
+    Closed,
+    #[error(
+        "the database's schema is version {database}, newer than this binary's version \
+         {binary}: run a newer Engram, or point this one at another database"
+    )]
+    SchemaTooNew { database: i64, binary: i64 },
+    #[error("a row of {table} cannot be used: {reason}")]
+    Row { table: &'static str, reason: String },
+}
+
+/// Why the database refused a write that the view allowed: another replica
+/// changed the chain meanwhile.
+#[derive(Clone, Copy, Debug)]
+pub enum Refusal {
+    /// The predecessor was forgotten.
+    PredecessorGone,
+    /// The predecessor was superseded already, by this memory.
+    Superseded(MemoryId),
+}
+
+/// A cheap, clonable handle on the database: the pool for writes and
+/// reads, and how to open the follower's own connection.
+#[derive(Clone)]
+pub struct Database {
+    pool: Pool,
+    client_config: Arc<tokio_postgres::Config>,
+    settings: Arc<PostgresConfig>,
+    replication: Arc<Replication>,
+}
+
+/// Where this replica's follower stands: read by `/stats` and `/readyz`
+/// in a later step, written by the follower alone.
+#[derive(Default)]
+pub struct Replication {
+    /// The last change of the log applied to the view.
+    cursor: AtomicU64,
+    /// Whether the follower's connection is up and listening.
+    connected: AtomicBool,
+}
+
+impl Replication {
+    pub fn cursor(&self) -> u64 {
+        self.cursor.load(Ordering::Acquire)
+    }
+
+    pub fn connected(&self) -> bool {
+        self.connected.load(Ordering::Acquire)
+    }
+}
+
+impl Store {
+    /// Loads every memory of `database` as of one change of its log, and
+    /// returns the store with that change's number, for the follower to
+    /// start after ([`follow::spawn`]). `root` still holds what
+    /// is local to this replica (`queue/`, `.cache/`).
+    pub async fn open_postgres(
+        root: &Path,
+        database: Database,
+    ) -> Result<(Self, u64), store::Error> {
+        let snapshot = database.snapshot().await?;
+        let view = View::of(snapshot.memories);
+        tracing::info!(
+            memories = view.by_id.len(),
+            change = snapshot.cursor,
+            "memory store loaded from PostgreSQL"
+        );
+        let store = Self::with(root, Durable::Postgres(database), view, Reports::default());
+        Ok((store, snapshot.cursor))
+    }
+}
+
+/// Every memory in the database, and the log's number they are current
+/// as of: the follower starts after it.
+pub struct Snapshot {
+    pub memories: Vec<Memory>,
+    pub cursor: u64,
+}
+
+impl Database {
+    /// Connects, applies the migrations this binary has that the database
+    /// lacks, and refuses a database whose schema is newer.
+    pub async fn open(settings: &PostgresConfig) -> Result<Self, Error> {
+        let client_config = client_config(settings)?;
+        let manager = Manager::from_config(
+            client_config.clone(),
+            NoTls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let timeout = Some(settings.connect_timeout());
+        let pool = Pool::builder(manager)
+            .max_size(settings.pool_size)
+            .runtime(Runtime::Tokio1)
+            .wait_timeout(timeout)
+            .create_timeout(timeout)
+            .recycle_timeout(timeout)
+            .build()?;
+        let database = Self {
+            pool,
+            client_config: Arc::new(client_config),
+            settings: Arc::new(settings.clone()),
+            replication: Arc::default(),
+        };
+        let mut client = database.pool.get().await?;
+        schema::migrate(&mut client).await?;
+        Ok(database)
+    }
+
+    pub fn replication(&self) -> &Replication {
+        &self.replication
+    }
+
+    /// Every memory, with the log's number it is current as of, read in
+    /// one repeatable-read transaction so the two agree. Rows that cannot
+    /// be read are skipped with a warning.
+    pub async fn snapshot(&self) -> Result<Snapshot, Error> {
+        let mut client = self.pool.get().await?;
+        let tx = client
+            .build_transaction()
+            .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()
+            .await?;
+        let cursor: i64 = tx
+            .query_one("SELECT seq FROM engram_log_head", &[])
+            .await?
+            .get(0);
+        let rows = tx
+            .query(
+                &format!("SELECT {} FROM engram_memories", rows::COLUMNS),
+                &[],
+            )
+            .await?;
+        tx.commit().await?;
+        let memories = rows.iter().filter_map(rows::readable).collect();
+        Ok(Snapshot {
+            memories,
+            cursor: rows::sequence(cursor)?,
+        })
+    }
+
+    /// Commits `memory` and its change, unless another replica changed
+    /// its chain meanwhile.
+    pub async fn write(&self, memory: &Memory) -> Result<Result<(), Refusal>, Error> {
+        let mut client = self.pool.get().await?;
+        let tx = client.transaction().await?;
+        let seq = next_sequence(&tx).await?;
+        if let Some(predecessor) = memory.supersedes {
+            let (scope, owner) = rows::namespace_columns(&memory.namespace);
+            let present = tx
+                .query_opt(
+                    "SELECT 1 FROM engram_memories WHERE id = $1 AND scope = $2 AND owner = $3",
+                    &[&predecessor.as_uuid(), &scope, &owner],
+                )
+                .await?;
+            if present.is_none() {
+                return Ok(Err(Refusal::PredecessorGone));
+            }
+            let successor = tx
+                .query_opt(
+                    "SELECT id FROM engram_memories WHERE supersedes = $1 LIMIT 1",
+                    &[&predecessor.as_uuid()],
+                )
+                .await?;
+            if let Some(successor) = successor {
+                return Ok(Err(Refusal::Superseded(MemoryId::from_uuid(
+                    successor.get(0),
+                ))));
+            }
+        }
+        rows::insert(&tx, memory).await?;
+        log_change(&tx, seq, memory.id, &memory.namespace, "write").await?;
+        tx.commit().await?;
+        Ok(Ok(()))
+    }
+
+    /// Deletes `id` and logs it; nothing to do when another replica
+    /// deleted it first.
+    pub async fn delete(&self, id: MemoryId) -> Result<(), Error> {
+        let mut client = self.pool.get().await?;
+        let tx = client.transaction().await?;
+        let seq = next_sequence(&tx).await?;
+        let deleted = tx
+            .query_opt(
+                "DELETE FROM engram_memories WHERE id = $1 RETURNING scope, owner",
+                &[&id.as_uuid()],
+            )
+            .await?;
+        let Some(deleted) = deleted else {
+            return Ok(()); // rolled back: no number is used
+        };
+        let namespace = rows::namespace(deleted.get(0), deleted.get(1))?;
+        log_change(&tx, seq, id, &namespace, "delete").await?;
+        tx.commit().await?;
+        Ok(())
+    }
+}
+
+/// The client's settings: the connection string, with the configured
+/// timeouts and a name the server's views show.
+fn client_config(settings: &PostgresConfig) -> Result<tokio_postgres::Config, Error> {
+    let invalid = || Error::Url {
+        var: settings.url_env.clone(),
+    };
+    let url = settings.url.as_ref().ok_or_else(invalid)?;
+    let mut config: tokio_postgres::Config = url.expose().parse().map_err(|_| invalid())?;
+    config
+        .connect_timeout(settings.connect_timeout())
+        .application_name("engram")
+        .options(format!(
+            "-c statement_timeout={}",
+            settings.statement_timeout_ms
+        ));
+    Ok(config)
+}
+
+/// Takes the log's next number, locking its head row until the
+/// transaction ends (see the module's invariants).
+async fn next_sequence(tx: &tokio_postgres::Transaction<'_>) -> Result<i64, Error> {
+    Ok(tx
+        .query_one(
+            "UPDATE engram_log_head SET seq = seq + 1 RETURNING seq",
+            &[],
+        )
+        .await?
+        .get(0))
+}
+
+/// Appends a change to the log and wakes the followers at commit.
+async fn log_change(
+    tx: &tokio_postgres::Transaction<'_>,
+    seq: i64,
+    id: MemoryId,
+    namespace: &crate::memory::Namespace,
+    kind: &str,
+) -> Result<(), Error> {
+    let (scope, owner) = rows::namespace_columns(namespace);
+    tx.execute(
+        "INSERT INTO engram_changes (seq, memory_id, scope, owner, kind) \
+         VALUES ($1, $2, $3, $4, $5)",
+        &[&seq, &id.as_uuid(), &scope, &owner, &kind],
+    )
+    .await?;
+    tx.execute("SELECT pg_notify($1, $2)", &[&CHANNEL, &seq.to_string()])
+        .await?;
+    Ok(())
+}

@@ -1,0 +1,249 @@
+//! The follower: one task per replica that keeps the in-memory view
+//! current with the change log, from the snapshot's cursor on.
+//!
+//! It holds a connection of its own, `LISTEN`s on the log's channel and
+//! reads every change after its cursor whenever a notification wakes it,
+//! and every `store.postgres.catch_up_ms` regardless: a notification is
+//! only a wake-up, so one lost (or sent while the connection was down)
+//! delays a change by at most that long and never loses it. Changes are
+//! read with the memory's current row, so applying them is idempotent:
+//! this replica's own writes come back equal to what the view holds and
+//! change nothing, and a memory written then deleted is simply gone. What
+//! did change goes into the view and the index by the path synced file
+//! changes take ([`Store::take_in`]), which also ends the cached
+//! retrievals of its namespaces. When the connection drops (the database
+//! restarted), the follower reconnects by itself, with backoff, and goes
+//! on from its cursor.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+use tokio_postgres::{AsyncMessage, NoTls};
+use tokio_util::sync::CancellationToken;
+
+use super::{CHANNEL, Database, Error, rows};
+use crate::blocking;
+use crate::memory::{Memory, MemoryId};
+use crate::store::Store;
+
+/// Changes read in one query; more wait for the next, at once.
+const BATCH: i64 = 1_000;
+
+/// The first wait before reconnecting; it doubles up to [`MAX_BACKOFF`].
+const FIRST_BACKOFF: Duration = Duration::from_millis(100);
+const MAX_BACKOFF: Duration = Duration::from_secs(5);
+
+/// One change of the log: the memory's row now, or `None` once it is
+/// deleted.
+struct Change {
+    seq: u64,
+    id: MemoryId,
+    current: Option<Memory>,
+}
+
+/// Follows the log from `cursor` (the snapshot's) until `stop`.
+pub fn spawn(
+    store: Store,
+    database: Database,
+    cursor: u64,
+    stop: CancellationToken,
+) -> JoinHandle<()> {
+    database.replication.cursor.store(cursor, Ordering::Release);
+    let follower = Follower {
+        store,
+        database,
+        cursor,
+    };
+    tokio::spawn(follower.run(stop))
+}
+
+struct Follower {
+    store: Store,
+    database: Database,
+    cursor: u64,
+}
+
+impl Follower {
+    async fn run(mut self, stop: CancellationToken) {
+        let mut backoff = FIRST_BACKOFF;
+        loop {
+            let result = self.session(&stop, &mut backoff).await;
+            self.database
+                .replication
+                .connected
+                .store(false, Ordering::Release);
+            match result {
+                Ok(()) => return,
+                Err(err) => tracing::warn!(
+                    error = %crate::causes::error_chain(&err),
+                    retry_in_ms = backoff.as_millis(),
+                    "lost the database's change log; reconnecting"
+                ),
+            }
+            tokio::select! {
+                () = tokio::time::sleep(backoff) => {}
+                () = stop.cancelled() => return,
+            }
+            backoff = (backoff * 2).min(MAX_BACKOFF);
+        }
+    }
+
+    /// One connection: listen, catch up, then wait for a wake-up or the
+    /// period, until `stop` (`Ok`) or the connection fails (`Err`).
+    async fn session(
+        &mut self,
+        stop: &CancellationToken,
+        backoff: &mut Duration,
+    ) -> Result<(), Error> {
+        let (client, mut connection) = self.database.client_config.connect(NoTls).await?;
+        let wake = Arc::new(Notify::new());
+        let closed = CancellationToken::new();
+        // The connection's messages (notifications among them) arrive
+        // only while something polls it.
+        let driver = tokio::spawn({
+            let wake = wake.clone();
+            let closed = closed.clone();
+            async move {
+                while let Some(message) =
+                    std::future::poll_fn(|cx| connection.poll_message(cx)).await
+                {
+                    match message {
+                        Ok(AsyncMessage::Notification(_)) => wake.notify_one(),
+                        Ok(_) => {}
+                        Err(err) => {
+                            tracing::debug!(error = %err, "the change log's connection failed");
+                            break;
+                        }
+                    }
+                }
+                closed.cancel();
+            }
+        });
+        let result = self
+            .listen_and_follow(&client, stop, &wake, &closed, backoff)
+            .await;
+        drop(client);
+        if let Err(err) = driver.await {
+            tracing::error!(error = %err, "the change log's connection task failed");
+        }
+        result
+    }
+
+    async fn listen_and_follow(
+        &mut self,
+        client: &tokio_postgres::Client,
+        stop: &CancellationToken,
+        wake: &Notify,
+        closed: &CancellationToken,
+        backoff: &mut Duration,
+    ) -> Result<(), Error> {
+        client.batch_execute(&format!("LISTEN {CHANNEL}")).await?;
+        self.database
+            .replication
+            .connected
+            .store(true, Ordering::Release);
+        *backoff = FIRST_BACKOFF;
+        let period = self.database.settings.catch_up();
+        loop {
+            self.catch_up(client).await?;
+            tokio::select! {
+                () = wake.notified() => {}
+                () = tokio::time::sleep(period) => {}
+                () = closed.cancelled() => return Err(Error::Closed),
+                () = stop.cancelled() => return Ok(()),
+            }
+        }
+    }
+
+    /// Reads and applies every change after the cursor.
+    async fn catch_up(&mut self, client: &tokio_postgres::Client) -> Result<(), Error> {
+        loop {
+            let changes = read_changes(client, self.cursor).await?;
+            let Some(last) = changes.last().map(|change| change.seq) else {
+                return Ok(());
+            };
+            let full = changes.len() == usize::try_from(BATCH).unwrap_or(usize::MAX);
+            let store = self.store.clone();
+            blocking::run(move || apply(&store, changes)).await;
+            self.cursor = last;
+            self.database
+                .replication
+                .cursor
+                .store(last, Ordering::Release);
+            if !full {
+                return Ok(());
+            }
+        }
+    }
+}
+
+/// The changes after `cursor`, oldest first, each with its memory's row
+/// now.
+async fn read_changes(client: &tokio_postgres::Client, cursor: u64) -> Result<Vec<Change>, Error> {
+    let after = i64::try_from(cursor).unwrap_or(i64::MAX);
+    let query = format!(
+        "SELECT c.seq, c.memory_id, {} FROM engram_changes c \
+         LEFT JOIN engram_memories m ON m.id = c.memory_id \
+         WHERE c.seq > $1 ORDER BY c.seq LIMIT $2",
+        rows::JOINED_COLUMNS
+    );
+    let mut changes = Vec::new();
+    for row in client.query(&query, &[&after, &BATCH]).await? {
+        let seq = rows::sequence(row.try_get(0)?)?;
+        let id = MemoryId::from_uuid(row.try_get(1)?);
+        let present = row.try_get::<_, Option<uuid::Uuid>>(2)?.is_some();
+        let current = if present {
+            match rows::read(&row, 2) {
+                Ok(memory) => Some(memory),
+                Err(err) => {
+                    // Like a file that stops parsing: the last good
+                    // version stays in service.
+                    tracing::warn!(
+                        memory.id = %id,
+                        error = %crate::causes::error_chain(&err),
+                        "a changed row of engram_memories is not a valid memory; it is left as it was"
+                    );
+                    continue;
+                }
+            }
+        } else {
+            None
+        };
+        changes.push(Change { seq, id, current });
+    }
+    Ok(changes)
+}
+
+/// Puts what changed into the view (blocking: it takes the store's writer
+/// lock, so it never sees one of this replica's writes half done).
+fn apply(store: &Store, changes: Vec<Change>) {
+    let mut latest: HashMap<MemoryId, Option<Memory>> = HashMap::new();
+    for change in changes {
+        latest.insert(change.id, change.current);
+    }
+    let _writer = store.lock_writer();
+    let mut removals = Vec::new();
+    let mut upserts = Vec::new();
+    for (id, current) in latest {
+        let held = store.get(id);
+        match current {
+            Some(memory) if held.as_deref() != Some(&memory) => upserts.push(memory),
+            None if held.is_some() => removals.push(id),
+            _ => {}
+        }
+    }
+    if removals.is_empty() && upserts.is_empty() {
+        return;
+    }
+    let (removed, written) = (removals.len(), upserts.len());
+    store.take_in(&mut store.write_view(), removals, upserts);
+    tracing::debug!(
+        memories.written = written,
+        memories.removed = removed,
+        "took in another replica's changes"
+    );
+}

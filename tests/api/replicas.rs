@@ -1,0 +1,302 @@
+//! Replicas over one PostgreSQL database, each a real `engram` process:
+//! a change made on one reaches the other's listings, reads and
+//! retrievals by the change log, a replica started late starts from the
+//! database, a cached answer is not served once another replica changed
+//! its namespace, replicas reconnect after the database restarts, and a
+//! database migrated past this binary stops start-up.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use serde_json::{Value, json};
+use tempfile::TempDir;
+
+use crate::binary::{Served, binary, free_address, serve};
+use crate::helpers::{get_json, post_json, wait_until_async};
+use crate::pg_cluster::{self, TestDatabase};
+
+/// A replica: an `engram` process over `database`, with a data directory
+/// of its own (its capture queue and caches).
+struct Replica {
+    served: Served,
+    _data: TempDir,
+}
+
+impl Replica {
+    async fn start(database: &TestDatabase) -> Self {
+        let data = tempfile::tempdir().unwrap();
+        let listen = free_address();
+        let data_dir = data.path().join("data");
+        let served = serve(
+            &binary(),
+            data.path(),
+            &listen,
+            &[],
+            &[
+                ("ENGRAM_LISTEN", &listen),
+                ("ENGRAM_DATA_DIR", data_dir.to_str().unwrap()),
+                ("ENGRAM_STORE__BACKEND", "postgres"),
+                ("DATABASE_URL", &database.url),
+            ],
+        )
+        .await;
+        Self {
+            served,
+            _data: data,
+        }
+    }
+
+    fn url(&self) -> &str {
+        &self.served.base_url
+    }
+
+    async fn write(&self, repo: &str, content: &str) -> String {
+        let created = post_json(
+            self.url(),
+            "/memories",
+            &json!({"scope": "repo", "repo": repo, "category": "project-conventions", "content": content}),
+        )
+        .await;
+        created["id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{created}"))
+            .to_owned()
+    }
+
+    /// [`Self::write`], or `None` when it is refused (the database is
+    /// down).
+    async fn try_write(&self, repo: &str, content: &str) -> Option<String> {
+        let response = reqwest::Client::new()
+            .post(format!("{}/memories", self.url()))
+            .json(
+                &json!({"scope": "repo", "repo": repo, "category": "patterns", "content": content}),
+            )
+            .send()
+            .await
+            .unwrap();
+        if response.status() != 201 {
+            return None;
+        }
+        let created: Value = response.json().await.unwrap();
+        Some(created["id"].as_str().unwrap().to_owned())
+    }
+
+    async fn forget(&self, id: &str) -> u16 {
+        reqwest::Client::new()
+            .delete(format!("{}/memories/{id}", self.url()))
+            .send()
+            .await
+            .unwrap()
+            .status()
+            .as_u16()
+    }
+
+    async fn status_of(&self, id: &str) -> u16 {
+        reqwest::get(format!("{}/memories/{id}", self.url()))
+            .await
+            .unwrap()
+            .status()
+            .as_u16()
+    }
+
+    async fn listed_ids(&self, repo: &str) -> Vec<String> {
+        let page = get_json(self.url(), &format!("/memories?repo={repo}&scope=repo")).await;
+        ids(&page)
+    }
+
+    async fn retrieve(&self, body: &Value) -> Value {
+        post_json(self.url(), "/retrieve", body).await
+    }
+
+    /// Waits until `id` is found (or not) on this replica.
+    async fn await_presence(&self, id: &str, present: bool) {
+        let expected = if present { 200 } else { 404 };
+        wait_until_async("the change reaches the replica", async || {
+            self.status_of(id).await == expected
+        })
+        .await;
+    }
+}
+
+fn ids(answer: &Value) -> Vec<String> {
+    answer["memories"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{answer}"))
+        .iter()
+        .map(|memory| memory["id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+fn query(turn: &str, text: &str) -> Value {
+    json!({"turn_id": turn, "repo": "forge", "query": text})
+}
+
+#[tokio::test]
+async fn a_memory_written_on_one_replica_is_found_on_the_other_and_forgotten_on_both() {
+    let Some(database) = pg_cluster::database().await else {
+        return;
+    };
+    let a = Replica::start(&database).await;
+    let b = Replica::start(&database).await;
+
+    let id = a
+        .write("forge", "The billing service runs on PostgreSQL 15.")
+        .await;
+
+    b.await_presence(&id, true).await;
+    assert!(b.listed_ids("forge").await.contains(&id));
+    let search = json!({"turn_id": "t-1", "repo": "forge", "query": "which database does billing use?", "use_cache": false});
+    wait_until_async("B's index finds the memory", async || {
+        ids(&b.retrieve(&search).await).contains(&id)
+    })
+    .await;
+
+    assert_eq!(b.forget(&id).await, 204);
+
+    a.await_presence(&id, false).await;
+    assert!(!a.listed_ids("forge").await.contains(&id));
+    wait_until_async("A's index drops the memory", async || {
+        !ids(&a.retrieve(&search).await).contains(&id)
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_replica_started_late_has_what_was_written_before_and_after() {
+    let Some(database) = pg_cluster::database().await else {
+        return;
+    };
+    let a = Replica::start(&database).await;
+    let mut before = Vec::new();
+    for content in [
+        "Deploys go out on Fridays.",
+        "Use tabs.",
+        "Pin the toolchain.",
+    ] {
+        before.push(a.write("forge", content).await);
+    }
+    let forgotten = a
+        .write("forge", "A memory forgotten before B starts.")
+        .await;
+    assert_eq!(a.forget(&forgotten).await, 204);
+
+    let b = Replica::start(&database).await;
+
+    let listed = b.listed_ids("forge").await;
+    for id in &before {
+        assert!(listed.contains(id), "{id} missing from {listed:?}");
+    }
+    assert!(!listed.contains(&forgotten));
+    let after = a.write("forge", "Written once B was running.").await;
+    b.await_presence(&after, true).await;
+}
+
+#[tokio::test]
+async fn a_cached_answer_is_not_served_after_another_replica_changed_its_namespace() {
+    let Some(database) = pg_cluster::database().await else {
+        return;
+    };
+    let a = Replica::start(&database).await;
+    let b = Replica::start(&database).await;
+    let first = a
+        .write("forge", "Releases are cut from the main branch.")
+        .await;
+    b.await_presence(&first, true).await;
+    let turn = query("t-7", "how are releases cut?");
+    wait_until_async("B's index finds the first memory", async || {
+        ids(&b.retrieve(&json!({"turn_id": "t-warm", "repo": "forge", "query": "how are releases cut?", "use_cache": false})).await)
+            .contains(&first)
+    })
+    .await;
+    let answer = b.retrieve(&turn).await;
+    assert_eq!(answer["cached"], false, "{answer}");
+    assert_eq!(b.retrieve(&turn).await["cached"], true);
+
+    let second = a
+        .write(
+            "forge",
+            "Releases are cut from a release branch since November.",
+        )
+        .await;
+    b.await_presence(&second, true).await;
+
+    let again = b.retrieve(&turn).await;
+    assert_eq!(again["cached"], false, "{again}");
+}
+
+#[tokio::test]
+async fn replicas_reconnect_after_the_database_restarts_and_lose_no_change() {
+    let Some(cluster) = pg_cluster::private_cluster().await else {
+        return;
+    };
+    let database = cluster.database().await;
+    let a = Replica::start(&database).await;
+    let b = Replica::start(&database).await;
+    let before = a.write("forge", "Written before the restart.").await;
+    b.await_presence(&before, true).await;
+
+    cluster.restart().await;
+
+    // A write that meets a connection the restart closed is refused and
+    // changes nothing; the pool opens a fresh one for the next.
+    let mut after = None;
+    wait_until_async("A writes once the database is back", async || {
+        after = a.try_write("forge", "Written after the restart.").await;
+        after.is_some()
+    })
+    .await;
+    let after = after.unwrap();
+    b.await_presence(&after, true).await;
+    assert!(b.listed_ids("forge").await.contains(&before));
+    assert_eq!(b.forget(&before).await, 204);
+    a.await_presence(&before, false).await;
+}
+
+#[tokio::test]
+async fn a_database_with_a_newer_schema_stops_start_up_naming_both_versions() {
+    let Some(database) = pg_cluster::database().await else {
+        return;
+    };
+    let client = pg_cluster::connect(&database.url).await;
+    client
+        .batch_execute(
+            "CREATE TABLE engram_schema (version bigint PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now());
+             INSERT INTO engram_schema (version) VALUES (1), (999);",
+        )
+        .await
+        .unwrap();
+    let data = tempfile::tempdir().unwrap();
+
+    let output = run_to_exit(data.path(), &database).await;
+
+    assert!(!output.status.success());
+    let printed = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        printed.contains("version 999") && printed.contains("version 1"),
+        "{printed}"
+    );
+    assert!(
+        !printed.contains(&database.url),
+        "the URL is never printed: {printed}"
+    );
+}
+
+/// Runs `engram` over `database` until it exits by itself.
+async fn run_to_exit(dir: &Path, database: &TestDatabase) -> std::process::Output {
+    let mut command = Command::new(binary());
+    command
+        .current_dir(dir)
+        .env_clear()
+        .env("HOME", dir)
+        .env("ENGRAM_LISTEN", free_address())
+        .env("ENGRAM_STORE__BACKEND", "postgres")
+        .env("DATABASE_URL", &database.url)
+        .stdin(Stdio::null());
+    tokio::task::spawn_blocking(move || command.output().unwrap())
+        .await
+        .unwrap()
+}
