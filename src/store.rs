@@ -14,6 +14,7 @@
 pub mod atomic;
 mod changes;
 pub mod confine;
+mod import;
 mod load;
 pub mod markdown;
 mod sync;
@@ -22,6 +23,7 @@ pub mod watch;
 mod write;
 
 pub use changes::{IndexStage, PendingChange};
+pub use import::Imported;
 pub use load::{Fingerprint, Fingerprints};
 
 use std::collections::BTreeMap;

@@ -137,7 +137,7 @@ impl Store {
     /// directory) is a link or not a directory: a write or removal there
     /// would land outside the data directory. `field` is the request field
     /// that chose the namespace.
-    fn namespace_dir(
+    pub(super) fn namespace_dir(
         &self,
         namespace: &Namespace,
         field: &str,

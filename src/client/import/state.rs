@@ -1,0 +1,80 @@
+//! What a transcript backfill has sent: for each Engram (by URL) and each
+//! session (by agent and session id), the byte offset of the transcript up
+//! to which Engram has accepted its messages. Kept in one JSON file under
+//! the user's state directory, beside the hook's log, and written
+//! atomically after each accepted trigger, so that a backfill stopped at
+//! any point resumes after the last trigger Engram took, and a second run
+//! sends only what is new.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::Error;
+use crate::store::atomic;
+
+/// The state file unless `--state` says otherwise:
+/// `$XDG_STATE_HOME/engram/import-state.json`, else
+/// `~/.local/state/engram/import-state.json`.
+pub fn default_path(env: impl Fn(&str) -> Option<String>) -> Option<PathBuf> {
+    let log = crate::client::hook::log::default_path(env)?;
+    Some(log.with_file_name("import-state.json"))
+}
+
+/// Offsets sent, by Engram URL, then by `<agent>/<session id>`.
+#[derive(Debug, Default, Serialize, Deserialize)]
+pub struct State {
+    #[serde(default)]
+    servers: BTreeMap<String, BTreeMap<String, u64>>,
+}
+
+impl State {
+    /// The state at `path`; none yet when there is no file.
+    pub fn load(path: &Path) -> Result<Self, Error> {
+        match std::fs::read(path) {
+            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|err| Error::Parse {
+                path: path.to_owned(),
+                reason: format!("not a backfill state file ({err}); move it aside to start over"),
+            }),
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(Self::default()),
+            Err(source) => Err(Error::Read {
+                path: path.to_owned(),
+                source,
+            }),
+        }
+    }
+
+    /// The offset up to which `session` was sent to `url`.
+    pub fn sent(&self, url: &str, session: &str) -> u64 {
+        self.servers
+            .get(url)
+            .and_then(|sessions| sessions.get(session))
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// Records that `session` was sent to `url` up to `offset`, and saves
+    /// the state to `path` at once.
+    pub fn record(
+        &mut self,
+        path: &Path,
+        url: &str,
+        session: &str,
+        offset: u64,
+    ) -> Result<(), Error> {
+        self.servers
+            .entry(url.to_owned())
+            .or_default()
+            .insert(session.to_owned(), offset);
+        let failed = |source| Error::Write {
+            path: path.to_owned(),
+            source,
+        };
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(failed)?;
+        }
+        let bytes = serde_json::to_vec_pretty(self).map_err(Error::Json)?;
+        atomic::write(path, &bytes).map_err(failed)
+    }
+}

@@ -1,0 +1,125 @@
+//! Memories brought in whole, as `engram export` wrote them: ids,
+//! versions, timestamps and links kept, so that a round trip gives the
+//! same store. One batch is checked as a whole against the view and
+//! itself before anything is written (a bad batch changes nothing); ids
+//! the store holds already are skipped and counted, so importing the same
+//! export again changes nothing. Each memory is then written as any other
+//! write is: durably to disk, then into the view.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use super::{Error, Store, WriteError, atomic, file_name, may_relate};
+use crate::blocking;
+use crate::memory::{Memory, MemoryId, Namespace};
+
+/// What an import did.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Imported {
+    /// The memories written, in the batch's order.
+    pub written: Vec<MemoryId>,
+    /// The memories skipped because the store holds their id already.
+    pub existing: Vec<MemoryId>,
+}
+
+impl Store {
+    /// Writes the memories of `batch` whose ids are new, keeping every
+    /// field. Each new memory's `supersedes` must name a memory of its own
+    /// namespace that nothing else supersedes, and each of its `related`
+    /// edges a memory of a namespace it may relate to, in the store or in
+    /// the batch, and in a namespace `visible` admits (one elsewhere is as
+    /// absent as one that does not exist). Fields are named
+    /// `memories[<index>].<field>`.
+    pub async fn import(
+        &self,
+        batch: Vec<Memory>,
+        visible: impl Fn(&Namespace) -> bool + Send + 'static,
+    ) -> Result<Imported, WriteError> {
+        let store = self.clone();
+        blocking::run(move || store.import_blocking(batch, &visible)).await
+    }
+
+    fn import_blocking(
+        &self,
+        batch: Vec<Memory>,
+        visible: &dyn Fn(&Namespace) -> bool,
+    ) -> Result<Imported, WriteError> {
+        let _writer = self.lock_writer();
+        let mut imported = Imported::default();
+        let mut new = Vec::new();
+        {
+            let view = self.read();
+            let mut seen = HashSet::new();
+            for (index, memory) in batch.into_iter().enumerate() {
+                if !seen.insert(memory.id) {
+                    return Err(invalid(index, "id", format!("repeats {}", memory.id)));
+                }
+                if view.by_id.contains_key(&memory.id) {
+                    imported.existing.push(memory.id);
+                } else {
+                    new.push((index, memory));
+                }
+            }
+            let batch_owner: HashMap<MemoryId, &Namespace> = new
+                .iter()
+                .map(|(_, memory)| (memory.id, &memory.namespace))
+                .collect();
+            let owner = |id: MemoryId| {
+                view.by_id
+                    .get(&id)
+                    .map(|memory| &memory.namespace)
+                    .or_else(|| batch_owner.get(&id).copied())
+                    .filter(|namespace| visible(namespace))
+            };
+            let mut superseded = HashSet::new();
+            for (index, memory) in &new {
+                if let Some(predecessor) = memory.supersedes {
+                    if owner(predecessor) != Some(&memory.namespace) {
+                        return Err(invalid(
+                            *index,
+                            "supersedes",
+                            format!("names no memory of {}: {predecessor}", memory.namespace),
+                        ));
+                    }
+                    if view.successor(predecessor).is_some() || !superseded.insert(predecessor) {
+                        return Err(WriteError::Conflict {
+                            field: format!("memories[{index}].supersedes"),
+                            reason: format!(
+                                "names {predecessor}, which another memory supersedes already"
+                            ),
+                        });
+                    }
+                }
+                for (edge_index, edge) in memory.related.iter().enumerate() {
+                    if !owner(edge.id).is_some_and(|target| may_relate(&memory.namespace, target)) {
+                        return Err(invalid(
+                            *index,
+                            &format!("related[{edge_index}].id"),
+                            format!(
+                                "names no memory {} may link to: {}",
+                                memory.namespace, edge.id
+                            ),
+                        ));
+                    }
+                }
+            }
+        }
+        for (_, memory) in new {
+            let dir = self.namespace_dir(&memory.namespace, "memories", true)?;
+            let path = dir.join(file_name(memory.id));
+            atomic::write(&path, super::markdown::render(&memory).as_bytes())
+                .map_err(|source| Error::Write { path, source })?;
+            imported.written.push(memory.id);
+            self.write_view().insert(Arc::new(memory));
+        }
+        self.inner.changes.record(imported.written.iter().copied());
+        Ok(imported)
+    }
+}
+
+fn invalid(index: usize, field: &str, reason: String) -> WriteError {
+    WriteError::Invalid {
+        field: format!("memories[{index}].{field}"),
+        reason,
+    }
+}
