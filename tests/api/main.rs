@@ -18,6 +18,7 @@ mod graph;
 mod hook_bounds;
 mod hook_capture;
 mod hooks;
+mod import_export;
 mod lifecycle;
 mod mcp;
 mod mcp_bridge;
