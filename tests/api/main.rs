@@ -4,6 +4,7 @@ mod helpers;
 use engram_fake_upstream as upstream;
 
 mod auth;
+mod backfill;
 mod binary;
 mod browser;
 mod capture;
