@@ -171,8 +171,8 @@ pub async fn run(args: &TranscriptArgs, agent: Agent) -> Result<String, Error> {
         );
     }
     Ok(format!(
-        "sent {triggers} compactions from {} sessions (~{tokens} tokens of messages for the \
-         classifier); {idle} sessions had nothing new",
+        "sent {triggers} compactions from {} sessions (~{tokens} classifier prompt tokens \
+         estimated, existing memories not counted); {idle} sessions had nothing new",
         total - idle
     ))
 }
@@ -233,10 +233,13 @@ fn window(messages: Vec<(Message, usize)>, start: usize, bytes: usize) -> Window
     if bytes > MAX_WINDOW_BYTES {
         messages = transcript::cut_to_budget(messages, MAX_WINDOW_BYTES);
     }
-    let tokens = messages
-        .iter()
-        .map(|message| crate::tokens::count(&message.text))
-        .sum();
+    // The classifier reads its instructions and the messages; the
+    // existing memories it is shown come on top and are not known here.
+    let tokens = crate::capture::classify::system_tokens()
+        + messages
+            .iter()
+            .map(|message| crate::tokens::count(&message.text))
+            .sum::<usize>();
     Window {
         messages,
         end,
@@ -395,9 +398,9 @@ async fn dry_run(api: &Api, pending: &[Pending]) -> String {
         Err(err) => format!("cost unknown (/stats: {err})"),
     };
     lines.push(format!(
-        "dry run: {} sessions, {messages} messages, {windows} compactions, ~{tokens} tokens of \
-         messages for the classifier (its instructions and the existing memories come on top); \
-         {cost}; nothing was sent",
+        "dry run: {} sessions, {messages} messages, {windows} compactions, ~{tokens} classifier \
+         prompt tokens (its instructions and the messages; the existing memories it is shown \
+         come on top); {cost}; nothing was sent",
         lines.len()
     ));
     lines.join("\n")
