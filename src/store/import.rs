@@ -24,11 +24,14 @@ pub struct Imported {
 
 impl Store {
     /// Writes the memories of `batch` whose ids are new, keeping every
-    /// field. Each new memory's `supersedes` must name a memory of its own
-    /// namespace that nothing else supersedes, and each of its `related`
-    /// edges a memory of a namespace it may relate to, in the store or in
-    /// the batch, and in a namespace `visible` admits (one elsewhere is as
-    /// absent as one that does not exist). Fields are named
+    /// field. A new memory's `supersedes` may not name a memory of another
+    /// namespace, nor one that something else supersedes; its `related`
+    /// edges may not name a memory of a namespace it may not link to
+    /// ([`may_relate`]). A link to a memory neither the store nor the batch
+    /// holds in a namespace `visible` admits is kept as written, as a
+    /// memory file keeps a link to a memory since deleted: the store
+    /// ignores it until such a memory is there (and so an export of a
+    /// store with deleted memories comes back whole). Fields are named
     /// `memories[<index>].<field>`.
     pub async fn import(
         &self,
@@ -74,11 +77,11 @@ impl Store {
             let mut superseded = HashSet::new();
             for (index, memory) in &new {
                 if let Some(predecessor) = memory.supersedes {
-                    if owner(predecessor) != Some(&memory.namespace) {
+                    if owner(predecessor).is_some_and(|owner| *owner != memory.namespace) {
                         return Err(invalid(
                             *index,
                             "supersedes",
-                            format!("names no memory of {}: {predecessor}", memory.namespace),
+                            format!("names a memory of another namespace: {predecessor}"),
                         ));
                     }
                     if view.successor(predecessor).is_some() || !superseded.insert(predecessor) {
@@ -91,12 +94,12 @@ impl Store {
                     }
                 }
                 for (edge_index, edge) in memory.related.iter().enumerate() {
-                    if !owner(edge.id).is_some_and(|target| may_relate(&memory.namespace, target)) {
+                    if owner(edge.id).is_some_and(|target| !may_relate(&memory.namespace, target)) {
                         return Err(invalid(
                             *index,
                             &format!("related[{edge_index}].id"),
                             format!(
-                                "names no memory {} may link to: {}",
+                                "names a memory {} may not link to: {}",
                                 memory.namespace, edge.id
                             ),
                         ));

@@ -63,7 +63,8 @@ async fn create(app: &RunningApp, body: Value) -> Value {
 }
 
 /// A store with a chain of three versions, edges between a user's and a
-/// repo's memories, importance, a session id, and use counts.
+/// repo's memories, a link to a deleted memory, importance, a session id,
+/// and use counts.
 async fn a_store_worth_exporting(app: &RunningApp) {
     let convention = create(
         app,
@@ -93,6 +94,31 @@ async fn a_store_worth_exporting(app: &RunningApp) {
         "category": "architectural-decisions",
         "content": "The queue is a log on disk, not SQLite, because of Ana's preference for plain files.",
         "related": [{"id": preference["id"], "relationship": "depends-on"}]})).await;
+    // A memory deleted since leaves a link to it behind, which an export
+    // keeps as the file does.
+    let gone = create(
+        app,
+        json!({"scope": "user", "repo": "forge", "user": "ana",
+        "category": "user-facts", "content": "Ana works from Lisbon."}),
+    )
+    .await;
+    create(
+        app,
+        json!({"scope": "user", "repo": "forge", "user": "ana",
+        "category": "user-facts", "content": "Ana's team meets on Mondays.",
+        "related": [{"id": gone["id"], "relationship": "related"}]}),
+    )
+    .await;
+    let deleted = reqwest::Client::new()
+        .delete(format!(
+            "{}/memories/{}",
+            app.base_url,
+            gone["id"].as_str().unwrap()
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(deleted.status(), 204);
     wait_for_index(app).await;
     // Use counts come from retrievals.
     let retrieved = post_json(
@@ -115,7 +141,11 @@ async fn an_export_comes_back_whole_through_jsonl_and_markdown_and_twice_changes
     let source = agent_driven(&upstream, source_dir.path()).await;
     a_store_worth_exporting(&source).await;
     let exported = everything(&source).await;
-    assert_eq!(exported.len(), 5);
+    assert_eq!(exported.len(), 6);
+    let left_behind = |m: &&Value| {
+        m["related"].as_array().unwrap().len() == 1 && m["edges"]["outgoing"] == json!([])
+    };
+    assert!(exported.iter().any(|m| left_behind(&m)), "{exported:?}");
     assert!(
         exported
             .iter()
@@ -125,7 +155,7 @@ async fn an_export_comes_back_whole_through_jsonl_and_markdown_and_twice_changes
     let project = Project::new("claude-code/transcript.jsonl");
 
     let jsonl = succeeded(&engram_against(&project, &source, &["export"]).await);
-    assert_eq!(jsonl.lines().count(), 5, "{jsonl}");
+    assert_eq!(jsonl.lines().count(), 6, "{jsonl}");
     let jsonl_file = project.home().join("export.jsonl");
     std::fs::write(&jsonl_file, &jsonl).unwrap();
     let markdown_dir = project.home().join("export");
@@ -153,14 +183,14 @@ async fn an_export_comes_back_whole_through_jsonl_and_markdown_and_twice_changes
         let target = agent_driven(&upstream, target_dir.path()).await;
         let said = succeeded(&engram_against(&project, &target, &["import", format, &path]).await);
         assert!(
-            said.contains("imported 5 memories; 0 existed"),
+            said.contains("imported 6 memories; 0 existed"),
             "{format}: {said}"
         );
         assert_eq!(everything(&target).await, exported, "{format}");
 
         let said = succeeded(&engram_against(&project, &target, &["import", format, &path]).await);
         assert!(
-            said.contains("imported 0 memories; 5 existed"),
+            said.contains("imported 0 memories; 6 existed"),
             "{format}: {said}"
         );
         assert_eq!(
@@ -188,12 +218,17 @@ async fn a_bad_batch_is_refused_naming_the_field_and_nothing_is_written() {
         "0193f0c2-6a55-7b1e-9c2d-5f1e2a3b4c5d",
         "Builds run in CI only.",
     );
-    let mut dangling = memory(
+    let mut fork = memory(
         "0193f0c2-6a55-7b1e-9c2d-5f1e2a3b4c5e",
-        "Deploys follow builds.",
+        "Builds run in CI, always.",
     );
-    dangling["related"] =
-        json!([{"id": "0193f0c2-0000-7000-8000-000000000000", "relationship": "depends-on"}]);
+    fork["supersedes"] = good["id"].clone();
+    let mut other_fork = fork.clone();
+    other_fork["id"] = json!("0193f0c2-6a55-7b1e-9c2d-5f1e2a3b4c61");
+    let mut other_namespace = fork.clone();
+    other_namespace["scope"] = json!("user");
+    other_namespace["user"] = json!("ana");
+    other_namespace.as_object_mut().unwrap().remove("repo");
     let secret = memory(
         "0193f0c2-6a55-7b1e-9c2d-5f1e2a3b4c5f",
         "The deploy key is AKIAIOSFODNN7EXAMPLE with secret wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
@@ -201,12 +236,21 @@ async fn a_bad_batch_is_refused_naming_the_field_and_nothing_is_written() {
     let mut user_without_user = memory("0193f0c2-6a55-7b1e-9c2d-5f1e2a3b4c60", "Ana likes tea.");
     user_without_user["scope"] = json!("user");
     let client = reqwest::Client::new();
-    for (batch, field) in [
-        (json!([good, dangling]), "memories[1].related[0].id"),
-        (json!([good, secret]), "memories[1].content"),
-        (json!([good, user_without_user]), "memories[1].user"),
-        (json!([good, good]), "memories[1].id"),
-        (json!([]), "memories"),
+    for (batch, field, status) in [
+        (
+            json!([good, fork, other_fork]),
+            "memories[2].supersedes",
+            409,
+        ),
+        (
+            json!([good, other_namespace]),
+            "memories[1].supersedes",
+            422,
+        ),
+        (json!([good, secret]), "memories[1].content", 422),
+        (json!([good, user_without_user]), "memories[1].user", 422),
+        (json!([good, good]), "memories[1].id", 422),
+        (json!([]), "memories", 422),
     ] {
         let response = client
             .post(format!("{}/memories/import", app.base_url))
@@ -214,7 +258,7 @@ async fn a_bad_batch_is_refused_naming_the_field_and_nothing_is_written() {
             .send()
             .await
             .unwrap();
-        assert_eq!(response.status(), 422, "{field}");
+        assert_eq!(response.status(), status, "{field}");
         let problem: Value = response.json().await.unwrap();
         assert_eq!(problem["field"], field, "{problem}");
     }
