@@ -159,7 +159,7 @@ pub async fn run(args: &TranscriptArgs, agent: Agent) -> Result<String, Error> {
         eprintln!(
             "engram: [{}/{total}] {} session {} (repo {}): {} messages sent in {} windows",
             number + 1,
-            session.key.split('/').next().unwrap_or_default(),
+            agent.as_str(),
             session.session.id,
             session.repo.as_deref().unwrap_or("default"),
             session
