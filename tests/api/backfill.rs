@@ -4,14 +4,15 @@
 //! Claude Code one), and sends each session to a real Engram as one
 //! compaction, tool output stripped; a second run sends nothing, and a
 //! session that grew sends only what is new. A dry run sends nothing; a
-//! server with no classifier stops the backfill with the reason.
+//! server with no classifier, or capture's daily token budget, stops the
+//! backfill with the reason, and the next run resumes where it stopped.
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use serde_json::Value;
 
-use crate::helpers::{get_json, wait_until_async};
+use crate::helpers::{RunningApp, embed_with, get_json, llm_with, test_config, wait_until_async};
 use crate::hooks::{Project, start_engram};
 use crate::import_export::{agent_driven, engram_against, succeeded, text};
 use crate::upstream::Upstream;
@@ -224,5 +225,43 @@ async fn a_codex_backfill_reads_the_event_stream_and_needs_a_classifier() {
         said.starts_with("sent 0 compactions from 0 sessions"),
         "{said}"
     );
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_backfill_stops_at_captures_daily_token_budget_and_resumes_where_it_stopped() {
+    let upstream = Upstream::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    // Room for one session's window (the classifier's instructions and
+    // four short messages), not for two.
+    let app = RunningApp::start(test_config(dir.path(), |config| {
+        embed_with(&upstream, config);
+        llm_with(&upstream, config);
+        config.capture.daily_token_budget = 1000;
+    }))
+    .await;
+    let project = Project::new("claude-code/transcript.jsonl");
+    claude_code_sessions(&project, 2);
+
+    for run in ["first", "second"] {
+        let output = engram_against(&project, &app, &["import", "claude-code"]).await;
+        assert!(!output.status.success(), "{run}: {output:?}");
+        let said = text(&output.stderr);
+        assert!(
+            said.contains("capture's daily token budget would be passed"),
+            "{run}: {said}"
+        );
+        assert!(said.contains("run the import again after"), "{run}: {said}");
+        assert_eq!(
+            capture_stat(&app, "accepted").await,
+            1,
+            "{run}: one session's worth"
+        );
+    }
+    let state =
+        std::fs::read_to_string(project.home().join("state/engram/import-state.json")).unwrap();
+    let state: Value = serde_json::from_str(&state).unwrap();
+    let sessions = state["servers"][&app.base_url].as_object().unwrap();
+    assert_eq!(sessions.len(), 1, "{state}");
     app.stop().await;
 }

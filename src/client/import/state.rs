@@ -1,6 +1,10 @@
 //! What a transcript backfill has sent: for each Engram (by URL) and each
 //! session (by agent and session id), the byte offset of the transcript up
-//! to which Engram has accepted its messages. Kept in one JSON file under
+//! to which Engram has accepted its messages; and, per Engram, the
+//! classifier tokens the backfill estimated for what it sent on capture's
+//! budget day, so that a run started while the last one's compactions
+//! still wait in the queue (not yet counted by the server) does not send
+//! past the budget. Kept in one JSON file under
 //! the user's state directory, beside the hook's log, and written
 //! atomically after each accepted trigger, so that a backfill stopped at
 //! any point resumes after the last trigger Engram took, and a second run
@@ -22,11 +26,22 @@ pub fn default_path(env: impl Fn(&str) -> Option<String>) -> Option<PathBuf> {
     Some(log.with_file_name("import-state.json"))
 }
 
-/// Offsets sent, by Engram URL, then by `<agent>/<session id>`.
+/// Offsets sent, by Engram URL, then by `<agent>/<session id>`; tokens
+/// sent, by Engram URL.
 #[derive(Debug, Default, Serialize, Deserialize)]
 pub struct State {
     #[serde(default)]
     servers: BTreeMap<String, BTreeMap<String, u64>>,
+    #[serde(default)]
+    tokens_sent: BTreeMap<String, DayTokens>,
+}
+
+/// The tokens estimated for what was sent on one budget day.
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct DayTokens {
+    /// Capture's budget day, as `/stats` names it.
+    day: String,
+    tokens: u64,
 }
 
 impl State {
@@ -54,6 +69,14 @@ impl State {
             .unwrap_or(0)
     }
 
+    /// The tokens estimated for what was sent to `url` on budget day `day`.
+    pub fn tokens_sent(&self, url: &str, day: &str) -> u64 {
+        self.tokens_sent
+            .get(url)
+            .filter(|sent| sent.day == day)
+            .map_or(0, |sent| sent.tokens)
+    }
+
     /// Records that `session` was sent to `url` up to `offset`, and saves
     /// the state to `path` at once.
     pub fn record(
@@ -67,6 +90,30 @@ impl State {
             .entry(url.to_owned())
             .or_default()
             .insert(session.to_owned(), offset);
+        self.save(path)
+    }
+
+    /// [`Self::record`] for a compaction Engram accepted, estimated at
+    /// `tokens` on budget day `day`.
+    pub fn record_sent(
+        &mut self,
+        path: &Path,
+        url: &str,
+        (session, offset): (&str, u64),
+        (day, tokens): (&str, u64),
+    ) -> Result<(), Error> {
+        let sent = self.tokens_sent.entry(url.to_owned()).or_default();
+        if sent.day != day {
+            *sent = DayTokens {
+                day: day.to_owned(),
+                tokens: 0,
+            };
+        }
+        sent.tokens += tokens;
+        self.record(path, url, session, offset)
+    }
+
+    fn save(&self, path: &Path) -> Result<(), Error> {
         let failed = |source| Error::Write {
             path: path.to_owned(),
             source,

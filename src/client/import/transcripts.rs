@@ -8,9 +8,9 @@
 //! only what is new.
 //!
 //! Capture's budgets are respected, read from `/stats` before each send:
-//! past the daily token budget (today's use, or what this run has sent
-//! since, whichever is more, plus the window's estimate) the backfill
-//! stops and says when the budget renews; a queue at its byte budget
+//! past the daily token budget (today's use, or what backfills have sent
+//! today by the state's count, whichever is more, plus the window's
+//! estimate) the backfill stops and says when the budget renews; a queue at its byte budget
 //! (`429`) is waited out. `--dry-run` sends nothing: it lists the
 //! sessions with their messages and estimated classifier tokens, and the
 //! cost at the classifier's price so far where `/stats` shows one.
@@ -146,10 +146,21 @@ pub async fn run(args: &TranscriptArgs, agent: Agent) -> Result<String, Error> {
         }
         let pair = (session.repo.clone(), user.clone());
         for window in &session.windows {
-            budget.check(&api, &pair, window.tokens).await?;
+            budget
+                .check(
+                    &api,
+                    |day| state.tokens_sent(&url, day),
+                    &pair,
+                    window.tokens,
+                )
+                .await?;
             send(&api, &session, user.as_deref(), window).await?;
-            budget.sent += window.tokens as u64;
-            state.record(&state_path, &url, &session.key, window.end)?;
+            state.record_sent(
+                &state_path,
+                &url,
+                (&session.key, window.end),
+                (&budget.day, window.tokens as u64),
+            )?;
             triggers += 1;
             tokens += window.tokens;
         }
@@ -300,31 +311,33 @@ async fn send(
     ))
 }
 
-/// Capture's daily token budget as this run sees it.
+/// Capture's daily token budget as a run sees it.
 struct Budget {
-    /// Today's use when the run started, and what the run has sent since.
-    used_at_start: u64,
-    sent: u64,
+    /// Capture's budget day, as `/stats` names it when it shows budgets.
+    day: String,
 }
 
 impl Budget {
     async fn read(api: &Api) -> Result<Self, Error> {
         let stats = api.get("/stats").await?;
         Ok(Self {
-            used_at_start: stats["models"]["budgets"]["capture"]["used"]
-                .as_u64()
-                .unwrap_or(0),
-            sent: 0,
+            day: stats["models"]["day"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
         })
     }
 
     /// Stops the run when sending `tokens` more would pass the daily
-    /// budget, or `pair`'s is spent. A key that does not see `/stats`'s
-    /// models (limited to some namespaces) is not held back here; the
-    /// server still holds capture at the budget.
+    /// budget (today's use as the server counts it, or what backfills
+    /// have sent today, whichever is more: what they sent may still wait
+    /// in the queue), or `pair`'s is spent. A key that does not see
+    /// `/stats`'s models (limited to some namespaces) is not held back
+    /// here; the server still holds capture at the budget.
     async fn check(
-        &self,
+        &mut self,
         api: &Api,
+        sent_today: impl Fn(&str) -> u64,
         pair: &(Option<String>, Option<String>),
         tokens: usize,
     ) -> Result<(), Error> {
@@ -333,13 +346,17 @@ impl Budget {
         let renews = stats["models"]["renews_at"].as_str().unwrap_or("tomorrow");
         let limit = budgets["capture"]["limit"].as_u64().unwrap_or(0);
         let used = budgets["capture"]["used"].as_u64().unwrap_or(0);
-        let projected = used.max(self.used_at_start + self.sent) + tokens as u64;
+        if let Some(day) = stats["models"]["day"].as_str() {
+            day.clone_into(&mut self.day);
+        }
+        let sent = sent_today(&self.day);
+        let projected = used.max(sent) + tokens as u64;
         if limit > 0 && projected > limit {
             return Err(Error::Stopped(format!(
                 "capture's daily token budget would be passed ({used} of {limit} tokens used \
-                 today, ~{} sent by this run, ~{tokens} more for the next window); stopped \
-                 before sending it. What was sent is recorded: run the import again after {renews}",
-                self.sent
+                 today, ~{sent} sent by backfills today, ~{tokens} more for the next window); \
+                 stopped before sending it. What was sent is recorded: run the import again \
+                 after {renews}"
             )));
         }
         let spent = budgets["exhausted_pairs"]
