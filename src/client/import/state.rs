@@ -125,3 +125,46 @@ impl State {
         atomic::write(path, &bytes).map_err(failed)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn offsets_and_the_days_tokens_survive_a_reload_and_a_new_day_starts_at_zero() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("engram/import-state.json");
+        let url = "http://127.0.0.1:8080";
+        let mut state = State::load(&path).unwrap();
+        assert_eq!(state.sent(url, "codex/s-1"), 0);
+        state
+            .record_sent(&path, url, ("codex/s-1", 120), ("2026-11-26", 500))
+            .unwrap();
+        state
+            .record_sent(&path, url, ("codex/s-2", 80), ("2026-11-26", 300))
+            .unwrap();
+        let reloaded = State::load(&path).unwrap();
+        assert_eq!(reloaded.sent(url, "codex/s-1"), 120);
+        assert_eq!(reloaded.sent("http://elsewhere:8080", "codex/s-1"), 0);
+        assert_eq!(reloaded.tokens_sent(url, "2026-11-26"), 800);
+        assert_eq!(reloaded.tokens_sent(url, "2026-11-27"), 0);
+
+        let mut next_day = reloaded;
+        next_day
+            .record_sent(&path, url, ("codex/s-1", 200), ("2026-11-27", 50))
+            .unwrap();
+        assert_eq!(
+            State::load(&path).unwrap().tokens_sent(url, "2026-11-27"),
+            50
+        );
+    }
+
+    #[test]
+    fn a_file_that_is_not_state_is_refused_not_overwritten() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("import-state.json");
+        std::fs::write(&path, "not json").unwrap();
+        assert!(State::load(&path).is_err());
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "not json");
+    }
+}
