@@ -36,7 +36,8 @@ use crate::routes::extract::BodyLimit;
 use crate::routes::state::AppState;
 use crate::routes::stats::StatsSources;
 use crate::routes::stats::scrape::StatsCollector;
-use crate::serve::{self, ConnectionLimits};
+use crate::serve;
+use crate::serve::connections::{Connections, Traffic};
 use crate::store::{self, Store};
 use crate::usage::Meter;
 use crate::{mcp, routes};
@@ -58,6 +59,9 @@ pub enum Error {
 /// A built application, bound to its port but not yet serving.
 pub struct App {
     listener: TcpListener,
+    /// The connections it will serve, created here so that [`Self::traffic`]
+    /// can be read before and while it serves.
+    connections: Arc<Connections>,
     router: Router,
     state: AppState,
     /// The indexer, the data directory watcher, the capture worker and
@@ -201,8 +205,11 @@ impl App {
             meter,
         };
         let router = routes::router(state.clone(), mcp::router(&state));
+        let connections =
+            Connections::new(serve::connection_cap(state.config.limits.max_connections));
         Ok(Self {
             listener,
+            connections,
             router,
             state,
             background,
@@ -223,18 +230,27 @@ impl App {
         &self.state
     }
 
+    /// What the served connections are doing (open, requests in flight,
+    /// draining at a stop), for awaiting those states (tests).
+    pub fn traffic(&self) -> Traffic {
+        self.connections.traffic()
+    }
+
     /// Serves until `shutdown` completes, then waits for in-flight requests.
     pub async fn run_until_stopped(
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), Error> {
         tracing::info!(listen = %self.local_addr().map_err(Error::Serve)?, "engram is serving");
-        let limits = &self.state.config.limits;
-        let connections = ConnectionLimits {
-            header_timeout: Duration::from_millis(limits.body_timeout_ms),
-            max_connections: serve::connection_cap(limits.max_connections),
-        };
-        serve::serve(self.listener, self.router, connections, shutdown).await;
+        let header_timeout = Duration::from_millis(self.state.config.limits.body_timeout_ms);
+        serve::serve(
+            self.listener,
+            self.router,
+            self.connections,
+            header_timeout,
+            shutdown,
+        )
+        .await;
         self.stop.cancel();
         for task in self.background {
             if let Err(err) = task.await {

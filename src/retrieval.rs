@@ -16,6 +16,7 @@
 //! honestly (with HyDE down, the latest user message is searched for).
 
 pub mod access;
+mod assemble;
 pub mod cache;
 pub mod expand;
 pub mod fusion;
@@ -45,12 +46,13 @@ use crate::config::{self, Weights};
 use crate::embed::{self, Embedder};
 use crate::index::{Index, lexical};
 use crate::llm::Llm;
-use crate::memory::{Memory, MemoryView, Namespace};
+use crate::memory::Namespace;
 use crate::metrics::Metrics;
 use crate::readiness::Readiness;
 use crate::store::{IndexStage, ListFilter, Store};
 use crate::upstream;
 use access::AccessCounts;
+use assemble::{Found, assemble, millis, nothing};
 use cache::{TurnCache, TurnKey};
 use expand::Expansion;
 use plan::Plan;
@@ -557,83 +559,4 @@ impl Retriever {
         };
         assemble(request, Plan::of(Mode::Filter), found, true, None, timings)
     }
-}
-
-/// What ranking and hops returned.
-#[derive(Default)]
-struct Found {
-    /// Most relevant first: the best `top_k` and the hops from them.
-    ranked: Vec<Ranked>,
-    /// How many qualified before `top_k` cut them; hops not included.
-    total_matches: usize,
-}
-
-/// The outcome of a retrieval, from what its stages returned: the plan,
-/// the memories found (rendered here into the injection), whether the
-/// index had caught up, and a degradation the plan does not already say.
-fn assemble(
-    request: &Request,
-    plan: Plan,
-    found: Found,
-    caught_up: bool,
-    degraded: Option<Degraded>,
-    timings_ms: Timings,
-) -> Outcome {
-    let memories: Vec<&Memory> = found.ranked.iter().map(|r| r.memory.as_ref()).collect();
-    let (injection, injected) = inject::render(&memories, request.tuning.token_budget);
-    let memories = found
-        .ranked
-        .into_iter()
-        .zip(injected)
-        .map(|(ranked, injected)| RetrievedMemory {
-            memory: MemoryView::from(ranked.memory.as_ref()),
-            relevance: ranked.relevance,
-            scores: ranked.scores,
-            reason: ranked.reason,
-            injected,
-        })
-        .collect();
-    let (expanded_query, added_terms) = plan
-        .expansion
-        .map(|expansion| (Some(expansion.expanded), expansion.added_terms))
-        .unwrap_or_default();
-    let degraded = degraded.or(plan.degraded);
-    if let Some(reason) = degraded {
-        tracing::info!(degraded = reason.as_str(), "retrieval degraded");
-    }
-    Outcome {
-        turn_id: request.turn_id.clone(),
-        cached: false,
-        mode: plan.mode,
-        degraded,
-        query: plan.query,
-        hypotheses: plan.hypotheses,
-        expanded_query,
-        added_terms,
-        total_matches: found.total_matches,
-        index_catching_up: !caught_up,
-        memories,
-        injection,
-        timings_ms,
-    }
-}
-
-/// An answer with no memories, for a retrieval that could not search.
-fn nothing(request: &Request, degraded: Degraded, started: Instant) -> Outcome {
-    let timings = Timings {
-        total: millis(started.elapsed()),
-        ..Timings::default()
-    };
-    assemble(
-        request,
-        Plan::of(Mode::Query),
-        Found::default(),
-        true,
-        Some(degraded),
-        timings,
-    )
-}
-
-fn millis(duration: Duration) -> f64 {
-    duration.as_secs_f64() * 1000.0
 }

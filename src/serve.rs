@@ -40,30 +40,23 @@ const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
 /// the capture queue, the embedding cache, upstream connections, logs.
 pub const RESERVED_FDS: usize = 128;
 
-/// How connections are bounded.
-#[derive(Clone, Copy, Debug)]
-pub struct ConnectionLimits {
-    /// How long a connection may go without sending a request.
-    pub header_timeout: Duration,
-    /// Connections open at once.
-    pub max_connections: usize,
-}
-
-/// Serves `router` on `listener` until `shutdown` completes, then stops
-/// accepting and waits for open requests to finish.
+/// Serves `router` on `listener`, keeping `connections` (at most their
+/// cap, each closed after `header_timeout` without a request), until
+/// `shutdown` completes; then stops accepting and waits for open requests
+/// to finish.
 pub async fn serve(
     listener: TcpListener,
     router: Router,
-    limits: ConnectionLimits,
+    connections: Arc<Connections>,
+    header_timeout: Duration,
     shutdown: impl Future<Output = ()>,
 ) {
     let mut builder = Builder::new(TokioExecutor::new());
     builder
         .http1()
         .timer(TokioTimer::new())
-        .header_read_timeout(limits.header_timeout);
+        .header_read_timeout(header_timeout);
     builder.http2().timer(TokioTimer::new());
-    let connections = Connections::new(limits.max_connections);
     let refusal = refusal_response();
     let graceful = GracefulShutdown::new();
     tokio::pin!(shutdown);
@@ -96,7 +89,6 @@ pub async fn serve(
             .serve_connection_with_upgrades(TokioIo::new(stream), service)
             .into_owned();
         let served = graceful.watch(served);
-        let header_timeout = limits.header_timeout;
         tokio::spawn(async move {
             tokio::pin!(served);
             let mut check_at = tokio::time::Instant::now() + header_timeout;
@@ -125,6 +117,7 @@ pub async fn serve(
         });
     }
     drop(listener);
+    connections.begin_draining();
     graceful.shutdown().await;
 }
 

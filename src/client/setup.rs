@@ -1,14 +1,17 @@
 //! `engram setup <agent>`: puts Engram's entries into a coding agent's own
 //! configuration files, merging with what is there, and says what it did.
 //!
-//! Each agent needs two kinds of [`Entry`]: its four hooks, in its hooks
-//! file (JSON), and the MCP server `engram mcp`, under the name `engram` in
-//! the file where the agent keeps its MCP servers (Claude Code: JSON;
-//! Codex: `config.toml`). Invariants:
+//! Each agent gets the MCP server `engram mcp`, under the name `engram` in
+//! the file where it keeps its MCP servers (JSON, JSON with comments, or
+//! Codex's TOML), and either its four hooks, in its hooks file (the agents
+//! whose hooks `engram hook` serves), or a block of instructions to call
+//! Engram's tools, in its instructions file ([`agents`] says which agent
+//! gets what, where). Invariants:
 //! - Idempotent: an entry already present as wanted is left alone, so a
 //!   second run changes nothing and writes nothing.
 //! - Only Engram's entries are touched ([`merge`]); the rest of a file
-//!   keeps its bytes (JSON through [`json_edit`], TOML through toml_edit).
+//!   keeps its bytes (JSON, comments included, through [`json_edit`];
+//!   TOML through toml_edit; Markdown outside Engram's marked block).
 //! - Shared (project) files run the command `engram` from `PATH`, never
 //!   this machine's path to the binary ([`program`]); private files run
 //!   the binary setup ran from.
@@ -23,7 +26,9 @@
 //!   place is an error, and nothing is written.
 //! - `--print` writes nothing: it prints each file's snippet.
 
+pub mod agents;
 pub mod files;
+pub mod instructions;
 pub mod json_edit;
 pub mod merge;
 pub mod program;
@@ -34,20 +39,24 @@ use std::process::ExitCode;
 
 pub use merge::{Change, Entry, WrongShape};
 
-use crate::client::hook::{Agent, DEFAULT_URL, Event, project};
+use crate::client::hook::{DEFAULT_URL, Event, project};
+use agents::{Agent, Dirs};
 use files::Links;
 use json_edit::EditError;
-use merge::{Document, Format, shell_quote};
+use merge::{Document, Format, JsonDialect, shell_quote};
 
-/// Which of the agent's configuration files to change.
+/// Which of the agent's configuration files to change (each agent's
+/// files for each scope: [`agents`], and docs/agents.md).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Scope {
     /// The user's own settings, for every project (`~/.claude/settings.json`
-    /// and `~/.claude.json`; `~/.codex/hooks.json` and `~/.codex/config.toml`).
+    /// and `~/.claude.json`, `~/.codex/`, `~/.cursor/mcp.json`,
+    /// `~/.gemini/settings.json`, VS Code's user `mcp.json`,
+    /// `~/.config/opencode/`).
     User,
     /// The project's shared settings in the git checkout
-    /// (`.claude/settings.json` and `.mcp.json`; `.codex/hooks.json` and
-    /// `.codex/config.toml`).
+    /// (`.claude/settings.json` and `.mcp.json`, `.codex/`, `.cursor/`,
+    /// `.gemini/settings.json`, `.vscode/mcp.json`, `opencode.json`).
     Project,
     /// The project's settings for this machine only
     /// (`.claude/settings.local.json`, and the project's entry in
@@ -95,6 +104,13 @@ pub enum Error {
         agent: &'static str,
         scope: &'static str,
     },
+    #[error(
+        "Engram does not serve {agent}'s hooks, so --file (the hooks file) does not apply; \
+         setup writes its MCP server and instructions"
+    )]
+    NoHooks { agent: &'static str },
+    #[error("Engram does not serve {agent}'s hooks, so with --no-mcp there is nothing to write")]
+    NothingToDo { agent: &'static str },
     #[error("finding the engram binary")]
     Exe(#[source] io::Error),
     #[error("{0} is not a valid repo or user id")]
@@ -257,49 +273,79 @@ fn targets(
         Scope::Local => (Links::RefuseBelow, Links::Follow),
         Scope::User => (Links::Follow, Links::Follow),
     };
-    let root = project_root(cwd);
-    let hook_options: String = options
-        .iter()
-        .map(|option| format!(" {}", shell_quote(option)))
-        .collect();
-    let hooks = Event::ALL
-        .into_iter()
-        .map(|event| Entry::Hook {
-            agent: args.agent,
-            event,
-            command: format!(
-                "{} hook {} {}{hook_options}",
-                shell_quote(program),
-                args.agent.as_str(),
-                event.as_str()
-            ),
-        })
-        .collect();
-    let hooks_file = match &args.file {
-        Some(file) => file.clone(),
-        None => hooks_file(args.agent, args.scope, cwd, &env)?,
-    };
-    let mut targets = vec![Target {
-        path: hooks_file,
-        format: Format::Json,
-        entries: hooks,
-        links: hooks_links,
+    let dirs = Dirs::new(cwd, &env);
+    let root = dirs.project.clone();
+    let target = |path, format, entries, links| Target {
+        path,
+        format,
+        entries,
+        links,
         root: root.clone(),
-    }];
+    };
+    let mut targets = Vec::new();
+    match args.agent.hook_agent() {
+        Some(agent) => {
+            let hook_options: String = options
+                .iter()
+                .map(|option| format!(" {}", shell_quote(option)))
+                .collect();
+            let hooks = Event::ALL
+                .into_iter()
+                .map(|event| Entry::Hook {
+                    agent,
+                    event,
+                    command: format!(
+                        "{} hook {} {}{hook_options}",
+                        shell_quote(program),
+                        agent.as_str(),
+                        event.as_str()
+                    ),
+                })
+                .collect();
+            let path = match &args.file {
+                Some(file) => file.clone(),
+                None => args.agent.hooks_file(args.scope, &dirs)?,
+            };
+            targets.push(target(
+                path,
+                Format::Json(JsonDialect::Strict),
+                hooks,
+                hooks_links,
+            ));
+        }
+        None if args.file.is_some() => {
+            return Err(Error::NoHooks {
+                agent: args.agent.as_str(),
+            });
+        }
+        None => {}
+    }
     if !args.no_mcp {
-        let (path, format, at) = mcp_file(args.agent, args.scope, cwd, &env)?;
+        let file = args.agent.mcp_file(args.scope, &dirs)?;
         let mut bridge_args = vec!["mcp".to_owned()];
         bridge_args.extend(options);
-        targets.push(Target {
-            path,
-            format,
-            entries: vec![Entry::McpServer {
-                at,
-                program: program.to_owned(),
-                args: bridge_args,
-            }],
-            links: mcp_links,
-            root,
+        let server = Entry::McpServer {
+            at: file.at,
+            program: program.to_owned(),
+            args: bridge_args,
+            style: file.style,
+        };
+        targets.push(target(file.path, file.format, vec![server], mcp_links));
+        if let Some((path, starts_with)) = args.agent.instructions_file(args.scope, &dirs)? {
+            let entry = Entry::Instructions {
+                text: instructions::TEXT,
+            };
+            targets.push(target(
+                path,
+                Format::Markdown { starts_with },
+                vec![entry],
+                mcp_links,
+            ));
+        }
+    }
+    if targets.is_empty() {
+        return Err(Error::NothingToDo {
+            agent: args.agent.as_str(),
         });
     }
     Ok(targets)
@@ -327,87 +373,6 @@ fn options(args: &SetupArgs) -> Result<Vec<String>, Error> {
 /// project files live.
 fn project_root(cwd: &Path) -> PathBuf {
     project::checkout_root(cwd).unwrap_or_else(|| cwd.to_path_buf())
-}
-
-fn home(env: &impl Fn(&str) -> Option<String>) -> Result<PathBuf, Error> {
-    env("HOME").map(PathBuf::from).ok_or(Error::NoHome)
-}
-
-/// Codex's own directory: `CODEX_HOME`, else `~/.codex`.
-fn codex_home(env: &impl Fn(&str) -> Option<String>) -> Result<PathBuf, Error> {
-    match env("CODEX_HOME") {
-        Some(dir) => Ok(PathBuf::from(dir)),
-        None => Ok(home(env)?.join(".codex")),
-    }
-}
-
-fn no_local_scope(agent: Agent) -> Error {
-    Error::NoSuchScope {
-        agent: agent.as_str(),
-        scope: "local",
-    }
-}
-
-/// The file where the agent keeps its MCP servers for `scope`, its format,
-/// and the keys that lead to the servers' table in it.
-fn mcp_file(
-    agent: Agent,
-    scope: Scope,
-    cwd: &Path,
-    env: &impl Fn(&str) -> Option<String>,
-) -> Result<(PathBuf, Format, Vec<String>), Error> {
-    let servers = |key: &str| vec![key.to_owned()];
-    Ok(match (agent, scope) {
-        (Agent::ClaudeCode, Scope::User) => (
-            home(env)?.join(".claude.json"),
-            Format::Json,
-            servers("mcpServers"),
-        ),
-        (Agent::ClaudeCode, Scope::Project) => (
-            project_root(cwd).join(".mcp.json"),
-            Format::Json,
-            servers("mcpServers"),
-        ),
-        (Agent::ClaudeCode, Scope::Local) => (
-            home(env)?.join(".claude.json"),
-            Format::Json,
-            vec![
-                "projects".to_owned(),
-                project_root(cwd).to_string_lossy().into_owned(),
-                "mcpServers".to_owned(),
-            ],
-        ),
-        (Agent::Codex, Scope::User) => (
-            codex_home(env)?.join("config.toml"),
-            Format::Toml,
-            servers("mcp_servers"),
-        ),
-        (Agent::Codex, Scope::Project) => (
-            project_root(cwd).join(".codex/config.toml"),
-            Format::Toml,
-            servers("mcp_servers"),
-        ),
-        (Agent::Codex, Scope::Local) => return Err(no_local_scope(agent)),
-    })
-}
-
-/// The agent's hooks file for `scope`.
-fn hooks_file(
-    agent: Agent,
-    scope: Scope,
-    cwd: &Path,
-    env: &impl Fn(&str) -> Option<String>,
-) -> Result<PathBuf, Error> {
-    let home = || home(env);
-    let project = || project_root(cwd);
-    Ok(match (agent, scope) {
-        (Agent::ClaudeCode, Scope::User) => home()?.join(".claude/settings.json"),
-        (Agent::ClaudeCode, Scope::Project) => project().join(".claude/settings.json"),
-        (Agent::ClaudeCode, Scope::Local) => project().join(".claude/settings.local.json"),
-        (Agent::Codex, Scope::User) => codex_home(env)?.join("hooks.json"),
-        (Agent::Codex, Scope::Project) => project().join(".codex/hooks.json"),
-        (Agent::Codex, Scope::Local) => return Err(no_local_scope(agent)),
-    })
 }
 
 /// Merges each target's entries into its file (created if absent), writes

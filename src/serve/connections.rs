@@ -7,9 +7,11 @@
 //! one is refused. A request starts only on a connection not marked
 //! closing, and a connection is marked closing only while idle, so closing
 //! never cuts a request off. Lock order: the registry, then a connection.
+//! [`Traffic`] reads the registry, so that a test can await a state (a
+//! request in flight, a stop under way) instead of sleeping for it.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -21,6 +23,8 @@ pub struct Connections {
     cap: usize,
     open: Mutex<HashMap<u64, Arc<Connection>>>,
     next_id: AtomicU64,
+    /// Set once the server stops accepting, to let the open requests finish.
+    draining: AtomicBool,
 }
 
 impl Connections {
@@ -29,7 +33,19 @@ impl Connections {
             cap,
             open: Mutex::new(HashMap::new()),
             next_id: AtomicU64::new(0),
+            draining: AtomicBool::new(false),
         })
+    }
+
+    /// A read-only view of these connections.
+    pub fn traffic(self: &Arc<Self>) -> Traffic {
+        Traffic(self.clone())
+    }
+
+    /// Marks the server as no longer accepting: it waits for the requests
+    /// in flight.
+    pub fn begin_draining(&self) {
+        self.draining.store(true, Ordering::Release);
     }
 
     /// Room for one more connection, displacing the longest-idle one at
@@ -90,6 +106,33 @@ impl Connections {
         self.open
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// What a server's connections are doing, read-only; cheap to clone.
+#[derive(Clone)]
+pub struct Traffic(Arc<Connections>);
+
+impl Traffic {
+    /// How many connections are open.
+    pub fn open_connections(&self) -> usize {
+        self.0.open_count()
+    }
+
+    /// How many requests are in flight (from their headers' arrival until
+    /// their response is sent), over every connection.
+    pub fn requests_in_flight(&self) -> usize {
+        self.0
+            .lock()
+            .values()
+            .map(|connection| connection.lock().in_flight)
+            .sum()
+    }
+
+    /// Whether the server has stopped accepting and is waiting for the
+    /// requests in flight.
+    pub fn draining(&self) -> bool {
+        self.0.draining.load(Ordering::Acquire)
     }
 }
 
@@ -221,6 +264,7 @@ mod tests {
         assert_eq!(connections.open_count(), 2);
 
         let _busy_too = third.connection().begin_request().unwrap();
+        assert_eq!(connections.traffic().requests_in_flight(), 2);
         assert!(connections.admit().is_none(), "every connection is busy");
         drop(busy);
         assert!(connections.admit().is_some());

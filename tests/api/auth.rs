@@ -5,15 +5,16 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use engram::config::ApiKey;
 
-use crate::helpers::{memory, spawn_app_on};
+use crate::helpers::{TestApp, memory};
 
 #[tokio::test]
 async fn data_routes_need_the_key_and_health_does_not() {
-    let temp = tempfile::tempdir().unwrap();
-    let app = spawn_app_on(temp.path(), |config| {
-        config.api_key = Some(ApiKey::new("s3cret"));
-    })
-    .await;
+    let app = TestApp::builder()
+        .config(|config| {
+            config.api_key = Some(ApiKey::new("s3cret"));
+        })
+        .spawn()
+        .await;
     let get = |uri: &str, authorization: Option<&str>| {
         let mut request = Request::builder().uri(uri);
         if let Some(value) = authorization {

@@ -17,12 +17,14 @@ use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::{Value, json};
 use tokio::sync::Semaphore;
 
-use crate::helpers::{RunningApp, embed_with, is_ready, llm_with, test_config, wait_until_async};
+use crate::helpers::{Builder, RunningApp, TestApp, is_ready, wait_until_async};
 use crate::upstream::{Behaviour, Upstream};
 
+mod capture_page;
 mod live_sync;
 mod pages;
 mod render_times;
+mod safety;
 
 /// One browser at a time.
 static TURN: Semaphore = Semaphore::const_new(1);
@@ -219,45 +221,35 @@ fn free_port() -> u16 {
 /// classifier.
 pub struct Served {
     pub app: RunningApp,
-    pub upstream: Upstream,
     pub http: reqwest::Client,
-    _dir: tempfile::TempDir,
 }
 
 impl Served {
     pub async fn start(adjust: impl FnOnce(&mut engram::config::Config)) -> Self {
-        let upstream = Upstream::start().await;
-        let dir = tempfile::tempdir().unwrap();
-        let config = test_config(dir.path(), |config| {
-            embed_with(&upstream, config);
-            llm_with(&upstream, config);
-            config.llm.as_mut().unwrap().classifier_timeout_ms = 5_000;
-            adjust(config);
-        });
-        Self::on(upstream, dir, config).await
+        let app = TestApp::builder()
+            .embedder()
+            .llm()
+            .config(|config| config.llm.as_mut().unwrap().classifier_timeout_ms = 5_000)
+            .config(adjust);
+        Self::serve(app).await
     }
 
-    pub async fn on(
-        upstream: Upstream,
-        dir: tempfile::TempDir,
-        config: engram::config::Config,
-    ) -> Self {
-        let app = RunningApp::start(config).await;
+    /// Serves `app`, once it is ready.
+    pub async fn serve(app: Builder<'_>) -> Self {
+        let app = app.serve().await;
         wait_until_async("the app to get ready", async || {
             is_ready(&app.base_url).await
         })
         .await;
         Self {
             app,
-            upstream,
             http: reqwest::Client::new(),
-            _dir: dir,
         }
     }
 
     /// The data directory the app serves.
     pub fn data_dir(&self) -> &Path {
-        self._dir.path()
+        &self.app.data_dir
     }
 
     /// The URL of a page of the browser: `ui("#/m/…")`.
@@ -290,6 +282,15 @@ impl Served {
         let response = request.send().await.unwrap();
         let status = response.status().as_u16();
         (status, response.json().await.unwrap_or(Value::Null))
+    }
+
+    /// Waits until every write so far is in the index (root view).
+    pub async fn wait_indexed(&self) {
+        wait_until_async("the index", async || {
+            let (_, stats) = self.call(reqwest::Method::GET, "/stats", None, None).await;
+            stats["index"]["ready"] == true && stats["index"]["pending"] == 0
+        })
+        .await;
     }
 
     /// Writes a memory through the API; the memory.

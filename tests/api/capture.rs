@@ -8,26 +8,23 @@ use axum::http::StatusCode;
 use serde_json::{Value, json};
 
 use crate::helpers::{
-    TestApp, embed_with, get_json, is_ready, llm_with, settled, spawn_app, spawn_app_on,
-    wait_until, wait_until_async,
+    Ground, TestApp, get_json, is_ready, settled, spawn_app, wait_until, wait_until_async,
 };
 use crate::upstream::{Behaviour, Upstream};
 
-/// An app capturing through `upstream`, quick to retry and patient with
-/// the classifier (the capture tests' own).
-pub(crate) async fn app_on(
-    upstream: &Upstream,
-    dir: &std::path::Path,
-    adjust: impl FnOnce(&mut engram::config::Config),
-) -> TestApp {
-    spawn_app_on(dir, |config| {
-        embed_with(upstream, config);
-        llm_with(upstream, config);
-        config.llm.as_mut().unwrap().classifier_timeout_ms = 5_000;
-        config.capture.retry_base_ms = 10;
-        adjust(config);
-    })
-    .await
+/// An app capturing through its upstream, quick to retry and patient
+/// with the classifier (the capture tests' own), configured by `adjust`.
+pub(crate) async fn app_on(adjust: impl FnOnce(&mut engram::config::Config)) -> TestApp {
+    TestApp::builder()
+        .llm()
+        .embedder()
+        .config(|config| {
+            config.llm.as_mut().unwrap().classifier_timeout_ms = 5_000;
+            config.capture.retry_base_ms = 10;
+        })
+        .config(adjust)
+        .spawn()
+        .await
 }
 
 fn turn(session: &str, repo: &str, text: &str) -> Value {
@@ -54,9 +51,8 @@ fn memories(app: &TestApp) -> Vec<String> {
 
 #[tokio::test]
 async fn a_turn_becomes_memories_that_retrieval_finds() {
-    let upstream = Upstream::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let app = app_on(&upstream, dir.path(), |_| {}).await;
+    let app = app_on(|_| {}).await;
+    let upstream = &app.upstream;
     upstream.set_chat(
         Behaviour::Answer,
         "Sure, here they are:\n```json\n[\n  {\"content\": \"Ana prefers tabs over spaces in Go files.\", \"scope\": \"user\", \"category\": \"coding-preferences\"},\n  {\"content\": \"The forge repo formats Go with gofumpt.\", \"scope\": \"repo\", \"category\": \"project-conventions\", \"importance\": 0.8},\n]\n```",
@@ -100,12 +96,11 @@ async fn a_turn_becomes_memories_that_retrieval_finds() {
 
 #[tokio::test]
 async fn newer_turns_of_a_session_coalesce_and_a_full_queue_drops_turns_not_compactions() {
-    let upstream = Upstream::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let app = app_on(&upstream, dir.path(), |config| {
+    let app = app_on(|config| {
         config.capture.queue_capacity = 2;
     })
     .await;
+    let upstream = &app.upstream;
     upstream.set_chat(Behaviour::Delay(Duration::from_millis(800)), "[]");
 
     // The first trigger of the pair goes in flight; the rest wait behind it.
@@ -195,12 +190,12 @@ fn engram_process(
 
 #[tokio::test]
 async fn a_kill_between_accept_and_processing_loses_nothing_and_repeats_nothing() {
-    let upstream = Upstream::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let engram = |upstream: &Upstream| engram_process(upstream, dir.path(), 8);
+    let ground = Ground::new().await;
+    let (upstream, dir) = (&ground.upstream, ground.path());
+    let engram = |upstream: &Upstream| engram_process(upstream, dir, 8);
     let client = reqwest::Client::new();
     upstream.set_chat(Behaviour::Delay(Duration::from_secs(60)), "[]");
-    let (mut first, base) = engram(&upstream);
+    let (mut first, base) = engram(upstream);
     wait_until_async("engram to get ready", async || is_ready(&base).await).await;
     let response = client
         .post(format!("{base}/turns"))
@@ -216,7 +211,7 @@ async fn a_kill_between_accept_and_processing_loses_nothing_and_repeats_nothing(
     first.kill().unwrap(); // SIGKILL: no shutdown of any kind
     first.wait().unwrap();
     assert_eq!(
-        std::fs::read_dir(dir.path().join("queue"))
+        std::fs::read_dir(dir.join("queue"))
             .unwrap()
             .filter(|e| e.as_ref().unwrap().path().is_file())
             .count(),
@@ -228,7 +223,7 @@ async fn a_kill_between_accept_and_processing_loses_nothing_and_repeats_nothing(
         r#"[{"content": "The team deploys with Helm.", "scope": "repo", "category": "project-conventions"}]"#,
     );
     for _ in 0..2 {
-        let (mut again, base) = engram(&upstream);
+        let (mut again, base) = engram(upstream);
         wait_until_async("engram to get ready", async || is_ready(&base).await).await;
         wait_until_async("the queue to drain", async || {
             get_json(&base, "/stats").await["capture"]["queue_depth"] == 0
@@ -237,7 +232,7 @@ async fn a_kill_between_accept_and_processing_loses_nothing_and_repeats_nothing(
         again.kill().unwrap();
         again.wait().unwrap();
     }
-    let files: Vec<_> = std::fs::read_dir(dir.path().join("repos/forge"))
+    let files: Vec<_> = std::fs::read_dir(dir.join("repos/forge"))
         .unwrap()
         .collect();
     assert_eq!(files.len(), 1, "written exactly once");
@@ -245,11 +240,11 @@ async fn a_kill_between_accept_and_processing_loses_nothing_and_repeats_nothing(
 
 #[tokio::test]
 async fn a_kill_during_concurrent_accepts_keeps_every_acknowledged_trigger() {
-    let upstream = Upstream::start().await;
-    let dir = tempfile::tempdir().unwrap();
+    let ground = Ground::new().await;
+    let (upstream, dir) = (&ground.upstream, ground.path());
     // Nothing is classified, so everything accepted stays queued.
     upstream.set_chat(Behaviour::Delay(Duration::from_secs(60)), "[]");
-    let (mut first, base) = engram_process(&upstream, dir.path(), 1_000);
+    let (mut first, base) = engram_process(upstream, dir, 1_000);
     wait_until_async("engram to get ready", async || is_ready(&base).await).await;
     let acknowledged = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let mut clients = tokio::task::JoinSet::new();
@@ -293,7 +288,7 @@ async fn a_kill_during_concurrent_accepts_keeps_every_acknowledged_trigger() {
     let acknowledged = acknowledged.lock().unwrap().clone();
     assert!(acknowledged.len() < 200, "more than one listing holds");
 
-    let (mut again, base) = engram_process(&upstream, dir.path(), 1_000);
+    let (mut again, base) = engram_process(upstream, dir, 1_000);
     wait_until_async("engram to get ready", async || is_ready(&base).await).await;
     let listed = get_json(&base, "/triggers?limit=200").await;
     let queued: std::collections::HashSet<&str> = listed["queued"]
@@ -316,9 +311,8 @@ async fn a_kill_during_concurrent_accepts_keeps_every_acknowledged_trigger() {
 
 #[tokio::test]
 async fn a_chain_of_three_versions_and_hallucinations_cleared() {
-    let upstream = Upstream::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let app = app_on(&upstream, dir.path(), |_| {}).await;
+    let app = app_on(|_| {}).await;
+    let upstream = &app.upstream;
     let mut previous: Option<String> = None;
     for (round, content) in [
         "Releases happen on Mondays.",
@@ -377,9 +371,8 @@ async fn a_chain_of_three_versions_and_hallucinations_cleared() {
 
 #[tokio::test]
 async fn fenced_garbage_and_secret_replies() {
-    let upstream = Upstream::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let app = app_on(&upstream, dir.path(), |_| {}).await;
+    let app = app_on(|_| {}).await;
+    let upstream = &app.upstream;
 
     upstream.set_chat(Behaviour::Answer, "I could not find anything, sorry! {{{");
     accept(&app, "/turns", &turn("s1", "forge", "Hello.")).await;
@@ -409,19 +402,18 @@ async fn fenced_garbage_and_secret_replies() {
     assert_eq!(stats["capture"]["refused_secret"], 1);
     assert_eq!(stats["capture"]["written"], 1);
     for file in memories(&app) {
-        let text = std::fs::read_to_string(dir.path().join(&file)).unwrap();
+        let text = std::fs::read_to_string(app.data_dir.join(&file)).unwrap();
         assert!(!text.contains(key), "{file} holds the secret");
     }
 }
 
 #[tokio::test]
 async fn pairs_run_in_parallel_and_each_pair_in_order() {
-    let upstream = Upstream::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let app = app_on(&upstream, dir.path(), |config| {
+    let app = app_on(|config| {
         config.capture.max_concurrent = 2;
     })
     .await;
+    let upstream = &app.upstream;
     upstream.set_chat(Behaviour::Delay(Duration::from_millis(300)), "[]");
     accept(&app, "/compactions", &turn("a1", "alpha", "alpha one")).await;
     accept(&app, "/compactions", &turn("a2", "alpha", "alpha two")).await;
@@ -447,12 +439,11 @@ async fn pairs_run_in_parallel_and_each_pair_in_order() {
 
 #[tokio::test]
 async fn a_failing_classifier_is_retried_then_set_aside_without_blocking_others() {
-    let upstream = Upstream::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let app = app_on(&upstream, dir.path(), |config| {
+    let app = app_on(|config| {
         config.capture.max_attempts = 2;
     })
     .await;
+    let upstream = &app.upstream;
     upstream.set_chat(Behaviour::Fail(503), "");
     accept(&app, "/turns", &turn("s1", "forge", "This one fails.")).await;
     let stats = settled(&app, 1).await;
@@ -463,7 +454,7 @@ async fn a_failing_classifier_is_retried_then_set_aside_without_blocking_others(
         ),
         (Some(1), Some(1))
     );
-    let failed: Vec<_> = std::fs::read_dir(dir.path().join("queue/failed"))
+    let failed: Vec<_> = std::fs::read_dir(app.data_dir.join("queue/failed"))
         .unwrap()
         .collect();
     assert_eq!(failed.len(), 1);
@@ -491,9 +482,8 @@ async fn a_failing_classifier_is_retried_then_set_aside_without_blocking_others(
 
 #[tokio::test]
 async fn triggers_are_checked_and_need_a_classifier() {
-    let upstream = Upstream::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let app = app_on(&upstream, dir.path(), |_| {}).await;
+    let app = app_on(|_| {}).await;
+    let _upstream = &app.upstream;
     let cases = [
         (
             json!({"messages": [{"role": "user", "content": "x"}]}),
@@ -542,9 +532,8 @@ async fn triggers_are_checked_and_need_a_classifier() {
 
 #[tokio::test]
 async fn metrics_show_each_classifier_call_and_the_capture_counters() {
-    let upstream = Upstream::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let app = app_on(&upstream, dir.path(), |_| {}).await;
+    let app = app_on(|_| {}).await;
+    let upstream = &app.upstream;
     upstream.set_chat(
         Behaviour::Answer,
         r#"[{"content": "The forge repo deploys on Fridays.", "scope": "repo", "category": "project-conventions"}]"#,

@@ -53,9 +53,8 @@ const ONE_MEMORY: &str = r#"{"memories": [{"content": "forge formats Go with gof
 
 #[tokio::test]
 async fn a_later_turn_sends_only_its_new_messages_and_a_repeat_sends_nothing() {
-    let upstream = Upstream::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let app = app_on(&upstream, dir.path(), |_| {}).await;
+    let app = app_on(|_| {}).await;
+    let upstream = &app.upstream;
     upstream.set_chat(Behaviour::Answer, ONE_MEMORY);
     let first = [("We format Go with gofumpt.", "Noted, gofumpt it is.")];
     accept(&app, "/turns", &window("s1", &first)).await;
@@ -64,7 +63,7 @@ async fn a_later_turn_sends_only_its_new_messages_and_a_repeat_sends_nothing() {
     let second = [first[0], ("Tabs in the Makefile, please.", "Tabs it is.")];
     accept(&app, "/turns", &window("s1", &second)).await;
     settled(&app, 2).await;
-    let sent = prompts(&upstream);
+    let sent = prompts(upstream);
     assert_eq!(sent.len(), 2);
     let new = new_part(&sent[1]);
     assert!(new.contains("user: Tabs in the Makefile"), "{}", sent[1]);
@@ -88,7 +87,7 @@ async fn a_later_turn_sends_only_its_new_messages_and_a_repeat_sends_nothing() {
     accept(&app, "/turns", &window("s1", &second)).await;
     accept(&app, "/compactions", &window("s1", &second)).await;
     let stats = settled(&app, 4).await;
-    assert_eq!(prompts(&upstream).len(), 2, "nothing new: no model call");
+    assert_eq!(prompts(upstream).len(), 2, "nothing new: no model call");
     assert_eq!(stats["capture"]["written"], 1);
     assert_eq!(
         stats["capture"]["skipped_duplicate"], 1,
@@ -97,20 +96,19 @@ async fn a_later_turn_sends_only_its_new_messages_and_a_repeat_sends_nothing() {
 
     accept(&app, "/turns", &window("s2", &second)).await;
     settled(&app, 5).await;
-    let sent = prompts(&upstream);
+    let sent = prompts(upstream);
     assert_eq!(sent.len(), 3, "another session is classified on its own");
     assert!(new_part(&sent[2]).contains("gofumpt"));
 }
 
 #[tokio::test]
 async fn a_window_past_the_context_window_is_classified_in_passes_that_fit() {
-    let upstream = Upstream::start().await;
-    let dir = tempfile::tempdir().unwrap();
     let context_tokens = 4096;
-    let app = app_on(&upstream, dir.path(), |config| {
+    let app = app_on(|config| {
         config.llm.as_mut().unwrap().context_tokens = context_tokens;
     })
     .await;
+    let upstream = &app.upstream;
     upstream.set_chat(Behaviour::Answer, r#"{"memories": []}"#);
     let paragraphs: Vec<String> = (0..6)
         .map(|n| {
@@ -152,9 +150,8 @@ async fn a_window_past_the_context_window_is_classified_in_passes_that_fit() {
 
 #[tokio::test]
 async fn a_server_refusing_response_format_still_classifies_and_is_asked_once() {
-    let upstream = Upstream::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let app = app_on(&upstream, dir.path(), |_| {}).await;
+    let app = app_on(|_| {}).await;
+    let upstream = &app.upstream;
     upstream.set_chat(Behaviour::Answer, ONE_MEMORY);
     upstream.refuse_response_format();
     accept(
@@ -186,9 +183,8 @@ async fn a_server_refusing_response_format_still_classifies_and_is_asked_once() 
 
 #[tokio::test]
 async fn a_server_refusing_only_the_schema_gets_json_mode() {
-    let upstream = Upstream::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let app = app_on(&upstream, dir.path(), |_| {}).await;
+    let app = app_on(|_| {}).await;
+    let upstream = &app.upstream;
     upstream.set_chat(Behaviour::Answer, ONE_MEMORY);
     upstream.refuse_response_format_types(&["json_schema"]);
     accept(
@@ -213,9 +209,7 @@ async fn a_server_refusing_only_the_schema_gets_json_mode() {
 /// model's under that schema (the object alone, names spelled its way).
 #[tokio::test]
 async fn an_ollama_shaped_server_with_a_small_model_reply_is_classified() {
-    let upstream = Upstream::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let app = app_on(&upstream, dir.path(), |config| {
+    let app = app_on(|config| {
         let llm = config.llm.as_mut().unwrap();
         llm.classifier_model = "qwen2.5:7b-instruct".to_owned();
         llm.retrieval_model = "qwen2.5:7b-instruct".to_owned();
@@ -223,6 +217,7 @@ async fn an_ollama_shaped_server_with_a_small_model_reply_is_classified() {
         llm.classifier_timeout_ms = 120_000;
     })
     .await;
+    let upstream = &app.upstream;
     upstream.set_chat(
         Behaviour::Answer,
         include_str!("../fixtures/classifier-replies/ollama-schema-constrained.txt"),

@@ -9,8 +9,8 @@ use http_body_util::BodyExt;
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
-use crate::helpers::{TestApp, llm_with, memory, spawn_app, spawn_app_on};
-use crate::upstream::{Behaviour, Upstream};
+use crate::helpers::{Ground, TestApp, memory, spawn_app};
+use crate::upstream::Behaviour;
 
 fn window(session: &str, text: &str) -> Value {
     json!({"session_id": session, "repo": "forge", "user": "ana", "messages": [
@@ -47,18 +47,21 @@ async fn compactions_past_the_byte_budget_get_429_with_retry_after_and_turns_sti
     // The classifier fails and its retry is far off, so the queue only
     // grows; budgets are small enough that a few 100 KB compactions reach
     // them.
-    let upstream = Upstream::start().await;
+    let ground = Ground::new().await;
+    let upstream = ground.upstream.clone();
     upstream.set_chat(Behaviour::Fail(503), "");
-    let dir = tempfile::tempdir().unwrap();
-    let app = spawn_app_on(dir.path(), |config| {
-        llm_with(&upstream, config);
-        config.capture.max_attempts = 20;
-        config.capture.retry_base_ms = 600_000;
-        config.limits.max_body_bytes = 256 * 1024;
-        config.capture.session_queue_bytes = 256 * 1024;
-        config.capture.queue_bytes = 450 * 1024;
-    })
-    .await;
+    let app = TestApp::builder()
+        .on(ground)
+        .llm()
+        .config(|config| {
+            config.capture.max_attempts = 20;
+            config.capture.retry_base_ms = 600_000;
+            config.limits.max_body_bytes = 256 * 1024;
+            config.capture.session_queue_bytes = 256 * 1024;
+            config.capture.queue_bytes = 450 * 1024;
+        })
+        .spawn()
+        .await;
     let big = "compaction arc ".repeat(100 * 1024 / 15);
     let mut accepted = 0;
     let (status, retry_after, problem) = loop {
@@ -109,13 +112,13 @@ async fn compactions_past_the_byte_budget_get_429_with_retry_after_and_turns_sti
 
 #[tokio::test]
 async fn below_the_disk_floor_writes_get_507_and_nothing_is_written() {
-    let upstream = Upstream::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let app = spawn_app_on(dir.path(), |config| {
-        llm_with(&upstream, config);
-        config.limits.min_free_disk_bytes = u64::MAX;
-    })
-    .await;
+    let app = TestApp::builder()
+        .llm()
+        .config(|config| {
+            config.limits.min_free_disk_bytes = u64::MAX;
+        })
+        .spawn()
+        .await;
     for path in ["/turns", "/compactions"] {
         let (status, _, problem) = post_raw(&app, path, &window("s1", "remember this")).await;
         assert_eq!(status, StatusCode::INSUFFICIENT_STORAGE, "{problem}");
@@ -176,17 +179,16 @@ async fn written_memories_that_hold_a_secret_are_refused_naming_content() {
 
 #[tokio::test]
 async fn a_link_planted_in_the_queue_is_skipped_and_counted_not_followed() {
-    let dir = tempfile::tempdir().unwrap();
+    let ground = Ground::new().await;
     let outside = tempfile::tempdir().unwrap();
     let target = outside.path().join("victim.json");
     std::fs::write(&target, "{\"not\": \"a trigger\"}").unwrap();
-    let queue = dir.path().join("queue");
+    let queue = ground.path().join("queue");
     std::fs::create_dir_all(&queue).unwrap();
     let link = queue.join("0193f0c2-6a55-7b1e-9c2d-5f1e2a3b4c5d.json");
     std::os::unix::fs::symlink(&target, &link).unwrap();
 
-    let upstream = Upstream::start().await;
-    let app = spawn_app_on(dir.path(), |config| llm_with(&upstream, config)).await;
+    let app = TestApp::builder().on(ground).llm().spawn().await;
     let stats = app.get("/stats").await.json;
     assert_eq!(stats["capture"]["skipped_symlinks"], 1, "{stats:#}");
     assert_eq!(stats["capture"]["queue_depth"], 0);

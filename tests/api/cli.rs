@@ -53,9 +53,7 @@ fn config_prints_the_effective_configuration() {
 
 #[tokio::test]
 async fn healthcheck_succeeds_only_against_a_live_server() {
-    let temp = tempfile::tempdir().unwrap();
-    let app =
-        crate::helpers::RunningApp::start(crate::helpers::test_config(temp.path(), |_| {})).await;
+    let app = crate::helpers::TestApp::builder().serve().await;
     let listen = app.base_url.trim_start_matches("http://").to_owned();
     let probe = |listen: String| {
         tokio::task::spawn_blocking(move || {

@@ -4,8 +4,7 @@
 
 use serde_json::{Value, json};
 
-use crate::helpers::{TestApp, embed_with, ids, memory, spawn_app_on};
-use crate::upstream::Upstream;
+use crate::helpers::{TestApp, ids, memory};
 
 /// In the text of every memory whose vector the tests hold back, and in
 /// no query.
@@ -17,12 +16,10 @@ fn id(memory: &Value) -> String {
 
 /// An app whose embedder is the fake upstream, which holds back the
 /// vectors of every text marked [`STALLED`].
-async fn app_with_stalled_embedder() -> (TestApp, Upstream, tempfile::TempDir) {
-    let upstream = Upstream::start().await;
-    let temp = tempfile::tempdir().unwrap();
-    let app = spawn_app_on(temp.path(), |config| embed_with(&upstream, config)).await;
-    upstream.stall_embeddings_of(STALLED);
-    (app, upstream, temp)
+async fn app_with_stalled_embedder() -> TestApp {
+    let app = TestApp::builder().embedder().spawn().await;
+    app.upstream.stall_embeddings_of(STALLED);
+    app
 }
 
 /// Writes a memory of `content` into `repo/forge`.
@@ -38,7 +35,8 @@ async fn ask(app: &TestApp, turn: &str, query: &str) -> Value {
 
 #[tokio::test]
 async fn a_write_behind_a_stalled_burst_is_found_by_its_words_at_once() {
-    let (app, upstream, _temp) = app_with_stalled_embedder().await;
+    let app = app_with_stalled_embedder().await;
+    let upstream = &app.upstream;
     for n in 0..40 {
         note(&app, &format!("Build note {n} {STALLED}.")).await;
     }
@@ -90,7 +88,8 @@ async fn a_write_behind_a_stalled_burst_is_found_by_its_words_at_once() {
 
 #[tokio::test]
 async fn a_memory_deleted_before_its_vector_came_is_gone_from_both_searches() {
-    let (app, upstream, _temp) = app_with_stalled_embedder().await;
+    let app = app_with_stalled_embedder().await;
+    let upstream = &app.upstream;
     let kept = note(&app, "The zanzibar runbook lives in the wiki.").await;
     let gone = note(
         &app,
@@ -117,7 +116,8 @@ async fn a_memory_deleted_before_its_vector_came_is_gone_from_both_searches() {
 
 #[tokio::test]
 async fn a_new_version_stands_in_for_the_old_before_its_vector_comes() {
-    let (app, upstream, _temp) = app_with_stalled_embedder().await;
+    let app = app_with_stalled_embedder().await;
+    let upstream = &app.upstream;
     let old = app
         .create(memory(
             "repo",
@@ -160,9 +160,7 @@ async fn a_new_version_stands_in_for_the_old_before_its_vector_comes() {
 
 #[tokio::test]
 async fn with_no_backlog_a_retrieval_right_after_a_write_waits_for_its_vector() {
-    let upstream = Upstream::start().await;
-    let temp = tempfile::tempdir().unwrap();
-    let app = spawn_app_on(temp.path(), |config| embed_with(&upstream, config)).await;
+    let app = TestApp::builder().embedder().spawn().await;
     let written = app
         .create(memory(
             "repo",

@@ -1,6 +1,9 @@
 //! Keys limited to some repos and users: every path keeps other namespaces
 //! out of sight (404 for their ids, 403 for their pairs); `/metrics` and
 //! `/stats` follow the documented rules.
+//! Hand-edited links into another namespace are in `links`.
+
+mod links;
 
 use axum::body::Body;
 use axum::http::{Method, Request, StatusCode, header};
@@ -8,16 +11,13 @@ use engram::config::{ApiKey, KeyGrant};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use crate::helpers::{TestApp, TestResponse, embed_with, llm_with, memory, spawn_app_on};
-use crate::upstream::Upstream;
+use crate::helpers::{TestApp, TestResponse, memory};
 
 const ROOT: &str = "root-key";
 const LIMITED: &str = "forge-ana-key";
 
 struct Fixture {
     app: TestApp,
-    _dir: tempfile::TempDir,
-    _upstream: Upstream,
     /// In repo/forge: visible to the limited key.
     mine: Value,
     /// In repo/secret: not visible to it.
@@ -25,15 +25,15 @@ struct Fixture {
 }
 
 async fn fixture() -> Fixture {
-    let upstream = Upstream::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let app = spawn_app_on(dir.path(), |config| {
-        embed_with(&upstream, config);
-        llm_with(&upstream, config);
-        config.api_key = Some(ApiKey::new(ROOT));
-        config.auth.keys = vec![grant(LIMITED, &["forge"], &["ana"])];
-    })
-    .await;
+    let app = TestApp::builder()
+        .embedder()
+        .llm()
+        .config(|config| {
+            config.api_key = Some(ApiKey::new(ROOT));
+            config.auth.keys = vec![grant(LIMITED, &["forge"], &["ana"])];
+        })
+        .spawn()
+        .await;
     let create = async |body: Value| {
         let response = send(&app, Method::POST, "/memories", Some(body), ROOT).await;
         assert_eq!(response.status, StatusCode::CREATED, "{}", response.text);
@@ -64,13 +64,7 @@ async fn fixture() -> Fixture {
     edge["related"] = json!([{"id": theirs["id"], "relationship": "refines"}]);
     create(edge).await;
     app.wait_indexed_with(ROOT).await;
-    Fixture {
-        app,
-        _dir: dir,
-        _upstream: upstream,
-        mine,
-        theirs,
-    }
+    Fixture { app, mine, theirs }
 }
 
 pub async fn send(
@@ -91,6 +85,10 @@ pub async fn send(
         None => request.body(Body::empty()),
     };
     app.send(request.unwrap()).await
+}
+
+fn ids_of(list: &Value) -> Vec<&str> {
+    list.as_array().unwrap().iter().map(id).collect()
 }
 
 fn id(memory: &Value) -> &str {
@@ -318,133 +316,6 @@ pub fn grant(key: &str, repos: &[&str], users: &[&str]) -> KeyGrant {
         repos: repos.iter().map(|&repo| repo.into()).collect(),
         users: users.iter().map(|&user| user.into()).collect(),
     }
-}
-
-const UA: &str = "ua-key";
-const UB: &str = "ub-key";
-const UB_MEMORY: &str = "0193f0c2-0000-7000-8000-0000000000b1";
-const UA_MEMORY: &str = "0193f0c2-0000-7000-8000-0000000000a1";
-
-/// A memory file of user `owner`, with extra front-matter lines.
-fn user_memory_file(id: &str, version: u32, extra: &str, content: &str) -> String {
-    format!(
-        "---\nid: {id}\nversion: {version}\nscope: user\ncategory: patterns\n\
-         created_at: 2026-11-22T10:00:00Z\nupdated_at: 2026-11-22T10:00:00Z\n\
-         {extra}trigger: manual\n---\n{content}\n"
-    )
-}
-
-/// users/ua holds a hand-edited file whose `supersedes` and `related` name
-/// ub's memory.
-async fn cross_namespace_links() -> (TestApp, tempfile::TempDir, Upstream) {
-    let upstream = Upstream::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    for user in ["ua", "ub"] {
-        std::fs::create_dir_all(dir.path().join(format!("users/{user}"))).unwrap();
-    }
-    std::fs::write(
-        dir.path().join(format!("users/ub/{UB_MEMORY}.md")),
-        user_memory_file(UB_MEMORY, 1, "", "Ub deploys with the blue pipeline."),
-    )
-    .unwrap();
-    std::fs::write(
-        dir.path().join(format!("users/ua/{UA_MEMORY}.md")),
-        user_memory_file(
-            UA_MEMORY,
-            2,
-            &format!(
-                "supersedes: {UB_MEMORY}\nrelated:\n- id: {UB_MEMORY}\n  relationship: refines\n"
-            ),
-            "Ua deploys with the green pipeline.",
-        ),
-    )
-    .unwrap();
-    let app = spawn_app_on(dir.path(), |config| {
-        embed_with(&upstream, config);
-        config.api_key = Some(ApiKey::new(ROOT));
-        config.auth.keys = vec![
-            grant(UA, &["default"], &["ua"]),
-            grant(UB, &["default"], &["ub"]),
-        ];
-    })
-    .await;
-    app.wait_indexed_with(ROOT).await;
-    (app, dir, upstream)
-}
-
-fn ids_of(list: &Value) -> Vec<&str> {
-    list.as_array().unwrap().iter().map(id).collect()
-}
-
-#[tokio::test]
-async fn a_hand_edited_link_into_another_namespace_is_never_followed() {
-    let (app, _dir, _upstream) = cross_namespace_links().await;
-
-    let theirs_from_a = send(
-        &app,
-        Method::GET,
-        &format!("/memories/{UA_MEMORY}"),
-        None,
-        UA,
-    )
-    .await;
-    assert_eq!(
-        theirs_from_a.status,
-        StatusCode::OK,
-        "{}",
-        theirs_from_a.text
-    );
-    let detail = &theirs_from_a.json;
-    assert_eq!(ids_of(&detail["chain"]), [UA_MEMORY], "{detail:#}");
-    assert_eq!(detail["edges"]["outgoing"], json!([]), "{detail:#}");
-
-    let detail = send(
-        &app,
-        Method::GET,
-        &format!("/memories/{UB_MEMORY}"),
-        None,
-        UB,
-    )
-    .await
-    .json;
-    assert_eq!(ids_of(&detail["chain"]), [UB_MEMORY], "{detail:#}");
-    assert_eq!(detail["edges"]["incoming"], json!([]), "{detail:#}");
-
-    let retrieved = send(
-        &app,
-        Method::POST,
-        "/retrieve",
-        Some(json!({"turn_id": "t", "user": "ub", "query": "deploys pipeline"})),
-        UB,
-    )
-    .await;
-    assert_eq!(retrieved.status, StatusCode::OK, "{}", retrieved.text);
-    assert_eq!(
-        ids_of(&retrieved.json["memories"]),
-        [UB_MEMORY],
-        "{}",
-        retrieved.text
-    );
-
-    // Both links are reported against ua's file, without naming ub.
-    let stats = send(&app, Method::GET, "/stats", None, ROOT).await.json;
-    assert_eq!(stats["store"]["memories"], 2);
-    let reported: Vec<&str> = stats["store"]["skipped"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|entry| {
-            assert_eq!(entry["path"], format!("users/ua/{UA_MEMORY}.md"));
-            let reason = entry["reason"].as_str().unwrap();
-            assert!(!reason.contains("ub"), "{entry}");
-            reason.split(' ').next().unwrap()
-        })
-        .collect();
-    assert_eq!(reported, ["`supersedes`", "`related[0].id`"], "{stats:#}");
-    let of_a = send(&app, Method::GET, "/stats", None, UA).await.json;
-    assert_eq!(of_a["store"]["skipped_files"], 2);
-    let of_b = send(&app, Method::GET, "/stats", None, UB).await.json;
-    assert_eq!(of_b["store"]["skipped_files"], 0);
 }
 
 #[tokio::test]

@@ -6,7 +6,7 @@ use engram::config::ApiKey;
 use serde_json::{Value, json};
 
 use crate::grants::{grant, send};
-use crate::helpers::{TestApp, memory, spawn_app, spawn_app_on};
+use crate::helpers::{TestApp, memory, spawn_app};
 
 fn id(memory: &Value) -> String {
     memory["id"].as_str().unwrap().to_owned()
@@ -125,12 +125,13 @@ async fn graph_requests_are_checked() {
 async fn a_limited_key_walks_only_through_what_it_can_see() {
     const ROOT: &str = "root-key";
     const LIMITED: &str = "forge-key";
-    let dir = tempfile::tempdir().unwrap();
-    let app = spawn_app_on(dir.path(), |config| {
-        config.api_key = Some(ApiKey::new(ROOT));
-        config.auth.keys = vec![grant(LIMITED, &["forge"], &["bob"])];
-    })
-    .await;
+    let app = TestApp::builder()
+        .config(|config| {
+            config.api_key = Some(ApiKey::new(ROOT));
+            config.auth.keys = vec![grant(LIMITED, &["forge"], &["bob"])];
+        })
+        .spawn()
+        .await;
     let create = async |body: Value| {
         let response = send(&app, Method::POST, "/memories", Some(body), ROOT).await;
         assert_eq!(response.status, StatusCode::CREATED, "{}", response.text);

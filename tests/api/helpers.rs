@@ -1,132 +1,34 @@
-//! `spawn_app()`: a real application over a temporary data directory,
-//! driven in process through its router or over a real port.
+//! What the API tests share: the apps they run (`app`: `TestApp::builder`)
+//! and typed requests, waits and request bodies.
 
-use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+mod app;
+mod legacy;
 
-use axum::Router;
+use std::path::Path;
+
 use axum::body::Body;
 use axum::http::{Method, Request, StatusCode, header};
-use engram::app::App;
-use engram::config::{Config, EmbeddingProvider};
 use http_body_util::BodyExt;
 use serde_json::{Value, json};
-use tempfile::TempDir;
-use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
 use tower::ServiceExt;
 
-use crate::upstream::{self, Behaviour, Upstream};
+use crate::upstream::Behaviour;
 
-pub struct TestApp {
-    pub router: Router,
-    pub data_dir: PathBuf,
-    /// Keeps the temporary directory alive as long as the app.
-    _temp: Option<TempDir>,
-}
+pub use app::{Builder, Ground, RunningApp, TestApp, spawn_app};
+#[expect(
+    unused_imports,
+    reason = "the old helpers' names, kept for test files written against them until they move to the builder"
+)]
+pub use {
+    app::{embed_with, llm_with, test_config},
+    legacy::{spawn_app_on, spawn_unready_app_on},
+};
 
 pub struct TestResponse {
     pub status: StatusCode,
     pub content_type: String,
     pub json: Value,
     pub text: String,
-}
-
-/// An app on a fresh temporary data directory.
-pub async fn spawn_app() -> TestApp {
-    let temp = tempfile::tempdir().unwrap();
-    let mut app = spawn_app_on(temp.path(), |_| {}).await;
-    app._temp = Some(temp);
-    app
-}
-
-/// An app on an existing data directory, with the configuration adjusted,
-/// once its start-up index build is done.
-pub async fn spawn_app_on(data_dir: &Path, adjust: impl FnOnce(&mut Config)) -> TestApp {
-    let app = App::build(test_config(data_dir, adjust)).await.unwrap();
-    let readiness = app.state().readiness.clone();
-    wait_until("the start-up index build", || readiness.is_ready()).await;
-    TestApp {
-        router: app.router(),
-        data_dir: data_dir.to_owned(),
-        _temp: None,
-    }
-}
-
-/// An app on an existing data directory, as soon as it is built: its
-/// start-up index build may still be running.
-pub async fn spawn_unready_app_on(data_dir: &Path, adjust: impl FnOnce(&mut Config)) -> TestApp {
-    let app = App::build(test_config(data_dir, adjust)).await.unwrap();
-    TestApp {
-        router: app.router(),
-        data_dir: data_dir.to_owned(),
-        _temp: None,
-    }
-}
-
-/// Points the chat model (HyDE) at the fake upstream.
-pub fn llm_with(upstream: &Upstream, config: &mut Config) {
-    config.llm = Some(engram::config::Llm {
-        base_url: upstream.base_url.clone(),
-        retrieval_timeout_ms: 300,
-        ..engram::config::Llm::default()
-    });
-}
-
-/// Points the embedder at the fake upstream.
-pub fn embed_with(upstream: &Upstream, config: &mut Config) {
-    config.embedding.provider = EmbeddingProvider::Openai;
-    config.embedding.base_url = upstream.base_url.clone();
-    config.embedding.model = "fake-embedding".to_owned();
-    config.embedding.dimensions = Some(upstream::Vectors::SMALL.dimensions);
-    config.embedding.timeout_ms = 300;
-}
-
-pub fn test_config(data_dir: &Path, adjust: impl FnOnce(&mut Config)) -> Config {
-    let mut config = Config {
-        listen: SocketAddr::from(([127, 0, 0, 1], 0)),
-        data_dir: data_dir.to_owned(),
-        ..Config::default()
-    };
-    adjust(&mut config);
-    config
-}
-
-/// An app serving on a real port until `stop` is called.
-pub struct RunningApp {
-    pub base_url: String,
-    stop: oneshot::Sender<()>,
-    server: JoinHandle<()>,
-}
-
-impl RunningApp {
-    pub async fn start(config: Config) -> Self {
-        let app = App::build(config).await.unwrap();
-        let base_url = format!("http://{}", app.local_addr().unwrap());
-        let (stop, stopped) = oneshot::channel::<()>();
-        let server = tokio::spawn(async move {
-            app.run_until_stopped(async {
-                let _ = stopped.await;
-            })
-            .await
-            .unwrap();
-        });
-        Self {
-            base_url,
-            stop,
-            server,
-        }
-    }
-
-    /// Signals shutdown; the returned handle completes once the server has stopped.
-    pub fn begin_stop(self) -> JoinHandle<()> {
-        self.stop.send(()).unwrap();
-        self.server
-    }
-
-    pub async fn stop(self) {
-        self.begin_stop().await.unwrap();
-    }
 }
 
 impl TestApp {
@@ -257,16 +159,13 @@ pub async fn settled(app: &TestApp, done: u64) -> Value {
     }
 }
 
-/// Writes a memory of `content` while the embedder fails as `fault`: the
+/// Writes a memory of `content` while the app's embedder (its upstream)
+/// fails as `fault`: the
 /// write lands and stays pending in the index; then the embedder recovers
 /// and the memory is indexed after at least one failed batch. Returns the
 /// written memory.
-pub async fn write_through_embedder_fault(
-    app: &TestApp,
-    upstream: &Upstream,
-    fault: Behaviour,
-    content: &str,
-) -> Value {
+pub async fn write_through_embedder_fault(app: &TestApp, fault: Behaviour, content: &str) -> Value {
+    let upstream = &app.upstream;
     upstream.set(fault);
     let written = app
         .create(memory("repo", "forge", "patterns", content))

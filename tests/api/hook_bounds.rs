@@ -12,7 +12,6 @@ use serde_json::{Value, json};
 
 use crate::helpers::RunningApp;
 use crate::hooks::{Project, engram, printed_context, remember, run, start_engram, write_and_wait};
-use crate::upstream::Upstream;
 
 fn hook_command(project: &Project, url: &str, event: &str) -> Command {
     let mut command = engram(project);
@@ -61,9 +60,8 @@ async fn a_transcript_that_is_a_fifo_or_a_device_is_refused_not_read() {
 
 #[tokio::test]
 async fn a_git_fifo_or_device_in_a_parent_directory_is_passed_over() {
-    let upstream = Upstream::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let app = start_engram(&upstream, dir.path()).await;
+    let app = start_engram().await;
+    let _upstream = &app.upstream;
     remember(
         &app,
         "Decisions for working on forge are recorded in docs/adr.",
@@ -102,9 +100,8 @@ fn login_name() -> String {
 
 #[tokio::test]
 async fn without_user_or_logname_the_user_is_the_uids_login_name() {
-    let upstream = Upstream::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let app = start_engram(&upstream, dir.path()).await;
+    let app = start_engram().await;
+    let _upstream = &app.upstream;
     let user = login_name();
     remember_for_user(
         &app,

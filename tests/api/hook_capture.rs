@@ -5,17 +5,14 @@
 //! what is worth remembering, and `Stop`/`PreCompact` leave no error in
 //! the log.
 
-use std::path::Path;
-
 use serde_json::{Value, json};
 
-use crate::helpers::{RunningApp, embed_with, test_config};
+use crate::helpers::{RunningApp, TestApp};
 use crate::hooks::{Project, get, hook, printed_context, wait_for_index};
-use crate::upstream::Upstream;
 
 /// Engram with no `llm`: capture is the agent's.
-async fn agent_driven(upstream: &Upstream, dir: &Path) -> RunningApp {
-    RunningApp::start(test_config(dir, |config| embed_with(upstream, config))).await
+async fn agent_driven() -> RunningApp {
+    TestApp::builder().embedder().serve().await
 }
 
 /// Runs Claude Code's prompt hook for `prompt` in the project `forge` and
@@ -55,9 +52,8 @@ async fn indexed_memories(app: &RunningApp) -> Vec<Value> {
 
 #[tokio::test]
 async fn remember_prompts_write_repo_and_user_memories_with_no_model() {
-    let upstream = Upstream::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let app = agent_driven(&upstream, dir.path()).await;
+    let app = agent_driven().await;
+    let _upstream = &app.upstream;
     let project = Project::new("claude-code/transcript.jsonl");
 
     let said = prompt(&app, &project, "  Remember: forge tags releases as vX.Y.Z.").await;
@@ -118,9 +114,8 @@ async fn remember_prompts_write_repo_and_user_memories_with_no_model() {
 
 #[tokio::test]
 async fn a_codex_remember_prompt_is_stored_as_well() {
-    let upstream = Upstream::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let app = agent_driven(&upstream, dir.path()).await;
+    let app = agent_driven().await;
+    let _upstream = &app.upstream;
     let project = Project::new("codex/rollout.jsonl");
 
     let said = agent_prompt(
@@ -147,9 +142,8 @@ async fn a_codex_remember_prompt_is_stored_as_well() {
 
 #[tokio::test]
 async fn a_remembered_secret_or_duplicate_is_refused_and_the_agent_told_why() {
-    let upstream = Upstream::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let app = agent_driven(&upstream, dir.path()).await;
+    let app = agent_driven().await;
+    let _upstream = &app.upstream;
     let project = Project::new("claude-code/transcript.jsonl");
 
     let said = prompt(
@@ -183,9 +177,8 @@ async fn a_remembered_secret_or_duplicate_is_refused_and_the_agent_told_why() {
 
 #[tokio::test]
 async fn agent_driven_stop_and_pre_compact_leave_no_error_in_the_log() {
-    let upstream = Upstream::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let app = agent_driven(&upstream, dir.path()).await;
+    let app = agent_driven().await;
+    let _upstream = &app.upstream;
     let project = Project::new("claude-code/transcript.jsonl");
 
     for (event, fixture) in [
@@ -208,9 +201,8 @@ async fn agent_driven_stop_and_pre_compact_leave_no_error_in_the_log() {
 
 #[tokio::test]
 async fn session_start_says_what_is_worth_remembering() {
-    let upstream = Upstream::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let app = agent_driven(&upstream, dir.path()).await;
+    let app = agent_driven().await;
+    let _upstream = &app.upstream;
     let project = Project::new("claude-code/transcript.jsonl");
 
     let payload = project.payload("claude-code/session-start.json");

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use tempfile::TempDir;
 
-use crate::helpers::{RunningApp, embed_with, llm_with, test_config, wait_until_async};
+use crate::helpers::{Ground, RunningApp, TestApp, wait_until_async};
 use crate::upstream::{Behaviour, Upstream};
 
 const CLAUDE_SESSION: &str = "5b0c1f9e-8d7a-4c1b-9f3e-2a6d4e8b7c10";
@@ -137,14 +137,22 @@ fn assert_silent(output: &Output) {
     assert_eq!(String::from_utf8_lossy(&output.stderr), "", "{output:?}");
 }
 
-pub async fn start_engram(upstream: &Upstream, dir: &Path) -> RunningApp {
-    RunningApp::start(test_config(dir, |config| {
-        embed_with(upstream, config);
-        llm_with(upstream, config);
-        config.llm.as_mut().unwrap().classifier_timeout_ms = 5_000;
-        config.capture.retry_base_ms = 10;
-    }))
-    .await
+pub async fn start_engram() -> RunningApp {
+    start_engram_on(Ground::new().await).await
+}
+
+/// [`start_engram`] on `ground`: a restart on the same data.
+pub async fn start_engram_on(ground: Ground) -> RunningApp {
+    TestApp::builder()
+        .on(ground)
+        .embedder()
+        .llm()
+        .config(|config| {
+            config.llm.as_mut().unwrap().classifier_timeout_ms = 5_000;
+            config.capture.retry_base_ms = 10;
+        })
+        .serve()
+        .await
 }
 
 /// Writes a memory of repo `forge` and waits until retrieval can find it.
@@ -246,12 +254,11 @@ fn assert_window_of_claude_fixture(prompt: &str) {
 
 #[tokio::test]
 async fn a_claude_code_prompt_gets_the_memories_for_its_window_as_context() {
-    let upstream = Upstream::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let app = start_engram(&upstream, dir.path()).await;
+    let app = start_engram().await;
+    let upstream = &app.upstream;
     let project = Project::new("claude-code/transcript.jsonl");
     let fact = "The forge client wraps every error with fmt.Errorf and %w.";
-    remember_and_expect(&app, &upstream, fact).await;
+    remember_and_expect(&app, upstream, fact).await;
 
     let payload = project.payload("claude-code/user-prompt-submit.json");
     let args = ["claude-code", "user-prompt-submit"];
@@ -259,7 +266,7 @@ async fn a_claude_code_prompt_gets_the_memories_for_its_window_as_context() {
 
     let injection = printed_context(&output, "UserPromptSubmit");
     assert!(injection.contains(fact), "{injection}");
-    let prompt = last_prompt(&upstream);
+    let prompt = last_prompt(upstream);
     assert!(
         prompt.contains("Now add error handling to the forge HTTP client."),
         "the new prompt is the window's end: {prompt}"
@@ -278,9 +285,8 @@ async fn a_claude_code_prompt_gets_the_memories_for_its_window_as_context() {
 
 #[tokio::test]
 async fn a_claude_code_session_start_with_no_past_asks_for_the_project() {
-    let upstream = Upstream::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let app = start_engram(&upstream, dir.path()).await;
+    let app = start_engram().await;
+    let upstream = &app.upstream;
     let project = Project::new("claude-code/transcript.jsonl");
     std::fs::remove_file(project.home().join("session.jsonl")).unwrap();
     remember(
@@ -309,9 +315,8 @@ async fn a_claude_code_session_start_with_no_past_asks_for_the_project() {
 
 #[tokio::test]
 async fn claude_code_stop_and_pre_compact_hand_the_window_to_capture() {
-    let upstream = Upstream::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let app = start_engram(&upstream, dir.path()).await;
+    let app = start_engram().await;
+    let upstream = &app.upstream;
     let project = Project::new("claude-code/transcript.jsonl");
     upstream.set_chat(
         Behaviour::Answer,
@@ -323,7 +328,7 @@ async fn claude_code_stop_and_pre_compact_hand_the_window_to_capture() {
     let written = memories(&app, 1).await;
     assert_eq!(written[0]["session_id"], CLAUDE_SESSION);
     assert_eq!(written[0]["trigger"], "turn");
-    assert_window_of_claude_fixture(&last_prompt(&upstream));
+    assert_window_of_claude_fixture(&last_prompt(upstream));
 
     // The compaction carries the same messages, all classified at the
     // stop: it is processed with no model call.
@@ -344,8 +349,8 @@ async fn claude_code_stop_and_pre_compact_hand_the_window_to_capture() {
     app.stop().await;
 
     // Where nothing was classified yet, it hands the whole window over.
-    let fresh = tempfile::tempdir().unwrap();
-    let app = start_engram(&upstream, fresh.path()).await;
+    let app = start_engram().await;
+    let upstream = &app.upstream;
     upstream.set_chat(
         Behaviour::Answer,
         r#"[{"content": "Ana wants errors wrapped, never returned bare.", "scope": "user", "category": "coding-preferences"}]"#,
@@ -354,19 +359,18 @@ async fn claude_code_stop_and_pre_compact_hand_the_window_to_capture() {
     let written = memories(&app, 1).await;
     assert_eq!(written[0]["trigger"], "compaction", "{written:?}");
     assert_eq!(written[0]["user"], "ana", "the OS user owns user memories");
-    assert_window_of_claude_fixture(&last_prompt(&upstream));
+    assert_window_of_claude_fixture(&last_prompt(upstream));
     assert_eq!(project.log_lines(), Vec::<String>::new());
     app.stop().await;
 }
 
 #[tokio::test]
 async fn codex_hooks_use_its_turn_id_and_its_event_stream() {
-    let upstream = Upstream::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let app = start_engram(&upstream, dir.path()).await;
+    let app = start_engram().await;
+    let upstream = &app.upstream;
     let project = Project::new("codex/rollout.jsonl");
     let fact = "Migrations in forge live in db/migrations, numbered by date.";
-    remember_and_expect(&app, &upstream, fact).await;
+    remember_and_expect(&app, upstream, fact).await;
 
     let payload = project.payload("codex/user-prompt-submit.json");
     let output = hook(
@@ -378,7 +382,7 @@ async fn codex_hooks_use_its_turn_id_and_its_event_stream() {
     .await;
     let injection = printed_context(&output, "UserPromptSubmit");
     assert!(injection.contains(fact), "{injection}");
-    let prompt = last_prompt(&upstream);
+    let prompt = last_prompt(upstream);
     assert!(
         prompt.contains("Add a migration for the users table."),
         "{prompt}"
@@ -423,7 +427,7 @@ async fn codex_hooks_use_its_turn_id_and_its_event_stream() {
     let stop = project.payload("codex/stop.json");
     assert_silent(&hook(&project, &app.base_url, &["codex", "stop"], stop).await);
     memories(&app, 2).await;
-    let prompt = last_prompt(&upstream);
+    let prompt = last_prompt(upstream);
     assert!(
         prompt.contains("Added db/migrations/20261123_users.sql."),
         "the last answer comes from the payload: {prompt}"
@@ -472,14 +476,14 @@ async fn an_engram_that_never_answers_is_cut_off_at_the_time_budget() {
 
 #[tokio::test]
 async fn a_refused_key_bad_input_and_a_mistyped_command_are_logged_never_shown() {
-    let upstream = Upstream::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let app = RunningApp::start(test_config(dir.path(), |config| {
-        embed_with(&upstream, config);
-        llm_with(&upstream, config);
-        config.api_key = Some(engram::config::ApiKey::new("s3cret"));
-    }))
-    .await;
+    let app = TestApp::builder()
+        .embedder()
+        .llm()
+        .config(|config| {
+            config.api_key = Some(engram::config::ApiKey::new("s3cret"));
+        })
+        .serve()
+        .await;
     let project = Project::new("claude-code/transcript.jsonl");
     let stop = project.payload("claude-code/stop.json");
 

@@ -7,13 +7,12 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::helpers::{RunningApp, get_json, post_json, test_config};
+use crate::helpers::{TestApp, get_json, post_json, wait_until};
 
 #[tokio::test]
 async fn a_restart_on_the_same_data_directory_finds_everything_written() {
-    let temp = tempfile::tempdir().unwrap();
     let client = reqwest::Client::new();
-    let app = RunningApp::start(test_config(temp.path(), |_| {})).await;
+    let app = TestApp::builder().serve().await;
     let mut written = Vec::new();
     let mut previous: Option<Value> = None;
     for n in 0..5 {
@@ -36,9 +35,9 @@ async fn a_restart_on_the_same_data_directory_finds_everything_written() {
         .await
         .unwrap();
     assert_eq!(response.status(), 204);
-    app.stop().await;
+    let ground = app.stop().await;
 
-    let app = RunningApp::start(test_config(temp.path(), |_| {})).await;
+    let app = TestApp::builder().on(ground).serve().await;
     let listed = get_json(&app.base_url, "/memories?repo=forge&all_versions=true").await;
     written.reverse();
     assert_eq!(listed["memories"], Value::Array(written));
@@ -47,8 +46,7 @@ async fn a_restart_on_the_same_data_directory_finds_everything_written() {
 
 #[tokio::test]
 async fn shutdown_lets_an_in_flight_request_finish() {
-    let temp = tempfile::tempdir().unwrap();
-    let app = RunningApp::start(test_config(temp.path(), |_| {})).await;
+    let app = TestApp::builder().serve().await;
     let body = json!({"scope": "repo", "repo": "forge", "category": "patterns", "content": "Written during shutdown."}).to_string();
     let addr = app.base_url.trim_start_matches("http://").to_owned();
     let mut stream = TcpStream::connect(&addr).await.unwrap();
@@ -59,10 +57,14 @@ async fn shutdown_lets_an_in_flight_request_finish() {
     let (first_half, second_half) = body.split_at(body.len() / 2);
     stream.write_all(head.as_bytes()).await.unwrap();
     stream.write_all(first_half.as_bytes()).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    let traffic = app.traffic.clone();
+    wait_until("the request to be in flight", || {
+        traffic.requests_in_flight() == 1
+    })
+    .await;
 
     let stopped = app.begin_stop();
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    wait_until("the server to stop accepting", || traffic.draining()).await;
     assert!(
         !stopped.is_finished(),
         "the server must wait for the request in flight"
@@ -72,11 +74,11 @@ async fn shutdown_lets_an_in_flight_request_finish() {
     stream.read_to_string(&mut response).await.unwrap();
 
     assert!(response.starts_with("HTTP/1.1 201"), "{response}");
-    tokio::time::timeout(Duration::from_secs(5), stopped)
+    let ground = tokio::time::timeout(Duration::from_secs(5), stopped)
         .await
         .unwrap()
         .unwrap();
-    let files: Vec<_> = std::fs::read_dir(temp.path().join("repos/forge"))
+    let files: Vec<_> = std::fs::read_dir(ground.data_dir.join("repos/forge"))
         .unwrap()
         .collect();
     assert_eq!(files.len(), 1);
@@ -94,11 +96,10 @@ async fn until_closed(stream: &mut TcpStream) -> String {
 
 #[tokio::test]
 async fn connections_that_send_nothing_are_closed_after_the_header_timeout() {
-    let temp = tempfile::tempdir().unwrap();
-    let app = RunningApp::start(test_config(temp.path(), |config| {
-        config.limits.body_timeout_ms = 300;
-    }))
-    .await;
+    let app = TestApp::builder()
+        .config(|config| config.limits.body_timeout_ms = 300)
+        .serve()
+        .await;
     let addr = app.base_url.trim_start_matches("http://").to_owned();
     let mut silent = Vec::new();
     for _ in 0..50 {
@@ -120,18 +121,22 @@ async fn connections_that_send_nothing_are_closed_after_the_header_timeout() {
 
 #[tokio::test]
 async fn at_the_connection_cap_the_longest_idle_makes_room_and_health_answers() {
-    let temp = tempfile::tempdir().unwrap();
-    let app = RunningApp::start(test_config(temp.path(), |config| {
-        config.limits.max_connections = 4;
-        config.limits.body_timeout_ms = 60_000;
-    }))
-    .await;
+    let app = TestApp::builder()
+        .config(|config| {
+            config.limits.max_connections = 4;
+            config.limits.body_timeout_ms = 60_000;
+        })
+        .serve()
+        .await;
     let addr = app.base_url.trim_start_matches("http://").to_owned();
     let mut idle = Vec::new();
-    for _ in 0..4 {
+    for opened in 1..=4 {
         idle.push(TcpStream::connect(&addr).await.unwrap());
         // Accepted in order, so the first is the longest idle.
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        wait_until("the connection to be accepted", || {
+            app.traffic.open_connections() == opened
+        })
+        .await;
     }
     let health = reqwest::get(format!("{}/healthz", app.base_url))
         .await
@@ -143,13 +148,14 @@ async fn at_the_connection_cap_the_longest_idle_makes_room_and_health_answers() 
 
 #[tokio::test]
 async fn with_every_connection_busy_a_newcomer_is_refused_at_once() {
-    let temp = tempfile::tempdir().unwrap();
-    let app = RunningApp::start(test_config(temp.path(), |config| {
-        config.limits.max_connections = 2;
-        config.limits.body_timeout_ms = 60_000;
-        config.limits.request_timeout_ms = 60_000;
-    }))
-    .await;
+    let app = TestApp::builder()
+        .config(|config| {
+            config.limits.max_connections = 2;
+            config.limits.body_timeout_ms = 60_000;
+            config.limits.request_timeout_ms = 60_000;
+        })
+        .serve()
+        .await;
     let addr = app.base_url.trim_start_matches("http://").to_owned();
     let mut busy = Vec::new();
     for _ in 0..2 {
@@ -160,7 +166,10 @@ async fn with_every_connection_busy_a_newcomer_is_refused_at_once() {
         ).as_bytes()).await.unwrap();
         busy.push(stream);
     }
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    wait_until("both requests to be in flight", || {
+        app.traffic.requests_in_flight() == 2
+    })
+    .await;
     let mut newcomer = TcpStream::connect(&addr).await.unwrap();
     let refused = until_closed(&mut newcomer).await;
     assert!(refused.starts_with("HTTP/1.1 503"), "{refused}");

@@ -30,6 +30,7 @@ mod pipeline;
 mod retrieve;
 mod secrets;
 mod setup;
+mod setup_agents;
 mod similar;
 mod site_guard;
 mod store;

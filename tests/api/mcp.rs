@@ -1,7 +1,7 @@
 //! `/mcp` and `engram mcp`, driven by the official SDK's client over
 //! Streamable HTTP and over stdio, against a real service.
 
-use engram::config::{ApiKey, Config};
+use engram::config::ApiKey;
 use reqwest::StatusCode;
 use rmcp::model::{CallToolRequestParams, CallToolResult, Tool};
 use rmcp::service::RunningService;
@@ -11,8 +11,7 @@ use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value, json};
 
 use crate::grants::grant;
-use crate::helpers::{RunningApp, embed_with, test_config, wait_until_async};
-use crate::upstream::Upstream;
+use crate::helpers::{RunningApp, TestApp, wait_until_async};
 
 pub const ROOT: &str = "root-key";
 pub const LIMITED: &str = "forge-only-key";
@@ -20,13 +19,15 @@ pub const LIMITED: &str = "forge-only-key";
 pub type Client = RunningService<RoleClient, ()>;
 
 /// A service with a full key and one limited to repo `forge` and user `ana`.
-pub async fn service(dir: &std::path::Path, upstream: &Upstream) -> RunningApp {
-    let config = test_config(dir, |config: &mut Config| {
-        embed_with(upstream, config);
-        config.api_key = Some(ApiKey::new(ROOT));
-        config.auth.keys = vec![grant(LIMITED, &["forge"], &["ana"])];
-    });
-    RunningApp::start(config).await
+pub async fn service() -> RunningApp {
+    TestApp::builder()
+        .embedder()
+        .config(|config| {
+            config.api_key = Some(ApiKey::new(ROOT));
+            config.auth.keys = vec![grant(LIMITED, &["forge"], &["ana"])];
+        })
+        .serve()
+        .await
 }
 
 pub async fn connect(base_url: &str, key: &str) -> Client {
@@ -92,9 +93,8 @@ pub async fn recall_until_found(client: &Client, query: &str, content: &str) -> 
 
 #[tokio::test]
 async fn every_tool_answers_over_http_with_the_rest_results() {
-    let upstream = Upstream::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let app = service(dir.path(), &upstream).await;
+    let app = service().await;
+    let _upstream = &app.upstream;
     let client = connect(&app.base_url, ROOT).await;
 
     let tools = client.list_all_tools().await.unwrap();
@@ -225,9 +225,8 @@ pub async fn app_post(
 
 #[tokio::test]
 async fn bad_arguments_are_tool_errors_with_the_rest_problem() {
-    let upstream = Upstream::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let app = service(dir.path(), &upstream).await;
+    let app = service().await;
+    let _upstream = &app.upstream;
     let client = connect(&app.base_url, ROOT).await;
 
     for (arguments, field) in [
@@ -268,9 +267,8 @@ async fn bad_arguments_are_tool_errors_with_the_rest_problem() {
 
 #[tokio::test]
 async fn a_limited_key_sees_through_mcp_what_it_sees_through_rest() {
-    let upstream = Upstream::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let app = service(dir.path(), &upstream).await;
+    let app = service().await;
+    let _upstream = &app.upstream;
     let root = connect(&app.base_url, ROOT).await;
     let mine = ok(
         &root,
@@ -333,9 +331,8 @@ async fn a_limited_key_sees_through_mcp_what_it_sees_through_rest() {
 
 #[tokio::test]
 async fn mcp_refuses_a_missing_key_a_foreign_host_and_a_browser_origin() {
-    let upstream = Upstream::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let app = service(dir.path(), &upstream).await;
+    let app = service().await;
+    let _upstream = &app.upstream;
     let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-06-18", "capabilities": {},
         "clientInfo": {"name": "probe", "version": "1"}}});
@@ -368,14 +365,14 @@ async fn mcp_refuses_a_missing_key_a_foreign_host_and_a_browser_origin() {
 
 #[tokio::test]
 async fn configured_hosts_and_origins_are_answered() {
-    let upstream = Upstream::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let config = test_config(dir.path(), |config: &mut Config| {
-        embed_with(&upstream, config);
-        config.http.allowed_hosts = vec!["memory.internal".to_owned()];
-        config.mcp.allowed_origins = vec!["https://agents.example".to_owned()];
-    });
-    let app = RunningApp::start(config).await;
+    let app = TestApp::builder()
+        .embedder()
+        .config(|config| {
+            config.http.allowed_hosts = vec!["memory.internal".to_owned()];
+            config.mcp.allowed_origins = vec!["https://agents.example".to_owned()];
+        })
+        .serve()
+        .await;
     let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-06-18", "capabilities": {},
         "clientInfo": {"name": "probe", "version": "1"}}});
@@ -417,9 +414,8 @@ async fn configured_hosts_and_origins_are_answered() {
 /// content or as text.)
 #[tokio::test]
 async fn remember_and_update_refuse_secrets_in_any_stored_field() {
-    let upstream = Upstream::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let app = service(dir.path(), &upstream).await;
+    let app = service().await;
+    let _upstream = &app.upstream;
     let client = connect(&app.base_url, ROOT).await;
     let refusal = |result: &CallToolResult| {
         assert_eq!(result.is_error, Some(true), "{result:?}");
@@ -469,9 +465,8 @@ async fn wait_for_index(app: &RunningApp) {
 
 #[tokio::test]
 async fn remember_refuses_a_near_duplicate_naming_the_memory_unless_told_not_to() {
-    let upstream = Upstream::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let app = service(dir.path(), &upstream).await;
+    let app = service().await;
+    let _upstream = &app.upstream;
     let client = connect(&app.base_url, ROOT).await;
     let fact = json!({"repo": "forge", "scope": "repo", "category": "patterns",
                       "content": "Forge deploys with the blue pipeline."});

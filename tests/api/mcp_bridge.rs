@@ -8,15 +8,14 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
-use engram::config::{ApiKey, Config};
+use engram::config::ApiKey;
 use rmcp::ServiceExt;
 use rmcp::transport::TokioChildProcess;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
-use crate::helpers::{RunningApp, embed_with, test_config};
+use crate::helpers::{Ground, TestApp};
 use crate::mcp::{Client, LIMITED, ROOT, connect, ok, recall_until_found, refused, service};
-use crate::upstream::Upstream;
 
 /// How long the bridge may take before the test gives up on it: far past
 /// any bound of the bridge's, only so that a bridge that hangs fails the
@@ -78,12 +77,11 @@ fn free_address() -> std::net::SocketAddr {
 
 #[tokio::test]
 async fn the_stdio_bridge_serves_the_same_tools_with_its_key() {
-    let upstream = Upstream::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let app = service(dir.path(), &upstream).await;
+    let app = service().await;
+    let _upstream = &app.upstream;
     // Started as an agent starts it, in its project (`forge`) as user `ana`:
     // calls that name no owner get those.
-    let project = dir.path().join("checkouts/forge");
+    let project = app.data_dir.join("checkouts/forge");
     std::fs::create_dir_all(&project).unwrap();
     let root = stdio_bridge(&app.base_url, &project, ROOT).await;
     assert_eq!(root.list_all_tools().await.unwrap().len(), 6);
@@ -147,17 +145,19 @@ async fn the_stdio_bridge_serves_the_same_tools_with_its_key() {
 
 #[tokio::test]
 async fn an_agent_started_before_engram_has_its_tools_and_they_work_once_it_is_up() {
-    let upstream = Upstream::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let project = dir.path().join("checkouts/forge");
+    let ground = Ground::new().await;
+    let project = ground.path().join("checkouts/forge");
     std::fs::create_dir_all(&project).unwrap();
     let address = free_address();
-    let start = || {
-        RunningApp::start(test_config(dir.path(), |config: &mut Config| {
-            embed_with(&upstream, config);
-            config.api_key = Some(ApiKey::new(ROOT));
-            config.listen = address;
-        }))
+    let start = |ground: Ground| {
+        TestApp::builder()
+            .on(ground)
+            .embedder()
+            .config(move |config| {
+                config.api_key = Some(ApiKey::new(ROOT));
+                config.listen = address;
+            })
+            .serve()
     };
     let url = format!("http://{address}");
     let agent = stdio_bridge(&url, &project, ROOT).await;
@@ -178,7 +178,7 @@ async fn an_agent_started_before_engram_has_its_tools_and_they_work_once_it_is_u
     assert!(!detail.contains("rmcp::"), "no Rust types: {detail}");
 
     // The same session, once the service is up.
-    let app = start().await;
+    let app = start(ground).await;
     let direct = connect(&app.base_url, ROOT).await;
     assert_eq!(
         direct.list_all_tools().await.unwrap(),
@@ -191,10 +191,10 @@ async fn an_agent_started_before_engram_has_its_tools_and_they_work_once_it_is_u
         "forge"
     );
 
-    app.stop().await;
+    let ground = app.stop().await;
     let problem = unanswered(&agent, "remember", remember).await;
     assert_eq!(problem["title"], "Engram is not answering", "{problem:#}");
-    let app = start().await;
+    let app = start(ground).await;
     let page = ok(&agent, "list_memories", json!({})).await;
     assert_eq!(page["memories"].as_array().unwrap().len(), 1, "{page:#}");
 
@@ -284,16 +284,15 @@ async fn the_bridge_exits_when_its_client_closes_stdin_mid_call() {
 
 #[tokio::test]
 async fn the_key_never_goes_through_a_proxy_to_a_loopback_engram() {
-    let upstream = Upstream::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let app = service(dir.path(), &upstream).await;
+    let app = service().await;
+    let _upstream = &app.upstream;
     let proxy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let proxy_url = format!("http://{}", proxy.local_addr().unwrap());
     let env: Vec<(&str, String)> = ["HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"]
         .into_iter()
         .map(|name| (name, proxy_url.clone()))
         .collect();
-    let project = dir.path().join("forge");
+    let project = app.data_dir.join("forge");
     std::fs::create_dir_all(&project).unwrap();
     let agent = connect_stdio(bridge_command(
         &app.base_url,
@@ -318,10 +317,9 @@ async fn the_key_never_goes_through_a_proxy_to_a_loopback_engram() {
 
 #[tokio::test]
 async fn a_git_fifo_above_the_agents_directory_does_not_stall_the_bridge() {
-    let upstream = Upstream::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let app = service(dir.path(), &upstream).await;
-    let parent = dir.path().join("work");
+    let app = service().await;
+    let _upstream = &app.upstream;
+    let parent = app.data_dir.join("work");
     let project = parent.join("forge");
     std::fs::create_dir_all(&project).unwrap();
     let made = std::process::Command::new("mkfifo")

@@ -15,7 +15,6 @@ use std::process::{Command, Stdio};
 use serde_json::{Value, json};
 
 use crate::mcp::{ROOT, app_post, service};
-use crate::upstream::Upstream;
 
 /// The client script's directory.
 fn client_dir() -> PathBuf {
@@ -73,9 +72,8 @@ async fn the_typescript_sdk_accepts_every_result_and_shows_refusals() {
         );
         return;
     }
-    let upstream = Upstream::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let app = service(dir.path(), &upstream).await;
+    let app = service().await;
+    let _upstream = &app.upstream;
     let (_, written) = app_post(
         &app,
         "/memories",

@@ -3,7 +3,7 @@
 use axum::http::StatusCode;
 use serde_json::{Value, json};
 
-use crate::helpers::{memory, spawn_app, spawn_app_on};
+use crate::helpers::{TestApp, memory, spawn_app};
 
 #[tokio::test]
 async fn create_memory_writes_a_manual_version_one_file() {
@@ -39,11 +39,12 @@ async fn create_memory_writes_a_manual_version_one_file() {
 
 #[tokio::test]
 async fn omitted_owners_use_the_configured_defaults() {
-    let temp = tempfile::tempdir().unwrap();
-    let app = spawn_app_on(temp.path(), |config| {
-        config.defaults.repo = "forge".parse().unwrap();
-    })
-    .await;
+    let app = TestApp::builder()
+        .config(|config| {
+            config.defaults.repo = "forge".parse().unwrap();
+        })
+        .spawn()
+        .await;
     let created = app
         .create(json!({"scope": "repo", "category": "patterns", "content": "Use the builder."}))
         .await;

@@ -9,8 +9,8 @@ use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::helpers::{RunningApp, memory, spawn_app, spawn_app_on, test_config, wait_until_async};
-use crate::upstream::{Behaviour, Upstream};
+use crate::helpers::{Ground, TestApp, memory, spawn_app, wait_until, wait_until_async};
+use crate::upstream::Behaviour;
 
 /// The value of the sample `name` (with its labels, as written).
 fn sample(text: &str, name: &str) -> Option<f64> {
@@ -85,19 +85,23 @@ async fn metrics_are_prometheus_text_and_their_counters_move() {
 
 #[tokio::test]
 async fn beyond_the_concurrency_limit_requests_are_shed_and_slow_bodies_cut_off() {
-    let dir = tempfile::tempdir().unwrap();
-    let app = RunningApp::start(test_config(dir.path(), |config| {
-        config.limits.max_concurrent_requests = 1;
-        config.limits.body_timeout_ms = 400;
-    }))
-    .await;
+    let app = TestApp::builder()
+        .config(|config| {
+            config.limits.max_concurrent_requests = 1;
+            config.limits.body_timeout_ms = 400;
+        })
+        .serve()
+        .await;
     let addr = app.base_url.trim_start_matches("http://").to_owned();
     // A client that sends half a body and stalls holds the only slot.
     let mut slow = TcpStream::connect(&addr).await.unwrap();
     slow.write_all(format!(
         "POST /memories HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: 100\r\nConnection: close\r\n\r\n{{\"scope\":"
     ).as_bytes()).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    wait_until("the slow request to be in flight", || {
+        app.traffic.requests_in_flight() == 1
+    })
+    .await;
 
     let client = reqwest::Client::new();
     let shed = client
@@ -134,11 +138,10 @@ async fn beyond_the_concurrency_limit_requests_are_shed_and_slow_bodies_cut_off(
 
 #[tokio::test]
 async fn a_client_that_never_finishes_its_headers_is_disconnected() {
-    let dir = tempfile::tempdir().unwrap();
-    let app = RunningApp::start(test_config(dir.path(), |config| {
-        config.limits.body_timeout_ms = 300;
-    }))
-    .await;
+    let app = TestApp::builder()
+        .config(|config| config.limits.body_timeout_ms = 300)
+        .serve()
+        .await;
     let addr = app.base_url.trim_start_matches("http://").to_owned();
     let mut slow = TcpStream::connect(&addr).await.unwrap();
     slow.write_all(b"GET /memories HTTP/1.1\r\nHost: x\r\n")
@@ -152,11 +155,10 @@ async fn a_client_that_never_finishes_its_headers_is_disconnected() {
 
 #[tokio::test]
 async fn cors_answers_only_configured_origins() {
-    let dir = tempfile::tempdir().unwrap();
-    let open_to_ui = spawn_app_on(dir.path(), |config| {
-        config.cors.allowed_origins = vec!["https://ui.example.com".into()];
-    })
-    .await;
+    let open_to_ui = TestApp::builder()
+        .config(|config| config.cors.allowed_origins = vec!["https://ui.example.com".into()])
+        .spawn()
+        .await;
     let closed = spawn_app().await;
     let allowed_origin = async |router: &axum::Router, origin: &str| {
         let preflight = Request::builder()
@@ -233,14 +235,17 @@ async fn dribble_a_body(base_url: &str) -> String {
 
 #[tokio::test]
 async fn a_body_dribbled_byte_by_byte_is_cut_off_with_408() {
-    let dir = tempfile::tempdir().unwrap();
+    let mut ground = Ground::new().await;
     // The body limit comes first, and also when both limits are equal.
     for (body_ms, request_ms) in [(300, 3000), (400, 400)] {
-        let app = RunningApp::start(test_config(dir.path(), |config| {
-            config.limits.body_timeout_ms = body_ms;
-            config.limits.request_timeout_ms = request_ms;
-        }))
-        .await;
+        let app = TestApp::builder()
+            .on(ground)
+            .config(|config| {
+                config.limits.body_timeout_ms = body_ms;
+                config.limits.request_timeout_ms = request_ms;
+            })
+            .serve()
+            .await;
         let answer = dribble_a_body(&app.base_url).await;
         assert!(
             answer.starts_with("HTTP/1.1 408"),
@@ -250,7 +255,7 @@ async fn a_body_dribbled_byte_by_byte_is_cut_off_with_408() {
             answer.contains("urn:engram:problem:body-timeout"),
             "{answer}"
         );
-        app.stop().await;
+        ground = app.stop().await;
     }
 }
 
@@ -258,9 +263,9 @@ async fn a_body_dribbled_byte_by_byte_is_cut_off_with_408() {
 /// logger: probes before the index is built, then after.
 #[tokio::test]
 async fn not_being_ready_yet_is_not_logged_as_an_error_and_readiness_once_at_info() {
-    let upstream = Upstream::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let folder = dir.path().join("data/repos/forge");
+    let ground = Ground::new().await;
+    let (upstream, data_dir) = (&ground.upstream, ground.path());
+    let folder = data_dir.join("data/repos/forge");
     std::fs::create_dir_all(&folder).unwrap();
     std::fs::write(
         folder.join("0193f0c2-6a55-7b1e-9c2d-5f1e2a3b4c5d.md"),
@@ -275,12 +280,12 @@ async fn not_being_ready_yet_is_not_logged_as_an_error_and_readiness_once_at_inf
         .local_addr()
         .unwrap()
         .port();
-    let log_path = dir.path().join("engram.log");
+    let log_path = data_dir.join("engram.log");
     let mut engram = std::process::Command::new(env!("CARGO_BIN_EXE_engram"))
         .env_remove("ENGRAM_CONFIG")
         .env_remove("RUST_LOG")
         .env("ENGRAM_LISTEN", format!("127.0.0.1:{port}"))
-        .env("ENGRAM_DATA_DIR", dir.path().join("data"))
+        .env("ENGRAM_DATA_DIR", data_dir.join("data"))
         .env("ENGRAM_EMBEDDING__PROVIDER", "openai")
         .env("ENGRAM_EMBEDDING__BASE_URL", &upstream.base_url)
         .env("ENGRAM_LOG__FILTER", "debug")

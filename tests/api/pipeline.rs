@@ -8,19 +8,11 @@ use axum::http::StatusCode;
 use engram::tokens::count as count_tokens;
 use serde_json::{Value, json};
 
-use crate::helpers::{
-    RunningApp, TestApp, embed_with, ids, llm_with, memory, post_json, spawn_app_on, test_config,
-};
-use crate::upstream::{Behaviour, Upstream};
+use crate::helpers::{TestApp, ids, memory, post_json};
+use crate::upstream::Behaviour;
 
-async fn app_with_llm(upstream: &Upstream) -> (TestApp, tempfile::TempDir) {
-    let dir = tempfile::tempdir().unwrap();
-    let app = spawn_app_on(dir.path(), |config| {
-        embed_with(upstream, config);
-        llm_with(upstream, config);
-    })
-    .await;
-    (app, dir)
+async fn app_with_llm() -> TestApp {
+    TestApp::builder().embedder().llm().spawn().await
 }
 
 fn window() -> Value {
@@ -35,8 +27,8 @@ fn window() -> Value {
 /// The scenario of the retrieval design (seed 000), end to end.
 #[tokio::test]
 async fn hyde_search_hops_cache_and_budget() {
-    let upstream = Upstream::start().await;
-    let (app, _dir) = app_with_llm(&upstream).await;
+    let app = app_with_llm().await;
+    let upstream = &app.upstream;
     let rollback = app
         .create(memory(
             "repo",
@@ -170,8 +162,8 @@ async fn hyde_search_hops_cache_and_budget() {
 
 #[tokio::test]
 async fn a_write_ends_the_cached_turn_and_is_found_at_once() {
-    let upstream = Upstream::start().await;
-    let (app, _dir) = app_with_llm(&upstream).await;
+    let app = app_with_llm().await;
+    let upstream = &app.upstream;
     upstream.set_chat(Behaviour::Answer, "The service deploys with helm charts.");
     app.create(memory(
         "repo",
@@ -209,8 +201,8 @@ async fn a_write_ends_the_cached_turn_and_is_found_at_once() {
 
 #[tokio::test]
 async fn every_row_of_the_degradation_table() {
-    let upstream = Upstream::start().await;
-    let (app, _dir) = app_with_llm(&upstream).await;
+    let app = app_with_llm().await;
+    let upstream = &app.upstream;
     let wanted = app
         .create(memory(
             "repo",
@@ -282,16 +274,17 @@ async fn every_row_of_the_degradation_table() {
 
 #[tokio::test]
 async fn the_budget_cuts_a_slow_model_short_and_still_answers() {
-    let upstream = Upstream::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let app = spawn_app_on(dir.path(), |config| {
-        embed_with(&upstream, config);
-        llm_with(&upstream, config);
-        let llm = config.llm.as_mut().unwrap();
-        llm.retrieval_timeout_ms = 30_000;
-        config.retrieval.budget_ms = 400;
-    })
-    .await;
+    let app = TestApp::builder()
+        .embedder()
+        .llm()
+        .config(|config| {
+            let llm = config.llm.as_mut().unwrap();
+            llm.retrieval_timeout_ms = 30_000;
+            config.retrieval.budget_ms = 400;
+        })
+        .spawn()
+        .await;
+    let upstream = &app.upstream;
     app.create(memory(
         "repo",
         "forge",
@@ -312,8 +305,8 @@ async fn the_budget_cuts_a_slow_model_short_and_still_answers() {
 
 #[tokio::test]
 async fn hops_never_leave_the_request_namespaces() {
-    let upstream = Upstream::start().await;
-    let (app, _dir) = app_with_llm(&upstream).await;
+    let app = app_with_llm().await;
+    let _upstream = &app.upstream;
     let shared = app
         .create(memory(
             "repo",
@@ -351,10 +344,7 @@ async fn hops_never_leave_the_request_namespaces() {
 
 #[tokio::test]
 async fn access_counts_rise_with_use_and_survive_a_restart() {
-    let upstream = Upstream::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let config = test_config(dir.path(), |config| embed_with(&upstream, config));
-    let app = RunningApp::start(config.clone()).await;
+    let app = TestApp::builder().embedder().serve().await;
     let created = post_json(
         &app.base_url,
         "/memories",
@@ -370,9 +360,9 @@ async fn access_counts_rise_with_use_and_survive_a_restart() {
     }
     assert_eq!(access[0], 0.0);
     assert!(access[1] > 0.0 && access[2] > access[1], "{access:?}");
-    app.stop().await;
+    let ground = app.stop().await;
 
-    let app = spawn_app_on(dir.path(), |config| embed_with(&upstream, config)).await;
+    let app = TestApp::builder().on(ground).embedder().spawn().await;
     let result = app
         .retrieve(json!({"turn_id": "after", "repo": "forge", "query": "JSON logs"}))
         .await;
@@ -385,9 +375,7 @@ async fn access_counts_rise_with_use_and_survive_a_restart() {
 
 #[tokio::test]
 async fn expansion_boost_filters_and_suggestions() {
-    let upstream = Upstream::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let plain = spawn_app_on(dir.path(), |config| embed_with(&upstream, config)).await;
+    let plain = TestApp::builder().embedder().spawn().await;
     let old = plain
         .create(memory(
             "repo",
@@ -471,14 +459,10 @@ async fn expansion_boost_filters_and_suggestions() {
         suggestions.json["suggestions"],
         json!(["How do we deploy this service?"])
     );
-    drop(plain);
+    let ground = plain.into_ground();
 
-    let with_model = spawn_app_on(dir.path(), |config| {
-        embed_with(&upstream, config);
-        llm_with(&upstream, config);
-    })
-    .await;
-    upstream.set_chat(
+    let with_model = TestApp::builder().on(ground).embedder().llm().spawn().await;
+    with_model.upstream.set_chat(
         Behaviour::Answer,
         "- Deploys use helm.\n- Releases are tagged.\n- Rollbacks are manual.",
     );
@@ -498,7 +482,9 @@ async fn expansion_boost_filters_and_suggestions() {
         .await
         .assert_problem(StatusCode::UNPROCESSABLE_ENTITY, Some("count"));
 
-    upstream.set_chat(Behaviour::Answer, "TLS\ncertificates");
+    with_model
+        .upstream
+        .set_chat(Behaviour::Answer, "TLS\ncertificates");
     let expanded = with_model
         .retrieve(json!({"turn_id": "m", "repo": "forge", "query": "who terminates https", "expand_query": true}))
         .await;
@@ -508,9 +494,7 @@ async fn expansion_boost_filters_and_suggestions() {
 
 #[tokio::test]
 async fn a_changed_request_within_a_turn_is_a_new_answer_and_the_same_one_a_hit() {
-    let upstream = Upstream::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let app = spawn_app_on(dir.path(), |config| embed_with(&upstream, config)).await;
+    let app = TestApp::builder().embedder().spawn().await;
     let ana = app
         .create(memory(
             "user",

@@ -5,7 +5,7 @@
 use axum::http::StatusCode;
 use serde_json::json;
 
-use crate::helpers::{embed_with, llm_with, memory, settled, spawn_app, spawn_app_on};
+use crate::helpers::{TestApp, memory, settled, spawn_app};
 use crate::upstream::{Behaviour, Upstream};
 
 const SECRETS: &str = include_str!("../fixtures/secrets/secrets.txt");
@@ -55,16 +55,17 @@ fn leaked<'v>(received: &str, values: &'v [String]) -> Vec<&'v str> {
 
 #[tokio::test]
 async fn no_fixture_secret_reaches_an_upstream() {
-    let upstream = Upstream::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let app = spawn_app_on(dir.path(), |config| {
-        embed_with(&upstream, config);
-        llm_with(&upstream, config);
-        let llm = config.llm.as_mut().unwrap();
-        llm.classifier_timeout_ms = 5_000;
-        llm.retrieval_timeout_ms = 2_000;
-    })
-    .await;
+    let app = TestApp::builder()
+        .embedder()
+        .llm()
+        .config(|config| {
+            let llm = config.llm.as_mut().unwrap();
+            llm.classifier_timeout_ms = 5_000;
+            llm.retrieval_timeout_ms = 2_000;
+        })
+        .spawn()
+        .await;
+    let upstream = &app.upstream;
     let (texts, values) = fixture();
     let window = texts.join("\n");
 
@@ -81,7 +82,7 @@ async fn no_fixture_secret_reaches_an_upstream() {
         .await;
     assert_eq!(response.status, StatusCode::ACCEPTED, "{}", response.text);
     settled(&app, 1).await;
-    let classifier_prompt = received(&upstream);
+    let classifier_prompt = received(upstream);
     assert!(
         classifier_prompt.contains("[secret: aws-access-key-id]"),
         "the classifier saw the window, redacted: {classifier_prompt}"
@@ -114,7 +115,7 @@ async fn no_fixture_secret_reaches_an_upstream() {
         .await;
     assert_eq!(suggestions.status, StatusCode::OK, "{}", suggestions.text);
 
-    let received = received(&upstream);
+    let received = received(upstream);
     assert!(
         upstream.chat_requests().len() >= texts.len() + 3,
         "every path called the model"
@@ -160,13 +161,7 @@ const SECRET_SESSION: &str = "ghp_aB3dE5gH7jK9mN1pQ3sT5vW7yZ9bC1dE3fG5";
 
 #[tokio::test]
 async fn a_trigger_whose_session_id_looks_like_a_secret_is_refused() {
-    let upstream = Upstream::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let app = spawn_app_on(dir.path(), |config| {
-        embed_with(&upstream, config);
-        llm_with(&upstream, config);
-    })
-    .await;
+    let app = TestApp::builder().embedder().llm().spawn().await;
     for path in ["/turns", "/compactions"] {
         let response = app
             .post(

@@ -10,9 +10,7 @@ use rmcp::model::CallToolRequestParams;
 use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
 use serde_json::{Value, json};
 
-use crate::helpers::RunningApp;
 use crate::hooks::{Project, engram, printed_context, remember_and_expect, run, start_engram};
-use crate::upstream::Upstream;
 
 const EVENTS: [(&str, &str); 4] = [
     ("SessionStart", "session-start"),
@@ -225,12 +223,11 @@ async fn setup_for_codex_writes_its_hooks_file_and_refuses_what_is_not_json() {
 
 #[tokio::test]
 async fn the_command_setup_writes_runs_as_the_agent_would_run_it() {
-    let upstream = Upstream::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let app: RunningApp = start_engram(&upstream, dir.path()).await;
+    let app = start_engram().await;
+    let upstream = &app.upstream;
     let project = Project::new("claude-code/transcript.jsonl");
     let fact = "The forge client wraps every error with fmt.Errorf and %w.";
-    remember_and_expect(&app, &upstream, fact).await;
+    remember_and_expect(&app, upstream, fact).await;
     let output = setup(&project, &["claude-code", "--url", &app.base_url]).await;
     assert!(output.status.success(), "{output:?}");
     let settings = read_json(&project.home().join(".claude/settings.json"));
@@ -254,9 +251,8 @@ async fn the_command_setup_writes_runs_as_the_agent_would_run_it() {
 
 #[tokio::test]
 async fn the_mcp_server_setup_writes_serves_the_projects_memories() {
-    let upstream = Upstream::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let app: RunningApp = start_engram(&upstream, dir.path()).await;
+    let app = start_engram().await;
+    let _upstream = &app.upstream;
     let project = Project::new("claude-code/transcript.jsonl");
     let bin = bin_dir(&project);
     let output = setup_with_path(

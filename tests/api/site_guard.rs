@@ -10,8 +10,7 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::helpers::{RunningApp, embed_with, get_json, post_json, test_config};
-use crate::upstream::Upstream;
+use crate::helpers::{RunningApp, TestApp, get_json, post_json};
 
 /// A raw response: status and body.
 struct Raw {
@@ -89,18 +88,10 @@ fn dechunk(mut chunked: &str) -> String {
     body
 }
 
-async fn start(
-    adjust: impl FnOnce(&mut Config),
-) -> (RunningApp, SocketAddr, Upstream, tempfile::TempDir) {
-    let upstream = Upstream::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let config = test_config(dir.path(), |config| {
-        embed_with(&upstream, config);
-        adjust(config);
-    });
-    let app = RunningApp::start(config).await;
+async fn start(adjust: impl FnOnce(&mut Config)) -> (RunningApp, SocketAddr) {
+    let app = TestApp::builder().embedder().config(adjust).serve().await;
     let addr = app.base_url.trim_start_matches("http://").parse().unwrap();
-    (app, addr, upstream, dir)
+    (app, addr)
 }
 
 async fn memory_count(base: &str) -> usize {
@@ -112,7 +103,7 @@ async fn memory_count(base: &str) -> usize {
 
 #[tokio::test]
 async fn a_rebound_host_reaches_no_route_but_health() {
-    let (app, addr, _upstream, _dir) = start(|_| {}).await;
+    let (app, addr) = start(|_| {}).await;
     let base = app.base_url.clone();
     let secret = post_json(
         &base,
@@ -185,7 +176,7 @@ async fn a_rebound_host_reaches_no_route_but_health() {
 
 #[tokio::test]
 async fn writes_from_another_origin_are_refused_even_as_simple_requests() {
-    let (app, addr, _upstream, _dir) = start(|_| {}).await;
+    let (app, addr) = start(|_| {}).await;
     let base = app.base_url.clone();
     let port = addr.port().to_string();
     let host = format!("127.0.0.1:{port}");
@@ -280,7 +271,7 @@ async fn writes_from_another_origin_are_refused_even_as_simple_requests() {
 
 #[tokio::test]
 async fn configured_hosts_and_origins_are_answered() {
-    let (app, addr, _upstream, _dir) = start(|config| {
+    let (app, addr) = start(|config| {
         config.http.allowed_hosts = vec!["memory.internal".to_owned(), "engram:9000".to_owned()];
         config.cors.allowed_origins = vec!["https://ui.example.com".to_owned()];
     })

@@ -7,11 +7,11 @@ use std::path::Path;
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
-use engram::config::{ApiKey, KeyGrant};
+use engram::config::ApiKey;
 use serde_json::{Value, json};
 
 use crate::grants::grant;
-use crate::helpers::{TestApp, spawn_app_on};
+use crate::helpers::{Ground, TestApp};
 
 const HAND_WRITTEN_ID: &str = "0193f0c2-6a55-7b1e-9c2d-5f1e2a3b4c5d";
 
@@ -25,10 +25,10 @@ fn hand_written(id: &str, scope: &str) -> String {
 
 #[tokio::test]
 async fn hand_added_files_are_loaded_and_broken_ones_skipped_untouched() {
-    let temp = tempfile::tempdir().unwrap();
-    let forge = temp.path().join("repos/forge");
+    let ground = Ground::new().await;
+    let forge = ground.path().join("repos/forge");
     fs::create_dir_all(&forge).unwrap();
-    fs::create_dir_all(temp.path().join("repos/bad name")).unwrap();
+    fs::create_dir_all(ground.path().join("repos/bad name")).unwrap();
     fs::write(
         forge.join(format!("{HAND_WRITTEN_ID}.md")),
         hand_written(HAND_WRITTEN_ID, "repo"),
@@ -55,7 +55,7 @@ async fn hand_added_files_are_loaded_and_broken_ones_skipped_untouched() {
     fs::write(forge.join("notes.txt"), "not a memory: counted, left alone").unwrap();
     fs::write(forge.join(".tmp-abc-x.md"), "an interrupted write").unwrap();
 
-    let app = spawn_app_on(temp.path(), |_| {}).await;
+    let app = TestApp::builder().on(ground).spawn().await;
 
     let loaded = app.get(&format!("/memories/{HAND_WRITTEN_ID}")).await;
     assert_eq!(loaded.status, StatusCode::OK, "{}", loaded.text);
@@ -96,20 +96,19 @@ async fn hand_added_files_are_loaded_and_broken_ones_skipped_untouched() {
 
 #[tokio::test]
 async fn hand_edited_files_are_picked_up_at_start() {
-    let temp = tempfile::tempdir().unwrap();
-    let app = spawn_app_on(temp.path(), |_| {}).await;
+    let app = TestApp::builder().spawn().await;
     let created = app
         .post("/memories", &json!({"scope": "user", "user": "ana", "category": "user-facts", "content": "Ana uses vim."}))
         .await
         .json;
     let id = created["id"].as_str().unwrap();
-    let path = temp.path().join(format!("users/ana/{id}.md"));
+    let path = app.data_dir.join(format!("users/ana/{id}.md"));
     let edited = fs::read_to_string(&path)
         .unwrap()
         .replace("Ana uses vim.", "Ana uses helix.");
     fs::write(&path, edited).unwrap();
 
-    let restarted = spawn_app_on(temp.path(), |_| {}).await;
+    let restarted = TestApp::builder().on(app.into_ground()).spawn().await;
 
     let memory = restarted.get(&format!("/memories/{id}")).await.json;
     assert_eq!(memory["content"], "Ana uses helix.");
@@ -143,10 +142,10 @@ async fn symbolic_links_are_never_followed_out_of_the_data_directory() {
         hand_written(dir_outside, "user"),
     )
     .unwrap();
-    let temp = tempfile::tempdir().unwrap();
-    let users = temp.path().join("users");
+    let ground = Ground::new().await;
+    let users = ground.path().join("users");
     fs::create_dir_all(users.join("ana")).unwrap();
-    fs::create_dir_all(temp.path().join("repos/forge")).unwrap();
+    fs::create_dir_all(ground.path().join("repos/forge")).unwrap();
     symlink(
         outside.path().join("memory.md"),
         users.join(format!("ana/{file_outside}.md")),
@@ -155,11 +154,11 @@ async fn symbolic_links_are_never_followed_out_of_the_data_directory() {
     symlink(&elsewhere, users.join("bob")).unwrap();
     symlink(
         "/etc/passwd",
-        temp.path().join(format!("repos/forge/{passwd}.md")),
+        ground.path().join(format!("repos/forge/{passwd}.md")),
     )
     .unwrap();
 
-    let app = spawn_app_on(temp.path(), |_| {}).await;
+    let app = TestApp::builder().on(ground).spawn().await;
 
     for id in [file_outside, dir_outside, passwd] {
         app.get(&format!("/memories/{id}"))
@@ -211,8 +210,7 @@ async fn symbolic_links_are_never_followed_out_of_the_data_directory() {
 
 #[tokio::test]
 async fn a_namespace_directory_replaced_by_a_link_is_not_removed_from() {
-    let temp = tempfile::tempdir().unwrap();
-    let app = spawn_app_on(temp.path(), |_| {}).await;
+    let app = TestApp::builder().spawn().await;
     let created = app
         .create(json!({"scope": "user", "user": "ana", "category": "user-facts", "content": "Ana uses vim."}))
         .await;
@@ -220,8 +218,8 @@ async fn a_namespace_directory_replaced_by_a_link_is_not_removed_from() {
     // After start, someone moves ana's directory away and links to it.
     let outside = tempfile::tempdir().unwrap();
     let moved = outside.path().join("ana");
-    fs::rename(temp.path().join("users/ana"), &moved).unwrap();
-    symlink(&moved, temp.path().join("users/ana")).unwrap();
+    fs::rename(app.data_dir.join("users/ana"), &moved).unwrap();
+    symlink(&moved, app.data_dir.join("users/ana")).unwrap();
 
     app.delete(&format!("/memories/{id}"))
         .await
@@ -238,11 +236,11 @@ async fn a_namespace_directory_replaced_by_a_link_is_not_removed_from() {
 
 #[tokio::test]
 async fn everything_in_a_namespace_that_is_not_a_memory_file_is_listed_with_why() {
-    let temp = tempfile::tempdir().unwrap();
-    let forge = temp.path().join("repos/forge");
+    let ground = Ground::new().await;
+    let forge = ground.path().join("repos/forge");
     fs::create_dir_all(forge.join("drafts")).unwrap();
     fs::create_dir_all(forge.join(".git")).unwrap();
-    fs::create_dir_all(temp.path().join("users/bob")).unwrap();
+    fs::create_dir_all(ground.path().join("users/bob")).unwrap();
     let upper = "0193f0c2-0000-7000-8000-0000000000d1";
     fs::write(
         forge.join(format!("{upper}.MD")),
@@ -263,19 +261,15 @@ async fn everything_in_a_namespace_that_is_not_a_memory_file_is_listed_with_why(
     assert!(made.success());
     fs::write(forge.join("notes.txt"), "a stray file").unwrap();
     fs::write(forge.join(".DS_Store"), "system debris").unwrap();
-    fs::write(temp.path().join("users/bob/todo.txt"), "bob's stray file").unwrap();
+    fs::write(ground.path().join("users/bob/todo.txt"), "bob's stray file").unwrap();
     fs::write(
-        temp.path().join("users/README"),
+        ground.path().join("users/README"),
         "a stray file beside the namespaces",
     )
     .unwrap();
 
     // Loading never opens the FIFO (opening one blocks until a writer comes).
-    let app = spawn_app_on(temp.path(), |config| {
-        config.api_key = Some(ApiKey::new(ROOT));
-        config.auth.keys = vec![limited_to_forge_and_ana()];
-    })
-    .await;
+    let app = keyed_app_on(ground).await;
 
     let listed = |stats: &Value| -> Vec<(String, String)> {
         stats["store"]["skipped"]
@@ -320,8 +314,17 @@ async fn everything_in_a_namespace_that_is_not_a_memory_file_is_listed_with_why(
 const ROOT: &str = "root-key";
 const LIMITED: &str = "forge-ana-key";
 
-fn limited_to_forge_and_ana() -> KeyGrant {
-    grant(LIMITED, &["forge"], &["ana"])
+/// An app on `ground` with the root key and a key limited to repo `forge`
+/// and user `ana`.
+async fn keyed_app_on(ground: Ground) -> TestApp {
+    TestApp::builder()
+        .on(ground)
+        .config(|config| {
+            config.api_key = Some(ApiKey::new(ROOT));
+            config.auth.keys = vec![grant(LIMITED, &["forge"], &["ana"])];
+        })
+        .spawn()
+        .await
 }
 
 async fn get_with(app: &TestApp, uri: &str, key: &str) -> Value {
@@ -337,26 +340,25 @@ async fn get_with(app: &TestApp, uri: &str, key: &str) -> Value {
 
 #[tokio::test]
 async fn a_skipped_files_reason_never_names_another_namespace() {
-    let temp = tempfile::tempdir().unwrap();
+    let ground = Ground::new().await;
     for dir in ["repos/secret", "users/ana"] {
-        fs::create_dir_all(temp.path().join(dir)).unwrap();
+        fs::create_dir_all(ground.path().join(dir)).unwrap();
     }
     fs::write(
-        temp.path()
+        ground
+            .path()
             .join(format!("repos/secret/{HAND_WRITTEN_ID}.md")),
         hand_written(HAND_WRITTEN_ID, "repo"),
     )
     .unwrap();
     fs::write(
-        temp.path().join(format!("users/ana/{HAND_WRITTEN_ID}.md")),
+        ground
+            .path()
+            .join(format!("users/ana/{HAND_WRITTEN_ID}.md")),
         hand_written(HAND_WRITTEN_ID, "user"),
     )
     .unwrap();
-    let app = spawn_app_on(temp.path(), |config| {
-        config.api_key = Some(ApiKey::new(ROOT));
-        config.auth.keys = vec![limited_to_forge_and_ana()];
-    })
-    .await;
+    let app = keyed_app_on(ground).await;
 
     let stats = get_with(&app, "/stats", LIMITED).await;
     let skipped = &stats["store"]["skipped"];

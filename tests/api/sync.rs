@@ -10,8 +10,7 @@ use axum::http::StatusCode;
 use engram::memory::MemoryId;
 use serde_json::{Value, json};
 
-use crate::helpers::{TestApp, embed_with, ids, memory, spawn_app_on, wait_until_async};
-use crate::upstream::Upstream;
+use crate::helpers::{TestApp, ids, memory, wait_until_async};
 
 /// A memory file as a person would write it.
 pub fn memory_file(id: &str, scope: &str, content: &str) -> String {
@@ -25,16 +24,15 @@ pub fn memory_file(id: &str, scope: &str, content: &str) -> String {
 /// An app whose embedder is the fake upstream, over a fresh directory,
 /// with room in the retrieval budget for a loaded test machine (these
 /// tests check what is found, never how fast).
-async fn app() -> (TestApp, Upstream, tempfile::TempDir) {
-    let upstream = Upstream::start().await;
-    let temp = tempfile::tempdir().unwrap();
-    let app = spawn_app_on(temp.path(), |config| {
-        embed_with(&upstream, config);
-        config.embedding.timeout_ms = 10_000;
-        config.retrieval.budget_ms = 20_000;
-    })
-    .await;
-    (app, upstream, temp)
+async fn app() -> TestApp {
+    TestApp::builder()
+        .embedder()
+        .config(|config| {
+            config.embedding.timeout_ms = 10_000;
+            config.retrieval.budget_ms = 20_000;
+        })
+        .spawn()
+        .await
 }
 
 /// Writes a memory through the API; its id.
@@ -127,7 +125,7 @@ async fn wait_for_a_pass(app: &TestApp) {
 
 #[tokio::test]
 async fn a_file_edited_on_disk_is_served_and_retrieved_as_edited() {
-    let (app, _upstream, _temp) = app().await;
+    let app = app().await;
     let id = &write(&app, "repo", "forge", "Deploys go out on Mondays.").await;
     let first = ask(&app, "forge", "t-1", "quokka deploys").await;
     assert_eq!(ids(&first), [id.as_str()], "{first:#}");
@@ -157,7 +155,7 @@ async fn a_file_edited_on_disk_is_served_and_retrieved_as_edited() {
 
 #[tokio::test]
 async fn files_added_and_removed_on_disk_in_a_new_namespace_are_found_then_gone() {
-    let (app, _upstream, _temp) = app().await;
+    let app = app().await;
     let id = MemoryId::new().to_string();
     let path = path_of(&app, "repos/handmade", &id);
     put(
@@ -179,7 +177,7 @@ async fn files_added_and_removed_on_disk_in_a_new_namespace_are_found_then_gone(
 
 #[tokio::test]
 async fn a_broken_edit_keeps_the_last_good_version_and_is_reported_until_fixed() {
-    let (app, _upstream, _temp) = app().await;
+    let app = app().await;
     let id = &write(&app, "user", "ana", "Ana reviews on Tuesdays.").await;
     let path = path_of(&app, "users/ana", id);
     let relative = format!("users/ana/{id}.md");
@@ -227,7 +225,7 @@ async fn a_broken_edit_keeps_the_last_good_version_and_is_reported_until_fixed()
 
 #[tokio::test]
 async fn a_file_moved_to_another_namespace_moves_its_memory() {
-    let (app, _upstream, _temp) = app().await;
+    let app = app().await;
     let id = &write(&app, "user", "ana", "Prefers tabs over spaces.").await;
     let text = fs::read_to_string(path_of(&app, "users/ana", id)).unwrap();
     fs::create_dir_all(app.data_dir.join("users/bob")).unwrap();
@@ -254,7 +252,7 @@ async fn a_file_moved_to_another_namespace_moves_its_memory() {
 
 #[tokio::test]
 async fn a_move_done_as_copy_then_delete_moves_the_memory() {
-    let (app, _upstream, _temp) = app().await;
+    let app = app().await;
     let id = &write(&app, "user", "ana", "Prefers small pull requests.").await;
     let text = fs::read_to_string(path_of(&app, "users/ana", id)).unwrap();
     put(&path_of(&app, "users/bob", id), &text);
@@ -282,7 +280,7 @@ async fn a_move_done_as_copy_then_delete_moves_the_memory() {
 #[tokio::test]
 async fn a_bulk_change_of_many_files_settles_to_what_is_on_disk() {
     const FILES: usize = 300;
-    let (app, _upstream, _temp) = app().await;
+    let app = app().await;
     let ids: Vec<String> = (0..FILES).map(|_| MemoryId::new().to_string()).collect();
     // A checkout: the whole directory appears at once.
     let staging = app.data_dir.join("staging");
@@ -329,7 +327,8 @@ async fn a_bulk_change_of_many_files_settles_to_what_is_on_disk() {
 
 #[tokio::test]
 async fn engrams_own_writes_are_not_taken_in_twice() {
-    let (app, upstream, _temp) = app().await;
+    let app = app().await;
+    let upstream = &app.upstream;
     let content = "Lint runs before every commit.";
     let id = &write(&app, "repo", "forge", content).await;
     wait_until_async("the watcher to read the new file", async || {
@@ -361,8 +360,10 @@ async fn engrams_own_writes_are_not_taken_in_twice() {
 
 #[tokio::test]
 async fn with_watching_off_changes_on_disk_wait_for_a_restart() {
-    let temp = tempfile::tempdir().unwrap();
-    let app = spawn_app_on(temp.path(), |config| config.store.watch = false).await;
+    let app = TestApp::builder()
+        .config(|config| config.store.watch = false)
+        .spawn()
+        .await;
     let id = MemoryId::new().to_string();
     put(
         &path_of(&app, "repos/forge", &id),
@@ -375,7 +376,7 @@ async fn with_watching_off_changes_on_disk_wait_for_a_restart() {
 
 #[tokio::test]
 async fn a_file_over_the_size_limit_is_reported_without_being_read() {
-    let (app, _upstream, _temp) = app().await;
+    let app = app().await;
     let id = MemoryId::new().to_string();
     let path = path_of(&app, "users/ana", &id);
     fs::create_dir_all(path.parent().unwrap()).unwrap();

@@ -9,22 +9,24 @@ use engram::config::ApiKey;
 use serde_json::{Value, json};
 
 use crate::grants::{grant, send};
-use crate::helpers::{TestApp, embed_with, llm_with, spawn_app, spawn_app_on, wait_until_async};
-use crate::upstream::{Behaviour, Upstream};
+use crate::helpers::{TestApp, spawn_app, wait_until_async};
+use crate::upstream::Behaviour;
 
 const ROOT: &str = "root-key";
 const LIMITED: &str = "forge-ana-key";
 
-async fn app_on(upstream: &Upstream, dir: &std::path::Path) -> TestApp {
-    spawn_app_on(dir, |config| {
-        embed_with(upstream, config);
-        llm_with(upstream, config);
-        config.llm.as_mut().unwrap().classifier_timeout_ms = 5_000;
-        config.capture.max_attempts = 1;
-        config.api_key = Some(ApiKey::new(ROOT));
-        config.auth.keys = vec![grant(LIMITED, &["forge"], &["ana"])];
-    })
-    .await
+async fn app_on() -> TestApp {
+    TestApp::builder()
+        .embedder()
+        .llm()
+        .config(|config| {
+            config.llm.as_mut().unwrap().classifier_timeout_ms = 5_000;
+            config.capture.max_attempts = 1;
+            config.api_key = Some(ApiKey::new(ROOT));
+            config.auth.keys = vec![grant(LIMITED, &["forge"], &["ana"])];
+        })
+        .spawn()
+        .await
 }
 
 fn turn(session: &str, repo: &str, text: &str) -> Value {
@@ -67,9 +69,8 @@ fn ids(list: &Value) -> Vec<&str> {
 
 #[tokio::test]
 async fn a_failed_trigger_shows_its_error_and_a_retry_writes_its_memories() {
-    let upstream = Upstream::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let app = app_on(&upstream, dir.path()).await;
+    let app = app_on().await;
+    let upstream = &app.upstream;
     upstream.set_chat(Behaviour::Fail(503), "");
     let id = accept(&app, &turn("s1", "forge", "We deploy with Helm.")).await;
     let listed = passes(&app, 1).await;
@@ -129,7 +130,7 @@ async fn a_failed_trigger_shows_its_error_and_a_retry_writes_its_memories() {
     .await;
     assert_eq!(memory.json["content"], "Deploys go through Helm.");
     assert!(
-        std::fs::read_dir(dir.path().join("queue/failed"))
+        std::fs::read_dir(app.data_dir.join("queue/failed"))
             .unwrap()
             .next()
             .is_none(),
@@ -142,9 +143,8 @@ async fn a_failed_trigger_shows_its_error_and_a_retry_writes_its_memories() {
 
 #[tokio::test]
 async fn the_queue_shows_what_is_in_flight_and_what_waits() {
-    let upstream = Upstream::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let app = app_on(&upstream, dir.path()).await;
+    let app = app_on().await;
+    let upstream = &app.upstream;
     upstream.set_chat(Behaviour::Delay(Duration::from_millis(500)), "[]");
     let first = accept(&app, &turn("s1", "forge", "first")).await;
     let second = accept(&app, &turn("s2", "forge", "second")).await;
@@ -163,9 +163,8 @@ async fn the_queue_shows_what_is_in_flight_and_what_waits() {
 
 #[tokio::test]
 async fn a_limited_key_sees_and_retries_only_its_pairs_triggers() {
-    let upstream = Upstream::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let app = app_on(&upstream, dir.path()).await;
+    let app = app_on().await;
+    let upstream = &app.upstream;
     upstream.set_chat(Behaviour::Fail(503), "");
     let mine = accept(&app, &turn("s1", "forge", "mine")).await;
     let theirs = accept(&app, &turn("s2", "secret", "theirs")).await;
@@ -228,9 +227,8 @@ async fn trigger_requests_are_checked() {
 
 #[tokio::test]
 async fn an_unknown_failed_trigger_is_not_found() {
-    let upstream = Upstream::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let app = app_on(&upstream, dir.path()).await;
+    let app = app_on().await;
+    let _upstream = &app.upstream;
     send(
         &app,
         Method::POST,
@@ -277,9 +275,8 @@ async fn with_no_llm_capture_is_agent_driven_and_turns_are_refused_saying_so() {
 
 #[tokio::test]
 async fn with_an_llm_capture_is_by_the_classifier() {
-    let upstream = Upstream::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let app = app_on(&upstream, dir.path()).await;
+    let app = app_on().await;
+    let _upstream = &app.upstream;
     let stats = send(&app, Method::GET, "/stats", None, ROOT).await.json;
     assert_eq!(stats["capture"]["mode"], "classifier", "{stats:#}");
     let listed = send(&app, Method::GET, "/triggers", None, ROOT).await.json;

@@ -6,10 +6,13 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use engram::config::ApiKey;
 
-use crate::helpers::{TestApp, spawn_app_on};
+use crate::helpers::TestApp;
 
-async fn keyed_app(dir: &std::path::Path) -> TestApp {
-    spawn_app_on(dir, |config| config.api_key = Some(ApiKey::new("root-key"))).await
+async fn keyed_app() -> TestApp {
+    TestApp::builder()
+        .config(|config| config.api_key = Some(ApiKey::new("root-key")))
+        .spawn()
+        .await
 }
 
 async fn get(app: &TestApp, uri: &str, if_none_match: Option<&str>) -> axum::response::Response {
@@ -31,8 +34,7 @@ fn header(response: &axum::response::Response, name: header::HeaderName) -> &str
 
 #[tokio::test]
 async fn the_pages_need_no_key_and_carry_a_strict_policy() {
-    let dir = tempfile::tempdir().unwrap();
-    let app = keyed_app(dir.path()).await;
+    let app = keyed_app().await;
     let redirect = get(&app, "/ui", None).await;
     assert_eq!(redirect.status(), StatusCode::PERMANENT_REDIRECT);
     assert_eq!(header(&redirect, header::LOCATION), "/ui/");
@@ -72,8 +74,7 @@ async fn the_pages_need_no_key_and_carry_a_strict_policy() {
 
 #[tokio::test]
 async fn an_unchanged_file_is_revalidated_and_unknown_files_are_problems() {
-    let dir = tempfile::tempdir().unwrap();
-    let app = keyed_app(dir.path()).await;
+    let app = keyed_app().await;
     let first = get(&app, "/ui/app.js", None).await;
     let tag = header(&first, header::ETAG).to_owned();
     let again = get(&app, "/ui/app.js", Some(&tag)).await;

@@ -7,40 +7,34 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::helpers::{
-    TestApp, embed_with, ids, llm_with, memory, settled, spawn_app_on, write_through_embedder_fault,
-};
-use crate::upstream::{Behaviour, Upstream};
+use crate::helpers::{Builder, TestApp, ids, memory, settled, write_through_embedder_fault};
+use crate::upstream::Behaviour;
 
 /// The reply cap the tests configure, so that oversized replies stay cheap.
 const REPLY_CAP: usize = 64 * 1024;
 
-async fn app_with(
-    upstream: &Upstream,
-    dir: &std::path::Path,
-    adjust: impl FnOnce(&mut engram::config::Config),
-) -> TestApp {
-    spawn_app_on(dir, |config| {
-        embed_with(upstream, config);
-        llm_with(upstream, config);
+async fn app_with(adjust: impl FnOnce(&mut engram::config::Config)) -> TestApp {
+    faulty_app().config(adjust).spawn().await
+}
+
+/// These tests' app, before it is adjusted and spawned.
+fn faulty_app<'a>() -> Builder<'a> {
+    TestApp::builder().embedder().llm().config(|config| {
         // Generous timeouts: these tests are about failures, not slowness.
         config.embedding.timeout_ms = 1000;
         config.llm.as_mut().unwrap().retrieval_timeout_ms = 1000;
         config.capture.retry_base_ms = 10;
-        adjust(config);
     })
-    .await
 }
 
 #[tokio::test]
 async fn an_oversized_reply_is_a_failed_call_for_hyde_embedding_and_the_classifier() {
-    let upstream = Upstream::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let app = app_with(&upstream, dir.path(), |config| {
+    let app = app_with(|config| {
         config.embedding.max_reply_bytes = REPLY_CAP;
         config.llm.as_mut().unwrap().max_reply_bytes = REPLY_CAP;
     })
     .await;
+    let upstream = &app.upstream;
     let wanted = app
         .create(memory(
             "repo",
@@ -92,9 +86,8 @@ async fn an_oversized_reply_is_a_failed_call_for_hyde_embedding_and_the_classifi
 
 #[tokio::test]
 async fn zero_vectors_are_refused_and_the_memory_is_found_once_the_embedder_recovers() {
-    let upstream = Upstream::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let app = spawn_app_on(dir.path(), |config| embed_with(&upstream, config)).await;
+    let app = TestApp::builder().embedder().spawn().await;
+    let upstream = &app.upstream;
     let query =
         |turn: &str| json!({"turn_id": turn, "repo": "forge", "query": "quarantine flaky tests"});
 
@@ -102,13 +95,9 @@ async fn zero_vectors_are_refused_and_the_memory_is_found_once_the_embedder_reco
     let result = app.retrieve(query("t1")).await;
     assert_eq!(result["degraded"], "embedding_failed", "{result:#}");
 
-    let written = write_through_embedder_fault(
-        &app,
-        &upstream,
-        Behaviour::Zeros,
-        "Flaky tests go into quarantine.",
-    )
-    .await;
+    let written =
+        write_through_embedder_fault(&app, Behaviour::Zeros, "Flaky tests go into quarantine.")
+            .await;
     let result = app.retrieve(query("t2")).await;
     assert_eq!(result["degraded"], Value::Null, "{result:#}");
     assert_eq!(ids(&result), [written["id"].as_str().unwrap()]);
@@ -123,15 +112,14 @@ async fn zero_vectors_are_refused_and_the_memory_is_found_once_the_embedder_reco
 
 #[tokio::test]
 async fn a_slow_expansion_leaves_the_search_its_share_of_the_budget() {
-    let upstream = Upstream::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let app = app_with(&upstream, dir.path(), |config| {
+    let app = app_with(|config| {
         // The retrieval model may take the whole budget, as by default; a
         // roomy budget keeps the embedding's share clear of a loaded CI.
         config.retrieval.budget_ms = 4_000;
         config.llm.as_mut().unwrap().retrieval_timeout_ms = config.retrieval.budget_ms;
     })
     .await;
+    let upstream = &app.upstream;
     let written = app
         .create(memory(
             "repo",
@@ -162,10 +150,9 @@ async fn a_slow_expansion_leaves_the_search_its_share_of_the_budget() {
 
 #[tokio::test]
 async fn an_unconfigured_length_is_learned_and_kept_across_restarts() {
-    let upstream = Upstream::start().await;
-    let dir = tempfile::tempdir().unwrap();
     let unset = |config: &mut engram::config::Config| config.embedding.dimensions = None;
-    let app = app_with(&upstream, dir.path(), unset).await;
+    let app = app_with(unset).await;
+    let upstream = app.upstream.clone();
 
     // Capture writes a memory, and retrieval finds it.
     upstream.set_chat(
@@ -194,11 +181,11 @@ async fn an_unconfigured_length_is_learned_and_kept_across_restarts() {
         1,
         "{result:#}"
     );
-    drop(app);
+    let ground = app.into_ground();
 
     // A restart knows the length from the cache before any call.
     let calls = upstream.embedding_calls();
-    let app = app_with(&upstream, dir.path(), unset).await;
+    let app = faulty_app().on(ground).config(unset).spawn().await;
     let stats = app.wait_indexed().await;
     assert_eq!(stats["embedding"]["dimensions"], 64, "{stats:#}");
     assert_eq!(stats["index"]["cache_hits"], 1);
@@ -211,12 +198,11 @@ async fn an_unconfigured_length_is_learned_and_kept_across_restarts() {
 
 #[tokio::test]
 async fn a_configured_length_the_model_does_not_return_is_named_in_stats() {
-    let upstream = Upstream::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let app = app_with(&upstream, dir.path(), |config| {
+    let app = app_with(|config| {
         config.embedding.dimensions = Some(32);
     })
     .await;
+    let _upstream = &app.upstream;
     app.create(memory(
         "repo",
         "forge",

@@ -9,20 +9,19 @@ use engram::config::{Config, Price};
 use engram::tokens::count as count_tokens;
 use serde_json::{Value, json};
 
-use crate::helpers::{TestApp, embed_with, llm_with, settled, spawn_app_on, wait_until_async};
-use crate::upstream::{Behaviour, Upstream, usage_of};
+use crate::helpers::{Builder, Ground, TestApp, settled, wait_until_async};
+use crate::upstream::{Behaviour, usage_of};
 
 const PRICE_IN: f64 = 0.15;
 const PRICE_OUT: f64 = 0.6;
 
-async fn app_on(
-    upstream: &Upstream,
-    dir: &std::path::Path,
-    adjust: impl FnOnce(&mut Config),
-) -> TestApp {
-    spawn_app_on(dir, |config| {
-        embed_with(upstream, config);
-        llm_with(upstream, config);
+async fn app_on(adjust: impl FnOnce(&mut Config)) -> TestApp {
+    metered().config(adjust).spawn().await
+}
+
+/// These tests' app, patient and priced, before it is adjusted and spawned.
+fn metered<'a>() -> Builder<'a> {
+    TestApp::builder().embedder().llm().config(|config| {
         let llm = config.llm.as_mut().unwrap();
         llm.classifier_timeout_ms = 5_000;
         llm.retrieval_timeout_ms = 5_000;
@@ -35,9 +34,7 @@ async fn app_on(
                 output_per_million: PRICE_OUT,
             },
         );
-        adjust(config);
     })
-    .await
 }
 
 fn turn(session: &str, text: &str) -> Value {
@@ -95,9 +92,8 @@ fn cost(prompt: u64, completion: u64) -> f64 {
 
 #[tokio::test]
 async fn the_replies_usage_is_counted_by_kind_model_and_pair_priced_and_shown() {
-    let upstream = Upstream::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let app = app_on(&upstream, dir.path(), |_| {}).await;
+    let app = app_on(|_| {}).await;
+    let upstream = &app.upstream;
     upstream.set_chat(Behaviour::Answer, "[]");
     accept(
         &app,
@@ -186,9 +182,8 @@ async fn the_replies_usage_is_counted_by_kind_model_and_pair_priced_and_shown() 
 
 #[tokio::test]
 async fn without_usage_in_the_reply_the_tokenizer_counts() {
-    let upstream = Upstream::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let app = app_on(&upstream, dir.path(), |_| {}).await;
+    let app = app_on(|_| {}).await;
+    let upstream = &app.upstream;
     upstream.send_usage(false);
     let hypotheses = "Ana prefers tabs.";
     upstream.set_chat(Behaviour::Answer, hypotheses);
@@ -214,10 +209,9 @@ async fn without_usage_in_the_reply_the_tokenizer_counts() {
 
 #[tokio::test]
 async fn past_the_capture_budget_triggers_wait_and_go_once_it_is_raised() {
-    let upstream = Upstream::start().await;
-    let dir = tempfile::tempdir().unwrap();
     let tight = |config: &mut Config| config.capture.daily_token_budget = 1;
-    let app = app_on(&upstream, dir.path(), tight).await;
+    let app = app_on(tight).await;
+    let upstream = app.upstream.clone();
     upstream.set_chat(Behaviour::Answer, "[]");
     accept(&app, "/turns", &turn("s1", "first")).await;
     let stats = settled(&app, 1).await;
@@ -251,10 +245,11 @@ async fn past_the_capture_budget_triggers_wait_and_go_once_it_is_raised() {
 
     // The same data directory with a budget that has room: the day's
     // first call is still counted, and the held triggers are processed.
-    let raised = app_on(&upstream, dir.path(), |config| {
-        config.capture.daily_token_budget = 1_000_000;
-    })
-    .await;
+    let raised = metered()
+        .on(app.into_ground())
+        .config(|config| config.capture.daily_token_budget = 1_000_000)
+        .spawn()
+        .await;
     let stats = settled(&raised, 2).await;
     assert_eq!(row(&stats, "classifier")["calls"], 3, "{stats:#}");
     assert_eq!(upstream.chat_requests().len(), 3);
@@ -262,12 +257,11 @@ async fn past_the_capture_budget_triggers_wait_and_go_once_it_is_raised() {
 
 #[tokio::test]
 async fn a_pair_past_its_own_budget_waits_while_other_pairs_go() {
-    let upstream = Upstream::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let app = app_on(&upstream, dir.path(), |config| {
+    let app = app_on(|config| {
         config.capture.pair_daily_token_budget = 1;
     })
     .await;
+    let upstream = &app.upstream;
     upstream.set_chat(Behaviour::Answer, "[]");
     accept(&app, "/turns", &turn("s1", "first")).await;
     let stats = settled(&app, 1).await;
@@ -296,7 +290,6 @@ async fn a_pair_past_its_own_budget_waits_while_other_pairs_go() {
 
 #[tokio::test]
 async fn a_spent_day_on_disk_holds_capture_and_the_next_day_renews_it() {
-    let upstream = Upstream::start().await;
     let spent_on = |day: chrono::NaiveDate| {
         json!({"day": day, "calls": [{"kind": "classifier", "model": "gpt-4o-mini",
             "repo": "forge", "user": "ana", "calls": 1, "prompt_tokens": 5000,
@@ -305,10 +298,10 @@ async fn a_spent_day_on_disk_holds_capture_and_the_next_day_renews_it() {
     let budget = |config: &mut Config| config.capture.daily_token_budget = 1000;
     let today = chrono::Utc::now().date_naive();
 
-    let held = tempfile::tempdir().unwrap();
+    let held = Ground::new().await;
     std::fs::write(held.path().join("usage.json"), spent_on(today).to_string()).unwrap();
-    let app = app_on(&upstream, held.path(), budget).await;
-    upstream.set_chat(Behaviour::Answer, "[]");
+    let app = metered().on(held).config(budget).spawn().await;
+    app.upstream.set_chat(Behaviour::Answer, "[]");
     accept(&app, "/turns", &turn("s1", "held")).await;
     let stats = app.get("/stats").await.json;
     assert_eq!(stats["models"]["budgets"]["capture"]["used"], 5000);
@@ -321,13 +314,14 @@ async fn a_spent_day_on_disk_holds_capture_and_the_next_day_renews_it() {
     );
 
     // Yesterday's totals do not count today.
-    let renewed = tempfile::tempdir().unwrap();
+    let renewed = Ground::new().await;
     std::fs::write(
         renewed.path().join("usage.json"),
         spent_on(today.pred_opt().unwrap()).to_string(),
     )
     .unwrap();
-    let app = app_on(&upstream, renewed.path(), budget).await;
+    let app = metered().on(renewed).config(budget).spawn().await;
+    app.upstream.set_chat(Behaviour::Answer, "[]");
     accept(&app, "/turns", &turn("s1", "goes")).await;
     let stats = settled(&app, 1).await;
     assert_eq!(stats["models"]["budgets"]["capture"]["exhausted"], false);
@@ -336,12 +330,11 @@ async fn a_spent_day_on_disk_holds_capture_and_the_next_day_renews_it() {
 
 #[tokio::test]
 async fn past_the_retrieval_budget_retrieve_searches_the_plain_query() {
-    let upstream = Upstream::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let app = app_on(&upstream, dir.path(), |config| {
+    let app = app_on(|config| {
         config.retrieval.daily_token_budget = 1;
     })
     .await;
+    let upstream = &app.upstream;
     upstream.set_chat(Behaviour::Answer, "Ana prefers tabs.");
     let first = app.retrieve(window("t1", "how do we indent?")).await;
     assert_eq!(first["mode"], "hyde", "{first:#}");
@@ -383,18 +376,18 @@ async fn past_the_retrieval_budget_retrieve_searches_the_plain_query() {
 
 #[tokio::test]
 async fn the_days_totals_survive_a_restart_on_the_same_data_directory() {
-    let upstream = Upstream::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let config = |dir: &std::path::Path| {
-        crate::helpers::test_config(dir, |config| {
-            embed_with(&upstream, config);
-            llm_with(&upstream, config);
-            config.llm.as_mut().unwrap().retrieval_timeout_ms = 5_000;
-            config.retrieval.budget_ms = 10_000;
-        })
+    let patient = |config: &mut Config| {
+        config.llm.as_mut().unwrap().retrieval_timeout_ms = 5_000;
+        config.retrieval.budget_ms = 10_000;
     };
-    let app = crate::helpers::RunningApp::start(config(dir.path())).await;
-    upstream.set_chat(Behaviour::Answer, "Ana prefers tabs.");
+    let app = TestApp::builder()
+        .embedder()
+        .llm()
+        .config(patient)
+        .serve()
+        .await;
+    app.upstream
+        .set_chat(Behaviour::Answer, "Ana prefers tabs.");
     let base = app.base_url.clone();
     wait_until_async("the app to be ready", async || {
         crate::helpers::is_ready(&base).await
@@ -403,9 +396,15 @@ async fn the_days_totals_survive_a_restart_on_the_same_data_directory() {
     let result = crate::helpers::post_json(&base, "/retrieve", &window("t1", "indent?")).await;
     assert_eq!(result["mode"], "hyde", "{result:#}");
     let before = crate::helpers::get_json(&base, "/stats").await["models"].clone();
-    app.stop().await;
+    let ground = app.stop().await;
 
-    let app = crate::helpers::RunningApp::start(config(dir.path())).await;
+    let app = TestApp::builder()
+        .on(ground)
+        .embedder()
+        .llm()
+        .config(patient)
+        .serve()
+        .await;
     let after = crate::helpers::get_json(&app.base_url, "/stats").await["models"].clone();
     assert_eq!(after["today"], before["today"], "{after:#}");
     assert_eq!(

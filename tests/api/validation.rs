@@ -5,7 +5,7 @@ use axum::body::Body;
 use axum::http::{Method, Request, StatusCode, header};
 use serde_json::{Value, json};
 
-use crate::helpers::{TestApp, memory, spawn_app, spawn_app_on};
+use crate::helpers::{TestApp, memory, spawn_app};
 
 /// Posts `body` to /memories and asserts a problem naming `field`, with the
 /// data directory unchanged.
@@ -158,8 +158,10 @@ async fn superseding_an_old_version_is_a_conflict() {
 
 #[tokio::test]
 async fn bodies_must_be_json_and_within_the_limit() {
-    let temp = tempfile::tempdir().unwrap();
-    let app = spawn_app_on(temp.path(), |config| config.limits.max_body_bytes = 2048).await;
+    let app = TestApp::builder()
+        .config(|config| config.limits.max_body_bytes = 2048)
+        .spawn()
+        .await;
     let post = |content_type: Option<&str>, body: String| {
         let mut request = Request::builder().method(Method::POST).uri("/memories");
         if let Some(content_type) = content_type {
@@ -263,16 +265,17 @@ async fn unknown_routes_and_methods_are_problems() {
 
 #[tokio::test]
 async fn anything_after_the_json_body_is_refused_on_every_route() {
-    let temp = tempfile::tempdir().unwrap();
-    let app = spawn_app_on(temp.path(), |config| {
-        // Capture routes answer 409 without a model: give them one (never
-        // called, the body is refused first).
-        config.llm = Some(engram::config::Llm {
-            base_url: "http://127.0.0.1:9/v1".to_owned(),
-            ..engram::config::Llm::default()
-        });
-    })
-    .await;
+    let app = TestApp::builder()
+        .config(|config| {
+            // Capture routes answer 409 without a model: give them one (never
+            // called, the body is refused first).
+            config.llm = Some(engram::config::Llm {
+                base_url: "http://127.0.0.1:9/v1".to_owned(),
+                ..engram::config::Llm::default()
+            });
+        })
+        .spawn()
+        .await;
     let window = json!({"session_id": "s", "messages": [{"role": "user", "content": "Hi."}]});
     let routes = [
         ("/memories", memory("repo", "forge", "patterns", "A fact.")),

@@ -33,6 +33,13 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use serde_json::{Value, json};
 
+mod oversized;
+mod replies;
+
+pub use oversized::{read_some, start_oversized};
+pub use replies::usage_of;
+use replies::{counted, facts_reply, reply_from_prompt};
+
 /// The vectors the fake gives.
 #[derive(Clone, Copy, Debug)]
 pub struct Vectors {
@@ -375,92 +382,6 @@ async fn chat(State(script): State<Arc<Mutex<Script>>>, Json(body): Json<Value>)
     Json(padded(reply, behaviour)).into_response()
 }
 
-/// A plausible reply: the classifier gets a JSON array with one memory,
-/// HyDE a list of three hypotheses, each made of the conversation's last
-/// user line.
-fn reply_from_prompt(system: &str, prompt: &str) -> String {
-    let last_line = prompt
-        .lines()
-        .rev()
-        .find(|line| line.starts_with("user: "))
-        .unwrap_or("user: nothing")
-        .trim_start_matches("user: ");
-    if system.contains("memory classifier") {
-        json!([{"content": format!("The team agreed: {last_line}"), "scope": "repo",
-            "category": "project-conventions"}])
-        .to_string()
-    } else {
-        format!("1. {last_line}\n2. The team decided: {last_line}\n3. The user prefers {last_line}")
-    }
-}
-
-/// The `usage` the fake reports for the texts `received` and its `reply`:
-/// a token per four characters (rounded up) of each.
-pub fn usage_of(received: &[&str], reply: &str) -> Value {
-    let usage = counted(received, reply);
-    json!({"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
-        "total_tokens": usage.prompt_tokens + usage.completion_tokens})
-}
-
-/// One call's [`Usage`].
-fn counted(received: &[&str], reply: &str) -> Usage {
-    Usage {
-        calls: 1,
-        prompt_tokens: received.iter().map(|text| tokens(text)).sum(),
-        completion_tokens: tokens(reply),
-    }
-}
-
-/// `text`'s tokens as the fake counts them: a token per four characters.
-fn tokens(text: &str) -> u64 {
-    text.chars().count().div_ceil(4) as u64
-}
-
-/// The words that mark a sentence as a fact, and the memory it makes.
-const FACT_CUES: [(&str, &str, &str); 7] = [
-    ("i prefer", "user", "coding-preferences"),
-    ("we decided", "repo", "architectural-decisions"),
-    ("actually,", "repo", "corrections"),
-    ("from now on", "repo", "project-conventions"),
-    ("always", "repo", "project-conventions"),
-    ("never", "repo", "project-conventions"),
-    ("convention", "repo", "project-conventions"),
-];
-
-/// The bench's classifier: one memory per fact sentence (one with a word
-/// of [`FACT_CUES`]) of the user messages it is asked to classify: those
-/// under the prompt's `NEW MESSAGES` heading when it has one, else the
-/// whole conversation; a fact the prompt lists among its existing
-/// memories is not proposed again, as a model would not.
-fn facts_reply(prompt: &str) -> String {
-    let (conversation, existing) = prompt
-        .split_once("\nEXISTING MEMORIES:")
-        .unwrap_or((prompt, ""));
-    let asked = conversation
-        .split_once("\nNEW MESSAGES")
-        .map_or(conversation, |(_, new)| new);
-    let mut memories = Vec::new();
-    for message in asked.split("\n---\n") {
-        let Some(text) = message.lines().find_map(|line| line.strip_prefix("user: ")) else {
-            continue;
-        };
-        for sentence in text.split(". ") {
-            let sentence = sentence.trim().trim_end_matches('.');
-            let lower = sentence.to_lowercase();
-            let Some((_, scope, category)) =
-                FACT_CUES.iter().find(|(cue, _, _)| lower.contains(cue))
-            else {
-                continue;
-            };
-            let content = format!("{sentence}.");
-            if !existing.contains(&content) {
-                memories.push(json!({"content": content, "scope": scope, "category": category}));
-            }
-        }
-    }
-    json!({"memories": memories}).to_string()
-}
-
 /// `reply`, with a `pad` field past the size an `Oversized` behaviour asks.
 fn padded(mut reply: Value, behaviour: Behaviour) -> Value {
     if let Behaviour::Oversized(bytes) = behaviour {
@@ -540,135 +461,4 @@ fn stalls(script: &Mutex<Script>, input: &[String]) -> bool {
         .stalled
         .as_deref()
         .is_some_and(|fragment| input.iter().any(|text| text.contains(fragment)))
-}
-
-/// Serves on a free loopback port an upstream whose every reply, whatever
-/// was asked, is a chat completion `reply_bytes` long: an upstream gone
-/// wrong. The reply is streamed from one small buffer, so the fake itself
-/// holds none of it and the bench measures only what Engram keeps.
-pub async fn start_oversized(reply_bytes: usize) -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind the oversized upstream");
-    let url = format!(
-        "http://{}/v1",
-        listener.local_addr().expect("local address")
-    );
-    tokio::spawn(async move {
-        while let Ok((stream, _)) = listener.accept().await {
-            // A client that hangs up mid-reply is what a cap looks like.
-            tokio::spawn(async move {
-                let _ = answer_oversized(stream, reply_bytes).await;
-            });
-        }
-    });
-    url
-}
-
-/// Reads one request and answers it with `reply_bytes` of chat completion.
-async fn answer_oversized(
-    stream: tokio::net::TcpStream,
-    reply_bytes: usize,
-) -> std::io::Result<()> {
-    let mut request = Vec::new();
-    let mut chunk = [0u8; 16 * 1024];
-    let body_start = loop {
-        let read = read_some(&stream, &mut chunk).await?;
-        if read == 0 {
-            return Ok(());
-        }
-        request.extend_from_slice(&chunk[..read]);
-        if let Some(end) = request.windows(4).position(|w| w == b"\r\n\r\n") {
-            break end + 4;
-        }
-    };
-    let head = String::from_utf8_lossy(&request[..body_start]).to_lowercase();
-    let body_length: usize = head
-        .lines()
-        .find_map(|line| line.strip_prefix("content-length:"))
-        .and_then(|value| value.trim().parse().ok())
-        .unwrap_or(0);
-    let mut remaining = body_length.saturating_sub(request.len() - body_start);
-    while remaining > 0 {
-        let read = read_some(&stream, &mut chunk).await?;
-        if read == 0 {
-            return Ok(());
-        }
-        remaining = remaining.saturating_sub(read);
-    }
-
-    let opening = r#"{"object":"chat.completion","model":"bench","choices":[{"index":0,"message":{"role":"assistant","content":""#;
-    let closing = r#""}}]}"#;
-    let filler_length = reply_bytes.saturating_sub(opening.len() + closing.len());
-    let head = format!(
-        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{opening}",
-        opening.len() + filler_length + closing.len()
-    );
-    write_all(&stream, head.as_bytes()).await?;
-    let filler = [b'x'; 64 * 1024];
-    let mut left = filler_length;
-    while left > 0 {
-        let part = left.min(filler.len());
-        write_all(&stream, &filler[..part]).await?;
-        left -= part;
-    }
-    write_all(&stream, closing.as_bytes()).await
-}
-
-/// Reads what has arrived (0 at end of stream).
-pub async fn read_some(
-    stream: &tokio::net::TcpStream,
-    buffer: &mut [u8],
-) -> std::io::Result<usize> {
-    loop {
-        stream.readable().await?;
-        match stream.try_read(buffer) {
-            Err(err) if err.kind() == std::io::ErrorKind::WouldBlock => {}
-            result => return result,
-        }
-    }
-}
-
-async fn write_all(stream: &tokio::net::TcpStream, mut bytes: &[u8]) -> std::io::Result<()> {
-    while !bytes.is_empty() {
-        stream.writable().await?;
-        match stream.try_write(bytes) {
-            Ok(written) => bytes = &bytes[written..],
-            Err(err) if err.kind() == std::io::ErrorKind::WouldBlock => {}
-            Err(err) => return Err(err),
-        }
-    }
-    Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn facts_come_from_the_messages_to_classify_and_not_from_known_memories() {
-        let whole = "CONVERSATION WINDOW (turn trigger):\n\nuser: Hello. I prefer tabs.\n---\nassistant: We decided nothing.\n---\nuser: From now on, run clippy. Thanks.\n";
-        let read: Value = serde_json::from_str(&facts_reply(whole)).unwrap();
-        let contents: Vec<&str> = read["memories"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|memory| memory["content"].as_str().unwrap())
-            .collect();
-        assert_eq!(contents, ["I prefer tabs.", "From now on, run clippy."]);
-
-        let delta = "CONVERSATION WINDOW (turn trigger):\n\nEARLIER MESSAGES (context):\n\nuser: I prefer tabs.\n\nNEW MESSAGES (classify these):\n\nuser: We decided to use NATS.\n---\nuser: Never push on Fridays.\n\nEXISTING MEMORIES:\n- [x] (repo/project-conventions) Never push on Fridays.\n";
-        let read: Value = serde_json::from_str(&facts_reply(delta)).unwrap();
-        assert_eq!(
-            read["memories"],
-            json!([{"content": "We decided to use NATS.", "scope": "repo", "category": "architectural-decisions"}])
-        );
-    }
-
-    #[test]
-    fn usage_counts_a_token_per_four_characters() {
-        assert_eq!(tokens(""), 0);
-        assert_eq!(tokens("abcd"), 1);
-        assert_eq!(tokens("abcde"), 2);
-    }
 }

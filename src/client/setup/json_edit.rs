@@ -1,19 +1,30 @@
 //! Targeted edits of a JSON text. Given the text, the value it parsed to
 //! and the value wanted, [`rewrite`] rewrites only the values that differ
-//! and keeps every other byte: layout, key order, the spelling of numbers
-//! (a big integer is not rounded through `f64`) and keys repeated where
-//! nothing changes.
+//! and keeps every other byte: layout, key order, comments (in the
+//! [`JsonDialect`]s that have them), the spelling of numbers (a big
+//! integer is not rounded through `f64`) and keys repeated where nothing
+//! changes.
 //!
 //! Invariants:
-//! - A value equal in both is copied from the text as it was.
+//! - A value equal in both is copied from the text as it was, and so is
+//!   what lies between two elements that stay next to each other.
+//! - A comment is never copied to a new place: new elements are laid out
+//!   from the text with its comments blanked ([`blank`]).
 //! - A change under a key that the object holds twice is refused: the
 //!   agent reads one of the two, and which one is its parser's choice.
 //! - The result parses to the value wanted, or [`rewrite`] fails: a text
 //!   this module could not edit faithfully is never written.
 
+mod dialect;
+mod locate;
+
 use serde::Serialize;
 use serde_json::Value;
 use serde_json::ser::{PrettyFormatter, Serializer};
+
+use dialect::trailing_comma;
+pub use dialect::{JsonDialect, blank, parse};
+use locate::{Kind, Member, Node, Parser};
 
 /// Deeper than serde_json's own limit (128), so any text it parsed fits.
 const MAX_DEPTH: usize = 256;
@@ -33,193 +44,29 @@ pub enum EditError {
     Unfaithful,
 }
 
-/// `text` (which parsed to `before`) rewritten to parse to `after`,
-/// changing only what differs.
-pub fn rewrite(text: &str, before: &Value, after: &Value) -> Result<String, EditError> {
-    let root = Parser::new(text).document().ok_or(EditError::Unfaithful)?;
+/// `text` (which parsed to `before` in `dialect`) rewritten to parse to
+/// `after`, changing only what differs.
+pub fn rewrite(
+    text: &str,
+    before: &Value,
+    after: &Value,
+    dialect: JsonDialect,
+) -> Result<String, EditError> {
+    let plain = blank(text, dialect);
+    let root = Parser::new(&plain)
+        .document()
+        .ok_or(EditError::Unfaithful)?;
     let editor = Editor {
         text,
+        plain: &plain,
         unit: indent_unit(text, &root),
     };
     let mut path = Vec::new();
     let new_root = editor.value(&root, before, after, &mut path)?;
     let rewritten = format!("{}{new_root}{}", &text[..root.start], &text[root.end..]);
-    match serde_json::from_str::<Value>(&rewritten) {
+    match parse(&rewritten, dialect) {
         Ok(parsed) if parsed == *after => Ok(rewritten),
         _ => Err(EditError::Unfaithful),
-    }
-}
-
-/// One JSON value's place in the text: `text[start..end]`.
-struct Node {
-    start: usize,
-    end: usize,
-    kind: Kind,
-}
-
-enum Kind {
-    Object(Vec<Member>),
-    Array(Vec<Node>),
-    Scalar,
-}
-
-/// `"key": value` in an object; the member's text starts at `start`.
-struct Member {
-    key: String,
-    start: usize,
-    value: Node,
-}
-
-impl Member {
-    fn end(&self) -> usize {
-        self.value.end
-    }
-}
-
-/// Finds where each value is; the text has already been parsed by
-/// serde_json, so this only locates, and gives up (`None`) on anything odd.
-struct Parser<'a> {
-    text: &'a str,
-    at: usize,
-    depth: usize,
-}
-
-impl<'a> Parser<'a> {
-    fn new(text: &'a str) -> Self {
-        Self {
-            text,
-            at: 0,
-            depth: 0,
-        }
-    }
-
-    fn document(mut self) -> Option<Node> {
-        let root = self.value()?;
-        self.skip_space();
-        (self.at == self.text.len()).then_some(root)
-    }
-
-    fn peek(&self) -> Option<u8> {
-        self.text.as_bytes().get(self.at).copied()
-    }
-
-    fn skip_space(&mut self) {
-        while matches!(self.peek(), Some(b' ' | b'\t' | b'\n' | b'\r')) {
-            self.at += 1;
-        }
-    }
-
-    fn expect(&mut self, byte: u8) -> Option<()> {
-        self.skip_space();
-        (self.peek() == Some(byte)).then(|| self.at += 1)
-    }
-
-    fn value(&mut self) -> Option<Node> {
-        self.skip_space();
-        let start = self.at;
-        let kind = match self.peek()? {
-            b'{' | b'[' => {
-                self.depth += 1;
-                if self.depth > MAX_DEPTH {
-                    return None;
-                }
-                let kind = if self.peek() == Some(b'{') {
-                    self.object()?
-                } else {
-                    self.array()?
-                };
-                self.depth -= 1;
-                kind
-            }
-            b'"' => {
-                self.string()?;
-                Kind::Scalar
-            }
-            _ => {
-                while self
-                    .peek()
-                    .is_some_and(|byte| !b",:]}\" \t\n\r[{".contains(&byte))
-                {
-                    self.at += 1;
-                }
-                if self.at == start {
-                    return None;
-                }
-                Kind::Scalar
-            }
-        };
-        Some(Node {
-            start,
-            end: self.at,
-            kind,
-        })
-    }
-
-    fn object(&mut self) -> Option<Kind> {
-        self.at += 1;
-        let mut members = Vec::new();
-        self.skip_space();
-        if self.peek() == Some(b'}') {
-            self.at += 1;
-            return Some(Kind::Object(members));
-        }
-        loop {
-            self.skip_space();
-            let start = self.at;
-            let key = self.string()?;
-            self.expect(b':')?;
-            let value = self.value()?;
-            members.push(Member { key, start, value });
-            self.skip_space();
-            match self.peek()? {
-                b',' => self.at += 1,
-                b'}' => {
-                    self.at += 1;
-                    return Some(Kind::Object(members));
-                }
-                _ => return None,
-            }
-        }
-    }
-
-    fn array(&mut self) -> Option<Kind> {
-        self.at += 1;
-        let mut items = Vec::new();
-        self.skip_space();
-        if self.peek() == Some(b']') {
-            self.at += 1;
-            return Some(Kind::Array(items));
-        }
-        loop {
-            items.push(self.value()?);
-            self.skip_space();
-            match self.peek()? {
-                b',' => self.at += 1,
-                b']' => {
-                    self.at += 1;
-                    return Some(Kind::Array(items));
-                }
-                _ => return None,
-            }
-        }
-    }
-
-    /// A string at the cursor, decoded.
-    fn string(&mut self) -> Option<String> {
-        let start = self.at;
-        if self.peek() != Some(b'"') {
-            return None;
-        }
-        self.at += 1;
-        loop {
-            match self.peek()? {
-                b'\\' => self.at += 2,
-                b'"' => break,
-                _ => self.at += 1,
-            }
-        }
-        self.at += 1;
-        serde_json::from_str(self.text.get(start..self.at)?).ok()
     }
 }
 
@@ -248,6 +95,8 @@ fn line_indent(text: &str, at: usize) -> String {
 
 struct Editor<'a> {
     text: &'a str,
+    /// `text` with its comments and trailing commas blanked.
+    plain: &'a str,
     unit: String,
 }
 
@@ -399,28 +248,36 @@ impl Editor<'_> {
         Ok(self.join(node, &spans, &layout, &pieces))
     }
 
-    /// The layout of the object or array `node`, whose elements are at
-    /// `spans`, taken from the text.
+    /// The layout of new elements of the object or array `node`, whose
+    /// elements are at `spans`, taken from the text without its comments.
     fn layout(&self, node: &Node, spans: &[(usize, usize)]) -> Layout {
-        let text = self.text;
+        let (text, plain) = (self.text, self.plain);
         let (Some(first), Some(last)) = (spans.first(), spans.last()) else {
             let outer = line_indent(text, node.start);
             let inner = format!("{outer}{}", self.unit);
+            // A comment inside an empty object or array stays at its start.
+            let inside = node.start + 1..node.end - 1;
+            let comment = text[inside.clone()].trim_end();
+            let lead = if plain[inside].trim().is_empty() && !comment.is_empty() {
+                format!("{comment}\n{inner}")
+            } else {
+                format!("\n{inner}")
+            };
             return Layout {
-                lead: format!("\n{inner}"),
+                lead,
                 separator: format!(",\n{inner}"),
                 trail: format!("\n{outer}"),
                 indent: Some(inner),
             };
         };
-        let lead = text[node.start + 1..first.0].to_owned();
+        let lead = tidy(&plain[node.start + 1..first.0]);
         let separator = match spans.get(1) {
-            Some(second) => text[first.1..second.0].to_owned(),
+            Some(second) => tidy(&plain[first.1..second.0]),
             None => format!(",{lead}"),
         };
         let indent = lead.contains('\n').then(|| line_indent(text, first.0));
         Layout {
-            trail: text[last.1..node.end - 1].to_owned(),
+            trail: tidy(&plain[last.1..node.end - 1]),
             lead,
             separator,
             indent,
@@ -428,7 +285,8 @@ impl Editor<'_> {
     }
 
     /// `pieces` between `node`'s brackets: two elements that were next to
-    /// each other keep what was between them.
+    /// each other keep what was between them, the first and last kept
+    /// elements what was before and after them.
     fn join(
         &self,
         node: &Node,
@@ -441,22 +299,59 @@ impl Editor<'_> {
         if pieces.is_empty() {
             return format!("{open}{close}");
         }
-        let mut out = format!("{open}{}", layout.lead);
+        let last_original = spans.len().checked_sub(1);
+        let lead = match pieces[0].original {
+            Some(0) => &self.text[node.start + 1..spans[0].0],
+            _ => layout.lead.as_str(),
+        };
+        let mut out = format!("{open}{lead}");
         for (at, piece) in pieces.iter().enumerate() {
             if at > 0 {
-                let between = match (pieces[at - 1].original, piece.original) {
+                match (pieces[at - 1].original, piece.original) {
                     (Some(previous), Some(this)) if this == previous + 1 => {
-                        &self.text[spans[previous].1..spans[this].0]
+                        out.push_str(&self.text[spans[previous].1..spans[this].0]);
                     }
-                    _ => layout.separator.as_str(),
-                };
-                out.push_str(between);
+                    (Some(previous), None) if Some(previous) == last_original => {
+                        out.push_str(&self.after_last(node, spans[previous], layout));
+                    }
+                    _ => out.push_str(&layout.separator),
+                }
             }
             out.push_str(&piece.text);
         }
-        out.push_str(&layout.trail);
+        let trail = match pieces.last().and_then(|piece| piece.original) {
+            Some(last) if Some(last) == last_original => &self.text[spans[last].1..node.end - 1],
+            _ => layout.trail.as_str(),
+        };
+        out.push_str(trail);
         out.push_str(close);
         out
+    }
+
+    /// What goes between the last of `node`'s original elements (at
+    /// `last`) and a new one after it: a comma, the comments that followed
+    /// the last one (its trailing comma left out), then a line break.
+    fn after_last(&self, node: &Node, last: (usize, usize), layout: &Layout) -> String {
+        let after = last.1..node.end - 1;
+        let text = &self.text[after.clone()];
+        if *text == self.plain[after] {
+            return layout.separator.clone();
+        }
+        let mut kept = text.to_owned();
+        if let Some(comma) = trailing_comma(text) {
+            kept.remove(comma);
+        }
+        let rest = layout
+            .separator
+            .strip_prefix(',')
+            .unwrap_or(&layout.separator);
+        let rest = if rest.contains('\n') {
+            rest.to_owned()
+        } else {
+            // A line comment runs to the end of its line.
+            format!("\n{}", line_indent(self.text, last.0))
+        };
+        format!(",{}{rest}", kept.trim_end())
     }
 
     /// `value` as JSON: pretty, each line after the first indented by
@@ -473,6 +368,18 @@ impl Editor<'_> {
         }
         String::from_utf8_lossy(&bytes).replace('\n', &format!("\n{indent}"))
     }
+}
+
+/// `text` with the spaces that end each of its lines (but the last)
+/// removed: a layout taken from blanked text leaves no trailing spaces
+/// where comments were.
+fn tidy(text: &str) -> String {
+    let mut lines: Vec<&str> = text.split('\n').collect();
+    let last = lines.len() - 1;
+    for line in &mut lines[..last] {
+        *line = line.trim_end_matches([' ', '\t', '\r']);
+    }
+    lines.join("\n")
 }
 
 /// The pairs (index in `before`, index in `after`) of equal elements kept
@@ -518,7 +425,35 @@ mod tests {
 
     fn edit(text: &str, after: &Value) -> Result<String, EditError> {
         let before: Value = serde_json::from_str(text).unwrap();
-        rewrite(text, &before, after)
+        rewrite(text, &before, after, JsonDialect::Strict)
+    }
+
+    fn edit_jsonc(text: &str, after: &Value) -> Result<String, EditError> {
+        let dialect = JsonDialect::CommentsAndTrailingCommas;
+        let before = parse(text, dialect).unwrap();
+        rewrite(text, &before, after, dialect)
+    }
+
+    #[test]
+    fn comments_stay_where_they_were_and_are_not_copied() {
+        let text = "{\n  // the team's servers\n  \"servers\": {\n    \"docs\": {\"command\": \"d\"} // docs\n  },\n  /* inputs */ \"inputs\": [],\n}\n";
+        let mut after = parse(text, JsonDialect::CommentsAndTrailingCommas).unwrap();
+        after["servers"]["engram"] = json!({"command": "engram"});
+        assert_eq!(
+            edit_jsonc(text, &after).unwrap(),
+            "{\n  // the team's servers\n  \"servers\": {\n    \"docs\": {\"command\": \"d\"}, // docs\n    \"engram\": {\n      \"command\": \"engram\"\n    }\n  },\n  /* inputs */ \"inputs\": [],\n}\n"
+        );
+        let text = "{\"mcp\": { // none yet\n}}";
+        let after = json!({"mcp": {"engram": 1}});
+        assert_eq!(
+            edit_jsonc(text, &after).unwrap(),
+            "{\"mcp\": { // none yet\n  \"engram\": 1\n}}"
+        );
+        let text = "{\"a\": 1, // one\n}";
+        assert_eq!(
+            edit_jsonc(text, &json!({"a": 1, "b": 2})).unwrap(),
+            "{\"a\": 1, // one\n\"b\": 2\n}"
+        );
     }
 
     #[test]

@@ -1,14 +1,16 @@
 //! Merging Engram's entries into an agent's settings: its four hooks into
 //! a JSON hooks file, the MCP server `engram` into the agent's JSON or
-//! TOML file of servers.
+//! TOML file of servers, in the shape that agent reads, and the
+//! instructions into a Markdown file ([`instructions`]).
 //!
 //! Only Engram's entries are touched: a hook is recognised by its command
 //! (a program named `engram…` run as `hook <agent> <event>`), the MCP
 //! server by its name, so one written by an older setup or another install
 //! is updated in place, and every other key, hook, group and server stays
 //! as it was. A JSON file is written back through [`json_edit`], which
-//! keeps every byte of what did not change; TOML through `toml_edit`,
-//! which keeps layout and comments.
+//! keeps every byte of what did not change (comments too, in the dialects
+//! that have them); TOML through `toml_edit`, which keeps layout and
+//! comments.
 
 use std::path::Path;
 
@@ -16,6 +18,8 @@ use serde_json::{Map, Value, json};
 use toml_edit::DocumentMut;
 
 use super::Error;
+use super::instructions;
+pub use super::json_edit::JsonDialect;
 use super::json_edit::{self, EditError};
 use crate::client::hook::{Agent, Event};
 
@@ -39,7 +43,7 @@ pub struct WrongShape {
 }
 
 impl WrongShape {
-    fn new(at: impl Into<String>, expected: &'static str) -> Self {
+    pub(super) fn new(at: impl Into<String>, expected: &'static str) -> Self {
         Self {
             at: at.into(),
             expected,
@@ -57,12 +61,27 @@ pub enum Entry {
         command: String,
     },
     /// The stdio MCP server `program args…`, named [`MCP_SERVER_NAME`] in
-    /// the table of servers that the keys `at` lead to.
+    /// the table of servers that the keys `at` lead to, written in `style`.
     McpServer {
         at: Vec<String>,
         program: String,
         args: Vec<String>,
+        style: ServerStyle,
     },
+    /// The block of instructions to use Engram's tools, in a Markdown file.
+    Instructions { text: &'static str },
+}
+
+/// How an agent spells a stdio MCP server in JSON.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ServerStyle {
+    /// `{"type": "stdio", "command": …, "args": […]}` (Claude Code, VS Code).
+    Typed,
+    /// `{"command": …, "args": […]}` (Cursor, Gemini CLI; Codex's TOML).
+    Untyped,
+    /// `{"type": "local", "command": [program, args…], "enabled": true}`
+    /// (OpenCode).
+    Local,
 }
 
 impl Entry {
@@ -74,6 +93,7 @@ impl Entry {
                 "MCP server",
                 format!("{MCP_SERVER_NAME}: {}", shell_words(program, args)),
             ),
+            Self::Instructions { .. } => ("instructions", instructions::DESCRIPTION.to_owned()),
         }
     }
 }
@@ -81,8 +101,13 @@ impl Entry {
 /// The format of a settings file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Format {
-    Json,
+    Json(JsonDialect),
     Toml,
+    /// An instructions file; a new one starts with `starts_with` (front
+    /// matter, where the agent reads one).
+    Markdown {
+        starts_with: &'static str,
+    },
 }
 
 /// A configuration file as read, to merge entries into.
@@ -90,23 +115,27 @@ pub enum Document {
     /// A JSON file: its text (`None` when empty or new), the value it
     /// holds, and the value wanted.
     Json {
+        dialect: JsonDialect,
         text: Option<String>,
         before: Value,
         after: Value,
     },
     Toml(DocumentMut),
+    Markdown(String),
 }
 
 impl Document {
     /// A new, empty file.
     pub fn empty(format: Format) -> Self {
         match format {
-            Format::Json => Self::Json {
+            Format::Json(dialect) => Self::Json {
+                dialect,
                 text: None,
                 before: Value::Object(Map::new()),
                 after: Value::Object(Map::new()),
             },
             Format::Toml => Self::Toml(DocumentMut::new()),
+            Format::Markdown { starts_with } => Self::Markdown(starts_with.to_owned()),
         }
     }
 
@@ -116,8 +145,9 @@ impl Document {
             return Ok(Self::empty(format));
         }
         match format {
-            Format::Json => serde_json::from_str::<Value>(text)
+            Format::Json(dialect) => json_edit::parse(text, dialect)
                 .map(|value| Self::Json {
+                    dialect,
                     text: Some(text.to_owned()),
                     before: value.clone(),
                     after: value,
@@ -133,6 +163,7 @@ impl Document {
                     path: path.to_owned(),
                     source,
                 }),
+            Format::Markdown { .. } => Ok(Self::Markdown(text.to_owned())),
         }
     }
 
@@ -140,6 +171,7 @@ impl Document {
         match self {
             Self::Json { after, .. } => merge(after, entry),
             Self::Toml(document) => merge_toml(document, entry),
+            Self::Markdown(text) => instructions::merge(text, entry),
         }
     }
 
@@ -148,14 +180,16 @@ impl Document {
     pub fn render(&self) -> Result<String, EditError> {
         match self {
             Self::Json {
+                dialect,
                 text: Some(text),
                 before,
                 after,
-            } => json_edit::rewrite(text, before, after),
+            } => json_edit::rewrite(text, before, after, *dialect),
             Self::Json {
                 text: None, after, ..
             } => Ok(format!("{}\n", pretty(after))),
             Self::Toml(document) => Ok(document.to_string()),
+            Self::Markdown(text) => Ok(text.clone()),
         }
     }
 }
@@ -176,8 +210,14 @@ pub fn merge(document: &mut Value, entry: &Entry) -> Result<Change, WrongShape> 
         .ok_or_else(|| WrongShape::new("the file", "an object"))?;
     let (event, command) = match entry {
         Entry::Hook { event, command, .. } => (event, command),
-        Entry::McpServer { at, program, args } => {
-            return merge_json_server(root, at, program, args);
+        Entry::McpServer {
+            at,
+            program,
+            args,
+            style,
+        } => return merge_json_server(root, at, program, args, *style),
+        Entry::Instructions { .. } => {
+            return Err(WrongShape::new("the file", "Markdown, for instructions"));
         }
     };
     let name = event.hook_event_name();
@@ -235,14 +275,15 @@ pub fn merge(document: &mut Value, entry: &Entry) -> Result<Change, WrongShape> 
     Ok(change)
 }
 
-/// Puts the MCP server entry under the keys `at` of a JSON document, as
-/// Claude Code reads it: `{"type": "stdio", "command": …, "args": […]}`.
-/// Other keys of an existing entry (an `env` added by hand) stay.
+/// Puts the MCP server entry under the keys `at` of a JSON document, in
+/// the agent's `style`. Other keys of an existing entry (an `env` added by
+/// hand) stay.
 fn merge_json_server(
     root: &mut Map<String, Value>,
     at: &[String],
     program: &str,
     args: &[String],
+    style: ServerStyle,
 ) -> Result<Change, WrongShape> {
     let mut table = root;
     for (depth, key) in at.iter().enumerate() {
@@ -252,7 +293,16 @@ fn merge_json_server(
             .as_object_mut()
             .ok_or_else(|| WrongShape::new(at[..=depth].join("."), "an object"))?;
     }
-    let wanted = json!({"type": "stdio", "command": program, "args": args});
+    let wanted = match style {
+        ServerStyle::Typed => json!({"type": "stdio", "command": program, "args": args}),
+        ServerStyle::Untyped => json!({"command": program, "args": args}),
+        ServerStyle::Local => {
+            let command: Vec<&str> = std::iter::once(program)
+                .chain(args.iter().map(String::as_str))
+                .collect();
+            json!({"type": "local", "command": command, "enabled": true})
+        }
+    };
     let Some(existing) = table.get_mut(MCP_SERVER_NAME) else {
         table.insert(MCP_SERVER_NAME.to_owned(), wanted);
         return Ok(Change::Added);
@@ -278,8 +328,11 @@ fn merge_json_server(
 /// the variables the bridge needs passed through, `env_vars`). Other keys
 /// of an existing table stay.
 fn merge_toml(document: &mut DocumentMut, entry: &Entry) -> Result<Change, WrongShape> {
-    let Entry::McpServer { at, program, args } = entry else {
-        return Err(WrongShape::new("the file", "JSON, for hooks"));
+    let Entry::McpServer {
+        at, program, args, ..
+    } = entry
+    else {
+        return Err(WrongShape::new("the file", "JSON or Markdown"));
     };
     let mut table = document.as_table_mut();
     for (depth, key) in at.iter().enumerate() {
@@ -445,6 +498,7 @@ mod tests {
             at: vec!["mcp_servers".to_owned()],
             program: "/usr/bin/engram".to_owned(),
             args: args.iter().map(|arg| (*arg).to_owned()).collect(),
+            style: ServerStyle::Untyped,
         }
     }
 
@@ -484,6 +538,7 @@ mod tests {
             at: ["projects", "/p", "mcpServers"].map(String::from).to_vec(),
             program: "engram".to_owned(),
             args: vec!["mcp".to_owned()],
+            style: ServerStyle::Typed,
         };
         assert_eq!(merge(&mut document, &entry), Ok(Change::Added));
         assert_eq!(merge(&mut document, &entry), Ok(Change::Unchanged));

@@ -19,8 +19,7 @@ use engram::memory::{Category, Memory, MemoryId, Namespace, Origin, RelatedEdge,
 use serde_json::Value;
 
 use super::{Browser, Served};
-use crate::helpers::{embed_with, test_config};
-use crate::upstream::Upstream;
+use crate::helpers::{Ground, TestApp};
 
 const MEMORIES: usize = 10_000;
 const SAMPLES: usize = 30;
@@ -131,11 +130,9 @@ async fn render_times_at_ten_thousand_memories() {
     let Some(browser) = Browser::start("render_times_at_ten_thousand_memories").await else {
         return;
     };
-    let upstream = Upstream::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let ids = write_store(dir.path());
-    let config = test_config(dir.path(), |config| embed_with(&upstream, config));
-    let served = Served::on(upstream, dir, config).await;
+    let ground = Ground::new().await;
+    let ids = write_store(ground.path());
+    let served = Served::serve(TestApp::builder().on(ground).embedder()).await;
 
     for n in 0..SAMPLES {
         browser.open(&served.ui(&format!("#/?n={n}"))).await;

@@ -1,0 +1,140 @@
+//! `POST /retrieve` when the embedder fails, hangs or is still building
+//! the index at start-up, and what a restart embeds again.
+
+use std::time::Duration;
+
+use axum::http::StatusCode;
+use serde_json::{Value, json};
+
+use super::id;
+use crate::helpers::{TestApp, ids, memory, write_through_embedder_fault};
+use crate::upstream::Behaviour;
+
+#[tokio::test]
+async fn an_embedder_that_fails_or_hangs_degrades_and_writes_still_land() {
+    let app = TestApp::builder().embedder().spawn().await;
+    let upstream = &app.upstream;
+    let query = json!({"turn_id": "t7", "repo": "forge", "query": "flaky test quarantine"});
+
+    upstream.set(Behaviour::Fail(503));
+    let result = app.retrieve(query.clone()).await;
+    assert_eq!(result["degraded"], "embedding_failed");
+    assert_eq!(result["memories"], json!([]));
+    assert_eq!(result["injection"], "");
+
+    upstream.set(Behaviour::Delay(Duration::from_secs(5)));
+    let result = app.retrieve(query.clone()).await;
+    assert_eq!(result["degraded"], "embedding_timeout");
+
+    let written = write_through_embedder_fault(
+        &app,
+        Behaviour::Fail(500),
+        "Flaky tests go into quarantine.",
+    )
+    .await;
+    let result = app.retrieve(query).await;
+    assert_eq!(result["degraded"], Value::Null);
+    assert_eq!(ids(&result), [id(&written)]);
+}
+
+#[tokio::test]
+async fn until_the_startup_build_is_done_the_service_is_alive_but_not_ready() {
+    let ground = {
+        let app = TestApp::builder().embedder().spawn().await;
+        app.create(memory(
+            "repo",
+            "forge",
+            "patterns",
+            "Builds are reproducible.",
+        ))
+        .await;
+        app.wait_indexed().await;
+        app.into_ground()
+    };
+    // A fresh data directory copy would hit the cache; a new model name
+    // must not, so the start-up build has to call the (hanging) upstream.
+    ground
+        .upstream
+        .set(Behaviour::Delay(Duration::from_secs(30)));
+    let app = TestApp::builder()
+        .on(ground)
+        .embedder()
+        .config(|config| {
+            config.embedding.model = "another-model".to_owned();
+        })
+        .spawn_unready()
+        .await;
+    assert_eq!(app.get("/healthz").await.status, StatusCode::OK);
+    assert_eq!(
+        app.get("/readyz").await.status,
+        StatusCode::SERVICE_UNAVAILABLE
+    );
+    let result = app
+        .retrieve(json!({"turn_id": "t8", "repo": "forge", "query": "reproducible builds"}))
+        .await;
+    assert_eq!(result["degraded"], "index_not_ready");
+}
+
+#[tokio::test]
+async fn a_restart_embeds_only_what_changed_and_a_new_model_embeds_all() {
+    let contents = [
+        "Tests run with cargo nextest.",
+        "Docs live in docs/.",
+        "CI has two cores.",
+    ];
+    let ground = {
+        let app = TestApp::builder().embedder().spawn().await;
+        for content in contents {
+            app.create(memory("repo", "forge", "patterns", content))
+                .await;
+        }
+        app.wait_indexed().await;
+        app.into_ground()
+    };
+    let upstream = ground.upstream.clone();
+    let before = upstream.embedding_calls();
+
+    let app = TestApp::builder().on(ground).embedder().spawn().await;
+    let stats = app.wait_indexed().await;
+    assert_eq!(
+        upstream.embedding_calls(),
+        before,
+        "a warm restart embeds nothing"
+    );
+    assert_eq!(stats["index"]["cache_hits"], 3);
+    assert_eq!(stats["index"]["embedded"], 0);
+    app.create(memory(
+        "repo",
+        "forge",
+        "patterns",
+        "Releases are tagged vX.Y.Z.",
+    ))
+    .await;
+    app.wait_indexed().await;
+    assert_eq!(
+        upstream.embedded_texts().last().unwrap(),
+        "Releases are tagged vX.Y.Z."
+    );
+    let ground = app.into_ground();
+
+    std::fs::remove_dir_all(ground.path().join(".cache")).unwrap();
+    let app = TestApp::builder().on(ground).embedder().spawn().await;
+    let stats = app.wait_indexed().await;
+    assert_eq!(
+        stats["index"]["embedded"], 4,
+        "deleting .cache/ is safe: all is embedded again"
+    );
+
+    let app = TestApp::builder()
+        .on(app.into_ground())
+        .embedder()
+        .config(|config| config.embedding.model = "another-model".to_owned())
+        .spawn()
+        .await;
+    let stats = app.wait_indexed().await;
+    assert_eq!(
+        stats["index"]["cache_hits"], 0,
+        "another model never reuses vectors"
+    );
+    assert_eq!(stats["index"]["embedded"], 4);
+}

@@ -1,0 +1,371 @@
+//! `engram setup` for the agents whose hooks Engram does not serve
+//! (Cursor, Gemini CLI, VS Code, OpenCode): each agent's MCP server entry
+//! in the shape it reads and its instructions block, a fresh install, a
+//! merge into existing files (comments kept where the format has them),
+//! idempotence, a file that does not parse refused; and the real Gemini
+//! CLI reading what setup wrote.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use serde_json::{Value, json};
+
+use crate::hooks::{Project, engram, run};
+
+async fn setup(project: &Project, args: &[&str]) -> Output {
+    let mut command = engram(project);
+    command.arg("setup").args(args).current_dir(&project.cwd);
+    run(command, String::new()).await
+}
+
+/// The files beside `path` whose names start with its name and `.engram-backup-`.
+fn backups(path: &Path) -> usize {
+    let prefix = format!(
+        "{}.engram-backup-",
+        path.file_name().unwrap().to_string_lossy()
+    );
+    std::fs::read_dir(path.parent().unwrap())
+        .unwrap()
+        .filter(|entry| {
+            entry
+                .as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .starts_with(&prefix)
+        })
+        .count()
+}
+
+/// The file's JSON, read without the library's own parser: its `//`
+/// comments, comment lines and the trailing commas setup leaves taken out.
+fn read_jsonc(path: &Path) -> Value {
+    let text = std::fs::read_to_string(path).unwrap();
+    let plain: String = text
+        .lines()
+        .filter(|line| !line.trim_start().starts_with("/*"))
+        .map(|line| line.split(" //").next().unwrap())
+        .collect::<Vec<_>>()
+        .join("\n")
+        .replace(",\n}", "\n}")
+        .replace(",\n  }", "\n  }");
+    serde_json::from_str(&plain).unwrap_or_else(|err| panic!("{err}: {text}"))
+}
+
+/// One agent's files at one scope, and the server entry each must hold.
+struct Expected {
+    agent: &'static str,
+    mcp: PathBuf,
+    server: Value,
+    servers_key: &'static str,
+    instructions: Option<PathBuf>,
+}
+
+fn expected(project: &Project, scope: &str) -> Vec<Expected> {
+    let (home, cwd) = (project.home().to_path_buf(), project.cwd.clone());
+    let user = scope == "user";
+    let command = if user {
+        env!("CARGO_BIN_EXE_engram")
+    } else {
+        "engram"
+    };
+    let pick = |user_path: PathBuf, project_path: PathBuf| {
+        if user { user_path } else { project_path }
+    };
+    vec![
+        Expected {
+            agent: "cursor",
+            mcp: pick(home.join(".cursor/mcp.json"), cwd.join(".cursor/mcp.json")),
+            server: json!({"command": command, "args": ["mcp"]}),
+            servers_key: "mcpServers",
+            instructions: (!user).then(|| cwd.join(".cursor/rules/engram.mdc")),
+        },
+        Expected {
+            agent: "gemini",
+            mcp: pick(
+                home.join(".gemini/settings.json"),
+                cwd.join(".gemini/settings.json"),
+            ),
+            server: json!({"command": command, "args": ["mcp"]}),
+            servers_key: "mcpServers",
+            instructions: Some(pick(home.join(".gemini/GEMINI.md"), cwd.join("GEMINI.md"))),
+        },
+        Expected {
+            agent: "vscode",
+            mcp: pick(
+                home.join(".config/Code/User/mcp.json"),
+                cwd.join(".vscode/mcp.json"),
+            ),
+            server: json!({"type": "stdio", "command": command, "args": ["mcp"]}),
+            servers_key: "servers",
+            instructions: (!user).then(|| cwd.join(".github/instructions/engram.instructions.md")),
+        },
+        Expected {
+            agent: "opencode",
+            mcp: pick(
+                home.join(".config/opencode/opencode.json"),
+                cwd.join("opencode.json"),
+            ),
+            server: json!({"type": "local", "command": [command, "mcp"], "enabled": true}),
+            servers_key: "mcp",
+            instructions: Some(pick(
+                home.join(".config/opencode/AGENTS.md"),
+                cwd.join("AGENTS.md"),
+            )),
+        },
+    ]
+}
+
+#[tokio::test]
+async fn setup_writes_each_agents_server_in_its_shape_and_a_second_run_changes_nothing() {
+    for scope in ["user", "project"] {
+        let project = Project::new("claude-code/transcript.jsonl");
+        for agent in expected(&project, scope) {
+            let output = setup(&project, &[agent.agent, "--scope", scope]).await;
+            assert!(output.status.success(), "{}: {output:?}", agent.agent);
+            let report = String::from_utf8(output.stdout).unwrap();
+            assert!(report.contains("created"), "{report}");
+            let written = read_jsonc(&agent.mcp);
+            assert_eq!(
+                written,
+                json!({agent.servers_key: {"engram": agent.server}}),
+                "{}",
+                agent.agent
+            );
+            if let Some(file) = &agent.instructions {
+                let text = std::fs::read_to_string(file).unwrap();
+                assert!(
+                    text.contains("`recall`") && text.contains("`remember`"),
+                    "{text}"
+                );
+                if agent.agent == "cursor" {
+                    assert!(text.starts_with("---\n"), "a rule's front matter: {text}");
+                    assert!(text.contains("alwaysApply: true\n"), "{text}");
+                }
+            }
+            let files: Vec<&PathBuf> = std::iter::once(&agent.mcp)
+                .chain(agent.instructions.iter())
+                .collect();
+            let before: Vec<Vec<u8>> = files.iter().map(|f| std::fs::read(f).unwrap()).collect();
+            let again = setup(&project, &[agent.agent, "--scope", scope]).await;
+            let report = String::from_utf8(again.stdout).unwrap();
+            assert_eq!(
+                report.matches("nothing changed").count(),
+                files.len(),
+                "{report}"
+            );
+            for (file, bytes) in files.iter().zip(before) {
+                assert_eq!(std::fs::read(file).unwrap(), bytes, "{}", file.display());
+                assert_eq!(backups(file), 0, "{}", file.display());
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn setup_merges_into_each_agents_files_keeping_their_comments_and_servers() {
+    let project = Project::new("claude-code/transcript.jsonl");
+    let cwd = project.cwd.clone();
+    let files = [
+        (
+            "cursor",
+            cwd.join(".cursor/mcp.json"),
+            "{\n  \"mcpServers\": {\n    \"docs\": {\"command\": \"docs-mcp\"}\n  }\n}\n",
+            "mcpServers",
+        ),
+        (
+            "gemini",
+            cwd.join(".gemini/settings.json"),
+            "{\n  // the team's Gemini settings\n  \"theme\": \"GitHub\",\n  \"mcpServers\": {\n    \"docs\": {\"command\": \"docs-mcp\"} // docs\n  }\n}\n",
+            "mcpServers",
+        ),
+        (
+            "vscode",
+            cwd.join(".vscode/mcp.json"),
+            "{\n  // servers for the workspace\n  \"servers\": {\n    \"docs\": {\"type\": \"stdio\", \"command\": \"docs-mcp\"},\n  },\n  \"inputs\": [],\n}\n",
+            "servers",
+        ),
+        (
+            "opencode",
+            cwd.join("opencode.jsonc"),
+            "{\n  \"$schema\": \"https://opencode.ai/config.json\",\n  /* ours */\n  \"mcp\": {\n    \"docs\": {\"type\": \"local\", \"command\": [\"docs-mcp\"]},\n  },\n}\n",
+            "mcp",
+        ),
+    ];
+    let agents_md = cwd.join("AGENTS.md");
+    std::fs::write(&agents_md, "# Forge\n\nRun `make check` before pushing.\n").unwrap();
+    for (agent, path, original, key) in &files {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, original).unwrap();
+        let output = setup(&project, &[agent, "--scope", "project"]).await;
+        assert!(output.status.success(), "{agent}: {output:?}");
+        let text = std::fs::read_to_string(path).unwrap();
+        // Everything up to the last server stays as it was, comments too.
+        let docs_line = original
+            .lines()
+            .find(|line| line.contains("docs-mcp"))
+            .unwrap();
+        let kept = &original[..original.find(docs_line).unwrap()];
+        assert!(text.starts_with(kept), "{agent}: {text}");
+        for line in original.lines() {
+            if let Some(at) = line.find("//").or_else(|| line.find("/*")) {
+                assert!(text.contains(&line[at..]), "{agent} keeps {line}: {text}");
+            }
+        }
+        let written = read_jsonc(path);
+        assert!(written[key]["docs"].is_object(), "{agent}: {text}");
+        assert!(written[key]["engram"].is_object(), "{agent}: {text}");
+        assert_eq!(backups(path), 1, "{agent}");
+        let again = setup(&project, &[agent, "--scope", "project"]).await;
+        assert!(
+            String::from_utf8_lossy(&again.stdout).contains("nothing changed"),
+            "{again:?}"
+        );
+        assert_eq!(std::fs::read_to_string(path).unwrap(), text, "{agent}");
+    }
+    assert!(
+        !cwd.join("opencode.json").exists(),
+        "an existing opencode.jsonc is the file"
+    );
+    let agents = std::fs::read_to_string(&agents_md).unwrap();
+    assert!(
+        agents.starts_with("# Forge\n\nRun `make check` before pushing.\n\n<!-- engram:begin"),
+        "{agents}"
+    );
+    assert_eq!(backups(&agents_md), 1);
+}
+
+#[tokio::test]
+async fn setup_refuses_what_each_agent_could_not_read_and_writes_nothing() {
+    let project = Project::new("claude-code/transcript.jsonl");
+    let cwd = project.cwd.clone();
+    let broken = [
+        // Cursor's file is JSON: a comment is not taken on trust.
+        ("cursor", cwd.join(".cursor/mcp.json"), "{// mine\n}"),
+        // Gemini CLI takes comments but not trailing commas.
+        (
+            "gemini",
+            cwd.join(".gemini/settings.json"),
+            "{\"theme\": \"GitHub\",}",
+        ),
+        ("vscode", cwd.join(".vscode/mcp.json"), "{\"servers\": "),
+        ("opencode", cwd.join("opencode.json"), "{\"mcp\": {/* open"),
+    ];
+    for (agent, path, text) in &broken {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+        let output = setup(&project, &[agent, "--scope", "project"]).await;
+        assert_eq!(output.status.code(), Some(1), "{agent}: {output:?}");
+        let stderr = String::from_utf8(output.stderr).unwrap();
+        assert!(
+            stderr.contains("is not JSON; nothing was changed"),
+            "{stderr}"
+        );
+        assert_eq!(std::fs::read_to_string(path).unwrap(), *text);
+        assert_eq!(backups(path), 0);
+    }
+    for instructions in ["GEMINI.md", "AGENTS.md", ".cursor/rules", ".github"] {
+        assert!(
+            !cwd.join(instructions).exists(),
+            "nothing written: {instructions}"
+        );
+    }
+    // A shape the agent would not read is refused too.
+    std::fs::write(&broken[2].1, "{\"servers\": []}").unwrap();
+    let output = setup(&project, &["vscode", "--scope", "project"]).await;
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    assert!(String::from_utf8_lossy(&output.stderr).contains("`servers` is not an object"));
+
+    for args in [
+        &["cursor", "--file", "hooks.json"][..],
+        &["gemini", "--no-mcp"],
+        &["vscode", "--scope", "local"],
+    ] {
+        let output = setup(&project, args).await;
+        assert_eq!(output.status.code(), Some(1), "{args:?}: {output:?}");
+    }
+}
+
+/// The Gemini CLI installed from tests/gemini-cli, when it is.
+fn gemini_cli() -> Result<PathBuf, &'static str> {
+    let node = Command::new("node")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+    if !node.is_ok_and(|status| status.success()) {
+        return Err("no node on PATH");
+    }
+    let cli =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/gemini-cli/node_modules/.bin/gemini");
+    if cli.is_file() {
+        Ok(cli)
+    } else {
+        Err("the Gemini CLI is not installed (npm ci --prefix tests/gemini-cli)")
+    }
+}
+
+#[tokio::test]
+async fn the_gemini_cli_connects_to_the_server_setup_wrote() {
+    let cli = match gemini_cli() {
+        Ok(cli) => cli,
+        Err(why) => {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "the Gemini CLI cannot run under CI: {why}"
+            );
+            let _ = writeln!(
+                std::io::stderr(),
+                "the_gemini_cli_connects_to_the_server_setup_wrote: skipped: {why}"
+            );
+            return;
+        }
+    };
+    let project = Project::new("claude-code/transcript.jsonl");
+    let settings = project.home().join(".gemini/settings.json");
+    std::fs::create_dir_all(settings.parent().unwrap()).unwrap();
+    std::fs::write(
+        &settings,
+        "{\n  // no sign-in is needed to list servers\n  \"mcpServers\": {}\n}\n",
+    )
+    .unwrap();
+    let output = setup(&project, &["gemini"]).await;
+    assert!(output.status.success(), "{output:?}");
+    // Gemini CLI starts stdio servers only in folders the user trusts.
+    std::fs::write(
+        project.home().join(".gemini/trustedFolders.json"),
+        json!({project.cwd.to_str().unwrap(): "TRUST_FOLDER"}).to_string(),
+    )
+    .unwrap();
+
+    let mut gemini = Command::new(cli);
+    gemini
+        .args(["mcp", "list"])
+        .current_dir(&project.cwd)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", project.home())
+        .env("USER", "ana");
+    let output = run(gemini, String::new()).await;
+    // It prints the list on stderr when stdout is not a terminal.
+    let listed = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(output.status.success(), "{output:?}");
+    // Connected: Gemini CLI started `engram mcp` and finished the MCP
+    // handshake with it (the bridge answers it without a running Engram).
+    let line = listed
+        .lines()
+        .find(|line| line.contains("engram:"))
+        .unwrap_or_else(|| panic!("{output:?}"));
+    assert!(
+        line.contains(&format!(
+            "{} mcp (stdio) - Connected",
+            env!("CARGO_BIN_EXE_engram")
+        )),
+        "{output:?}"
+    );
+}
