@@ -12,10 +12,9 @@ use std::time::Instant;
 
 use serde_json::Value;
 
-use crate::helpers::{RunningApp, embed_with, get_json, llm_with, test_config, wait_until_async};
+use crate::helpers::{RunningApp, TestApp, get_json, wait_until_async};
 use crate::hooks::{Project, start_engram};
 use crate::import_export::{agent_driven, engram_against, succeeded, text};
-use crate::upstream::Upstream;
 
 const SESSION: &str = "5b0c1f9e-8d7a-4c1b-9f3e-2a6d4e8b7c10";
 
@@ -44,7 +43,7 @@ fn claude_code_sessions(project: &Project, extra: usize) -> PathBuf {
     dir.join(format!("{SESSION}.jsonl"))
 }
 
-async fn capture_stat(app: &crate::helpers::RunningApp, field: &str) -> Value {
+async fn capture_stat(app: &RunningApp, field: &str) -> Value {
     get_json(&app.base_url, "/stats").await["capture"][field].clone()
 }
 
@@ -56,9 +55,8 @@ fn estimated_tokens(said: &str) -> u64 {
 
 #[tokio::test]
 async fn a_claude_code_backfill_sends_each_session_once_then_only_what_is_new() {
-    let upstream = Upstream::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let app = start_engram(&upstream, dir.path()).await;
+    let app = start_engram().await;
+    let upstream = app.upstream.clone();
     let project = Project::new("claude-code/transcript.jsonl");
     let recorded = claude_code_sessions(&project, 199);
 
@@ -161,12 +159,10 @@ fn codex_session(project: &Project) -> PathBuf {
 
 #[tokio::test]
 async fn a_codex_backfill_reads_the_event_stream_and_needs_a_classifier() {
-    let upstream = Upstream::start().await;
     let project = Project::new("claude-code/transcript.jsonl");
     codex_session(&project);
 
-    let dir = tempfile::tempdir().unwrap();
-    let without_llm = agent_driven(&upstream, dir.path()).await;
+    let without_llm = agent_driven().await;
     let output = engram_against(&project, &without_llm, &["import", "codex"]).await;
     assert!(!output.status.success(), "{output:?}");
     assert!(
@@ -181,8 +177,8 @@ async fn a_codex_backfill_reads_the_event_stream_and_needs_a_classifier() {
     );
     without_llm.stop().await;
 
-    let dir = tempfile::tempdir().unwrap();
-    let app = start_engram(&upstream, dir.path()).await;
+    let app = start_engram().await;
+    let upstream = app.upstream.clone();
     let said = succeeded(
         &engram_against(
             &project,
@@ -230,16 +226,14 @@ async fn a_codex_backfill_reads_the_event_stream_and_needs_a_classifier() {
 
 #[tokio::test]
 async fn a_backfill_stops_at_captures_daily_token_budget_and_resumes_where_it_stopped() {
-    let upstream = Upstream::start().await;
-    let dir = tempfile::tempdir().unwrap();
     // Room for one session's window (the classifier's instructions and
     // four short messages), not for two.
-    let app = RunningApp::start(test_config(dir.path(), |config| {
-        embed_with(&upstream, config);
-        llm_with(&upstream, config);
-        config.capture.daily_token_budget = 1000;
-    }))
-    .await;
+    let app = TestApp::builder()
+        .embedder()
+        .llm()
+        .config(|config| config.capture.daily_token_budget = 1000)
+        .serve()
+        .await;
     let project = Project::new("claude-code/transcript.jsonl");
     claude_code_sessions(&project, 2);
 

@@ -12,13 +12,12 @@ use std::process::{Command, Output};
 
 use serde_json::{Value, json};
 
-use crate::helpers::{RunningApp, embed_with, get_json, post_json, test_config};
+use crate::helpers::{RunningApp, TestApp, get_json, post_json};
 use crate::hooks::{Project, engram, run, wait_for_index};
-use crate::upstream::Upstream;
 
 /// Engram with the fake embedder and no `llm`.
-pub async fn agent_driven(upstream: &Upstream, dir: &Path) -> RunningApp {
-    RunningApp::start(test_config(dir, |config| embed_with(upstream, config))).await
+pub async fn agent_driven() -> RunningApp {
+    TestApp::builder().embedder().serve().await
 }
 
 /// `engram <args>` against `app`, as the user `ana` of `project`.
@@ -136,9 +135,7 @@ async fn a_store_worth_exporting(app: &RunningApp) {
 
 #[tokio::test]
 async fn an_export_comes_back_whole_through_jsonl_and_markdown_and_twice_changes_nothing() {
-    let upstream = Upstream::start().await;
-    let source_dir = tempfile::tempdir().unwrap();
-    let source = agent_driven(&upstream, source_dir.path()).await;
+    let source = agent_driven().await;
     a_store_worth_exporting(&source).await;
     let exported = everything(&source).await;
     assert_eq!(exported.len(), 6);
@@ -179,8 +176,7 @@ async fn an_export_comes_back_whole_through_jsonl_and_markdown_and_twice_changes
         ("jsonl", jsonl_file.display().to_string()),
         ("markdown", markdown_arg),
     ] {
-        let target_dir = tempfile::tempdir().unwrap();
-        let target = agent_driven(&upstream, target_dir.path()).await;
+        let target = agent_driven().await;
         let said = succeeded(&engram_against(&project, &target, &["import", format, &path]).await);
         assert!(
             said.contains("imported 6 memories; 0 existed"),
@@ -205,9 +201,7 @@ async fn an_export_comes_back_whole_through_jsonl_and_markdown_and_twice_changes
 
 #[tokio::test]
 async fn a_bad_batch_is_refused_naming_the_field_and_nothing_is_written() {
-    let upstream = Upstream::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let app = agent_driven(&upstream, dir.path()).await;
+    let app = agent_driven().await;
     let memory = |id: &str, content: &str| {
         json!({"id": id, "version": 1, "scope": "repo",
         "repo": "forge", "category": "patterns", "created_at": "2026-01-02T03:04:05Z",
@@ -264,7 +258,7 @@ async fn a_bad_batch_is_refused_naming_the_field_and_nothing_is_written() {
     }
     let listed = get_json(&app.base_url, "/memories?all_versions=true").await;
     assert_eq!(listed["memories"], json!([]));
-    assert!(std::fs::read_dir(dir.path().join("repos")).map_or(true, |mut d| d.next().is_none()));
+    assert!(std::fs::read_dir(app.data_dir.join("repos")).map_or(true, |mut d| d.next().is_none()));
 
     let answer = post_json(
         &app.base_url,
@@ -284,9 +278,7 @@ async fn a_bad_batch_is_refused_naming_the_field_and_nothing_is_written() {
 
 #[tokio::test]
 async fn instructions_files_become_repo_conventions_once() {
-    let upstream = Upstream::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let app = agent_driven(&upstream, dir.path()).await;
+    let app = agent_driven().await;
     let project = Project::new("claude-code/transcript.jsonl");
     let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/import");
     let files: Vec<String> = ["AGENTS.md", "CLAUDE.md", "cursor-rules/go.mdc"]
@@ -349,9 +341,7 @@ async fn instructions_files_become_repo_conventions_once() {
 
 #[tokio::test]
 async fn mem0_memories_become_user_and_repo_memories_once() {
-    let upstream = Upstream::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let app = agent_driven(&upstream, dir.path()).await;
+    let app = agent_driven().await;
     let project = Project::new("claude-code/transcript.jsonl");
     let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/import/mem0.json");
     let file = file.display().to_string();
