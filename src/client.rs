@@ -5,12 +5,24 @@
 
 /// `engram mcp`: MCP over stdio, bridged to a running Engram's `/mcp`.
 pub mod bridge;
+/// `engram export`: every memory, whole, as JSON Lines or memory files.
+pub mod export;
 /// `engram hook`: coding-agent hooks that call a running Engram.
 pub mod hook;
 /// Calls to a running Engram's HTTP API: the client policy and the
 /// answers read one way.
 pub mod http;
+/// `engram import`: transcripts, instructions files, exports and mem0's
+/// memories brought into a running Engram.
+pub mod import;
 /// `engram healthcheck`: a dependency-free probe of `/healthz`.
 pub mod probe;
 /// `engram setup`: merges Engram's hooks into a coding agent's settings.
 pub mod setup;
+
+/// The runtime a short-lived command runs its calls on: one thread.
+fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+}

@@ -256,7 +256,7 @@ impl ApiError {
         let (status, slug, title) = self.classify();
         let field = match self {
             Self::InvalidField { field, .. } | Self::Conflict { field, .. } => Some(field.clone()),
-            Self::Secret(found) => Some(found.field.to_owned()),
+            Self::Secret(found) => Some(found.field.to_string()),
             Self::DuplicateMemory { .. } => Some("content".to_owned()),
             _ => None,
         };

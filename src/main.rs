@@ -57,6 +57,12 @@ enum Command {
     Setup(engram::client::setup::SetupArgs),
     /// MCP over stdio, bridged to a running Engram's `/mcp`.
     Mcp(engram::client::bridge::BridgeArgs),
+    /// Bring memories into a running Engram: agents' transcripts,
+    /// instructions files, an export, mem0's memories.
+    Import(engram::client::import::ImportArgs),
+    /// Write every memory of a running Engram, whole, as JSON Lines or
+    /// memory files.
+    Export(engram::client::export::ExportArgs),
 }
 
 fn main() -> ExitCode {
@@ -75,6 +81,8 @@ fn main() -> ExitCode {
         Command::Hook(hook) => engram::client::hook::run(&hook),
         Command::Setup(setup) => engram::client::setup::run(&setup),
         Command::Mcp(bridge) => engram::client::bridge::run(&bridge),
+        Command::Import(import) => engram::client::import::run(&import),
+        Command::Export(export) => engram::client::export::run(&export),
         Command::Openapi => print_yaml(&engram::routes::openapi()),
         Command::Config => match load_config(args.config.as_deref()) {
             Ok(config) => print_yaml(&config),

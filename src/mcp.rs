@@ -234,8 +234,13 @@ impl Tools {
             }
             "get_memory" => {
                 let MemoryArguments { id } = from_arguments(arguments)?;
-                let axum::Json(detail) =
-                    memories::get_memory(State(state.store.clone()), caller, ApiPath(id)).await?;
+                let axum::Json(detail) = memories::get_memory(
+                    State(state.store.clone()),
+                    State(state.retriever.clone()),
+                    caller,
+                    ApiPath(id),
+                )
+                .await?;
                 to_value(&detail)
             }
             "list_memories" => {
@@ -257,6 +262,7 @@ impl Tools {
         let state = &self.state;
         let axum::Json(current) = memories::get_memory(
             State(state.store.clone()),
+            State(state.retriever.clone()),
             caller.clone(),
             ApiPath(arguments.id),
         )

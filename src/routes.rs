@@ -8,6 +8,7 @@
 pub mod extract;
 pub mod graph;
 pub mod health;
+pub mod import;
 pub mod memories;
 pub mod problems;
 pub mod retrieve;
@@ -93,6 +94,7 @@ fn api_router(keys: ApiKeys) -> OpenApiRouter<AppState> {
         .routes(routes!(memories::list_memories, memories::create_memory))
         .routes(routes!(memories::get_memory, memories::delete_memory))
         .routes(routes!(memories::find_similar_memories))
+        .routes(routes!(import::import_memories))
         .routes(routes!(graph::get_memory_graph))
         .routes(routes!(retrieve::retrieve_memories))
         .routes(routes!(retrieve::suggest_queries))

@@ -106,14 +106,22 @@ impl SecretKind {
 )]
 pub struct SecretFound {
     /// The request field that holds it (`content`, `session_id`).
-    pub field: &'static str,
+    pub field: std::borrow::Cow<'static, str>,
     pub kind: SecretKind,
 }
 
 /// `Err` naming `field` when `text` holds a secret: the guard of every
 /// field a memory write stores.
-pub fn ensure_no_secret(field: &'static str, text: &str) -> Result<(), SecretFound> {
-    find_secret(text).map_or(Ok(()), |kind| Err(SecretFound { field, kind }))
+pub fn ensure_no_secret(
+    field: impl Into<std::borrow::Cow<'static, str>>,
+    text: &str,
+) -> Result<(), SecretFound> {
+    find_secret(text).map_or(Ok(()), |kind| {
+        Err(SecretFound {
+            field: field.into(),
+            kind,
+        })
+    })
 }
 
 /// The kind of the most specific secret found (an Anthropic key is also

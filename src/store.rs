@@ -19,6 +19,7 @@ pub mod atomic;
 mod changes;
 pub mod confine;
 mod durable;
+mod import;
 mod load;
 pub mod markdown;
 pub mod postgres;
@@ -28,6 +29,7 @@ pub mod watch;
 mod write;
 
 pub use changes::{IndexStage, PendingChange};
+pub use import::Imported;
 pub use load::{Fingerprint, Fingerprints};
 
 use std::collections::BTreeMap;

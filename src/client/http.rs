@@ -35,6 +35,8 @@ pub enum Error {
         detail: String,
         /// The problem document's `type`, when the answer is one.
         problem: Option<String>,
+        /// The answer's `Retry-After`, in seconds, when it has one.
+        retry_after_s: Option<u64>,
     },
     #[error("{url} answered 2xx with a body that is not JSON")]
     Answer {
@@ -42,6 +44,25 @@ pub enum Error {
         #[source]
         source: serde_json::Error,
     },
+}
+
+/// Where a command finds Engram: `--url` (or `ENGRAM_URL`); the key comes
+/// only from `ENGRAM_API_KEY`.
+#[derive(Debug, clap::Args)]
+pub struct ServerArgs {
+    /// Engram's base URL.
+    #[arg(long, env = "ENGRAM_URL", default_value = super::hook::DEFAULT_URL)]
+    pub url: String,
+}
+
+impl ServerArgs {
+    /// The API these arguments and the environment name.
+    pub fn api(&self) -> Result<Api, Error> {
+        let key = std::env::var("ENGRAM_API_KEY")
+            .ok()
+            .filter(|key| !key.is_empty());
+        Api::new(&self.url, key)
+    }
 }
 
 impl Api {
@@ -68,7 +89,23 @@ impl Api {
     /// detail.
     pub async fn post(&self, path: &str, body: &Value) -> Result<Value, Error> {
         let url = format!("{}{path}", self.base_url);
-        let mut request = self.http.post(&url).json(body);
+        let request = self.http.post(&url).json(body);
+        self.send(url, request).await
+    }
+
+    /// Gets `path` (with its query) and returns the JSON answer of a 2xx,
+    /// as [`Self::post`] does.
+    pub async fn get(&self, path: &str) -> Result<Value, Error> {
+        let url = format!("{}{path}", self.base_url);
+        let request = self.http.get(&url);
+        self.send(url, request).await
+    }
+
+    async fn send(
+        &self,
+        url: String,
+        mut request: reqwest::RequestBuilder,
+    ) -> Result<Value, Error> {
         if let Some(key) = &self.key {
             request = request.bearer_auth(key);
         }
@@ -78,6 +115,10 @@ impl Api {
         };
         let response = request.send().await.map_err(failed)?;
         let status = response.status();
+        let retry_after_s = response
+            .headers()
+            .get(reqwest::header::RETRY_AFTER)
+            .and_then(|value| value.to_str().ok()?.parse().ok());
         let bytes = response.bytes().await.map_err(failed)?;
         if !status.is_success() {
             let problem = serde_json::from_slice::<Value>(&bytes).unwrap_or_default();
@@ -90,6 +131,7 @@ impl Api {
                 status: status.as_u16(),
                 detail,
                 problem: problem["type"].as_str().map(str::to_owned),
+                retry_after_s,
             });
         }
         serde_json::from_slice(&bytes).map_err(|source| Error::Answer { url, source })

@@ -51,6 +51,16 @@ impl AccessCounts {
         self.dirty.store(true, Ordering::Release);
     }
 
+    /// Sets the counts of memories brought in with theirs (an import),
+    /// leaving any count already kept as it is.
+    pub fn seed(&self, counts: impl IntoIterator<Item = (MemoryId, u64)>) {
+        let mut kept = self.lock();
+        for (id, count) in counts {
+            kept.entry(id).or_insert(count);
+            self.dirty.store(true, Ordering::Release);
+        }
+    }
+
     /// Writes the counts of memories that still `exist`, if anything
     /// changed. Blocking; failures are logged (the counts stay in memory).
     pub fn flush(&self, exists: impl Fn(MemoryId) -> bool) {

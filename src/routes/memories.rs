@@ -368,6 +368,9 @@ pub struct EdgesView {
 pub struct MemoryDetail {
     #[serde(flatten)]
     pub memory: MemoryView,
+    /// How often retrieval has returned this memory (the `access` factor
+    /// of relevance).
+    pub access_count: u64,
     /// Every version of this memory's chain, oldest first (this one included).
     pub chain: Vec<MemoryView>,
     pub edges: EdgesView,
@@ -388,6 +391,7 @@ pub struct MemoryDetail {
 )]
 pub async fn get_memory(
     State(store): State<Store>,
+    State(retriever): State<Retriever>,
     caller: Caller,
     ApiPath(id): ApiPath<MemoryId>,
 ) -> Result<Json<MemoryDetail>, ApiError> {
@@ -395,6 +399,7 @@ pub async fn get_memory(
     let edges = store.edges_within(id, |namespace| caller.can_see(namespace));
     Ok(Json(MemoryDetail {
         memory: MemoryView::seen_by(&memory, &store, &caller),
+        access_count: retriever.access_counts().get(id),
         chain: store
             .chain(id)
             .iter()

@@ -10,6 +10,18 @@ use super::postgres::{Database, Refusal};
 use super::{Error, Store, WriteError, atomic, confine, file_name, markdown};
 use crate::memory::{Memory, Namespace, Scope};
 
+/// Whether a write re-checks, where it commits, that the memory it
+/// supersedes is still there and still the head of its chain.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Chain {
+    /// A new write: another replica may have changed the chain since the
+    /// view allowed it.
+    Checked,
+    /// An import: the links are kept as the export wrote them, even to a
+    /// memory deleted since (as a memory file keeps them).
+    AsWritten,
+}
+
 /// Where the store's writes and deletes go before the view changes.
 pub(super) enum Durable {
     Files,
@@ -18,7 +30,7 @@ pub(super) enum Durable {
 
 impl Store {
     /// Makes `memory` durable. Blocking; called with the writer lock held.
-    pub(super) fn persist(&self, memory: &Memory) -> Result<(), WriteError> {
+    pub(super) fn persist(&self, memory: &Memory, chain: Chain) -> Result<(), WriteError> {
         match &self.inner.durable {
             Durable::Files => {
                 let owner_field = match memory.namespace.scope() {
@@ -33,7 +45,7 @@ impl Store {
             }
             Durable::Postgres(database) => {
                 let committed = tokio::runtime::Handle::current()
-                    .block_on(database.write(memory))
+                    .block_on(database.write(memory, chain == Chain::Checked))
                     .map_err(Error::Database)?;
                 committed.map_err(|refusal| refused(memory, refusal))
             }

@@ -193,13 +193,17 @@ impl Database {
         })
     }
 
-    /// Commits `memory` and its change, unless another replica changed
-    /// its chain meanwhile.
-    pub async fn write(&self, memory: &Memory) -> Result<Result<(), Refusal>, Error> {
+    /// Commits `memory` and its change, unless `check_chain` and another
+    /// replica changed its chain meanwhile.
+    pub async fn write(
+        &self,
+        memory: &Memory,
+        check_chain: bool,
+    ) -> Result<Result<(), Refusal>, Error> {
         let mut client = self.pool.get().await?;
         let tx = client.transaction().await?;
         let seq = next_sequence(&tx).await?;
-        if let Some(predecessor) = memory.supersedes {
+        if let Some(predecessor) = memory.supersedes.filter(|_| check_chain) {
             let (scope, owner) = rows::namespace_columns(&memory.namespace);
             let present = tx
                 .query_opt(

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use chrono::{SubsecRound, Utc};
 
+use super::durable::Chain;
 use super::{NewMemory, Reach, Store, WriteError};
 use crate::blocking;
 use crate::memory::{Memory, MemoryId, Namespace};
@@ -55,7 +56,7 @@ impl Store {
             trigger: new.trigger,
             content: new.content,
         });
-        self.persist(&memory)?;
+        self.persist(&memory, Chain::Checked)?;
         self.write_view().insert(memory.clone());
         self.inner.changes.record([memory.id]);
         Ok(memory)

@@ -6,6 +6,7 @@ mod pg_cluster;
 use engram_fake_upstream as upstream;
 
 mod auth;
+mod backfill;
 mod binary;
 mod browser;
 mod capture;
@@ -20,6 +21,7 @@ mod graph;
 mod hook_bounds;
 mod hook_capture;
 mod hooks;
+mod import_export;
 mod lifecycle;
 mod mcp;
 mod mcp_bridge;

@@ -21,7 +21,7 @@ use crate::server::{Client, Server};
 use crate::workload::{EmbedderChoice, Result};
 
 /// The session: (what the user says, what the assistant answers).
-const TURNS: [(&str, &str); 50] = [
+pub(crate) const TURNS: [(&str, &str); 50] = [
     (
         "Let's add a retry to the capture worker when the classifier times out.",
         "capture worker retry on timeout",
@@ -300,13 +300,13 @@ pub async fn capture_cost(report: &mut Report) -> Result {
 }
 
 #[expect(clippy::cast_precision_loss, reason = "token counts stay below 2^52")]
-fn count(value: u64) -> f64 {
+pub(crate) fn count(value: u64) -> f64 {
     value as f64
 }
 
 /// Waits until `done` triggers were processed (each turn waits for its
 /// pass, as an agent's next turn comes after the last one's capture).
-async fn settled(client: &Client, done: usize) -> Result {
+pub(crate) async fn settled(client: &Client, done: usize) -> Result {
     loop {
         let (_, stats) = client.send("GET", "/stats", None).await?;
         let capture = &stats["capture"];

@@ -7,6 +7,7 @@
 //! are comparable. Prints a markdown table, or JSON with `--json`.
 
 mod abuse;
+mod backfill;
 mod capture_cost;
 mod clients;
 mod corpus;
@@ -176,6 +177,12 @@ enum Command {
     /// The secret guard, line by line, on conversations, code and a
     /// fixture of secrets: lines flagged, the rate, and each flagged line.
     Guard(guard::Settings),
+    /// `engram import claude-code` over generated sessions: time, the
+    /// compactions sent, tokens estimated against tokens spent.
+    Backfill {
+        #[arg(long, default_value_t = 200)]
+        sessions: usize,
+    },
     /// Every workload at the sizes `docs/benchmarks.md` reports.
     All,
 }
@@ -250,6 +257,7 @@ fn main() -> ExitCode {
             Command::Mcp { memories, requests } => mcp::mcp(&mut report, memories, requests).await,
             Command::Guard(settings) => guard::guard(&mut report, &settings),
             Command::CaptureCost => capture_cost::capture_cost(&mut report).await,
+            Command::Backfill { sessions } => backfill::backfill(&mut report, sessions).await,
             Command::All => all(&mut report).await,
         }
     });

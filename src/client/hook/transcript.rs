@@ -106,6 +106,44 @@ pub fn window(transcript: &str, format: Format) -> Vec<Message> {
     cut_to_budget(messages, MAX_WINDOW_BYTES)
 }
 
+/// Every user and assistant message of a transcript's text, across its
+/// compactions (a compaction's summary is not a message), consecutive ones
+/// of the same role joined; each with the byte offset just past the last
+/// line it holds, so that a reader can resume after it. Only complete
+/// lines (ending in a newline) are read: the last one may still be being
+/// written.
+pub fn messages(transcript: &str, format: Format) -> Vec<(Message, usize)> {
+    let mut messages: Vec<Message> = Vec::new();
+    let mut ends = Vec::new();
+    let mut offset = 0;
+    for line in transcript.split_inclusive('\n') {
+        if !line.ends_with('\n') {
+            break;
+        }
+        offset += line.len();
+        let Ok(entry) = serde_json::from_str::<Value>(line) else {
+            continue;
+        };
+        let read = match format {
+            Format::ClaudeCode => claude_code_line(&entry),
+            Format::Codex => codex_line(&entry),
+        };
+        if let Line::Message(role, text) = read {
+            push(&mut messages, role, &text);
+            ends.resize(messages.len(), offset);
+            if let Some(end) = ends.last_mut() {
+                *end = offset;
+            }
+        }
+    }
+    messages.into_iter().zip(ends).collect()
+}
+
+/// The byte offset just past the last complete line of `transcript`.
+pub fn complete_lines_end(transcript: &str) -> usize {
+    transcript.rfind('\n').map_or(0, |i| i + 1)
+}
+
 /// What one transcript line means for the window.
 enum Line {
     Compaction,
@@ -275,6 +313,31 @@ mod tests {
             window(&transcript, Format::Codex),
             vec![user("Use tabs."), assistant("Will do.")]
         );
+    }
+
+    #[test]
+    fn messages_span_compactions_and_end_at_their_last_line() {
+        let lines = [
+            r#"{"type":"user","message":{"role":"user","content":"old"}}"#,
+            r#"{"type":"system","subtype":"compact_boundary","content":"Conversation compacted"}"#,
+            r#"{"type":"user","isCompactSummary":true,"message":{"role":"user","content":"summary"}}"#,
+            r#"{"type":"assistant","message":{"role":"assistant","content":[{"type":"text","text":"a"}]}}"#,
+            r#"{"type":"assistant","message":{"role":"assistant","content":[{"type":"text","text":"b"}]}}"#,
+            r#"{"type":"user","message":{"role":"user","content":"half-writ"#,
+        ];
+        let transcript = lines.join("\n");
+        let ends: Vec<usize> = lines
+            .iter()
+            .scan(0, |end, line| {
+                *end += line.len() + 1;
+                Some(*end)
+            })
+            .collect();
+        assert_eq!(
+            messages(&transcript, Format::ClaudeCode),
+            vec![(user("old"), ends[0]), (assistant("a\n\nb"), ends[4])]
+        );
+        assert_eq!(complete_lines_end(&transcript), ends[4]);
     }
 
     #[test]

@@ -1,0 +1,248 @@
+//! `engram import agents-md FILE... [--repo R]`: the conventions written in
+//! an agent's instructions files (`CLAUDE.md`, `AGENTS.md`,
+//! `.cursor/rules/*.mdc`, `GEMINI.md`, `.github/copilot-instructions.md`
+//! and the like) as repo memories (`project-conventions`), with no model.
+//!
+//! Each bullet (with its continuation lines) and each short paragraph
+//! becomes one memory, prefixed with the section heading it sits under
+//! when there is one (a bullet means little without it). Front matter
+//! (`---` … `---`, as `.mdc` rules have), code blocks, tables, HTML
+//! comments, headings themselves, and paragraphs longer than
+//! [`MAX_PARAGRAPH_CHARS`] are left out. Every memory is written through
+//! `POST /memories` with `dedupe`, so running the import again stores
+//! nothing new: each item is told as stored, a duplicate, or refused
+//! (with Engram's reason).
+
+use std::path::PathBuf;
+
+use serde_json::json;
+
+use super::Error;
+use crate::client::hook::project;
+use crate::client::http::{self, ServerArgs};
+
+/// The longest paragraph taken as one convention, in characters: a longer
+/// one is prose, not a rule.
+pub const MAX_PARAGRAPH_CHARS: usize = 600;
+
+/// The shortest item taken, in characters: shorter ones are labels.
+const MIN_ITEM_CHARS: usize = 12;
+
+/// The problem type of a near-duplicate refused by `dedupe`.
+const DUPLICATE: &str = "urn:engram:problem:duplicate-memory";
+
+/// `engram import agents-md`'s arguments.
+#[derive(Debug, clap::Args)]
+pub struct InstructionsArgs {
+    #[command(flatten)]
+    pub server: ServerArgs,
+    /// The instructions files.
+    #[arg(required = true)]
+    pub files: Vec<PathBuf>,
+    /// The repo the conventions belong to (default: the current
+    /// directory's project, as the hooks find it).
+    #[arg(long)]
+    pub repo: Option<String>,
+}
+
+pub async fn run(args: &InstructionsArgs) -> Result<String, Error> {
+    let repo = match &args.repo {
+        Some(repo) => project::to_id(repo),
+        None => std::env::current_dir()
+            .ok()
+            .and_then(|dir| project::repo_name(&dir)),
+    }
+    .ok_or_else(|| Error::Usage("no repo id: pass --repo".to_owned()))?;
+    let mut items = Vec::new();
+    for file in &args.files {
+        for item in conventions(&super::read_text(file)?) {
+            if !items.contains(&item) {
+                items.push(item);
+            }
+        }
+    }
+    let api = args.server.api()?;
+    let (mut stored, mut duplicates, mut refused) = (0, 0, 0);
+    for item in &items {
+        let body = json!({"scope": "repo", "repo": repo, "category": "project-conventions",
+            "content": item, "dedupe": true});
+        match api.post("/memories", &body).await {
+            Ok(memory) => {
+                stored += 1;
+                eprintln!(
+                    "stored {}: {item}",
+                    memory["id"].as_str().unwrap_or_default()
+                );
+            }
+            Err(http::Error::Status {
+                problem: Some(problem),
+                ..
+            }) if problem == DUPLICATE => {
+                duplicates += 1;
+                eprintln!("duplicate, skipped: {item}");
+            }
+            Err(http::Error::Status {
+                status: 422,
+                detail,
+                ..
+            }) => {
+                refused += 1;
+                eprintln!("refused ({detail}): {item}");
+            }
+            Err(err) => return Err(err.into()),
+        }
+    }
+    Ok(format!(
+        "{} conventions for repo {repo}: {stored} stored, {duplicates} skipped as duplicates, \
+         {refused} refused",
+        items.len()
+    ))
+}
+
+/// The bullets and short paragraphs of an instructions file, each with
+/// its section's heading before it.
+pub fn conventions(text: &str) -> Vec<String> {
+    let mut items = Vec::new();
+    let mut heading: Option<String> = None;
+    let mut current: Option<String> = None;
+    let mut in_code = false;
+    let mut in_comment = false;
+    let flush = |current: &mut Option<String>,
+                 heading: &Option<String>,
+                 items: &mut Vec<String>| {
+        if let Some(item) = current.take() {
+            let item = item.trim().to_owned();
+            if item.chars().count() >= MIN_ITEM_CHARS && item.chars().count() <= MAX_PARAGRAPH_CHARS
+            {
+                items.push(match heading {
+                    Some(heading) => format!("{heading}: {item}"),
+                    None => item,
+                });
+            }
+        }
+    };
+    for line in skip_front_matter(text).lines() {
+        let trimmed = line.trim();
+        if trimmed.starts_with("```") || trimmed.starts_with("~~~") {
+            flush(&mut current, &heading, &mut items);
+            in_code = !in_code;
+            continue;
+        }
+        if in_comment {
+            in_comment = !trimmed.contains("-->");
+            continue;
+        }
+        if in_code {
+            continue;
+        }
+        if trimmed.starts_with("<!--") {
+            flush(&mut current, &heading, &mut items);
+            in_comment = !trimmed.contains("-->");
+            continue;
+        }
+        if trimmed.is_empty() || trimmed.starts_with('|') {
+            flush(&mut current, &heading, &mut items);
+            continue;
+        }
+        if let Some(title) = trimmed.strip_prefix('#') {
+            flush(&mut current, &heading, &mut items);
+            let level = 1 + title.chars().take_while(|&c| c == '#').count();
+            let title = title.trim_start_matches('#').trim();
+            // The document's title names the file, not a section.
+            heading = (level > 1 && !title.is_empty()).then(|| title.to_owned());
+            continue;
+        }
+        if let Some(bullet) = bullet_text(trimmed) {
+            flush(&mut current, &heading, &mut items);
+            current = Some(bullet.to_owned());
+            continue;
+        }
+        match &mut current {
+            Some(item) => {
+                item.push(' ');
+                item.push_str(trimmed);
+            }
+            None => current = Some(trimmed.to_owned()),
+        }
+    }
+    flush(&mut current, &heading, &mut items);
+    items
+}
+
+/// The text of a list item's first line (`- `, `* `, `+ `, `1. `, `1) `,
+/// a task's `[ ]` or `[x]` dropped), if `line` is one.
+fn bullet_text(line: &str) -> Option<&str> {
+    let rest = ["- ", "* ", "+ "]
+        .iter()
+        .find_map(|marker| line.strip_prefix(marker))
+        .or_else(|| {
+            let digits = line.chars().take_while(char::is_ascii_digit).count();
+            (digits > 0)
+                .then(|| &line[digits..])
+                .and_then(|rest| rest.strip_prefix(". ").or_else(|| rest.strip_prefix(") ")))
+        })?;
+    let rest = rest.trim_start();
+    Some(
+        ["[ ] ", "[x] ", "[X] "]
+            .iter()
+            .find_map(|task| rest.strip_prefix(task))
+            .unwrap_or(rest),
+    )
+}
+
+/// `text` after its front matter (a first line `---` up to the next
+/// `---` line), if it has one.
+fn skip_front_matter(text: &str) -> &str {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let Some(rest) = text
+        .strip_prefix("---\n")
+        .or_else(|| text.strip_prefix("---\r\n"))
+    else {
+        return text;
+    };
+    let mut offset = 0;
+    for line in rest.split_inclusive('\n') {
+        offset += line.len();
+        if line.trim_end() == "---" {
+            return &rest[offset..];
+        }
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bullets_and_short_paragraphs_become_conventions_under_their_heading() {
+        let text = "---\ndescription: Go rules\nglobs: \"**/*.go\"\nalwaysApply: false\n---\n\
+# Project guide\n\n\
+This repo is the forge build service, written in Go.\n\n\
+## Testing\n\n\
+- Run `go test ./...` before\n  every commit.\n\
+* Table tests for parsers.\n\
+1. Never mock the database.\n\
+- [x] Keep fixtures small and named.\n\n\
+```sh\n- not a bullet\n```\n\
+<!-- a comment\n- hidden -->\n\
+| a | b |\n\
+- ok\n";
+        assert_eq!(
+            conventions(text),
+            vec![
+                "This repo is the forge build service, written in Go.",
+                "Testing: Run `go test ./...` before every commit.",
+                "Testing: Table tests for parsers.",
+                "Testing: Never mock the database.",
+                "Testing: Keep fixtures small and named.",
+            ]
+        );
+    }
+
+    #[test]
+    fn long_paragraphs_are_prose_not_conventions() {
+        let long = "word ".repeat(MAX_PARAGRAPH_CHARS / 4);
+        assert!(conventions(&long).is_empty());
+    }
+}

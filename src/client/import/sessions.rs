@@ -1,0 +1,191 @@
+//! Where each agent keeps its session transcripts, and what each session
+//! is: its id, the project it ran in, and its file.
+//!
+//! - Claude Code: `~/.claude/projects/<encoded project path>/<session
+//!   id>.jsonl` (`$CLAUDE_CONFIG_DIR/projects` when set); the encoded
+//!   path is the project's absolute path with every character that is
+//!   not a letter or digit made `-`, and each line carries the `cwd`.
+//! - Codex: `~/.codex/sessions/YYYY/MM/DD/rollout-<time>-<id>.jsonl`
+//!   (`$CODEX_HOME/sessions` when set), whose first line is a
+//!   `session_meta` holding the session's `id` and `cwd`.
+
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use serde_json::Value;
+
+use super::Error;
+
+/// The most lines read from a transcript's start to find its session's
+/// metadata.
+const META_LINES: usize = 50;
+
+/// An agent whose transcripts are imported.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Agent {
+    ClaudeCode,
+    Codex,
+}
+
+impl Agent {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ClaudeCode => "claude-code",
+            Self::Codex => "codex",
+        }
+    }
+
+    pub fn format(self) -> crate::client::hook::transcript::Format {
+        use crate::client::hook::transcript::Format;
+        match self {
+            Self::ClaudeCode => Format::ClaudeCode,
+            Self::Codex => Format::Codex,
+        }
+    }
+
+    /// Where the agent keeps its transcripts, by its environment.
+    pub fn default_root(self, env: impl Fn(&str) -> Option<String>) -> Option<PathBuf> {
+        let home = || env("HOME").map(PathBuf::from);
+        match self {
+            Self::ClaudeCode => env("CLAUDE_CONFIG_DIR")
+                .map(PathBuf::from)
+                .or_else(|| Some(home()?.join(".claude")))
+                .map(|dir| dir.join("projects")),
+            Self::Codex => env("CODEX_HOME")
+                .map(PathBuf::from)
+                .or_else(|| Some(home()?.join(".codex")))
+                .map(|dir| dir.join("sessions")),
+        }
+    }
+}
+
+/// One session's transcript.
+#[derive(Clone, Debug)]
+pub struct Session {
+    pub path: PathBuf,
+    /// The agent's session id.
+    pub id: String,
+    /// The directory the session ran in, when the transcript says.
+    pub cwd: Option<PathBuf>,
+    pub modified: SystemTime,
+}
+
+/// The sessions under `root`, sorted by file, with their metadata read.
+pub fn find(agent: Agent, root: &Path) -> Result<Vec<Session>, Error> {
+    let mut files = Vec::new();
+    match agent {
+        Agent::ClaudeCode => {
+            for (_, project_files) in super::list_dirs(root)? {
+                files.extend(
+                    project_files
+                        .into_iter()
+                        .filter(|path| path.extension() == Some("jsonl".as_ref())),
+                );
+            }
+        }
+        Agent::Codex => walk(root, &mut files),
+    }
+    files.sort();
+    files.into_iter().map(|path| session(agent, path)).collect()
+}
+
+/// Every `rollout-*.jsonl` file under `dir`, at any depth.
+fn walk(dir: &Path, files: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        match entry.file_type() {
+            Ok(kind) if kind.is_dir() => walk(&path, files),
+            Ok(kind) if kind.is_file() => {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                if name.starts_with("rollout-") && name.ends_with(".jsonl") {
+                    files.push(path);
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+fn session(agent: Agent, path: PathBuf) -> Result<Session, Error> {
+    let read_failed = |source| Error::Read {
+        path: path.clone(),
+        source,
+    };
+    let modified = std::fs::metadata(&path)
+        .and_then(|meta| meta.modified())
+        .map_err(read_failed)?;
+    let head = crate::client::hook::bounded::read_head(&path, 1024 * 1024).map_err(read_failed)?;
+    let head = String::from_utf8_lossy(&head);
+    let entries = head
+        .lines()
+        .take(META_LINES)
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok());
+    let stem = path
+        .file_stem()
+        .map(|stem| stem.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let (id, cwd) = match agent {
+        Agent::ClaudeCode => {
+            let cwd = entries
+                .filter_map(|entry| entry["cwd"].as_str().map(PathBuf::from))
+                .next();
+            (stem, cwd)
+        }
+        Agent::Codex => {
+            let meta = entries
+                .into_iter()
+                .find(|entry| entry["type"] == "session_meta")
+                .unwrap_or_default();
+            let payload = &meta["payload"];
+            let id = payload["id"].as_str().map_or(stem, str::to_owned);
+            (id, payload["cwd"].as_str().map(PathBuf::from))
+        }
+    };
+    Ok(Session {
+        path,
+        id,
+        cwd,
+        modified,
+    })
+}
+
+/// Whether `session` ran in `project` (or below it): by its recorded
+/// `cwd`, or, for Claude Code, by the directory its file is in.
+pub fn belongs_to(session: &Session, project: &Path) -> bool {
+    let within = |dir: &Path| dir.starts_with(project);
+    if session.cwd.as_deref().is_some_and(within) {
+        return true;
+    }
+    let encoded = encode_project(project);
+    session
+        .path
+        .parent()
+        .and_then(Path::file_name)
+        .is_some_and(|name| name.to_string_lossy() == encoded)
+}
+
+/// Claude Code's directory name for a project: its path with every
+/// character that is not an ASCII letter or digit made `-`.
+pub fn encode_project(project: &Path) -> String {
+    project
+        .to_string_lossy()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn claude_code_encodes_a_project_path_as_its_directory_name() {
+        assert_eq!(
+            encode_project(Path::new("/home/ana/src/forge.rs")),
+            "-home-ana-src-forge-rs"
+        );
+    }
+}

@@ -1,0 +1,243 @@
+//! `POST /memories/import`: memories brought back whole (ids, versions,
+//! timestamps, links, use counts), as `engram export` writes them, for
+//! `engram import jsonl` and `engram import markdown`. Each memory is
+//! checked as `POST /memories` checks one (grants, content, secrets,
+//! importance, edges) and the batch as a whole by the store before
+//! anything is written; ids the store holds already are skipped and
+//! counted, so importing an export twice changes nothing.
+
+use std::collections::HashSet;
+
+use axum::Json;
+use axum::extract::State;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::auth::Caller;
+use crate::error::{ApiError, Problem};
+use crate::memory::{
+    Category, Memory, MemoryId, Namespace, Origin, RelatedEdge, RepoId, Scope, SessionId, UserId,
+    parse_content, parse_importance,
+};
+use crate::retrieval::Retriever;
+use crate::routes::extract::ApiJson;
+use crate::routes::problems::{BodyProblems, Unauthorized};
+use crate::secrets;
+use crate::store::MAX_RELATED;
+
+/// The most memories one import request carries.
+const MAX_BATCH: usize = 1000;
+
+/// Memories to bring in as they were exported.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ImportMemoriesRequest {
+    /// 1–1000 memories. A memory's `supersedes` and `related` may name
+    /// memories of the store or of the same request.
+    pub memories: Vec<ImportedMemory>,
+}
+
+/// A whole memory, as `GET /memories` shows it, with its use count: one
+/// line of `engram export`'s JSON Lines.
+#[derive(Clone, Debug, Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ImportedMemory {
+    pub id: MemoryId,
+    /// 1 or more.
+    pub version: u32,
+    pub scope: Scope,
+    /// The owner of a `repo` memory (and only of one).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub repo: Option<RepoId>,
+    /// The owner of a `user` memory (and only of one).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub user: Option<UserId>,
+    pub category: Category,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub supersedes: Option<MemoryId>,
+    /// At most 64 edges, each to a memory of the store or of the request.
+    #[serde(default)]
+    pub related: Vec<RelatedEdge>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub importance: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<SessionId>,
+    pub trigger: Origin,
+    /// Non-empty, at most 8,000 characters; stored trimmed.
+    pub content: String,
+    /// How often retrieval has returned it (the `access` factor of
+    /// relevance); kept only for a memory this import writes.
+    #[serde(default)]
+    pub access_count: u64,
+}
+
+/// What the import did.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ImportMemoriesResponse {
+    /// Memories written.
+    pub imported: usize,
+    /// Memories skipped because a memory with their id exists already.
+    pub existing: usize,
+    /// The ids skipped.
+    pub existing_ids: Vec<MemoryId>,
+}
+
+/// Import memories whole, ids and timestamps kept.
+///
+/// For bringing back an export (`engram export`): unlike `POST /memories`,
+/// each memory keeps its id, version, timestamps, trigger, links and use
+/// count. A memory whose id exists already is skipped and counted, never
+/// changed. The batch is checked whole before anything is written.
+#[utoipa::path(
+    post,
+    path = "/memories/import",
+    tag = "memories",
+    request_body = ImportMemoriesRequest,
+    responses(
+        BodyProblems,
+        Unauthorized,
+        (status = 200, description = "What was written and what existed already", body = ImportMemoriesResponse),
+        (status = 403, description = "The API key does not hold a namespace a memory belongs to", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "A memory supersedes one that another memory supersedes already, or a namespace's directory is a symbolic link", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "A field is invalid (named `memories[<index>].<field>`), or a `content` or `session_id` looks like a secret", body = Problem, content_type = "application/problem+json"),
+        (status = 507, description = "The data directory is below its free-space floor (`limits.min_free_disk_bytes`); nothing was written", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+pub async fn import_memories(
+    State(config): State<std::sync::Arc<crate::config::Config>>,
+    State(retriever): State<Retriever>,
+    caller: Caller,
+    ApiJson(request): ApiJson<ImportMemoriesRequest>,
+) -> Result<Json<ImportMemoriesResponse>, ApiError> {
+    if request.memories.is_empty() || request.memories.len() > MAX_BATCH {
+        return Err(ApiError::invalid(
+            "memories",
+            format!(
+                "`memories` holds {} memories; send 1 to {MAX_BATCH}",
+                request.memories.len()
+            ),
+        ));
+    }
+    let mut batch = Vec::with_capacity(request.memories.len());
+    let mut counts = Vec::new();
+    for (index, imported) in request.memories.into_iter().enumerate() {
+        if imported.access_count > 0 {
+            counts.push((imported.id, imported.access_count));
+        }
+        let memory = imported.into_memory(index)?;
+        if !caller.can_see(&memory.namespace) {
+            return Err(ApiError::Forbidden {
+                detail: format!("this API key may not write to {}", memory.namespace),
+            });
+        }
+        batch.push(memory);
+    }
+    crate::disk::ensure_free_space(&config.data_dir, config.limits.min_free_disk_bytes)?;
+    let visible = caller.clone();
+    let imported = retriever
+        .store()
+        .import(batch, move |namespace| visible.can_see(namespace))
+        .await?;
+    let written: HashSet<MemoryId> = imported.written.iter().copied().collect();
+    retriever
+        .access_counts()
+        .seed(counts.into_iter().filter(|(id, _)| written.contains(id)));
+    Ok(Json(ImportMemoriesResponse {
+        imported: imported.written.len(),
+        existing: imported.existing.len(),
+        existing_ids: imported.existing,
+    }))
+}
+
+impl ImportedMemory {
+    /// `memory` as an export writes it.
+    pub fn from_memory(memory: &Memory, access_count: u64) -> Self {
+        let (repo, user) = match &memory.namespace {
+            Namespace::Repo(repo) => (Some(repo.clone()), None),
+            Namespace::User(user) => (None, Some(user.clone())),
+        };
+        Self {
+            id: memory.id,
+            version: memory.version,
+            scope: memory.namespace.scope(),
+            repo,
+            user,
+            category: memory.category,
+            created_at: memory.created_at,
+            updated_at: memory.updated_at,
+            supersedes: memory.supersedes,
+            related: memory.related.clone(),
+            importance: memory.importance,
+            session_id: memory.session_id.clone(),
+            trigger: memory.trigger,
+            content: memory.content.clone(),
+            access_count,
+        }
+    }
+
+    /// The memory, checked field by field as `POST /memories` checks a
+    /// new one; `index` is its place in the request, for the field names.
+    pub fn into_memory(self, index: usize) -> Result<Memory, ApiError> {
+        let field = |name: &str| format!("memories[{index}].{name}");
+        let invalid = |name: &str, reason: String| {
+            let field = field(name);
+            ApiError::invalid(field.clone(), format!("`{field}` {reason}"))
+        };
+        let namespace = match (self.scope, self.repo, self.user) {
+            (Scope::Repo, Some(repo), None) => Namespace::Repo(repo),
+            (Scope::User, None, Some(user)) => Namespace::User(user),
+            (Scope::Repo, _, _) => {
+                let reason = "must be given, and `user` not, for a repo memory";
+                return Err(invalid("repo", reason.to_owned()));
+            }
+            (Scope::User, _, _) => {
+                let reason = "must be given, and `repo` not, for a user memory";
+                return Err(invalid("user", reason.to_owned()));
+            }
+        };
+        if self.version == 0 {
+            return Err(invalid("version", "must be 1 or more".to_owned()));
+        }
+        let content = parse_content(&self.content)
+            .map_err(|err| invalid("content", err.to_string()))?
+            .to_owned();
+        secrets::ensure_no_secret(field("content"), &content)?;
+        if let Some(session_id) = &self.session_id {
+            secrets::ensure_no_secret(field("session_id"), session_id.as_str())?;
+        }
+        if let Some(importance) = self.importance {
+            parse_importance(importance).map_err(|err| invalid("importance", err.to_string()))?;
+        }
+        if self.related.len() > MAX_RELATED {
+            let reason = format!(
+                "has {} edges; the limit is {MAX_RELATED}",
+                self.related.len()
+            );
+            return Err(invalid("related", reason));
+        }
+        let mut targets = HashSet::new();
+        for (edge_index, edge) in self.related.iter().enumerate() {
+            if !targets.insert(edge.id) {
+                let name = format!("related[{edge_index}].id");
+                return Err(invalid(&name, format!("repeats {}", edge.id)));
+            }
+        }
+        Ok(Memory {
+            id: self.id,
+            version: self.version,
+            namespace,
+            category: self.category,
+            created_at: self.created_at,
+            updated_at: self.updated_at,
+            supersedes: self.supersedes,
+            related: self.related,
+            importance: self.importance,
+            session_id: self.session_id,
+            trigger: self.trigger,
+            content,
+        })
+    }
+}
