@@ -93,7 +93,8 @@ impl Agent {
         }
     }
 
-    fn transcript_format(self) -> Format {
+    /// How the agent writes its transcripts.
+    pub fn transcript_format(self) -> Format {
         match self {
             Self::ClaudeCode => Format::ClaudeCode,
             Self::Codex => Format::Codex,

@@ -14,48 +14,26 @@ use std::time::SystemTime;
 
 use serde_json::Value;
 
+pub use crate::client::hook::Agent;
+
 use super::Error;
 
 /// The most lines read from a transcript's start to find its session's
 /// metadata.
 const META_LINES: usize = 50;
 
-/// An agent whose transcripts are imported.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Agent {
-    ClaudeCode,
-    Codex,
-}
-
-impl Agent {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::ClaudeCode => "claude-code",
-            Self::Codex => "codex",
-        }
-    }
-
-    pub fn format(self) -> crate::client::hook::transcript::Format {
-        use crate::client::hook::transcript::Format;
-        match self {
-            Self::ClaudeCode => Format::ClaudeCode,
-            Self::Codex => Format::Codex,
-        }
-    }
-
-    /// Where the agent keeps its transcripts, by its environment.
-    pub fn default_root(self, env: impl Fn(&str) -> Option<String>) -> Option<PathBuf> {
-        let home = || env("HOME").map(PathBuf::from);
-        match self {
-            Self::ClaudeCode => env("CLAUDE_CONFIG_DIR")
-                .map(PathBuf::from)
-                .or_else(|| Some(home()?.join(".claude")))
-                .map(|dir| dir.join("projects")),
-            Self::Codex => env("CODEX_HOME")
-                .map(PathBuf::from)
-                .or_else(|| Some(home()?.join(".codex")))
-                .map(|dir| dir.join("sessions")),
-        }
+/// Where `agent` keeps its transcripts, by its environment.
+pub fn default_root(agent: Agent, env: impl Fn(&str) -> Option<String>) -> Option<PathBuf> {
+    let home = || env("HOME").map(PathBuf::from);
+    match agent {
+        Agent::ClaudeCode => env("CLAUDE_CONFIG_DIR")
+            .map(PathBuf::from)
+            .or_else(|| Some(home()?.join(".claude")))
+            .map(|dir| dir.join("projects")),
+        Agent::Codex => env("CODEX_HOME")
+            .map(PathBuf::from)
+            .or_else(|| Some(home()?.join(".codex")))
+            .map(|dir| dir.join("sessions")),
     }
 }
 

@@ -94,7 +94,7 @@ pub async fn run(args: &TranscriptArgs, agent: Agent) -> Result<String, Error> {
     let env = |var: &str| std::env::var(var).ok();
     let root = match &args.transcripts {
         Some(root) => root.clone(),
-        None => agent.default_root(env).ok_or_else(|| {
+        None => sessions::default_root(agent, env).ok_or_else(|| {
             Error::Usage("no HOME to find the transcripts in: pass --transcripts".to_owned())
         })?,
     };
@@ -211,7 +211,7 @@ fn unsent(
     let mut windows: Vec<Window> = Vec::new();
     let mut current = Vec::new();
     let mut bytes = 0;
-    for (message, message_end) in transcript::messages(new, agent.format()) {
+    for (message, message_end) in transcript::messages(new, agent.transcript_format()) {
         if !current.is_empty() && bytes + message.text.len() > MAX_WINDOW_BYTES {
             windows.push(window(std::mem::take(&mut current), start, bytes));
             bytes = 0;
