@@ -21,6 +21,17 @@ impl Backend {
         pg_cluster::database().await.map(Self::Postgres)
     }
 
+    /// Another empty store of the same kind: for files, a fresh data
+    /// directory as any app gets; for PostgreSQL, a database of its own.
+    pub async fn another(&self) -> Self {
+        match self {
+            Self::Files => Self::Files,
+            Self::Postgres(_) => Self::postgres()
+                .await
+                .expect("PostgreSQL gave one database, so it gives another"),
+        }
+    }
+
     /// Points `config` at this backend.
     pub fn configure(&self, config: &mut Config) {
         if let Self::Postgres(database) = self {

@@ -2,7 +2,8 @@
 //! against a real Engram on a port whose only fakes are the model
 //! upstreams. Whole memories make a lossless round trip (every version,
 //! chain, edge, timestamp and use count) through JSON Lines and through
-//! memory files, into an empty store, and again into the same store with
+//! memory files, into an empty store of either backend (files, or
+//! PostgreSQL: across backends), and again into the same store with
 //! nothing changed; `POST /memories/import` refuses a bad batch naming the
 //! field and writing nothing; instructions files and a mem0 export become
 //! memories with no model, idempotently.
@@ -12,6 +13,7 @@ use std::process::{Command, Output};
 
 use serde_json::{Value, json};
 
+use crate::backends::{Backend, over_both_backends};
 use crate::helpers::{RunningApp, TestApp, get_json, post_json};
 use crate::hooks::{Project, engram, run, wait_for_index};
 
@@ -133,8 +135,15 @@ async fn a_store_worth_exporting(app: &RunningApp) {
     );
 }
 
-#[tokio::test]
-async fn an_export_comes_back_whole_through_jsonl_and_markdown_and_twice_changes_nothing() {
+over_both_backends!(
+    an_export_from_files_comes_back_whole_through_jsonl_and_markdown_and_twice_changes_nothing
+);
+
+/// Exported from a files store, imported into empty stores of `backend`'s
+/// kind.
+async fn an_export_from_files_comes_back_whole_through_jsonl_and_markdown_and_twice_changes_nothing(
+    backend: Backend,
+) {
     let source = agent_driven().await;
     a_store_worth_exporting(&source).await;
     let exported = everything(&source).await;
@@ -176,7 +185,8 @@ async fn an_export_comes_back_whole_through_jsonl_and_markdown_and_twice_changes
         ("jsonl", jsonl_file.display().to_string()),
         ("markdown", markdown_arg),
     ] {
-        let target = agent_driven().await;
+        let target_backend = backend.another().await;
+        let target = target_backend.builder().embedder().serve().await;
         let said = succeeded(&engram_against(&project, &target, &["import", format, &path]).await);
         assert!(
             said.contains("imported 6 memories; 0 existed"),
