@@ -42,7 +42,8 @@ use serde_json::{Map, Value};
 use tokio::sync::Mutex;
 
 use crate::causes::error_chain;
-use crate::client::hook::{log::redact_userinfo, project};
+use crate::client::hook::project;
+use crate::client::http::redact_userinfo;
 use crate::error::Problem;
 use crate::mcp::Catalogue;
 

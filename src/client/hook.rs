@@ -55,13 +55,10 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::http;
+use super::http::{self, DEFAULT_URL};
 use crate::causes::error_chain;
 use call::Call;
 use transcript::{Format, Message};
-
-/// Where Engram listens unless `--url` or `ENGRAM_URL` says otherwise.
-pub const DEFAULT_URL: &str = "http://127.0.0.1:8080";
 
 /// The most hook input read from stdin.
 const MAX_STDIN_BYTES: u64 = 16 * 1024 * 1024;

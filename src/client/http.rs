@@ -1,11 +1,17 @@
 //! How the agent-side commands call a running Engram: one HTTP client
 //! policy that keeps the key safe, and one reading of the API's answers
-//! and problem documents.
+//! and problem documents; URLs shown without their userinfo.
 
+use std::borrow::Cow;
 use std::net::IpAddr;
+use std::sync::LazyLock;
 
+use regex::Regex;
 use reqwest::Url;
 use serde_json::Value;
+
+/// Where Engram listens unless `--url` or `ENGRAM_URL` says otherwise.
+pub const DEFAULT_URL: &str = "http://127.0.0.1:8080";
 
 /// A running Engram's API, as one command calls it.
 pub struct Api {
@@ -51,7 +57,7 @@ pub enum Error {
 #[derive(Debug, clap::Args)]
 pub struct ServerArgs {
     /// Engram's base URL.
-    #[arg(long, env = "ENGRAM_URL", default_value = super::hook::DEFAULT_URL)]
+    #[arg(long, env = "ENGRAM_URL", default_value = DEFAULT_URL)]
     pub url: String,
 }
 
@@ -71,7 +77,7 @@ impl Api {
     pub fn new(base_url: &str, key: Option<String>) -> Result<Self, Error> {
         let base_url = base_url.trim_end_matches('/');
         let bad = || Error::Url {
-            url: super::hook::log::redact_userinfo(base_url).into_owned(),
+            url: redact_userinfo(base_url).into_owned(),
         };
         let parsed = Url::parse(base_url).map_err(|_| bad())?;
         if !matches!(parsed.scheme(), "http" | "https") || parsed.host().is_none() {
@@ -171,6 +177,15 @@ fn is_loopback(url: &Url) -> bool {
             name == "localhost" || name.ends_with(".localhost")
         }
     }
+}
+
+/// `text` with the userinfo of every URL in it replaced by `***`
+/// (`http://ana:s3cret@host/` becomes `http://***@host/`).
+pub fn redact_userinfo(text: &str) -> Cow<'_, str> {
+    static USERINFO: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/?#@\s]*@").expect("the pattern compiles")
+    });
+    USERINFO.replace_all(text, "${1}***@")
 }
 
 #[cfg(test)]

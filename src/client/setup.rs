@@ -39,7 +39,8 @@ use std::process::ExitCode;
 
 pub use merge::{Change, Entry, WrongShape};
 
-use crate::client::hook::{DEFAULT_URL, Event, project};
+use crate::client::hook::{Event, project};
+use crate::client::http::DEFAULT_URL;
 use agents::{Agent, Dirs};
 use files::Links;
 use json_edit::EditError;

@@ -4,10 +4,11 @@
 //! transaction (postgres). Everything above it (the checks, the view, the
 //! changes for the index) is one implementation for both.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use super::postgres::{Database, Refusal};
-use super::{Error, Store, WriteError, atomic, confine, file_name, markdown};
+use super::view::View;
+use super::{Error, Reports, Store, WriteError, atomic, confine, file_name, markdown};
 use crate::memory::{Memory, Namespace, Scope};
 
 /// Whether a write re-checks, where it commits, that the memory it
@@ -26,6 +27,24 @@ pub(super) enum Chain {
 pub(super) enum Durable {
     Files,
     Postgres(Database),
+}
+
+impl Store {
+    /// Loads every memory of `database` as of one change of its log, and
+    /// returns the store with that change's number, for the follower to
+    /// start after ([`super::postgres::follow::spawn`]). `root` still holds what
+    /// is local to this replica (`queue/`, `.cache/`).
+    pub async fn open_postgres(root: &Path, database: Database) -> Result<(Self, u64), Error> {
+        let snapshot = database.snapshot().await?;
+        let view = View::of(snapshot.memories);
+        tracing::info!(
+            memories = view.by_id.len(),
+            change = snapshot.cursor,
+            "memory store loaded from PostgreSQL"
+        );
+        let store = Self::with(root, Durable::Postgres(database), view, Reports::default());
+        Ok((store, snapshot.cursor))
+    }
 }
 
 impl Store {

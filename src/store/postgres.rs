@@ -20,19 +20,14 @@ pub mod follow;
 mod rows;
 pub mod schema;
 
-use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use tokio_postgres::NoTls;
 
-use super::durable::Durable;
-use super::view::View;
-use super::{Reports, Store};
 use crate::config::PostgresConfig;
 use crate::memory::{Memory, MemoryId};
-use crate::store;
 
 /// The channel `NOTIFY` wakes followers on; the payload is the change's
 /// number, and only a wake-up: followers read the log by cursor.
@@ -98,27 +93,6 @@ impl Replication {
 
     pub fn connected(&self) -> bool {
         self.connected.load(Ordering::Acquire)
-    }
-}
-
-impl Store {
-    /// Loads every memory of `database` as of one change of its log, and
-    /// returns the store with that change's number, for the follower to
-    /// start after ([`follow::spawn`]). `root` still holds what
-    /// is local to this replica (`queue/`, `.cache/`).
-    pub async fn open_postgres(
-        root: &Path,
-        database: Database,
-    ) -> Result<(Self, u64), store::Error> {
-        let snapshot = database.snapshot().await?;
-        let view = View::of(snapshot.memories);
-        tracing::info!(
-            memories = view.by_id.len(),
-            change = snapshot.cursor,
-            "memory store loaded from PostgreSQL"
-        );
-        let store = Self::with(root, Durable::Postgres(database), view, Reports::default());
-        Ok((store, snapshot.cursor))
     }
 }
 

@@ -8,17 +8,15 @@
 //! URL's userinfo (`https://user:password@host`, as `ENGRAM_URL` may
 //! carry) never reaches it: [`redact_userinfo`] runs on every line.
 
-use std::borrow::Cow;
 use std::fs::{self, OpenOptions, Permissions};
 use std::io::Write;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::LazyLock;
 
 use chrono::{SecondsFormat, Utc};
-use regex::Regex;
 
 use super::bounded;
+use crate::client::http::redact_userinfo;
 
 /// Past this size the log is moved aside and started afresh.
 const MAX_LOG_BYTES: u64 = 1024 * 1024;
@@ -88,15 +86,6 @@ pub fn append(path: &Path, what: &str, reason: &str) {
 /// `reason` as one line with no URL userinfo in it.
 fn flatten(reason: &str) -> String {
     redact_userinfo(reason).replace(['\n', '\r'], " ")
-}
-
-/// `text` with the userinfo of every URL in it replaced by `***`
-/// (`http://ana:s3cret@host/` becomes `http://***@host/`).
-pub fn redact_userinfo(text: &str) -> Cow<'_, str> {
-    static USERINFO: LazyLock<Regex> = LazyLock::new(|| {
-        Regex::new(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/?#@\s]*@").expect("the pattern compiles")
-    });
-    USERINFO.replace_all(text, "${1}***@")
 }
 
 #[cfg(test)]
