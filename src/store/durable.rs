@@ -1,8 +1,9 @@
 //! The durable layer under the view, the one part of the store that
 //! differs between backends: a memory file written atomically under the
 //! data directory (files), or a row and its change committed in one
-//! transaction (postgres). Everything above it (the checks, the view, the
-//! changes for the index) is one implementation for both.
+//! transaction (postgres), and a store opened over PostgreSQL from its
+//! snapshot. Everything above it (the checks, the view, the changes for
+//! the index) is one implementation for both.
 
 use std::path::{Path, PathBuf};
 
@@ -45,9 +46,7 @@ impl Store {
         let store = Self::with(root, Durable::Postgres(database), view, Reports::default());
         Ok((store, snapshot.cursor))
     }
-}
 
-impl Store {
     /// Makes `memory` durable. Blocking; called with the writer lock held.
     pub(super) fn persist(&self, memory: &Memory, chain: Chain) -> Result<(), WriteError> {
         match &self.inner.durable {
