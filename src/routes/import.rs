@@ -17,8 +17,8 @@ use utoipa::ToSchema;
 use crate::auth::Caller;
 use crate::error::{ApiError, Problem};
 use crate::memory::{
-    Category, Memory, MemoryId, Namespace, Origin, RelatedEdge, RepoId, Scope, SessionId, UserId,
-    parse_content, parse_importance,
+    Category, Memory, MemoryId, MemoryView, Namespace, Origin, RelatedEdge, RepoId, Scope,
+    SessionId, UserId, parse_content, parse_importance,
 };
 use crate::retrieval::Retriever;
 use crate::routes::extract::ApiJson;
@@ -155,25 +155,37 @@ pub async fn import_memories(
 impl ImportedMemory {
     /// `memory` as an export writes it.
     pub fn from_memory(memory: &Memory, access_count: u64) -> Self {
-        let (repo, user) = match &memory.namespace {
-            Namespace::Repo(repo) => (Some(repo.clone()), None),
-            Namespace::User(user) => (None, Some(user.clone())),
-        };
-        Self {
-            id: memory.id,
-            version: memory.version,
-            scope: memory.namespace.scope(),
+        let MemoryView {
+            id,
+            version,
+            scope,
             repo,
             user,
-            category: memory.category,
-            created_at: memory.created_at,
-            updated_at: memory.updated_at,
-            supersedes: memory.supersedes,
-            related: memory.related.clone(),
-            importance: memory.importance,
-            session_id: memory.session_id.clone(),
-            trigger: memory.trigger,
-            content: memory.content.clone(),
+            category,
+            created_at,
+            updated_at,
+            supersedes,
+            related,
+            importance,
+            session_id,
+            trigger,
+            content,
+        } = MemoryView::from(memory);
+        Self {
+            id,
+            version,
+            scope,
+            repo,
+            user,
+            category,
+            created_at,
+            updated_at,
+            supersedes,
+            related,
+            importance,
+            session_id,
+            trigger,
+            content,
             access_count,
         }
     }

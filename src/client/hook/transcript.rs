@@ -90,14 +90,7 @@ pub fn read_window(path: &Path, format: Format) -> io::Result<Vec<Message>> {
 pub fn window(transcript: &str, format: Format) -> Vec<Message> {
     let mut messages: Vec<Message> = Vec::new();
     for line in transcript.lines() {
-        let Ok(entry) = serde_json::from_str::<Value>(line) else {
-            continue;
-        };
-        let read = match format {
-            Format::ClaudeCode => claude_code_line(&entry),
-            Format::Codex => codex_line(&entry),
-        };
-        match read {
+        match read_line(line, format) {
             Line::Compaction => messages.clear(),
             Line::Message(role, text) => push(&mut messages, role, &text),
             Line::Other => {}
@@ -121,14 +114,7 @@ pub fn messages(transcript: &str, format: Format) -> Vec<(Message, usize)> {
             break;
         }
         offset += line.len();
-        let Ok(entry) = serde_json::from_str::<Value>(line) else {
-            continue;
-        };
-        let read = match format {
-            Format::ClaudeCode => claude_code_line(&entry),
-            Format::Codex => codex_line(&entry),
-        };
-        if let Line::Message(role, text) = read {
+        if let Line::Message(role, text) = read_line(line, format) {
             push(&mut messages, role, &text);
             ends.resize(messages.len(), offset);
             if let Some(end) = ends.last_mut() {
@@ -149,6 +135,18 @@ enum Line {
     Compaction,
     Message(Role, String),
     Other,
+}
+
+/// What `line` means, read as `format` has it; a line that does not
+/// parse means nothing.
+fn read_line(line: &str, format: Format) -> Line {
+    let Ok(entry) = serde_json::from_str::<Value>(line) else {
+        return Line::Other;
+    };
+    match format {
+        Format::ClaudeCode => claude_code_line(&entry),
+        Format::Codex => codex_line(&entry),
+    }
 }
 
 fn claude_code_line(entry: &Value) -> Line {
