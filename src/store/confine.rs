@@ -2,7 +2,7 @@
 //!
 //! A person may put anything under `repos/` and `users/`, including
 //! symbolic links to files or directories elsewhere. Engram never follows
-//! them: memory files are opened with `O_NOFOLLOW` (and `O_NONBLOCK`, so a
+//! them: memory files (and the day's `usage.json`) are opened with `O_NOFOLLOW` (and `O_NONBLOCK`, so a
 //! FIFO swapped in for a file cannot block the loader), and before a file
 //! is written or removed every directory between the data directory and the
 //! file is checked to be a real directory, not a link.
@@ -89,11 +89,11 @@ pub fn namespace_dir(root: &Path, namespace: &Namespace, create: bool) -> Result
 /// memory.
 pub const MAX_FILE_BYTES: u64 = 1024 * 1024;
 
-/// Reads `path` as text if it is a regular file of at most
-/// [`MAX_FILE_BYTES`], without following a link and without blocking on a
-/// FIFO. The size is checked before anything is read; a file that grows
-/// past it after the check is refused too, having read one byte more.
-pub fn read_regular_file(path: &Path) -> io::Result<String> {
+/// Reads `path` as text if it is a regular file of at most `max_bytes`,
+/// without following a link and without blocking on a FIFO. The size is
+/// checked before anything is read; a file that grows past it after the
+/// check is refused too, having read one byte more.
+pub fn read_regular_file(path: &Path, max_bytes: u64) -> io::Result<String> {
     let file = open_no_follow(path)?;
     let metadata = file.metadata()?;
     if !metadata.is_file() {
@@ -102,15 +102,15 @@ pub fn read_regular_file(path: &Path) -> io::Result<String> {
     let too_large = |bytes: u64| {
         io::Error::new(
             io::ErrorKind::FileTooLarge,
-            format!("{bytes} bytes, over the {MAX_FILE_BYTES} a memory file may hold"),
+            format!("{bytes} bytes, over the {max_bytes} this file may hold"),
         )
     };
-    if metadata.len() > MAX_FILE_BYTES {
+    if metadata.len() > max_bytes {
         return Err(too_large(metadata.len()));
     }
     let mut text = String::new();
-    file.take(MAX_FILE_BYTES + 1).read_to_string(&mut text)?;
-    if text.len() as u64 > MAX_FILE_BYTES {
+    file.take(max_bytes + 1).read_to_string(&mut text)?;
+    if text.len() as u64 > max_bytes {
         return Err(too_large(text.len() as u64));
     }
     Ok(text)
@@ -174,8 +174,8 @@ mod tests {
         let target = dir.path().join("target.md");
         fs::write(&target, "text").unwrap();
         symlink(&target, dir.path().join("link.md")).unwrap();
-        assert!(read_regular_file(&dir.path().join("link.md")).is_err());
-        assert_eq!(read_regular_file(&target).unwrap(), "text");
+        assert!(read_regular_file(&dir.path().join("link.md"), MAX_FILE_BYTES).is_err());
+        assert_eq!(read_regular_file(&target, MAX_FILE_BYTES).unwrap(), "text");
         let fifo = dir.path().join("fifo.md");
         let status = std::process::Command::new("mkfifo")
             .arg(&fifo)
@@ -183,6 +183,6 @@ mod tests {
             .unwrap();
         assert!(status.success());
         // Would block forever without O_NONBLOCK.
-        assert!(read_regular_file(&fifo).is_err());
+        assert!(read_regular_file(&fifo, MAX_FILE_BYTES).is_err());
     }
 }

@@ -244,7 +244,7 @@ pub fn read_entry(entry: &Entry, namespace: &Namespace) -> Option<Found> {
         id: Some(id),
         reason,
     };
-    let text = match confine::read_regular_file(&entry.path) {
+    let text = match confine::read_regular_file(&entry.path, confine::MAX_FILE_BYTES) {
         Ok(text) => text,
         Err(err) if err.kind() == std::io::ErrorKind::FileTooLarge => {
             return Some(unusable(format!("not read: the file is too large ({err})")));

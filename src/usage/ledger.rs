@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use super::budget::spent;
 use super::{Budget, CallKind, Owner, Tokens};
 use crate::memory::{RepoId, UserId};
+use crate::store::confine;
 
 /// Sums of calls.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -104,10 +105,15 @@ pub(super) struct DayEntry {
     pub(super) totals: Totals,
 }
 
-/// `usage.json`, or `None` when there is none.
+/// The most `usage.json` may hold: a day's entries are one per model and
+/// owner, a few hundred bytes each.
+const MAX_DAY_FILE_BYTES: u64 = 64 * 1024 * 1024;
+
+/// `usage.json`, or `None` when there is none. A link is not followed: the
+/// data directory's own file counts the day, not a file elsewhere.
 pub(super) fn read_day(file: &Path) -> io::Result<Option<DayFile>> {
-    match std::fs::read(file) {
-        Ok(bytes) => serde_json::from_slice(&bytes)
+    match confine::read_regular_file(file, MAX_DAY_FILE_BYTES) {
+        Ok(text) => serde_json::from_str(&text)
             .map(Some)
             .map_err(io::Error::other),
         Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(None),

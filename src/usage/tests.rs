@@ -197,6 +197,26 @@ fn the_days_totals_survive_a_reopen_but_not_the_day() {
 }
 
 #[test]
+fn a_linked_day_file_is_not_followed() {
+    let elsewhere = tempfile::tempdir().unwrap();
+    let spent = config(elsewhere.path(), |_| {});
+    let meter = Meter::open_at(&spent, at(26, 9));
+    meter.record_at(
+        call(CallKind::Classifier, pair("forge", "ana"), 80, 30),
+        at(26, 9),
+    );
+    meter.save().unwrap();
+
+    let dir = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(elsewhere.path().join(FILE_NAME), dir.path().join(FILE_NAME))
+        .unwrap();
+    let linked = Meter::open_at(&config(dir.path(), |_| {}), at(26, 18));
+    assert_eq!(linked.view_at(at(26, 18)).budgets.capture.used, 0);
+    let own = Meter::open_at(&spent, at(26, 18));
+    assert_eq!(own.view_at(at(26, 18)).budgets.capture.used, 110);
+}
+
+#[test]
 fn an_unreadable_file_starts_the_day_at_zero() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join(FILE_NAME), b"{not json").unwrap();
