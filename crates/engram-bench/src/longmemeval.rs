@@ -179,12 +179,16 @@ pub async fn longmemeval(report: &mut Report, settings: Settings) -> Result {
         });
         let (answer, took) = retrieve(&client, &ranked).await?;
         ranked_latencies.push(took);
-        let ranking: Vec<Place> = answer["memories"]
-            .as_array()
-            .map(Vec::as_slice)
+        let returned = answer["memories"].as_array().map(Vec::as_slice);
+        let scored: Vec<(Place, &Value)> = returned
             .unwrap_or_default()
             .iter()
-            .filter_map(|memory| place_of.get(memory["id"].as_str()?).copied())
+            .filter_map(|memory| Some((*place_of.get(memory["id"].as_str()?)?, &memory["scores"])))
+            .collect();
+        let ranking: Vec<Place> = scored.iter().map(|(place, _)| *place).collect();
+        let scored: Vec<Value> = scored
+            .iter()
+            .map(|(place, scores)| json!([place.session, place.turn, scores]))
             .collect();
         engram.add(item, &ranking, granularity);
         let sessions = score::first_places(ranking.iter().map(|place| place.session));
@@ -223,7 +227,7 @@ pub async fn longmemeval(report: &mut Report, settings: Settings) -> Result {
         };
         let line = json!({"question_id": item.question_id, "question_type": item.question_type,
             "evidence": item.answer_session_ids, "engram": session_ids(&ranking),
-            "bm25": session_ids(&bm25)});
+            "bm25": session_ids(&bm25), "scored": scored});
         writeln!(results, "{line}")?;
     }
     let wall = asked.elapsed();
