@@ -31,13 +31,14 @@ pub async fn sequential(
     Ok((total, search, started.elapsed()))
 }
 
-/// POSTs `bodies` to `path` from `clients` tasks at once, each answer
-/// expected with `status`; returns each latency with what `keep` makes of
+/// POSTs `bodies` to `path` from `clients` tasks at once, spread over
+/// `targets` in turn (task i sends to target i mod their number), each
+/// answer expected with `status`; returns each latency with what `keep` makes of
 /// its answer (as it arrives, so that the bench holds no more of the
 /// answers than it needs, and the resident memory after it is the
 /// service's), and the wall time.
 pub async fn concurrent<T: Send + 'static>(
-    client: &server::Client,
+    targets: &[server::Client],
     path: &'static str,
     status: u16,
     bodies: Vec<Value>,
@@ -47,8 +48,11 @@ pub async fn concurrent<T: Send + 'static>(
     let queue = std::sync::Arc::new(std::sync::Mutex::new(bodies));
     let started = Instant::now();
     let mut tasks = tokio::task::JoinSet::new();
-    for _ in 0..clients {
-        let (client, queue) = (client.clone(), queue.clone());
+    if targets.is_empty() {
+        return Err("no service to send to".into());
+    }
+    for task in 0..clients {
+        let (client, queue) = (targets[task % targets.len()].clone(), queue.clone());
         tasks.spawn(async move {
             let mut samples = Vec::new();
             loop {

@@ -11,6 +11,7 @@ mod backfill;
 mod capture_cost;
 mod clients;
 mod corpus;
+mod databases;
 mod dump;
 mod embedding;
 mod embedref;
@@ -20,7 +21,9 @@ mod locomo;
 mod longmemeval;
 mod mcp;
 mod measure;
+mod process;
 mod reads;
+mod replicas;
 mod scan;
 mod scratch;
 mod semantic;
@@ -183,6 +186,12 @@ enum Command {
         #[arg(long, default_value_t = 200)]
         sessions: usize,
     },
+    /// Replicas over PostgreSQL, as real `engram` processes: a write on
+    /// one found on another, retrieval and capture beside files mode,
+    /// throughput with one and two replicas, a replica's start over a
+    /// large store. Starts a throwaway PostgreSQL unless `DATABASE_URL`
+    /// names one.
+    Replicas(replicas::Settings),
     /// Every workload at the sizes `docs/benchmarks.md` reports.
     All,
 }
@@ -258,6 +267,7 @@ fn main() -> ExitCode {
             Command::Guard(settings) => guard::guard(&mut report, &settings),
             Command::CaptureCost => capture_cost::capture_cost(&mut report).await,
             Command::Backfill { sessions } => backfill::backfill(&mut report, sessions).await,
+            Command::Replicas(settings) => replicas::replicas(&mut report, &settings).await,
             Command::All => all(&mut report).await,
         }
     });

@@ -98,7 +98,7 @@ pub async fn retrieve(
         .collect();
     let cpu_before = measure::cpu_time();
     let (answers, wall) = concurrent(
-        &client,
+        std::slice::from_ref(&client),
         "/retrieve",
         200,
         bodies,

@@ -82,10 +82,7 @@ impl Server {
             }
         });
         let server = Self {
-            client: Client {
-                base,
-                client: reqwest::Client::new(),
-            },
+            client: Client::for_base(base),
             stop,
             serving,
         };
@@ -140,6 +137,14 @@ impl Server {
 }
 
 impl Client {
+    /// A client of the service at `base` (`http://127.0.0.1:<port>`).
+    pub fn for_base(base: String) -> Self {
+        Self {
+            base,
+            client: reqwest::Client::new(),
+        }
+    }
+
     /// `http://127.0.0.1:<port>`.
     pub fn base_url(&self) -> &str {
         &self.base

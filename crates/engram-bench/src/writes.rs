@@ -57,7 +57,7 @@ pub async fn turns(report: &mut Report, requests: usize) -> Result {
         })
         .collect();
     let (samples, wall) = concurrent(
-        &client,
+        std::slice::from_ref(&client),
         "/turns",
         202,
         bodies,
