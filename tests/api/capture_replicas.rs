@@ -57,11 +57,13 @@ impl Replica {
         }
     }
 
-    /// Sends a compaction (never dropped) whose one user line carries
-    /// `marker`, and returns the trigger's id once it is accepted.
+    /// Sends a compaction (never dropped) whose one user line is made of
+    /// `marker` (words of its own, so that no two markers' memories are
+    /// near-duplicates), and returns the trigger's id once it is accepted.
     async fn compaction(&self, repo: &str, session: &str, marker: &str) -> String {
+        let line = format!("{marker} {marker}q {marker}r {marker}s {marker}t");
         let body = json!({"session_id": session, "repo": repo, "user": "ana", "messages": [
-            {"role": "user", "content": format!("From now on we keep {marker} in the release notes")},
+            {"role": "user", "content": line},
             {"role": "assistant", "content": "Noted."},
         ]});
         let answer = post_json(&self.served.base_url, "/compactions", &body).await;
