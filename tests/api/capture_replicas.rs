@@ -279,3 +279,54 @@ async fn a_pass_run_again_after_its_replica_was_killed_writes_its_memories_once(
         "the pass's memory, written once"
     );
 }
+
+#[tokio::test]
+async fn a_trigger_row_locked_elsewhere_holds_no_replica_back_from_other_pairs() {
+    let Some(database) = pg_cluster::database().await else {
+        return;
+    };
+    let upstream = classifier().await;
+    upstream.set_chat(Behaviour::Delay(std::time::Duration::from_secs(600)), "");
+    let a = Replica::start(&database, &upstream).await;
+    let held = a.compaction("forge", "s1", &marker(4)).await;
+    wait_until("A claims the trigger", || calls_about(&upstream, &marker(4)) == 1).await;
+    drop(a); // its lease lapses; the row is claimable again
+    upstream.set_chat(Behaviour::Answer, "");
+
+    // Another transaction holds the row, as a replica's claim does while
+    // it commits: workers must pass it by, not wait for it.
+    let mut holder = pg_cluster::connect(&database.url).await;
+    let lock = holder.transaction().await.unwrap();
+    let id: uuid::Uuid = held.parse().unwrap();
+    lock.query_one("SELECT 1 FROM engram_triggers WHERE id = $1 FOR UPDATE", &[&id])
+        .await
+        .unwrap();
+
+    wait_until_async("A's lease lapses", async || {
+        let client = pg_cluster::connect(&database.url).await;
+        let row = client
+            .query_one(
+                "SELECT lease_until < now() FROM engram_triggers WHERE id = $1",
+                &[&id],
+            )
+            .await
+            .unwrap();
+        row.get(0)
+    })
+    .await;
+
+    let b = Replica::start(&database, &upstream).await;
+    b.compaction("billing", "s2", &marker(5)).await;
+    wait_until_async("B processes the other pair's trigger", async || {
+        memories_about(&database, &marker(5)).await == 1
+    })
+    .await;
+    assert_eq!(memories_about(&database, &marker(4)).await, 0);
+
+    lock.rollback().await.unwrap();
+    wait_until_async("B takes the released trigger", async || {
+        triggers_left(&database).await == 0
+    })
+    .await;
+    assert_eq!(memories_about(&database, &marker(4)).await, 1);
+}
