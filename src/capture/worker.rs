@@ -329,7 +329,8 @@ impl Worker {
         })?;
         let mut written = Vec::new();
         let pair = trigger.pair();
-        for (place, (memory, verdict)) in classified.memories.into_iter().zip(verdicts).enumerate() {
+        for (place, (memory, verdict)) in classified.memories.into_iter().zip(verdicts).enumerate()
+        {
             if let Verdict::Duplicate(of) = verdict {
                 tracing::info!(trigger.id = %trigger.id, duplicate_of = %of, "skipped a near-duplicate memory");
                 stats.skipped_duplicate.fetch_add(1, Ordering::Relaxed);

@@ -10,9 +10,7 @@ use axum::http::StatusCode;
 use serde_json::{Value, json};
 
 use crate::backends::{Backend, over_both_backends};
-use crate::helpers::{
-    Ground, TestApp, get_json, is_ready, settled, wait_until, wait_until_async,
-};
+use crate::helpers::{Ground, TestApp, get_json, is_ready, settled, wait_until, wait_until_async};
 use crate::upstream::{Behaviour, Upstream};
 
 /// An app capturing through its upstream, quick to retry and patient
@@ -53,7 +51,10 @@ async fn accept(app: &TestApp, path: &str, body: &Value) -> Value {
 
 /// The contents of the current memories of `repo` and of the user `ana`.
 async fn memories(app: &TestApp, repo: &str) -> Vec<String> {
-    let listed = app.get(&format!("/memories?repo={repo}&user=ana")).await.json;
+    let listed = app
+        .get(&format!("/memories?repo={repo}&user=ana"))
+        .await
+        .json;
     listed["memories"]
         .as_array()
         .unwrap_or_else(|| panic!("{listed}"))
@@ -117,7 +118,9 @@ async fn a_turn_becomes_memories_that_retrieval_finds(backend: Backend) {
     );
 }
 
-async fn newer_turns_of_a_session_coalesce_and_a_full_queue_drops_turns_not_compactions(backend: Backend) {
+async fn newer_turns_of_a_session_coalesce_and_a_full_queue_drops_turns_not_compactions(
+    backend: Backend,
+) {
     let app = app_over(&backend, |config| {
         config.capture.queue_capacity = 2;
     })
@@ -533,7 +536,10 @@ async fn triggers_are_checked_and_need_a_classifier(backend: Backend) {
     }
     let stats = app.get("/stats").await.json;
     assert_eq!(
-        (stats["capture"]["accepted"].as_u64(), stats["capture"]["queue_depth"].as_u64()),
+        (
+            stats["capture"]["accepted"].as_u64(),
+            stats["capture"]["queue_depth"].as_u64()
+        ),
         (Some(0), Some(0)),
         "nothing was queued: {stats:#}"
     );

@@ -141,7 +141,9 @@ async fn two_replicas_classify_each_trigger_once() {
     for n in 0..TRIGGERS {
         let replica = if n % 2 == 0 { &a } else { &b };
         let repo = format!("repo{}", n % 4);
-        replica.compaction(&repo, &format!("s{n}"), &marker(n)).await;
+        replica
+            .compaction(&repo, &format!("s{n}"), &marker(n))
+            .await;
     }
     wait_until_async("every trigger is processed", async || {
         triggers_left(&database).await == 0
@@ -289,7 +291,10 @@ async fn a_trigger_row_locked_elsewhere_holds_no_replica_back_from_other_pairs()
     upstream.set_chat(Behaviour::Delay(std::time::Duration::from_secs(600)), "");
     let a = Replica::start(&database, &upstream).await;
     let held = a.compaction("forge", "s1", &marker(4)).await;
-    wait_until("A claims the trigger", || calls_about(&upstream, &marker(4)) == 1).await;
+    wait_until("A claims the trigger", || {
+        calls_about(&upstream, &marker(4)) == 1
+    })
+    .await;
     drop(a); // its lease lapses; the row is claimable again
     upstream.set_chat(Behaviour::Answer, "");
 
@@ -298,9 +303,12 @@ async fn a_trigger_row_locked_elsewhere_holds_no_replica_back_from_other_pairs()
     let mut holder = pg_cluster::connect(&database.url).await;
     let lock = holder.transaction().await.unwrap();
     let id: uuid::Uuid = held.parse().unwrap();
-    lock.query_one("SELECT 1 FROM engram_triggers WHERE id = $1 FOR UPDATE", &[&id])
-        .await
-        .unwrap();
+    lock.query_one(
+        "SELECT 1 FROM engram_triggers WHERE id = $1 FOR UPDATE",
+        &[&id],
+    )
+    .await
+    .unwrap();
 
     wait_until_async("A's lease lapses", async || {
         let client = pg_cluster::connect(&database.url).await;

@@ -204,10 +204,7 @@ impl Shared {
     ) -> Result<Option<(Trigger, Lease)>, Error> {
         let mut client = self.database.connection().await?;
         let tx = client.transaction().await.map_err(query)?;
-        let candidates = tx
-            .query(CLAIMABLE, &[&CANDIDATES])
-            .await
-            .map_err(query)?;
+        let candidates = tx.query(CLAIMABLE, &[&CANDIDATES]).await.map_err(query)?;
         let chosen = candidates.iter().find_map(|row| {
             let repo: RepoId = row.get::<_, &str>(1).parse().ok()?;
             let user: UserId = row.get::<_, &str>(2).parse().ok()?;
