@@ -1,10 +1,11 @@
 //! Capture: conversation windows in, memories out, off the request path.
 //!
 //! `POST /turns` and `POST /compactions` hand a window to [`Capture::enqueue`],
-//! which stores it durably in `queue/` and answers at once; the
+//! which stores it durably ([`backlog`]: in `queue/`, or in PostgreSQL's
+//! shared queue) and answers at once; the
 //! [`worker::Worker`] classifies it later with the classifier model, guards
 //! what comes back (secrets, near-duplicates, limits) and writes the
-//! memories. Nothing accepted is lost: a trigger leaves `queue/` only after
+//! memories. Nothing accepted is lost: a trigger leaves the queue only after
 //! its memories are written. What is not accepted (a compaction past the
 //! queue's byte budget, any trigger below the disk floor) is refused with
 //! an error, never dropped silently. Without a classifier model (no

@@ -290,25 +290,17 @@ impl Shared {
     ) -> Result<Vec<QueuedTrigger>, Error> {
         let client = self.database.connection().await?;
         let mut found = Vec::new();
-        for offset in (0..).step_by(usize::try_from(PAGE).unwrap_or(1)) {
-            let rows = client
-                .query(
-                    "SELECT body, attempts, last_error, \
-                            coalesce(lease_until > now(), false) AS in_flight, \
-                            coalesce(not_before > now(), false) \
-                     FROM engram_triggers WHERE failed_at IS NULL \
-                     ORDER BY in_flight DESC, seq LIMIT $1 OFFSET $2",
-                    &[&PAGE, &i64::try_from(offset).unwrap_or(i64::MAX)],
-                )
-                .await
-                .map_err(query)?;
-            for row in &rows {
-                let Ok(trigger) = read_trigger(row) else {
-                    continue;
+        scan(
+            &client,
+            "SELECT body, attempts, last_error, \
+                    coalesce(lease_until > now(), false) AS in_flight, \
+                    coalesce(not_before > now(), false) \
+             FROM engram_triggers WHERE failed_at IS NULL \
+             ORDER BY in_flight DESC, seq LIMIT $1 OFFSET $2",
+            |row| {
+                let Some(trigger) = read_trigger(row).ok().filter(|t| visible(&t.pair())) else {
+                    return true;
                 };
-                if !visible(&trigger.pair()) {
-                    continue;
-                }
                 let state = match (row.get::<_, bool>(3), row.get::<_, bool>(4)) {
                     (true, _) => QueueState::InFlight,
                     (false, true) => QueueState::BackingOff,
@@ -318,14 +310,10 @@ impl Shared {
                     trigger: TriggerSummary::of(&trigger),
                     state,
                 });
-                if found.len() == limit {
-                    return Ok(found);
-                }
-            }
-            if rows.len() < usize::try_from(PAGE).unwrap_or(0) {
-                break;
-            }
-        }
+                found.len() < limit
+            },
+        )
+        .await?;
         Ok(found)
     }
 
@@ -338,32 +326,23 @@ impl Shared {
     ) -> Result<(Vec<TriggerSummary>, bool), Error> {
         let client = self.database.connection().await?;
         let mut found = Vec::new();
-        for offset in (0..).step_by(usize::try_from(PAGE).unwrap_or(1)) {
-            let rows = client
-                .query(
-                    "SELECT body, attempts, last_error FROM engram_triggers \
-                     WHERE failed_at IS NOT NULL ORDER BY seq DESC LIMIT $1 OFFSET $2",
-                    &[&PAGE, &i64::try_from(offset).unwrap_or(i64::MAX)],
-                )
-                .await
-                .map_err(query)?;
-            for row in &rows {
-                let Ok(trigger) = read_trigger(row) else {
-                    continue;
+        let more = scan(
+            &client,
+            "SELECT body, attempts, last_error FROM engram_triggers \
+             WHERE failed_at IS NOT NULL ORDER BY seq DESC LIMIT $1 OFFSET $2",
+            |row| {
+                let Some(trigger) = read_trigger(row).ok().filter(|t| visible(&t.pair())) else {
+                    return true;
                 };
-                if !visible(&trigger.pair()) {
-                    continue;
-                }
                 if found.len() == limit {
-                    return Ok((found, true));
+                    return false;
                 }
                 found.push(TriggerSummary::of(&trigger));
-            }
-            if rows.len() < usize::try_from(PAGE).unwrap_or(0) {
-                break;
-            }
-        }
-        Ok((found, false))
+                true
+            },
+        )
+        .await?;
+        Ok((found, more))
     }
 
     /// Puts the failed trigger `id` (if `visible` admits its pair) back in
@@ -452,6 +431,29 @@ async fn renew(database: Database, id: Uuid, claim: Uuid, lease: Duration) {
                 tracing::warn!(trigger.id = %id, error = %error_chain(&err), "could not renew the claim on a trigger; trying again");
             }
         }
+    }
+}
+
+/// Runs `sql` (which ends in `LIMIT $1 OFFSET $2`) a page at a time,
+/// handing each row to `take` until it returns `false` (then `true`: rows
+/// were left) or the rows run out (`false`).
+async fn scan(
+    client: &tokio_postgres::Client,
+    sql: &str,
+    mut take: impl FnMut(&tokio_postgres::Row) -> bool,
+) -> Result<bool, Error> {
+    let mut offset: i64 = 0;
+    loop {
+        let rows = client.query(sql, &[&PAGE, &offset]).await.map_err(query)?;
+        for row in &rows {
+            if !take(row) {
+                return Ok(true);
+            }
+        }
+        if i64::try_from(rows.len()).unwrap_or(i64::MAX) < PAGE {
+            return Ok(false);
+        }
+        offset += PAGE;
     }
 }
 
