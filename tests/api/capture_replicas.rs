@@ -7,69 +7,46 @@
 //! processed by another.
 
 use serde_json::{Value, json};
-use tempfile::TempDir;
 
-use crate::binary::{Served, binary, free_address, serve};
-use crate::helpers::{post_json, wait_until, wait_until_async};
+use crate::helpers::{get_json, post_json, wait_until, wait_until_async};
 use crate::pg_cluster::{self, TestDatabase};
+use crate::replicas::Replica;
 use crate::upstream::{Behaviour, Chat, Setup, Upstream, Vectors};
 
 /// How long a claim lasts without renewal in these tests: short, so a
 /// dead replica's trigger is taken over quickly.
 const LEASE_MS: &str = "1500";
 
-/// An `engram` process over `database`, classifying through `upstream`;
-/// dropping it kills it with `SIGKILL` and removes its data directory.
-struct Replica {
-    served: Served,
-    _data: TempDir,
+/// A replica over `database`, classifying through `upstream`.
+async fn replica(database: &TestDatabase, upstream: &Upstream) -> Replica {
+    let dimensions = Vectors::SMALL.dimensions.to_string();
+    Replica::start_with(
+        database,
+        &[
+            ("ENGRAM_STORE__POSTGRES__CATCH_UP_MS", "100"),
+            ("ENGRAM_EMBEDDING__PROVIDER", "openai"),
+            ("ENGRAM_EMBEDDING__BASE_URL", &upstream.base_url),
+            ("ENGRAM_EMBEDDING__DIMENSIONS", &dimensions),
+            ("ENGRAM_LLM__BASE_URL", &upstream.base_url),
+            ("ENGRAM_CAPTURE__LEASE_MS", LEASE_MS),
+            ("ENGRAM_CAPTURE__RETRY_BASE_MS", "10"),
+        ],
+    )
+    .await
 }
 
-impl Replica {
-    async fn start(database: &TestDatabase, upstream: &Upstream) -> Self {
-        let data = tempfile::tempdir().unwrap();
-        let listen = free_address();
-        let data_dir = data.path().join("data");
-        let dimensions = Vectors::SMALL.dimensions.to_string();
-        let served = serve(
-            &binary(),
-            data.path(),
-            &listen,
-            &[],
-            &[
-                ("ENGRAM_LISTEN", &listen),
-                ("ENGRAM_DATA_DIR", data_dir.to_str().unwrap()),
-                ("ENGRAM_STORE__BACKEND", "postgres"),
-                ("ENGRAM_STORE__POSTGRES__CATCH_UP_MS", "100"),
-                ("DATABASE_URL", &database.url),
-                ("ENGRAM_EMBEDDING__PROVIDER", "openai"),
-                ("ENGRAM_EMBEDDING__BASE_URL", &upstream.base_url),
-                ("ENGRAM_EMBEDDING__DIMENSIONS", &dimensions),
-                ("ENGRAM_LLM__BASE_URL", &upstream.base_url),
-                ("ENGRAM_CAPTURE__LEASE_MS", LEASE_MS),
-                ("ENGRAM_CAPTURE__RETRY_BASE_MS", "10"),
-            ],
-        )
-        .await;
-        Self {
-            served,
-            _data: data,
-        }
-    }
-
-    /// Sends a compaction (never dropped) whose one user line is made of
-    /// `marker` (words of its own, so that no two markers' memories are
-    /// near-duplicates), and returns the trigger's id once it is accepted.
-    async fn compaction(&self, repo: &str, session: &str, marker: &str) -> String {
-        let line = format!("{marker} {marker}q {marker}r {marker}s {marker}t");
-        let body = json!({"session_id": session, "repo": repo, "user": "ana", "messages": [
-            {"role": "user", "content": line},
-            {"role": "assistant", "content": "Noted."},
-        ]});
-        let answer = post_json(&self.served.base_url, "/compactions", &body).await;
-        assert_eq!(answer["status"], "queued", "{answer}");
-        answer["trigger_id"].as_str().unwrap().to_owned()
-    }
+/// Sends `replica` a compaction (never dropped) whose one user line is
+/// made of `marker` (words of its own, so that no two markers' memories
+/// are near-duplicates), and returns the trigger's id once it is accepted.
+async fn compaction(replica: &Replica, repo: &str, session: &str, marker: &str) -> String {
+    let line = format!("{marker} {marker}q {marker}r {marker}s {marker}t");
+    let body = json!({"session_id": session, "repo": repo, "user": "ana", "messages": [
+        {"role": "user", "content": line},
+        {"role": "assistant", "content": "Noted."},
+    ]});
+    let answer = post_json(replica.url(), "/compactions", &body).await;
+    assert_eq!(answer["status"], "queued", "{answer}");
+    answer["trigger_id"].as_str().unwrap().to_owned()
 }
 
 /// A fake upstream whose classifier proposes one memory per trigger, made
@@ -134,16 +111,14 @@ async fn two_replicas_classify_each_trigger_once() {
     // Slow enough that both replicas look at the queue while claims are
     // in flight.
     upstream.set_chat(Behaviour::Delay(std::time::Duration::from_millis(150)), "");
-    let a = Replica::start(&database, &upstream).await;
-    let b = Replica::start(&database, &upstream).await;
+    let a = replica(&database, &upstream).await;
+    let b = replica(&database, &upstream).await;
 
     const TRIGGERS: usize = 24;
     for n in 0..TRIGGERS {
-        let replica = if n % 2 == 0 { &a } else { &b };
+        let accepting = if n % 2 == 0 { &a } else { &b };
         let repo = format!("repo{}", n % 4);
-        replica
-            .compaction(&repo, &format!("s{n}"), &marker(n))
-            .await;
+        compaction(accepting, &repo, &format!("s{n}"), &marker(n)).await;
     }
     wait_until_async("every trigger is processed", async || {
         triggers_left(&database).await == 0
@@ -173,14 +148,14 @@ async fn a_replica_killed_holding_a_claim_has_its_trigger_finished_by_another_on
     let upstream = classifier().await;
     // A's classifier call is held: A holds the claim while it waits.
     upstream.set_chat(Behaviour::Delay(std::time::Duration::from_secs(600)), "");
-    let a = Replica::start(&database, &upstream).await;
+    let a = replica(&database, &upstream).await;
     let marker = marker(1);
-    a.compaction("forge", "s1", &marker).await;
+    compaction(&a, "forge", "s1", &marker).await;
     wait_until("A's classifier call is in flight", || {
         calls_about(&upstream, &marker) == 1
     })
     .await;
-    let b = Replica::start(&database, &upstream).await;
+    let b = replica(&database, &upstream).await;
 
     upstream.set_chat(Behaviour::Answer, "");
     drop(a); // kill -9, in the middle of the pass
@@ -191,11 +166,7 @@ async fn a_replica_killed_holding_a_claim_has_its_trigger_finished_by_another_on
     .await;
     assert_eq!(calls_about(&upstream, &marker), 2, "A's call, then B's");
     assert_eq!(memories_about(&database, &marker).await, 1);
-    let listed = crate::helpers::get_json(
-        &b.served.base_url,
-        "/memories?repo=forge&user=ana&scope=repo",
-    )
-    .await;
+    let listed = get_json(b.url(), "/memories?repo=forge&user=ana&scope=repo").await;
     let contents: Vec<&Value> = listed["memories"]
         .as_array()
         .unwrap()
@@ -212,15 +183,15 @@ async fn a_trigger_accepted_by_a_replica_killed_after_its_202_is_processed_by_an
     };
     let upstream = classifier().await;
     upstream.set_chat(Behaviour::Delay(std::time::Duration::from_secs(600)), "");
-    let a = Replica::start(&database, &upstream).await;
+    let a = replica(&database, &upstream).await;
     let marker = marker(2);
-    a.compaction("forge", "s1", &marker).await;
+    compaction(&a, "forge", "s1", &marker).await;
     // Killed at once, its data directory gone: the trigger lives in the
     // database alone.
     drop(a);
     upstream.set_chat(Behaviour::Answer, "");
 
-    let _b = Replica::start(&database, &upstream).await;
+    let _b = replica(&database, &upstream).await;
     wait_until_async("B processes the trigger", async || {
         triggers_left(&database).await == 0
     })
@@ -249,15 +220,15 @@ async fn a_pass_run_again_after_its_replica_was_killed_writes_its_memories_once(
         r#"[{"content": "Deploys wait for the nightly benchmarks.", "scope": "repo", "category": "project-conventions"}]"#,
     );
 
-    let a = Replica::start(&database, &first).await;
-    a.compaction("forge", "s1", &marker(3)).await;
+    let a = replica(&database, &first).await;
+    compaction(&a, "forge", "s1", &marker(3)).await;
     wait_until_async("A commits its memory", async || {
         memories_about(&database, &marker(3)).await == 1
     })
     .await;
     drop(a); // kill -9, before the pass is recorded and the trigger done
 
-    let _b = Replica::start(&database, &second).await;
+    let _b = replica(&database, &second).await;
     wait_until_async("B finishes the trigger", async || {
         triggers_left(&database).await == 0
     })
@@ -289,8 +260,8 @@ async fn a_trigger_row_locked_elsewhere_holds_no_replica_back_from_other_pairs()
     };
     let upstream = classifier().await;
     upstream.set_chat(Behaviour::Delay(std::time::Duration::from_secs(600)), "");
-    let a = Replica::start(&database, &upstream).await;
-    let held = a.compaction("forge", "s1", &marker(4)).await;
+    let a = replica(&database, &upstream).await;
+    let held = compaction(&a, "forge", "s1", &marker(4)).await;
     wait_until("A claims the trigger", || {
         calls_about(&upstream, &marker(4)) == 1
     })
@@ -323,8 +294,8 @@ async fn a_trigger_row_locked_elsewhere_holds_no_replica_back_from_other_pairs()
     })
     .await;
 
-    let b = Replica::start(&database, &upstream).await;
-    b.compaction("billing", "s2", &marker(5)).await;
+    let b = replica(&database, &upstream).await;
+    compaction(&b, "billing", "s2", &marker(5)).await;
     wait_until_async("B processes the other pair's trigger", async || {
         memories_about(&database, &marker(5)).await == 1
     })
