@@ -20,7 +20,10 @@ pub(crate) async fn app_on(adjust: impl FnOnce(&mut engram::config::Config)) -> 
 }
 
 /// [`app_on`], over `backend`.
-async fn app_over(backend: &Backend, adjust: impl FnOnce(&mut engram::config::Config)) -> TestApp {
+pub(crate) async fn app_over(
+    backend: &Backend,
+    adjust: impl FnOnce(&mut engram::config::Config),
+) -> TestApp {
     backend
         .builder()
         .llm()
