@@ -19,6 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::auth::ApiKeys;
 use crate::blocking;
+use crate::capture::backlog::{self, Backlog};
 use crate::capture::ledger::Ledger;
 use crate::capture::queue::{self, Queue};
 use crate::capture::triggers::RecentTriggers;
@@ -78,12 +79,28 @@ impl App {
     /// ready once that build is done.
     pub async fn build(config: Config) -> Result<Self, Error> {
         let (store, follow) = open_store(&config).await?;
+        let database = match &follow {
+            Follow::ChangeLog { database, .. } => Some(database.clone()),
+            Follow::Watch(_) => None,
+        };
         let (embedder, cache, access, queue, meter) = {
             let config = config.clone();
+            let database = database.clone();
             blocking::run(move || -> Result<_, Error> {
                 let data_dir = &config.data_dir;
                 let queue_limits = queue::Limits::from_config(&config);
-                let queue = Arc::new(Queue::open(&data_dir.join("queue"), queue_limits)?);
+                let queue = match database {
+                    Some(database) => Backlog::Postgres(Arc::new(backlog::postgres::Shared::new(
+                        database,
+                        queue_limits,
+                        config.capture.lease(),
+                        config.store.postgres.catch_up(),
+                    ))),
+                    None => Backlog::Files(Arc::new(Queue::open(
+                        &data_dir.join("queue"),
+                        queue_limits,
+                    )?)),
+                };
                 let meter = Meter::open(&config);
                 let embedder = Embedder::from_config(&config.embedding)?.metered(meter.clone());
                 let cache_dir = data_dir.join(".cache");
@@ -167,9 +184,10 @@ impl App {
                 index: index.clone(),
                 embedder: embedder.clone(),
                 llm: llm.clone(),
-                ledger: Arc::new(Ledger::new(
-                    config.data_dir.join("queue").join("classified"),
-                )),
+                ledger: Arc::new(match database {
+                    Some(database) => Ledger::in_database(database),
+                    None => Ledger::new(config.data_dir.join("queue").join("classified")),
+                }),
                 stats: capture_stats,
                 recent: recent_triggers,
                 wake,

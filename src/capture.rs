@@ -1,16 +1,18 @@
 //! Capture: conversation windows in, memories out, off the request path.
 //!
 //! `POST /turns` and `POST /compactions` hand a window to [`Capture::enqueue`],
-//! which stores it durably in `queue/` and answers at once; the
+//! which stores it durably ([`backlog`]: in `queue/`, or in PostgreSQL's
+//! shared queue) and answers at once; the
 //! [`worker::Worker`] classifies it later with the classifier model, guards
 //! what comes back (secrets, near-duplicates, limits) and writes the
-//! memories. Nothing accepted is lost: a trigger leaves `queue/` only after
+//! memories. Nothing accepted is lost: a trigger leaves the queue only after
 //! its memories are written. What is not accepted (a compaction past the
 //! queue's byte budget, any trigger below the disk floor) is refused with
 //! an error, never dropped silently. Without a classifier model (no
 //! `llm`) capture is agent-driven ([`mode`]): triggers are refused, and the
 //! agent writes memories itself.
 
+pub mod backlog;
 pub mod classifier_reply;
 pub mod classify;
 pub mod guard;
@@ -31,8 +33,9 @@ use utoipa::ToSchema;
 
 use crate::blocking;
 use crate::store::NamespacePair;
+use backlog::Backlog;
 pub use mode::CaptureMode;
-use queue::{EnqueueStatus, Queue, QueuedTrigger, Trigger};
+use queue::{EnqueueStatus, QueuedTrigger, Trigger};
 use triggers::{PassOutcome, RecentTriggers, TriggerSummary};
 
 /// How the worker runs, from the configuration.
@@ -107,7 +110,7 @@ pub struct CaptureStatsView {
 /// The capture handle: cheap to clone.
 #[derive(Clone)]
 pub struct Capture {
-    queue: Arc<Queue>,
+    queue: Backlog,
     stats: Arc<CaptureStats>,
     /// The latest passes, which the worker logs.
     recent: Arc<RecentTriggers>,
@@ -117,7 +120,7 @@ pub struct Capture {
 
 impl Capture {
     pub fn new(
-        queue: Arc<Queue>,
+        queue: Backlog,
         stats: Arc<CaptureStats>,
         recent: Arc<RecentTriggers>,
         wake: Arc<Notify>,
@@ -180,12 +183,12 @@ impl Capture {
     }
 
     /// Up to `limit` triggers waiting or in flight whose pair `visible` admits.
-    pub fn queued(
+    pub async fn queued(
         &self,
         limit: usize,
         visible: impl Fn(&NamespacePair) -> bool,
-    ) -> Vec<QueuedTrigger> {
-        self.queue.queued(limit, visible)
+    ) -> Result<Vec<QueuedTrigger>, queue::Error> {
+        self.queue.queued(limit, visible).await
     }
 
     /// Up to `limit` of the latest passes whose pair `visible` admits, newest first.
@@ -197,26 +200,25 @@ impl Capture {
         self.recent.newest(limit, visible)
     }
 
-    /// Up to `limit` triggers of `queue/failed/` whose pair `visible`
-    /// admits, newest first, and whether there are more.
+    /// Up to `limit` failed triggers (`queue/failed/`, or the shared
+    /// queue's) whose pair `visible` admits, newest first, and whether
+    /// there are more.
     pub async fn failed(
         &self,
         limit: usize,
         visible: impl Fn(&NamespacePair) -> bool + Send + 'static,
     ) -> Result<(Vec<TriggerSummary>, bool), queue::Error> {
-        let queue = self.queue.clone();
-        blocking::run(move || queue.failed(limit, visible)).await
+        self.queue.failed(limit, visible).await
     }
 
     /// Moves the failed trigger `id` back into the queue (see
-    /// [`Queue::retry_failed`]) and wakes the worker.
+    /// [`queue::Queue::retry_failed`]) and wakes the worker.
     pub async fn retry(
         &self,
         id: uuid::Uuid,
         visible: impl Fn(&NamespacePair) -> bool + Send + 'static,
     ) -> Result<(), queue::Error> {
-        let queue = self.queue.clone();
-        blocking::run(move || queue.retry_failed(id, visible)).await?;
+        self.queue.retry_failed(id, visible).await?;
         self.wake.notify_one();
         Ok(())
     }

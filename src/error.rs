@@ -319,6 +319,10 @@ impl From<store::WriteError> for ApiError {
                 detail: format!("`{field}` {reason}"),
                 field,
             },
+            store::WriteError::Exists(id) => Self::Conflict {
+                detail: format!("`id` {id} is written already"),
+                field: "id".to_owned(),
+            },
             store::WriteError::Store(err) => err.into(),
         }
     }
@@ -340,7 +344,9 @@ impl From<queue::Error> for ApiError {
                 field: "id".to_owned(),
                 detail: err.to_string(),
             },
-            queue::Error::Write { .. } | queue::Error::Read { .. } => Self::internal(err),
+            queue::Error::Write { .. } | queue::Error::Read { .. } | queue::Error::Database(_) => {
+                Self::internal(err)
+            }
         }
     }
 }

@@ -78,6 +78,9 @@ pub enum WriteError {
     /// The request is valid but clashes with the current state.
     #[error("`{field}` {reason}")]
     Conflict { field: String, reason: String },
+    /// A memory with this id is written already ([`Store::create_once`]).
+    #[error("a memory with the id {0} is written already")]
+    Exists(MemoryId),
     #[error(transparent)]
     Store(#[from] Error),
 }

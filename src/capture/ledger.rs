@@ -17,9 +17,13 @@
 //! One file per session, `<data_dir>/queue/classified/<hash>.json`, named
 //! by a hash of (repo, user, session), replaced atomically after a pass's
 //! memories are written: a crash in between leaves the messages
-//! unrecorded, so they are classified again, never skipped. Bounded: a
+//! unrecorded, so they are classified again, never skipped (and the pass's
+//! memories, written under the same ids again, are not written twice; see
+//! the worker). In postgres mode the ledger is a row per session of
+//! `engram_classified`, which every replica reads, so one replica never
+//! classifies again what another did. Bounded: a
 //! session keeps its latest [`MAX_MARKS`] messages (an older one met again
-//! is classified again), and a session whose file has not changed for
+//! is classified again), and a session whose file (or row) has not changed for
 //! [`SESSION_TTL`] is deleted by [`Ledger::sweep`], which the worker runs
 //! at start and then hourly.
 
@@ -34,8 +38,10 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::capture::queue::{StoredLine, Trigger};
+use crate::causes::error_chain;
 use crate::memory::{RepoId, SessionId, UserId};
 use crate::store::atomic;
+use crate::store::postgres::Database;
 
 /// The most messages one session's ledger remembers, its latest.
 pub const MAX_MARKS: usize = 4096;
@@ -170,22 +176,37 @@ struct FileIn {
     marks: Vec<Mark>,
 }
 
-/// The ledgers' directory. Blocking: call its methods from a blocking
-/// thread.
+/// The ledgers: a directory, or a table. Blocking: call its methods from a
+/// blocking thread (of the runtime, for the table's).
 pub struct Ledger {
-    dir: PathBuf,
+    place: Place,
     last_sweep: Mutex<Option<Instant>>,
 }
 
+enum Place {
+    Files(PathBuf),
+    Postgres(Database),
+}
+
 impl Ledger {
+    /// The ledgers in the files of `dir`.
     pub fn new(dir: PathBuf) -> Self {
+        Self::at(Place::Files(dir))
+    }
+
+    /// The ledgers in `database`'s `engram_classified`, shared by replicas.
+    pub fn in_database(database: Database) -> Self {
+        Self::at(Place::Postgres(database))
+    }
+
+    fn at(place: Place) -> Self {
         Self {
-            dir,
+            place,
             last_sweep: Mutex::new(None),
         }
     }
 
-    fn path(&self, session: &Session) -> PathBuf {
+    fn path(dir: &Path, session: &Session) -> PathBuf {
         let key = Sha256::new()
             .chain_update(session.repo.as_str())
             .chain_update([0])
@@ -194,13 +215,26 @@ impl Ledger {
             .chain_update(session.session_id.as_str())
             .finalize();
         let name: String = key[..16].iter().map(|byte| format!("{byte:02x}")).collect();
-        self.dir.join(format!("{name}.json"))
+        dir.join(format!("{name}.json"))
     }
 
-    /// What the trigger's session has classified; nothing when its file is
-    /// missing, expired or unreadable (so everything is classified again).
+    /// What the trigger's session has classified; nothing when its file
+    /// (or row) is missing, expired or unreadable (so everything is
+    /// classified again).
     pub fn seen(&self, session: &Session) -> Seen {
-        let path = self.path(session);
+        let dir = match &self.place {
+            Place::Files(dir) => dir,
+            Place::Postgres(database) => {
+                return match block_on(table::seen(database, session)) {
+                    Ok(marks) => Seen::from_marks(marks.unwrap_or_default()),
+                    Err(err) => {
+                        tracing::warn!(error = %error_chain(&err), "could not read a session's ledger; its window is classified in full");
+                        Seen::default()
+                    }
+                };
+            }
+        };
+        let path = Self::path(dir, session);
         let bytes = match fs::read(&path) {
             Ok(bytes) => bytes,
             Err(err) if err.kind() == io::ErrorKind::NotFound => return Seen::default(),
@@ -224,12 +258,18 @@ impl Ledger {
     /// Stores `seen` as the trigger's session's ledger, atomically and
     /// durably, and sweeps expired sessions when it is time.
     pub fn record(&self, session: &Session, seen: &Seen) -> io::Result<()> {
-        let file = FileOut {
-            session,
-            marks: &seen.marks,
-        };
-        let json = serde_json::to_vec(&file).expect("a ledger serializes");
-        atomic::write(&self.path(session), &json)?;
+        match &self.place {
+            Place::Files(dir) => {
+                let file = FileOut {
+                    session,
+                    marks: &seen.marks,
+                };
+                let json = serde_json::to_vec(&file).expect("a ledger serializes");
+                atomic::write(&Self::path(dir, session), &json)?;
+            }
+            Place::Postgres(database) => block_on(table::record(database, session, &seen.marks))
+                .map_err(|err| io::Error::other(error_chain(&err)))?,
+        }
         if self.sweep_due() {
             self.sweep();
         }
@@ -255,7 +295,16 @@ impl Ledger {
             .last_sweep
             .lock()
             .unwrap_or_else(PoisonError::into_inner) = Some(Instant::now());
-        let Ok(entries) = fs::read_dir(&self.dir) else {
+        let dir = match &self.place {
+            Place::Files(dir) => dir,
+            Place::Postgres(database) => {
+                return block_on(table::sweep(database)).unwrap_or_else(|err| {
+                    tracing::warn!(error = %error_chain(&err), "could not sweep the ledgers of idle sessions; tried again in an hour");
+                    0
+                });
+            }
+        };
+        let Ok(entries) = fs::read_dir(dir) else {
             return 0;
         };
         let mut removed = 0;
@@ -269,6 +318,86 @@ impl Ledger {
             }
         }
         removed
+    }
+}
+
+/// Runs a query of the table's on the runtime, from a blocking thread.
+fn block_on<T>(query: impl Future<Output = T>) -> T {
+    tokio::runtime::Handle::current().block_on(query)
+}
+
+/// The ledgers as rows of `engram_classified`.
+mod table {
+    use super::{Mark, SESSION_TTL, Session};
+    use crate::store::postgres::{Database, Error};
+
+    /// The session's marks, unless it has none or they expired.
+    pub(super) async fn seen(
+        database: &Database,
+        session: &Session,
+    ) -> Result<Option<Vec<Mark>>, Error> {
+        let client = database.connection().await?;
+        let row = client
+            .query_opt(
+                "SELECT marks FROM engram_classified \
+                 WHERE repo = $1 AND user_id = $2 AND session_id = $3 \
+                   AND updated_at > now() - make_interval(secs => $4)",
+                &[
+                    &session.repo.as_str(),
+                    &session.user.as_str(),
+                    &session.session_id.as_str(),
+                    &SESSION_TTL.as_secs_f64(),
+                ],
+            )
+            .await?;
+        let Some(row) = row else {
+            return Ok(None);
+        };
+        serde_json::from_value(row.get(0))
+            .map(Some)
+            .map_err(|err| Error::Row {
+                table: "engram_classified",
+                reason: err.to_string(),
+            })
+    }
+
+    pub(super) async fn record(
+        database: &Database,
+        session: &Session,
+        marks: &[Mark],
+    ) -> Result<(), Error> {
+        let marks = serde_json::to_value(marks).expect("marks serialize");
+        database
+            .connection()
+            .await?
+            .execute(
+                "INSERT INTO engram_classified (repo, user_id, session_id, marks) \
+                 VALUES ($1, $2, $3, $4) \
+                 ON CONFLICT (repo, user_id, session_id) \
+                 DO UPDATE SET marks = EXCLUDED.marks, updated_at = now()",
+                &[
+                    &session.repo.as_str(),
+                    &session.user.as_str(),
+                    &session.session_id.as_str(),
+                    &marks,
+                ],
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// Deletes the sessions idle past [`SESSION_TTL`]; how many went.
+    pub(super) async fn sweep(database: &Database) -> Result<usize, Error> {
+        let removed = database
+            .connection()
+            .await?
+            .execute(
+                "DELETE FROM engram_classified \
+                 WHERE updated_at <= now() - make_interval(secs => $1)",
+                &[&SESSION_TTL.as_secs_f64()],
+            )
+            .await?;
+        Ok(usize::try_from(removed).unwrap_or(usize::MAX))
     }
 }
 

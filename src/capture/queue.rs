@@ -48,6 +48,7 @@ use crate::disk::LowSpace;
 use crate::memory::{RepoId, SessionId, UserId};
 use crate::store::{NamespacePair, atomic};
 use crate::window::Speaker;
+pub(crate) use enqueue::check_budgets;
 use log::Log;
 use state::{State, Waiting};
 use summary::TriggerSummary;
@@ -170,6 +171,8 @@ pub enum Error {
     },
     #[error(transparent)]
     LowSpace(#[from] LowSpace),
+    #[error("the capture queue in PostgreSQL")]
+    Database(#[from] crate::store::postgres::Error),
     /// No trigger with this id is in `queue/failed/` (for this caller).
     #[error("no failed trigger has the id {0}")]
     NoSuchFailed(Uuid),
@@ -395,7 +398,7 @@ fn serialize(trigger: &Trigger) -> Vec<u8> {
 }
 
 /// A trigger as the log holds it; its length is what the byte budgets count.
-fn to_json(trigger: &Trigger) -> Vec<u8> {
+pub(crate) fn to_json(trigger: &Trigger) -> Vec<u8> {
     serde_json::to_vec(trigger).expect("a trigger serializes")
 }
 

@@ -5,7 +5,15 @@
 //! record them in the ledger; then it leaves the queue. A trigger with no
 //! new message makes no model call. Transient classifier or embedder
 //! faults are retried with backoff (the passes already recorded are not
-//! run again); a trigger that keeps failing moves to `queue/failed/`.
+//! run again); a trigger that keeps failing moves to `queue/failed/` (or
+//! is marked failed in the shared queue).
+//!
+//! A pass's memories have ids derived from the trigger, the pass's first
+//! message and their place in the classifier's reply ([`pass_memory_id`]),
+//! and are written with [`Store::create_once`]: a pass run again (after a
+//! crash before the ledger recorded it, or by another replica once the
+//! lease of one that died has passed) writes into the same ids, so it
+//! never writes a memory twice.
 //!
 //! Before a trigger is taken, the daily token budgets are checked (the
 //! whole capture's and its pair's): past one, the trigger stays queued
@@ -18,17 +26,19 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
+use sha2::{Digest, Sha256};
 
 use tokio::sync::{Notify, Semaphore};
 use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 
 use crate::blocking;
+use crate::capture::backlog::{Backlog, Claimed};
 use crate::capture::classify::{self, Classified};
 use crate::capture::guard::{self, Verdict};
 use crate::capture::ledger::{self, Ledger, Session};
 use crate::capture::prompt;
-use crate::capture::queue::{Queue, Trigger};
+use crate::capture::queue::Trigger;
 use crate::capture::triggers::{PassResult, RecentTriggers};
 use crate::capture::{CaptureStats, Settings};
 use crate::causes::error_chain;
@@ -65,7 +75,7 @@ pub struct Worker {
 
 /// What the worker works with.
 pub struct WorkerDeps {
-    pub queue: Arc<Queue>,
+    pub queue: Backlog,
     pub store: Store,
     pub index: Arc<Index>,
     pub embedder: Embedder,
@@ -122,7 +132,8 @@ impl Worker {
             if let Some(trigger) = self
                 .deps
                 .queue
-                .take_next(|trigger| gate.admits(&trigger.repo, &trigger.user))
+                .take_next(|repo, user| gate.admits(repo, user))
+                .await
             {
                 let worker = self.clone();
                 steps.spawn(async move {
@@ -133,7 +144,7 @@ impl Worker {
                 continue;
             }
             drop(permit);
-            let retry = self.deps.queue.next_retry_at();
+            let retry = self.deps.queue.next_look_at();
             let renewal = gate.reopens_at().map(instant_of);
             let next = [retry, renewal].into_iter().flatten().min();
             tokio::select! {
@@ -146,19 +157,15 @@ impl Worker {
     }
 
     /// Processes one trigger taken from the queue, to the end.
-    pub async fn step(&self, trigger: Trigger) -> Step {
+    pub async fn step(&self, claimed: Claimed) -> Step {
         let started = Instant::now();
         let mut usage = None;
+        let trigger = claimed.trigger.clone();
         let outcome = self.passes(&trigger, &mut usage).await;
         let stats = &self.deps.stats;
         match outcome {
             Ok(written) => {
-                let queue = self.deps.queue.clone();
-                let trigger = blocking::run(move || {
-                    queue.finish(&trigger);
-                    trigger
-                })
-                .await;
+                self.deps.queue.finish(claimed).await;
                 stats.processed.fetch_add(1, Ordering::Relaxed);
                 tracing::info!(trigger.id = %trigger.id, memories.written = written.len(), duration_ms = started.elapsed().as_millis(), "capture pass finished");
                 let count = written.len();
@@ -179,9 +186,10 @@ impl Worker {
                     Some(fault.message.clone()),
                     usage,
                 );
-                let queue = self.deps.queue.clone();
-                let at = Instant::now() + backoff;
-                blocking::run(move || queue.retry_later(trigger, fault.message, at)).await;
+                self.deps
+                    .queue
+                    .retry_later(claimed, fault.message, backoff)
+                    .await;
                 Step::Retrying
             }
             Err(fault) => {
@@ -194,8 +202,7 @@ impl Worker {
                     Some(fault.message.clone()),
                     usage,
                 );
-                let queue = self.deps.queue.clone();
-                blocking::run(move || queue.fail(trigger, fault.message)).await;
+                self.deps.queue.fail(claimed, fault.message).await;
                 Step::Failed
             }
         }
@@ -268,7 +275,7 @@ impl Worker {
                 transient: matches!(&err, classify::Error::Upstream(e) if e.is_transient()),
                 message: error_chain(&err),
             })?;
-            written.extend(self.write(trigger, classified).await?);
+            written.extend(self.write(trigger, from, classified).await?);
             seen.add(&marks[..prompt.covers]);
             let (ledger, session) = (self.deps.ledger.clone(), Session::of(trigger));
             seen = blocking::run(move || {
@@ -283,10 +290,12 @@ impl Worker {
         Ok(written)
     }
 
-    /// Guards and writes the classified memories; the ids written, in order.
+    /// Guards and writes the classified memories of the pass from message
+    /// `from`; the ids written, in order.
     async fn write(
         &self,
         trigger: &Trigger,
+        from: usize,
         classified: Classified,
     ) -> Result<Vec<MemoryId>, Fault> {
         let stats = &self.deps.stats;
@@ -320,20 +329,28 @@ impl Worker {
         })?;
         let mut written = Vec::new();
         let pair = trigger.pair();
-        for (memory, verdict) in classified.memories.into_iter().zip(verdicts) {
+        for (place, (memory, verdict)) in classified.memories.into_iter().zip(verdicts).enumerate()
+        {
             if let Verdict::Duplicate(of) = verdict {
                 tracing::info!(trigger.id = %trigger.id, duplicate_of = %of, "skipped a near-duplicate memory");
                 stats.skipped_duplicate.fetch_add(1, Ordering::Relaxed);
                 continue;
             }
             let supersedes = memory.supersedes.is_some();
-            match self.deps.store.create(memory).await {
+            let id = pass_memory_id(trigger, from, place);
+            match self.deps.store.create_once(id, memory).await {
                 Ok(memory) => {
                     written.push(memory.id);
                     stats.written.fetch_add(1, Ordering::Relaxed);
                     if supersedes {
                         stats.superseded.fetch_add(1, Ordering::Relaxed);
                     }
+                }
+                // This pass ran before (its replica stopped before the
+                // ledger recorded it) and wrote this memory then.
+                Err(WriteError::Exists(id)) => {
+                    tracing::info!(trigger.id = %trigger.id, memory.id = %id, "a memory of this pass is written already; not written twice");
+                    stats.skipped_duplicate.fetch_add(1, Ordering::Relaxed);
                 }
                 Err(WriteError::Store(err)) => {
                     return Err(Fault {
@@ -358,6 +375,20 @@ impl Worker {
     }
 }
 
+/// The id of the memory at `place` in the reply of `trigger`'s pass from
+/// message `from`: the same each time the pass runs. Time-ordered like
+/// any memory id (a UUID v7), by the trigger's acceptance.
+pub fn pass_memory_id(trigger: &Trigger, from: usize, place: usize) -> MemoryId {
+    let digest = Sha256::new()
+        .chain_update(trigger.id.as_bytes())
+        .chain_update((from as u64).to_le_bytes())
+        .chain_update((place as u64).to_le_bytes())
+        .finalize();
+    let random: [u8; 10] = digest[..10].try_into().expect("a digest is 32 bytes");
+    let millis = u64::try_from(trigger.accepted_at.timestamp_millis()).unwrap_or(0);
+    MemoryId::from_uuid(uuid::Builder::from_unix_timestamp_millis(millis, &random).into_uuid())
+}
+
 /// Why a step failed, and whether trying again may help.
 struct Fault {
     transient: bool,
@@ -373,5 +404,43 @@ async fn sleep_until(at: Option<Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at.into()).await,
         None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::capture::queue::{Kind, StoredLine};
+
+    fn trigger() -> Trigger {
+        Trigger {
+            id: uuid::Uuid::now_v7(),
+            kind: Kind::Turn,
+            session_id: "s1".parse().unwrap(),
+            turn_id: None,
+            repo: "forge".parse().unwrap(),
+            user: "ana".parse().unwrap(),
+            window: vec![StoredLine {
+                role: "user".to_owned(),
+                text: "use tabs".to_owned(),
+            }],
+            accepted_at: Utc::now(),
+            attempts: 0,
+            last_error: None,
+        }
+    }
+
+    #[test]
+    fn a_pass_run_again_writes_into_the_same_ids_and_no_other_pass_does() {
+        let (one, other) = (trigger(), trigger());
+        let id = pass_memory_id(&one, 2, 0);
+        assert_eq!(id, pass_memory_id(&one, 2, 0), "the same pass, again");
+        let others = [
+            pass_memory_id(&one, 2, 1),
+            pass_memory_id(&one, 3, 0),
+            pass_memory_id(&other, 2, 0),
+        ];
+        assert!(!others.contains(&id), "{id} among {others:?}");
+        assert_eq!(id.as_uuid().get_version_num(), 7, "time-ordered");
     }
 }

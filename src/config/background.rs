@@ -43,6 +43,11 @@ pub struct CaptureConfig {
     /// The most tokens of a session's already classified messages sent
     /// before its new ones, for the model to understand them (0: none).
     pub context_tokens: usize,
+    /// How long a replica's claim on a trigger lasts without renewal, in
+    /// ms (`store.backend: postgres`): the claim is renewed while a pass
+    /// runs, and a replica that died leaves its trigger to the others
+    /// this long after its last renewal.
+    pub lease_ms: u64,
 }
 
 impl Default for CaptureConfig {
@@ -60,6 +65,7 @@ impl Default for CaptureConfig {
             // The assistant's previous answer, in most turns of a coding
             // session: what "yes, do that" answers.
             context_tokens: 1024,
+            lease_ms: 30_000,
         }
     }
 }
@@ -89,6 +95,12 @@ impl Default for StoreConfig {
             watch: true,
             debounce_ms: 150,
         }
+    }
+}
+
+impl CaptureConfig {
+    pub fn lease(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(self.lease_ms)
     }
 }
 

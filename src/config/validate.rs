@@ -93,6 +93,9 @@ impl Config {
         if !(10..=600_000).contains(&capture.retry_base_ms) {
             return key_error("capture.retry_base_ms", "must be between 10 and 600000");
         }
+        if !(300..=3_600_000).contains(&capture.lease_ms) {
+            return key_error("capture.lease_ms", "must be between 300 and 3600000");
+        }
         if !(10..=10_000).contains(&self.store.debounce_ms) {
             return key_error("store.debounce_ms", "must be between 10 and 10000");
         }

@@ -78,7 +78,7 @@ pub async fn list_triggers(
     };
     // In the order a trigger moves (queued, then logged, then failed), so
     // one moving meanwhile shows in both places rather than in neither.
-    let queued = capture.queued(limit, &visible);
+    let queued = capture.queued(limit, &visible).await?;
     let recent = capture.recent(limit, &visible);
     let (failed, failed_more) = capture.failed(limit, visible).await?;
     Ok(Json(ListTriggersResponse {

@@ -34,7 +34,7 @@ impl Store {
     /// Loads every memory of `database` as of one change of its log, and
     /// returns the store with that change's number, for the follower to
     /// start after ([`super::postgres::follow::spawn`]). `root` still holds what
-    /// is local to this replica (`queue/`, `.cache/`).
+    /// is local to this replica (`.cache/`, `usage.json`).
     pub async fn open_postgres(root: &Path, database: Database) -> Result<(Self, u64), Error> {
         let snapshot = database.snapshot().await?;
         let view = View::of(snapshot.memories);
@@ -120,6 +120,7 @@ fn refused(memory: &Memory, refusal: Refusal) -> WriteError {
             field: "supersedes".to_owned(),
             reason: format!("names no memory of {}: {predecessor}", memory.namespace),
         },
+        Refusal::Exists => WriteError::Exists(memory.id),
         Refusal::Superseded(successor) => WriteError::Conflict {
             field: "supersedes".to_owned(),
             reason: format!(

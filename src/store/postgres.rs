@@ -25,6 +25,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use tokio_postgres::NoTls;
+use tokio_postgres::error::SqlState;
 
 use crate::config::PostgresConfig;
 use crate::memory::{Memory, MemoryId};
@@ -64,6 +65,8 @@ pub enum Refusal {
     PredecessorGone,
     /// The predecessor was superseded already, by this memory.
     Superseded(MemoryId),
+    /// A memory with this id is committed already.
+    Exists,
 }
 
 /// A cheap, clonable handle on the database: the pool for writes and
@@ -134,6 +137,12 @@ impl Database {
         Ok(database)
     }
 
+    /// A connection of the pool, for the tables other components keep
+    /// (the capture queue's).
+    pub async fn connection(&self) -> Result<deadpool_postgres::Object, Error> {
+        Ok(self.pool.get().await?)
+    }
+
     pub fn replication(&self) -> &Replication {
         &self.replication
     }
@@ -200,7 +209,12 @@ impl Database {
                 ))));
             }
         }
-        rows::insert(&tx, memory).await?;
+        match rows::insert(&tx, memory).await {
+            Err(Error::Query(err)) if err.code() == Some(&SqlState::UNIQUE_VIOLATION) => {
+                return Ok(Err(Refusal::Exists));
+            }
+            inserted => inserted?,
+        }
         log_change(&tx, seq, memory.id, &memory.namespace, "write").await?;
         tx.commit().await?;
         Ok(Ok(()))

@@ -28,7 +28,21 @@ impl Store {
         reach: Reach,
     ) -> Result<Arc<Memory>, WriteError> {
         let store = self.clone();
-        blocking::run(move || store.create_blocking(new, &reach)).await
+        blocking::run(move || store.create_blocking(MemoryId::new(), new, &reach)).await
+    }
+
+    /// [`Self::create`] under the id `id`, once: a memory with that id
+    /// already written (in the view, or committed by another replica) is
+    /// [`WriteError::Exists`]. A capture pass run again after a crash
+    /// writes into the ids of its first run, so it never writes twice.
+    pub async fn create_once(
+        &self,
+        id: MemoryId,
+        new: NewMemory,
+    ) -> Result<Arc<Memory>, WriteError> {
+        let store = self.clone();
+        let reach = Reach::from(new.pair.clone());
+        blocking::run(move || store.create_blocking(id, new, &reach)).await
     }
 
     /// Removes a memory's file. `None` when there is no such memory.
@@ -37,13 +51,21 @@ impl Store {
         blocking::run(move || store.delete_blocking(id)).await
     }
 
-    fn create_blocking(&self, new: NewMemory, reach: &Reach) -> Result<Arc<Memory>, WriteError> {
+    fn create_blocking(
+        &self,
+        id: MemoryId,
+        new: NewMemory,
+        reach: &Reach,
+    ) -> Result<Arc<Memory>, WriteError> {
         let _writer = self.lock_writer();
+        if self.get(id).is_some() {
+            return Err(WriteError::Exists(id));
+        }
         let namespace = new.pair.owner(new.scope);
         let version = self.check_links(&new, &namespace, reach)?;
         let now = Utc::now().trunc_subsecs(0);
         let memory = Arc::new(Memory {
-            id: MemoryId::new(),
+            id,
             version,
             namespace,
             category: new.category,

@@ -1,21 +1,31 @@
 //! Capture end to end against a scripted classifier: the seed's scenario,
 //! coalescing, dropping, crash safety, version chains, robust replies,
-//! secrets, per-pair ordering, retries and validation.
+//! secrets, per-pair ordering, retries and validation. The tests that
+//! speak only HTTP run over both backends (files, and PostgreSQL with its
+//! shared queue); the crash tests kill a files-mode process.
 
 use std::time::Duration;
 
 use axum::http::StatusCode;
 use serde_json::{Value, json};
 
-use crate::helpers::{
-    Ground, TestApp, get_json, is_ready, settled, spawn_app, wait_until, wait_until_async,
-};
+use crate::backends::{Backend, over_both_backends};
+use crate::helpers::{Ground, TestApp, get_json, is_ready, settled, wait_until, wait_until_async};
 use crate::upstream::{Behaviour, Upstream};
 
 /// An app capturing through its upstream, quick to retry and patient
 /// with the classifier (the capture tests' own), configured by `adjust`.
 pub(crate) async fn app_on(adjust: impl FnOnce(&mut engram::config::Config)) -> TestApp {
-    TestApp::builder()
+    app_over(&Backend::Files, adjust).await
+}
+
+/// [`app_on`], over `backend`.
+pub(crate) async fn app_over(
+    backend: &Backend,
+    adjust: impl FnOnce(&mut engram::config::Config),
+) -> TestApp {
+    backend
+        .builder()
         .llm()
         .embedder()
         .config(|config| {
@@ -42,16 +52,33 @@ async fn accept(app: &TestApp, path: &str, body: &Value) -> Value {
     response.json
 }
 
-fn memories(app: &TestApp) -> Vec<String> {
-    app.files()
-        .into_iter()
-        .filter(|file| file.ends_with(".md"))
+/// The contents of the current memories of `repo` and of the user `ana`.
+async fn memories(app: &TestApp, repo: &str) -> Vec<String> {
+    let listed = app
+        .get(&format!("/memories?repo={repo}&user=ana"))
+        .await
+        .json;
+    listed["memories"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{listed}"))
+        .iter()
+        .map(|memory| memory["content"].as_str().unwrap().to_owned())
         .collect()
 }
 
-#[tokio::test]
-async fn a_turn_becomes_memories_that_retrieval_finds() {
-    let app = app_on(|_| {}).await;
+over_both_backends!(
+    a_turn_becomes_memories_that_retrieval_finds,
+    newer_turns_of_a_session_coalesce_and_a_full_queue_drops_turns_not_compactions,
+    a_chain_of_three_versions_and_hallucinations_cleared,
+    fenced_garbage_and_secret_replies,
+    pairs_run_in_parallel_and_each_pair_in_order,
+    a_failing_classifier_is_retried_then_set_aside_without_blocking_others,
+    triggers_are_checked_and_need_a_classifier,
+    metrics_show_each_classifier_call_and_the_capture_counters,
+);
+
+async fn a_turn_becomes_memories_that_retrieval_finds(backend: Backend) {
+    let app = app_over(&backend, |_| {}).await;
     let upstream = &app.upstream;
     upstream.set_chat(
         Behaviour::Answer,
@@ -66,7 +93,7 @@ async fn a_turn_becomes_memories_that_retrieval_finds() {
     assert_eq!(answer["status"], "queued");
     let stats = settled(&app, 1).await;
     assert_eq!(stats["capture"]["written"], 2, "{stats:#}");
-    assert_eq!(memories(&app).len(), 2);
+    assert_eq!(memories(&app, "forge").await.len(), 2);
 
     let prompt = upstream.chat_requests()[0][1]["content"]
         .as_str()
@@ -94,9 +121,10 @@ async fn a_turn_becomes_memories_that_retrieval_finds() {
     );
 }
 
-#[tokio::test]
-async fn newer_turns_of_a_session_coalesce_and_a_full_queue_drops_turns_not_compactions() {
-    let app = app_on(|config| {
+async fn newer_turns_of_a_session_coalesce_and_a_full_queue_drops_turns_not_compactions(
+    backend: Backend,
+) {
+    let app = app_over(&backend, |config| {
         config.capture.queue_capacity = 2;
     })
     .await;
@@ -309,9 +337,8 @@ async fn a_kill_during_concurrent_accepts_keeps_every_acknowledged_trigger() {
     again.wait().unwrap();
 }
 
-#[tokio::test]
-async fn a_chain_of_three_versions_and_hallucinations_cleared() {
-    let app = app_on(|_| {}).await;
+async fn a_chain_of_three_versions_and_hallucinations_cleared(backend: Backend) {
+    let app = app_over(&backend, |_| {}).await;
     let upstream = &app.upstream;
     let mut previous: Option<String> = None;
     for (round, content) in [
@@ -369,16 +396,15 @@ async fn a_chain_of_three_versions_and_hallucinations_cleared() {
     assert_eq!(hotfix["related"], json!([]));
 }
 
-#[tokio::test]
-async fn fenced_garbage_and_secret_replies() {
-    let app = app_on(|_| {}).await;
+async fn fenced_garbage_and_secret_replies(backend: Backend) {
+    let app = app_over(&backend, |_| {}).await;
     let upstream = &app.upstream;
 
     upstream.set_chat(Behaviour::Answer, "I could not find anything, sorry! {{{");
     accept(&app, "/turns", &turn("s1", "forge", "Hello.")).await;
     let stats = settled(&app, 1).await;
     assert_eq!(stats["capture"]["parse_failures"], 1);
-    assert!(memories(&app).is_empty());
+    assert!(memories(&app, "forge").await.is_empty());
 
     let key = "sk-proj-Zq3xR9vL2mK8nB5wT1yH7cJ4fD6gS0aP";
     upstream.set_chat(
@@ -401,15 +427,13 @@ async fn fenced_garbage_and_secret_replies() {
     let stats = settled(&app, 2).await;
     assert_eq!(stats["capture"]["refused_secret"], 1);
     assert_eq!(stats["capture"]["written"], 1);
-    for file in memories(&app) {
-        let text = std::fs::read_to_string(app.data_dir.join(&file)).unwrap();
-        assert!(!text.contains(key), "{file} holds the secret");
-    }
+    let written = memories(&app, "forge").await;
+    assert_eq!(written.len(), 1);
+    assert!(!written[0].contains(key), "{written:?} holds the secret");
 }
 
-#[tokio::test]
-async fn pairs_run_in_parallel_and_each_pair_in_order() {
-    let app = app_on(|config| {
+async fn pairs_run_in_parallel_and_each_pair_in_order(backend: Backend) {
+    let app = app_over(&backend, |config| {
         config.capture.max_concurrent = 2;
     })
     .await;
@@ -437,9 +461,8 @@ async fn pairs_run_in_parallel_and_each_pair_in_order() {
     );
 }
 
-#[tokio::test]
-async fn a_failing_classifier_is_retried_then_set_aside_without_blocking_others() {
-    let app = app_on(|config| {
+async fn a_failing_classifier_is_retried_then_set_aside_without_blocking_others(backend: Backend) {
+    let app = app_over(&backend, |config| {
         config.capture.max_attempts = 2;
     })
     .await;
@@ -454,16 +477,13 @@ async fn a_failing_classifier_is_retried_then_set_aside_without_blocking_others(
         ),
         (Some(1), Some(1))
     );
-    let failed: Vec<_> = std::fs::read_dir(app.data_dir.join("queue/failed"))
-        .unwrap()
-        .collect();
-    assert_eq!(failed.len(), 1);
-    let kept = std::fs::read_to_string(failed[0].as_ref().unwrap().path()).unwrap();
+    let failed = app.get("/triggers").await.json["failed"].clone();
+    assert_eq!(failed.as_array().map(Vec::len), Some(1), "{failed}");
+    let kept = &failed[0];
     assert!(
-        kept.contains("503"),
+        kept["last_error"].as_str().unwrap().contains("503"),
         "the error is kept with the trigger: {kept}"
     );
-    let kept: Value = serde_json::from_str(&kept).unwrap();
     assert_eq!(kept["attempts"], 2, "both tries are counted: {kept}");
 
     upstream.set_chat(
@@ -480,9 +500,8 @@ async fn a_failing_classifier_is_retried_then_set_aside_without_blocking_others(
     assert_eq!(stats["capture"]["written"], 1);
 }
 
-#[tokio::test]
-async fn triggers_are_checked_and_need_a_classifier() {
-    let app = app_on(|_| {}).await;
+async fn triggers_are_checked_and_need_a_classifier(backend: Backend) {
+    let app = app_over(&backend, |_| {}).await;
     let _upstream = &app.upstream;
     let cases = [
         (
@@ -518,21 +537,25 @@ async fn triggers_are_checked_and_need_a_classifier() {
                 .assert_problem(StatusCode::UNPROCESSABLE_ENTITY, Some(field));
         }
     }
-    assert!(
-        app.files().iter().all(|file| !file.starts_with("queue/0")),
-        "nothing was queued"
+    let stats = app.get("/stats").await.json;
+    assert_eq!(
+        (
+            stats["capture"]["accepted"].as_u64(),
+            stats["capture"]["queue_depth"].as_u64()
+        ),
+        (Some(0), Some(0)),
+        "nothing was queued: {stats:#}"
     );
 
-    let without_llm = spawn_app().await;
+    let without_llm = backend.spawn_app().await;
     without_llm
         .post("/turns", &turn("s", "forge", "x"))
         .await
         .assert_problem(StatusCode::CONFLICT, None);
 }
 
-#[tokio::test]
-async fn metrics_show_each_classifier_call_and_the_capture_counters() {
-    let app = app_on(|_| {}).await;
+async fn metrics_show_each_classifier_call_and_the_capture_counters(backend: Backend) {
+    let app = app_over(&backend, |_| {}).await;
     let upstream = &app.upstream;
     upstream.set_chat(
         Behaviour::Answer,

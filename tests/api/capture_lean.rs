@@ -3,11 +3,14 @@
 //! sends nothing), the prompt fits `llm.context_tokens` (a long window
 //! goes in passes), and the classifier asks for JSON where the server
 //! takes it, falling back where it refuses, as an Ollama `/v1` would.
+//! The ledger's tests run over both backends (files, and PostgreSQL's
+//! `engram_classified` table).
 
 use axum::http::StatusCode;
 use serde_json::{Value, json};
 
-use crate::capture::app_on;
+use crate::backends::{Backend, over_both_backends};
+use crate::capture::{app_on, app_over};
 use crate::helpers::{TestApp, settled};
 use crate::upstream::{Behaviour, Upstream};
 
@@ -51,9 +54,13 @@ fn new_part(prompt: &str) -> &str {
 
 const ONE_MEMORY: &str = r#"{"memories": [{"content": "forge formats Go with gofumpt.", "scope": "repo", "category": "project-conventions"}]}"#;
 
-#[tokio::test]
-async fn a_later_turn_sends_only_its_new_messages_and_a_repeat_sends_nothing() {
-    let app = app_on(|_| {}).await;
+over_both_backends!(
+    a_later_turn_sends_only_its_new_messages_and_a_repeat_sends_nothing,
+    a_window_past_the_context_window_is_classified_in_passes_that_fit,
+);
+
+async fn a_later_turn_sends_only_its_new_messages_and_a_repeat_sends_nothing(backend: Backend) {
+    let app = app_over(&backend, |_| {}).await;
     let upstream = &app.upstream;
     upstream.set_chat(Behaviour::Answer, ONE_MEMORY);
     let first = [("We format Go with gofumpt.", "Noted, gofumpt it is.")];
@@ -101,10 +108,9 @@ async fn a_later_turn_sends_only_its_new_messages_and_a_repeat_sends_nothing() {
     assert!(new_part(&sent[2]).contains("gofumpt"));
 }
 
-#[tokio::test]
-async fn a_window_past_the_context_window_is_classified_in_passes_that_fit() {
+async fn a_window_past_the_context_window_is_classified_in_passes_that_fit(backend: Backend) {
     let context_tokens = 4096;
-    let app = app_on(|config| {
+    let app = app_over(&backend, |config| {
         config.llm.as_mut().unwrap().context_tokens = context_tokens;
     })
     .await;

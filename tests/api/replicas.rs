@@ -16,37 +16,38 @@ use crate::helpers::{get_json, post_json, wait_until_async};
 use crate::pg_cluster::{self, TestDatabase};
 
 /// A replica: an `engram` process over `database`, with a data directory
-/// of its own (its capture queue and caches).
-struct Replica {
+/// of its own (its caches); dropping it kills it with `SIGKILL` and
+/// removes that directory.
+pub(crate) struct Replica {
     served: Served,
     _data: TempDir,
 }
 
 impl Replica {
     async fn start(database: &TestDatabase) -> Self {
+        Self::start_with(database, &[]).await
+    }
+
+    /// A replica with `env` added to its environment.
+    pub(crate) async fn start_with(database: &TestDatabase, env: &[(&str, &str)]) -> Self {
         let data = tempfile::tempdir().unwrap();
         let listen = free_address();
         let data_dir = data.path().join("data");
-        let served = serve(
-            &binary(),
-            data.path(),
-            &listen,
-            &[],
-            &[
-                ("ENGRAM_LISTEN", &listen),
-                ("ENGRAM_DATA_DIR", data_dir.to_str().unwrap()),
-                ("ENGRAM_STORE__BACKEND", "postgres"),
-                ("DATABASE_URL", &database.url),
-            ],
-        )
-        .await;
+        let mut all = vec![
+            ("ENGRAM_LISTEN", listen.as_str()),
+            ("ENGRAM_DATA_DIR", data_dir.to_str().unwrap()),
+            ("ENGRAM_STORE__BACKEND", "postgres"),
+            ("DATABASE_URL", &database.url),
+        ];
+        all.extend_from_slice(env);
+        let served = serve(&binary(), data.path(), &listen, &[], &all).await;
         Self {
             served,
             _data: data,
         }
     }
 
-    fn url(&self) -> &str {
+    pub(crate) fn url(&self) -> &str {
         &self.served.base_url
     }
 
@@ -276,7 +277,11 @@ async fn a_database_with_a_newer_schema_stops_start_up_naming_both_versions() {
         String::from_utf8_lossy(&output.stderr)
     );
     assert!(
-        printed.contains("version 999") && printed.contains("version 1"),
+        printed.contains("version 999")
+            && printed.contains(&format!(
+                "version {}",
+                engram::store::postgres::schema::binary_version()
+            )),
         "{printed}"
     );
     assert!(

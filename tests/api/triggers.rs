@@ -1,6 +1,7 @@
 //! `/triggers`: the queue, the latest passes and what they wrote, the
 //! failed triggers with their errors, and the retry that queues one again;
-//! a limited key sees and retries only its pairs' triggers.
+//! a limited key sees and retries only its pairs' triggers. The queue's
+//! tests run over both backends (`queue/`, and PostgreSQL's shared queue).
 
 use std::time::Duration;
 
@@ -8,6 +9,7 @@ use axum::http::{Method, StatusCode};
 use engram::config::ApiKey;
 use serde_json::{Value, json};
 
+use crate::backends::{Backend, over_both_backends};
 use crate::grants::{grant, send};
 use crate::helpers::{TestApp, spawn_app, wait_until_async};
 use crate::upstream::Behaviour;
@@ -15,8 +17,9 @@ use crate::upstream::Behaviour;
 const ROOT: &str = "root-key";
 const LIMITED: &str = "forge-ana-key";
 
-async fn app_on() -> TestApp {
-    TestApp::builder()
+async fn app_on(backend: &Backend) -> TestApp {
+    backend
+        .builder()
         .embedder()
         .llm()
         .config(|config| {
@@ -59,6 +62,12 @@ async fn passes(app: &TestApp, done: usize) -> Value {
     listed
 }
 
+over_both_backends!(
+    a_failed_trigger_shows_its_error_and_a_retry_writes_its_memories,
+    the_queue_shows_what_is_in_flight_and_what_waits,
+    a_limited_key_sees_and_retries_only_its_pairs_triggers,
+);
+
 fn ids(list: &Value) -> Vec<&str> {
     list.as_array()
         .unwrap()
@@ -67,9 +76,8 @@ fn ids(list: &Value) -> Vec<&str> {
         .collect()
 }
 
-#[tokio::test]
-async fn a_failed_trigger_shows_its_error_and_a_retry_writes_its_memories() {
-    let app = app_on().await;
+async fn a_failed_trigger_shows_its_error_and_a_retry_writes_its_memories(backend: Backend) {
+    let app = app_on(&backend).await;
     let upstream = &app.upstream;
     upstream.set_chat(Behaviour::Fail(503), "");
     let id = accept(&app, &turn("s1", "forge", "We deploy with Helm.")).await;
@@ -129,21 +137,22 @@ async fn a_failed_trigger_shows_its_error_and_a_retry_writes_its_memories() {
     )
     .await;
     assert_eq!(memory.json["content"], "Deploys go through Helm.");
-    assert!(
-        std::fs::read_dir(app.data_dir.join("queue/failed"))
-            .unwrap()
-            .next()
-            .is_none(),
-        "the failed copy is gone"
-    );
+    if let Backend::Files = backend {
+        assert!(
+            std::fs::read_dir(app.data_dir.join("queue/failed"))
+                .unwrap()
+                .next()
+                .is_none(),
+            "the failed copy is gone"
+        );
+    }
 
     let again = send(&app, Method::POST, &path, None, ROOT).await;
     again.assert_problem(StatusCode::NOT_FOUND, None);
 }
 
-#[tokio::test]
-async fn the_queue_shows_what_is_in_flight_and_what_waits() {
-    let app = app_on().await;
+async fn the_queue_shows_what_is_in_flight_and_what_waits(backend: Backend) {
+    let app = app_on(&backend).await;
     let upstream = &app.upstream;
     upstream.set_chat(Behaviour::Delay(Duration::from_millis(500)), "[]");
     let first = accept(&app, &turn("s1", "forge", "first")).await;
@@ -161,9 +170,8 @@ async fn the_queue_shows_what_is_in_flight_and_what_waits() {
     assert_eq!(listed["recent"][0]["written"], json!([]));
 }
 
-#[tokio::test]
-async fn a_limited_key_sees_and_retries_only_its_pairs_triggers() {
-    let app = app_on().await;
+async fn a_limited_key_sees_and_retries_only_its_pairs_triggers(backend: Backend) {
+    let app = app_on(&backend).await;
     let upstream = &app.upstream;
     upstream.set_chat(Behaviour::Fail(503), "");
     let mine = accept(&app, &turn("s1", "forge", "mine")).await;
@@ -227,7 +235,7 @@ async fn trigger_requests_are_checked() {
 
 #[tokio::test]
 async fn an_unknown_failed_trigger_is_not_found() {
-    let app = app_on().await;
+    let app = app_on(&Backend::Files).await;
     let _upstream = &app.upstream;
     send(
         &app,
@@ -275,7 +283,7 @@ async fn with_no_llm_capture_is_agent_driven_and_turns_are_refused_saying_so() {
 
 #[tokio::test]
 async fn with_an_llm_capture_is_by_the_classifier() {
-    let app = app_on().await;
+    let app = app_on(&Backend::Files).await;
     let _upstream = &app.upstream;
     let stats = send(&app, Method::GET, "/stats", None, ROOT).await.json;
     assert_eq!(stats["capture"]["mode"], "classifier", "{stats:#}");

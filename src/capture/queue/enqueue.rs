@@ -8,7 +8,7 @@ use std::{fs, io};
 use uuid::Uuid;
 
 use super::state::{State, Waiting, is_of_session, session_key};
-use super::{EnqueueStatus, Error, Kind, Queue, Trigger, file_name, to_json};
+use super::{EnqueueStatus, Error, Kind, Limits, Queue, Trigger, file_name, to_json};
 use crate::disk;
 
 impl Queue {
@@ -143,39 +143,54 @@ impl Queue {
         trigger: &Trigger,
         trigger_bytes: u64,
     ) -> Result<(), Error> {
-        let limits = self.limits;
-        if trigger_bytes > limits.session_bytes {
-            return Err(Error::TooLarge {
+        check_budgets(
+            self.limits,
+            trigger_bytes,
+            state.session_bytes(trigger),
+            state.total_bytes,
+        )
+    }
+}
+
+/// Whether a compaction of `trigger_bytes` fits beside the `session_bytes`
+/// its session has queued and the `total_bytes` the whole queue holds: the
+/// one rule for both of capture's queues.
+pub(crate) fn check_budgets(
+    limits: Limits,
+    trigger_bytes: u64,
+    session_bytes: u64,
+    total_bytes: u64,
+) -> Result<(), Error> {
+    if trigger_bytes > limits.session_bytes {
+        return Err(Error::TooLarge {
+            trigger_bytes,
+            budget_bytes: limits.session_bytes,
+        });
+    }
+    let budgets = [
+        (
+            "for this session",
+            "capture.session_queue_bytes",
+            session_bytes,
+            limits.session_bytes,
+        ),
+        (
+            "in all",
+            "capture.queue_bytes",
+            total_bytes,
+            limits.total_bytes,
+        ),
+    ];
+    for (whose, key, queued_bytes, budget_bytes) in budgets {
+        if queued_bytes + trigger_bytes > budget_bytes {
+            return Err(Error::OverBudget {
+                whose,
+                key,
+                queued_bytes,
                 trigger_bytes,
-                budget_bytes: limits.session_bytes,
+                budget_bytes,
             });
         }
-        let session = state.session_bytes(trigger);
-        let budgets = [
-            (
-                "for this session",
-                "capture.session_queue_bytes",
-                session,
-                limits.session_bytes,
-            ),
-            (
-                "in all",
-                "capture.queue_bytes",
-                state.total_bytes,
-                limits.total_bytes,
-            ),
-        ];
-        for (whose, key, queued_bytes, budget_bytes) in budgets {
-            if queued_bytes + trigger_bytes > budget_bytes {
-                return Err(Error::OverBudget {
-                    whose,
-                    key,
-                    queued_bytes,
-                    trigger_bytes,
-                    budget_bytes,
-                });
-            }
-        }
-        Ok(())
     }
+    Ok(())
 }
