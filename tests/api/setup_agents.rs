@@ -1,6 +1,6 @@
-//! `engram setup` for the agents whose hooks Engram does not serve
-//! (Cursor, Gemini CLI, VS Code, OpenCode): each agent's MCP server entry
-//! in the shape it reads and its instructions block, a fresh install, a
+//! `engram setup` for Cursor, Gemini CLI, VS Code and OpenCode: each
+//! agent's MCP server entry in the shape it reads and, for those whose
+//! hooks Engram does not serve, its instructions block, a fresh install, a
 //! merge into existing files (comments kept where the format has them),
 //! idempotence, a file that does not parse refused; and the real Gemini
 //! CLI and OpenCode CLI reading what setup wrote.
@@ -20,7 +20,7 @@ async fn setup(project: &Project, args: &[&str]) -> Output {
 }
 
 /// The files beside `path` whose names start with its name and `.engram-backup-`.
-fn backups(path: &Path) -> usize {
+pub fn backups(path: &Path) -> usize {
     let prefix = format!(
         "{}.engram-backup-",
         path.file_name().unwrap().to_string_lossy()
@@ -89,7 +89,8 @@ fn expected(project: &Project, scope: &str) -> Vec<Expected> {
             ),
             server: json!({"command": command, "args": ["mcp"]}),
             servers_key: "mcpServers",
-            instructions: Some(pick(home.join(".gemini/GEMINI.md"), cwd.join("GEMINI.md"))),
+            // Its hooks (tests/api/hooks_gemini.rs) serve it instead.
+            instructions: None,
         },
         Expected {
             agent: "vscode",
@@ -128,8 +129,8 @@ async fn setup_writes_each_agents_server_in_its_shape_and_a_second_run_changes_n
             assert!(report.contains("created"), "{report}");
             let written = read_jsonc(&agent.mcp);
             assert_eq!(
-                written,
-                json!({agent.servers_key: {"engram": agent.server}}),
+                written[agent.servers_key],
+                json!({"engram": agent.server}),
                 "{}",
                 agent.agent
             );
@@ -279,7 +280,7 @@ async fn setup_refuses_what_each_agent_could_not_read_and_writes_nothing() {
 
     for args in [
         &["cursor", "--file", "hooks.json"][..],
-        &["gemini", "--no-mcp"],
+        &["opencode", "--no-mcp"],
         &["vscode", "--scope", "local"],
     ] {
         let output = setup(&project, args).await;
@@ -306,13 +307,15 @@ fn npm_cli(dir: &str, bin: &str) -> Result<PathBuf, String> {
     if cli.is_file() {
         Ok(cli)
     } else {
-        Err(format!("{bin} is not installed in tests/{dir} (see .ci/run)"))
+        Err(format!(
+            "{bin} is not installed in tests/{dir} (see .ci/run)"
+        ))
     }
 }
 
 /// The CLI [`npm_cli`] finds, or `None` after saying why the test named
 /// `test` is skipped; absent under CI, it fails the test instead.
-fn cli_or_skip(test: &str, dir: &str, bin: &str) -> Option<PathBuf> {
+pub fn cli_or_skip(test: &str, dir: &str, bin: &str) -> Option<PathBuf> {
     match npm_cli(dir, bin) {
         Ok(cli) => Some(cli),
         Err(why) => {
@@ -327,7 +330,7 @@ fn cli_or_skip(test: &str, dir: &str, bin: &str) -> Option<PathBuf> {
 }
 
 /// What a CLI printed, on either stream, with its colours taken out.
-fn printed(output: &Output) -> String {
+pub fn printed(output: &Output) -> String {
     let text = format!(
         "{}{}",
         String::from_utf8_lossy(&output.stdout),
@@ -419,10 +422,9 @@ async fn the_opencode_cli_connects_to_the_server_setup_merged_into_its_jsonc() {
     .unwrap();
     // A project file runs `engram` from PATH.
     let bin_dir = Path::new(env!("CARGO_BIN_EXE_engram")).parent().unwrap();
-    let path = std::env::join_paths(
-        std::iter::once(bin_dir.to_path_buf())
-            .chain(std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())),
-    )
+    let path = std::env::join_paths(std::iter::once(bin_dir.to_path_buf()).chain(
+        std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()),
+    ))
     .unwrap();
     let mut command = engram(&project);
     command
@@ -456,11 +458,18 @@ async fn the_opencode_cli_connects_to_the_server_setup_merged_into_its_jsonc() {
             .iter()
             .position(|line| line.trim_end().split_whitespace().nth(2) == Some(name))
             .unwrap_or_else(|| panic!("{name} is not listed: {listed}"));
-        (lines[at].to_owned(), lines.get(at + 1).copied().unwrap_or_default())
+        (
+            lines[at].to_owned(),
+            lines.get(at + 1).copied().unwrap_or_default(),
+        )
     };
     let (docs, _) = status("docs");
     assert!(docs.ends_with("disabled"), "{listed}");
     let (engram, runs) = status("engram");
     assert!(engram.contains("✓ engram connected"), "{listed}");
-    assert_eq!(runs.trim_start_matches(['│', ' ']), "engram mcp", "{listed}");
+    assert_eq!(
+        runs.trim_start_matches(['│', ' ']),
+        "engram mcp",
+        "{listed}"
+    );
 }
