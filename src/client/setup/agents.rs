@@ -58,9 +58,9 @@ impl Agent {
     }
 
     /// The agent as `engram hook` knows it, when Engram serves its hooks.
-    /// Cursor's hooks cannot add context to a prompt, and VS Code and
-    /// OpenCode have no command hooks that do: those get instructions
-    /// instead.
+    /// Cursor's hooks are not served (no CLI of its in a package registry
+    /// to test them with), and VS Code and OpenCode have no command hooks
+    /// that add context: those get instructions instead.
     pub fn hook_agent(self) -> Option<hook::Agent> {
         match self {
             Self::ClaudeCode => Some(hook::Agent::ClaudeCode),
