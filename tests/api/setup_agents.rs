@@ -456,7 +456,7 @@ async fn the_opencode_cli_connects_to_the_server_setup_merged_into_its_jsonc() {
     let status = |name: &str| {
         let at = lines
             .iter()
-            .position(|line| line.trim_end().split_whitespace().nth(2) == Some(name))
+            .position(|line| line.split_whitespace().nth(2) == Some(name))
             .unwrap_or_else(|| panic!("{name} is not listed: {listed}"));
         (
             lines[at].to_owned(),
