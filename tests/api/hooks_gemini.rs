@@ -230,10 +230,15 @@ async fn the_gemini_cli_runs_engrams_hooks_through_a_turn_without_a_model() {
     assert!(output.status.success(), "{output:?}");
     assert!(printed(&output).contains("Tabs it is."), "{output:?}");
 
-    // What BeforeAgent printed reached the model's request.
+    // What BeforeAgent printed reached the model's request, after the
+    // prompt (SessionStart's context, in a headless run, comes before it).
     let sent: Value = serde_json::from_str(&std::fs::read_to_string(&request).unwrap()).unwrap();
     let messages = sent["llm_request"]["messages"].to_string();
-    assert!(messages.contains(fact), "{messages}");
+    let after_prompt = messages
+        .split_once("Indent the new file.")
+        .unwrap_or_else(|| panic!("{messages}"))
+        .1;
+    assert!(after_prompt.contains(fact), "{messages}");
     // AfterAgent handed the turn, the stand-in's answer included, to capture.
     wait_until_async("the turn to reach the classifier", async || {
         upstream.chat_requests().iter().any(|request| {
