@@ -245,9 +245,13 @@ impl Tools {
             }
             "list_memories" => {
                 let query: ListMemoriesQuery = from_arguments(arguments)?;
-                let axum::Json(page) =
-                    memories::list_memories(State(state.store.clone()), caller, ApiQuery(query))
-                        .await?;
+                let axum::Json(page) = memories::list_memories(
+                    State(state.store.clone()),
+                    State(state.retriever.clone()),
+                    caller,
+                    ApiQuery(query),
+                )
+                .await?;
                 to_value(&page)
             }
             "update_memory" => self.update(from_arguments(arguments)?, caller).await,

@@ -12,8 +12,6 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use serde_json::Value;
-
 use super::http::{self, Api, ServerArgs};
 use crate::causes::error_chain;
 use crate::memory::{MemoryId, Namespace, RepoId, UserId};
@@ -98,7 +96,8 @@ fn export(args: &ExportArgs) -> Result<usize, Error> {
 }
 
 /// Every version of every memory the filters and the key admit, with its
-/// use count, oldest first.
+/// use count, oldest first: one request per page of the listing, which
+/// carries the use counts.
 pub async fn fetch_all(
     api: &Api,
     repo: Option<&RepoId>,
@@ -126,11 +125,6 @@ pub async fn fetch_all(
             Some(next) => cursor = Some(next.to_owned()),
             None => break,
         }
-    }
-    // The listing leaves use counts out; each memory's detail has its own.
-    for memory in &mut memories {
-        let detail: Value = api.get(&format!("/memories/{}", memory.id)).await?;
-        memory.access_count = detail["access_count"].as_u64().unwrap_or(0);
     }
     memories.sort_by_key(|memory| (memory.created_at, memory.id));
     Ok(memories)

@@ -30,6 +30,13 @@
 //! stdout adds context for `UserPromptSubmit` and `SessionStart`; exit 0
 //! with nothing on stdout changes nothing for `Stop` and `PreCompact`.
 //!
+//! Gemini CLI's hooks (its hooks reference) take the same base input and
+//! output under their own event names: `SessionStart`, `BeforeAgent` (the
+//! prompt), `AfterAgent` (a turn ended; the answer is `prompt_response`)
+//! and `PreCompress`; its transcript is read by [`transcript::gemini`]. In
+//! its prompts, the context that hooks added (`<hook_context>` blocks) is
+//! cut out before anything reads them.
+//!
 //! Invariant: a hook never harms the agent. Whatever fails (bad stdin, an
 //! unreadable transcript, Engram down, a bad key, a 4xx or 5xx, the time
 //! budget running out), the hook prints nothing, exits 0, and appends one
@@ -79,6 +86,8 @@ pub enum Agent {
     ClaudeCode,
     /// OpenAI's Codex CLI.
     Codex,
+    /// Google's Gemini CLI.
+    Gemini,
 }
 
 impl Agent {
@@ -87,6 +96,7 @@ impl Agent {
         match self {
             Self::ClaudeCode => "claude-code",
             Self::Codex => "codex",
+            Self::Gemini => "gemini",
         }
     }
 
@@ -95,6 +105,19 @@ impl Agent {
         match self {
             Self::ClaudeCode => Format::ClaudeCode,
             Self::Codex => Format::Codex,
+            Self::Gemini => Format::Gemini,
+        }
+    }
+
+    /// `event`'s name in the agent's configuration and hook input.
+    pub fn event_name(self, event: Event) -> &'static str {
+        match (self, event) {
+            (Self::ClaudeCode | Self::Codex, _) | (Self::Gemini, Event::SessionStart) => {
+                event.hook_event_name()
+            }
+            (Self::Gemini, Event::UserPromptSubmit) => "BeforeAgent",
+            (Self::Gemini, Event::Stop) => "AfterAgent",
+            (Self::Gemini, Event::PreCompact) => "PreCompress",
         }
     }
 }
@@ -131,8 +154,9 @@ impl Event {
         }
     }
 
-    /// The event's name in the agents' configuration and hook input.
-    pub fn hook_event_name(self) -> &'static str {
+    /// The event's name in Claude Code's and Codex's configuration and hook
+    /// input ([`Agent::event_name`] gives each agent's).
+    fn hook_event_name(self) -> &'static str {
         match self {
             Self::SessionStart => "SessionStart",
             Self::UserPromptSubmit => "UserPromptSubmit",
@@ -215,7 +239,8 @@ struct Payload {
     hook_event_name: Option<String>,
     #[serde(default)]
     prompt: Option<String>,
-    #[serde(default)]
+    /// The answer that ended the turn: Gemini CLI calls it `prompt_response`.
+    #[serde(default, alias = "prompt_response")]
     last_assistant_message: Option<String>,
     #[serde(default)]
     turn_id: Option<String>,
@@ -267,8 +292,13 @@ fn answer(
     env: impl Fn(&str) -> Option<String>,
     log_path: Option<&Path>,
 ) -> Result<Option<String>, Error> {
-    let payload: Payload = serde_json::from_slice(input).map_err(Error::Payload)?;
-    let expected = args.event.hook_event_name();
+    let mut payload: Payload = serde_json::from_slice(input).map_err(Error::Payload)?;
+    if args.agent == Agent::Gemini {
+        payload.prompt = payload
+            .prompt
+            .map(|prompt| transcript::gemini::without_injected(&prompt));
+    }
+    let expected = args.agent.event_name(args.event);
     if let Some(found) = payload.hook_event_name.as_deref()
         && found != expected
     {

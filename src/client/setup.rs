@@ -44,7 +44,7 @@ use crate::client::http::DEFAULT_URL;
 use agents::{Agent, Dirs};
 use files::Links;
 use json_edit::EditError;
-use merge::{Document, Format, JsonDialect, shell_quote};
+use merge::{Document, Format, shell_quote};
 
 /// Which of the agent's configuration files to change (each agent's
 /// files for each scope: [`agents`], and docs/agents.md).
@@ -309,7 +309,7 @@ fn targets(
             };
             targets.push(target(
                 path,
-                Format::Json(JsonDialect::Strict),
+                Format::Json(args.agent.hooks_dialect()),
                 hooks,
                 hooks_links,
             ));
@@ -331,7 +331,12 @@ fn targets(
             args: bridge_args,
             style: file.style,
         };
-        targets.push(target(file.path, file.format, vec![server], mcp_links));
+        // One file may hold both (Gemini CLI's settings.json): one document,
+        // merged once, so that neither write undoes the other.
+        match targets.iter_mut().find(|hooks| hooks.path == file.path) {
+            Some(shared) => shared.entries.push(server),
+            None => targets.push(target(file.path, file.format, vec![server], mcp_links)),
+        }
         if let Some((path, starts_with)) = args.agent.instructions_file(args.scope, &dirs)? {
             let entry = Entry::Instructions {
                 text: instructions::TEXT,

@@ -277,9 +277,20 @@ pub struct ListMemoriesQuery {
 /// One page of memories, newest first.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ListMemoriesResponse {
-    pub memories: Vec<MemoryView>,
+    pub memories: Vec<ListedMemory>,
     /// Pass as `cursor` for the next page; `null` on the last page.
     pub next_cursor: Option<String>,
+}
+
+/// A listed memory with its use count, so that a reader of every memory
+/// (an export) needs no request per memory.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ListedMemory {
+    #[serde(flatten)]
+    pub memory: MemoryView,
+    /// How often retrieval has returned this memory (the `access` factor
+    /// of relevance).
+    pub access_count: u64,
 }
 
 /// List memories, newest first.
@@ -302,6 +313,7 @@ pub struct ListMemoriesResponse {
 )]
 pub async fn list_memories(
     State(store): State<Store>,
+    State(retriever): State<Retriever>,
     caller: Caller,
     ApiQuery(query): ApiQuery<ListMemoriesQuery>,
 ) -> Result<Json<ListMemoriesResponse>, ApiError> {
@@ -348,7 +360,10 @@ pub async fn list_memories(
         memories: page
             .memories
             .iter()
-            .map(|m| MemoryView::seen_by(m, &store, &caller))
+            .map(|m| ListedMemory {
+                memory: MemoryView::seen_by(m, &store, &caller),
+                access_count: retriever.access_counts().get(m.id),
+            })
             .collect(),
         next_cursor: page.next.map(|cursor| cursor.encode()),
     }))

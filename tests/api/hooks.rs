@@ -131,7 +131,7 @@ fn stdout(output: &Output) -> String {
 }
 
 /// Asserts the hook left the agent untouched: exit 0, nothing printed.
-fn assert_silent(output: &Output) {
+pub fn assert_silent(output: &Output) {
     assert!(output.status.success(), "{output:?}");
     assert_eq!(stdout(output), "", "{output:?}");
     assert_eq!(String::from_utf8_lossy(&output.stderr), "", "{output:?}");
@@ -209,7 +209,7 @@ pub async fn get(app: &RunningApp, path: &str) -> Value {
 }
 
 /// Waits until repo `forge` for user `ana` holds `count` memories; newest first.
-async fn memories(app: &RunningApp, count: usize) -> Vec<Value> {
+pub async fn memories(app: &RunningApp, count: usize) -> Vec<Value> {
     let mut listed = Vec::new();
     wait_until_async("capture to write the memories", async || {
         listed = get(app, "/memories?repo=forge&user=ana").await["memories"]
@@ -223,7 +223,7 @@ async fn memories(app: &RunningApp, count: usize) -> Vec<Value> {
 }
 
 /// The prompt (second message) of the last chat request the upstream got.
-fn last_prompt(upstream: &Upstream) -> String {
+pub fn last_prompt(upstream: &Upstream) -> String {
     let requests = upstream.chat_requests();
     requests.last().expect("a chat request")[1]["content"]
         .as_str()

@@ -57,6 +57,22 @@ async fn everything(app: &RunningApp) -> Vec<Value> {
     details
 }
 
+/// How many `GET`s of `route` the server has answered, by its metrics.
+async fn gets(app: &RunningApp, route: &str) -> f64 {
+    let metrics = reqwest::get(format!("{}/metrics", app.base_url))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let prefix = format!("engram_http_requests_total{{route=\"{route}\",method=\"GET\",");
+    metrics
+        .lines()
+        .filter(|line| line.starts_with(&prefix))
+        .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
 async fn create(app: &RunningApp, body: Value) -> Value {
     let created = post_json(&app.base_url, "/memories", &body).await;
     assert!(created["id"].is_string(), "{created}");
@@ -160,8 +176,16 @@ async fn an_export_from_files_comes_back_whole_through_jsonl_and_markdown_and_tw
     );
     let project = Project::new("claude-code/transcript.jsonl");
 
+    let (pages, details) = (
+        gets(&source, "/memories").await,
+        gets(&source, "/memories/{id}").await,
+    );
     let jsonl = succeeded(&engram_against(&project, &source, &["export"]).await);
     assert_eq!(jsonl.lines().count(), 6, "{jsonl}");
+    // One page of the listing, which carries the use counts: no request
+    // per memory.
+    assert_eq!(gets(&source, "/memories").await, pages + 1.0);
+    assert_eq!(gets(&source, "/memories/{id}").await, details);
     let jsonl_file = project.home().join("export.jsonl");
     std::fs::write(&jsonl_file, &jsonl).unwrap();
     let markdown_dir = project.home().join("export");

@@ -1,9 +1,9 @@
-//! `engram setup` for the agents whose hooks Engram does not serve
-//! (Cursor, Gemini CLI, VS Code, OpenCode): each agent's MCP server entry
-//! in the shape it reads and its instructions block, a fresh install, a
+//! `engram setup` for Cursor, Gemini CLI, VS Code and OpenCode: each
+//! agent's MCP server entry in the shape it reads and, for those whose
+//! hooks Engram does not serve, its instructions block, a fresh install, a
 //! merge into existing files (comments kept where the format has them),
 //! idempotence, a file that does not parse refused; and the real Gemini
-//! CLI reading what setup wrote.
+//! CLI and OpenCode CLI reading what setup wrote.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -20,7 +20,7 @@ async fn setup(project: &Project, args: &[&str]) -> Output {
 }
 
 /// The files beside `path` whose names start with its name and `.engram-backup-`.
-fn backups(path: &Path) -> usize {
+pub fn backups(path: &Path) -> usize {
     let prefix = format!(
         "{}.engram-backup-",
         path.file_name().unwrap().to_string_lossy()
@@ -89,7 +89,8 @@ fn expected(project: &Project, scope: &str) -> Vec<Expected> {
             ),
             server: json!({"command": command, "args": ["mcp"]}),
             servers_key: "mcpServers",
-            instructions: Some(pick(home.join(".gemini/GEMINI.md"), cwd.join("GEMINI.md"))),
+            // Its hooks (tests/api/hooks_gemini.rs) serve it instead.
+            instructions: None,
         },
         Expected {
             agent: "vscode",
@@ -128,8 +129,8 @@ async fn setup_writes_each_agents_server_in_its_shape_and_a_second_run_changes_n
             assert!(report.contains("created"), "{report}");
             let written = read_jsonc(&agent.mcp);
             assert_eq!(
-                written,
-                json!({agent.servers_key: {"engram": agent.server}}),
+                written[agent.servers_key],
+                json!({"engram": agent.server}),
                 "{}",
                 agent.agent
             );
@@ -279,7 +280,7 @@ async fn setup_refuses_what_each_agent_could_not_read_and_writes_nothing() {
 
     for args in [
         &["cursor", "--file", "hooks.json"][..],
-        &["gemini", "--no-mcp"],
+        &["opencode", "--no-mcp"],
         &["vscode", "--scope", "local"],
     ] {
         let output = setup(&project, args).await;
@@ -287,40 +288,76 @@ async fn setup_refuses_what_each_agent_could_not_read_and_writes_nothing() {
     }
 }
 
-/// The Gemini CLI installed from tests/gemini-cli, when it is.
-fn gemini_cli() -> Result<PathBuf, &'static str> {
+/// An agent's CLI installed from `tests/<dir>` by npm (`.ci/run`), when
+/// it is: `node_modules/.bin/<bin>`, and node to run it.
+fn npm_cli(dir: &str, bin: &str) -> Result<PathBuf, String> {
     let node = Command::new("node")
         .arg("--version")
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status();
     if !node.is_ok_and(|status| status.success()) {
-        return Err("no node on PATH");
+        return Err("no node on PATH".to_owned());
     }
-    let cli =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/gemini-cli/node_modules/.bin/gemini");
+    let cli = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests")
+        .join(dir)
+        .join("node_modules/.bin")
+        .join(bin);
     if cli.is_file() {
         Ok(cli)
     } else {
-        Err("the Gemini CLI is not installed (npm ci --prefix tests/gemini-cli)")
+        Err(format!(
+            "{bin} is not installed in tests/{dir} (see .ci/run)"
+        ))
     }
+}
+
+/// The CLI [`npm_cli`] finds, or `None` after saying why the test named
+/// `test` is skipped; absent under CI, it fails the test instead.
+pub fn cli_or_skip(test: &str, dir: &str, bin: &str) -> Option<PathBuf> {
+    match npm_cli(dir, bin) {
+        Ok(cli) => Some(cli),
+        Err(why) => {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "{test} cannot run under CI: {why}"
+            );
+            let _ = writeln!(std::io::stderr(), "{test}: skipped: {why}");
+            None
+        }
+    }
+}
+
+/// What a CLI printed, on either stream, with its colours taken out.
+pub fn printed(output: &Output) -> String {
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let mut plain = String::with_capacity(text.len());
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            // An escape sequence: `ESC [` parameters, then a final letter.
+            for c in chars.by_ref() {
+                if c.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            plain.push(c);
+        }
+    }
+    plain
 }
 
 #[tokio::test]
 async fn the_gemini_cli_connects_to_the_server_setup_wrote() {
-    let cli = match gemini_cli() {
-        Ok(cli) => cli,
-        Err(why) => {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "the Gemini CLI cannot run under CI: {why}"
-            );
-            let _ = writeln!(
-                std::io::stderr(),
-                "the_gemini_cli_connects_to_the_server_setup_wrote: skipped: {why}"
-            );
-            return;
-        }
+    let test = "the_gemini_cli_connects_to_the_server_setup_wrote";
+    let Some(cli) = cli_or_skip(test, "gemini-cli", "gemini") else {
+        return;
     };
     let project = Project::new("claude-code/transcript.jsonl");
     let settings = project.home().join(".gemini/settings.json");
@@ -349,11 +386,7 @@ async fn the_gemini_cli_connects_to_the_server_setup_wrote() {
         .env("USER", "ana");
     let output = run(gemini, String::new()).await;
     // It prints the list on stderr when stdout is not a terminal.
-    let listed = format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let listed = printed(&output);
     assert!(output.status.success(), "{output:?}");
     // Connected: Gemini CLI started `engram mcp` and finished the MCP
     // handshake with it (the bridge answers it without a running Engram).
@@ -367,5 +400,76 @@ async fn the_gemini_cli_connects_to_the_server_setup_wrote() {
             env!("CARGO_BIN_EXE_engram")
         )),
         "{output:?}"
+    );
+}
+
+#[tokio::test]
+async fn the_opencode_cli_connects_to_the_server_setup_merged_into_its_jsonc() {
+    let test = "the_opencode_cli_connects_to_the_server_setup_merged_into_its_jsonc";
+    let Some(cli) = cli_or_skip(test, "opencode-cli", "opencode") else {
+        return;
+    };
+    let project = Project::new("claude-code/transcript.jsonl");
+    // The project's own file, in the JSONC OpenCode documents: comments,
+    // trailing commas, and a server of its own, off.
+    let config = project.cwd.join("opencode.jsonc");
+    std::fs::write(
+        &config,
+        "{\n  \"$schema\": \"https://opencode.ai/config.json\",\n  // the team's servers\n  \
+         \"mcp\": {\n    \"docs\": {\"type\": \"local\", \"command\": [\"docs-mcp\"], \
+         \"enabled\": false,},\n  },\n}\n",
+    )
+    .unwrap();
+    // A project file runs `engram` from PATH.
+    let bin_dir = Path::new(env!("CARGO_BIN_EXE_engram")).parent().unwrap();
+    let path = std::env::join_paths(std::iter::once(bin_dir.to_path_buf()).chain(
+        std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()),
+    ))
+    .unwrap();
+    let mut command = engram(&project);
+    command
+        .args(["setup", "opencode", "--scope", "project"])
+        .current_dir(&project.cwd)
+        .env("PATH", &path);
+    let output = run(command, String::new()).await;
+    assert!(output.status.success(), "{output:?}");
+
+    let mut opencode = Command::new(cli);
+    opencode
+        .args(["mcp", "list"])
+        .current_dir(&project.cwd)
+        .env_clear()
+        .env("PATH", &path)
+        .env("HOME", project.home())
+        .env("USER", "ana")
+        // Nothing from the network: listing servers needs none of it.
+        .env("OPENCODE_DISABLE_AUTOUPDATE", "1")
+        .env("OPENCODE_DISABLE_MODELS_FETCH", "1")
+        .env("OPENCODE_DISABLE_DEFAULT_PLUGINS", "1");
+    let output = run(opencode, String::new()).await;
+    assert!(output.status.success(), "{output:?}");
+    let listed = printed(&output);
+    // Both servers read from the one file: the team's, still off, and
+    // Engram's, which OpenCode started and finished the MCP handshake with
+    // (the bridge answers it without a running Engram).
+    let lines: Vec<&str> = listed.lines().collect();
+    let status = |name: &str| {
+        let at = lines
+            .iter()
+            .position(|line| line.split_whitespace().nth(2) == Some(name))
+            .unwrap_or_else(|| panic!("{name} is not listed: {listed}"));
+        (
+            lines[at].to_owned(),
+            lines.get(at + 1).copied().unwrap_or_default(),
+        )
+    };
+    let (docs, _) = status("docs");
+    assert!(docs.ends_with("disabled"), "{listed}");
+    let (engram, runs) = status("engram");
+    assert!(engram.contains("✓ engram connected"), "{listed}");
+    assert_eq!(
+        runs.trim_start_matches(['│', ' ']),
+        "engram mcp",
+        "{listed}"
     );
 }

@@ -116,7 +116,7 @@ impl Call {
                 let body = json!({"turn_id": turn_id, "messages": wire(&window)});
                 let Some(request) = payload.prompt.as_deref().and_then(remember::parse) else {
                     let injection = self.retrieve(args.event, body).await?;
-                    return Ok(injection.map(|text| context(args.event, &text)));
+                    return Ok(injection.map(|text| self.context(args.event, &text)));
                 };
                 // Both at once, within the one budget; the retrieval does
                 // not wait for the write (it would not see it before the
@@ -133,7 +133,7 @@ impl Call {
                     Some(injection) => format!("{confirmation}\n\n{injection}"),
                     None => confirmation,
                 };
-                Ok(Some(context(args.event, &text)))
+                Ok(Some(self.context(args.event, &text)))
             }
             Event::SessionStart => {
                 let turn_id = turn_id(payload, &self.session_id, &window);
@@ -149,11 +149,18 @@ impl Call {
                     Some(injection) => format!("{GUIDANCE}\n\n{injection}"),
                     None => GUIDANCE.to_owned(),
                 };
-                Ok(Some(context(args.event, &text)))
+                Ok(Some(self.context(args.event, &text)))
             }
             Event::Stop | Event::PreCompact => {
                 if let Some(answer) = &payload.last_assistant_message {
                     append_unless_last(&mut window, Role::Assistant, answer);
+                }
+                // A compaction of a context where nothing was said yet is
+                // nothing to hand over: Gemini CLI asks its hook before
+                // every turn, the first one included, whether or not it
+                // then compresses.
+                if window.is_empty() && args.event == Event::PreCompact {
+                    return Ok(None);
                 }
                 if window.is_empty() {
                     return Err(Error::EmptyWindow);
@@ -246,6 +253,15 @@ impl Call {
         }
     }
 
+    /// The agent's output that adds `text` to its context.
+    fn context(&self, event: Event, text: &str) -> String {
+        let output = json!({"hookSpecificOutput": {
+            "hookEventName": self.agent.event_name(event),
+            "additionalContext": text,
+        }});
+        output.to_string()
+    }
+
     /// Appends `reason` to the log, if there is one.
     fn log(&self, event: Event, reason: &str) {
         if let Some(path) = &self.log_path {
@@ -263,15 +279,6 @@ impl Call {
         }
         Ok(self.api.post(path, &body).await?)
     }
-}
-
-/// The agent's output that adds `text` to its context.
-fn context(event: Event, text: &str) -> String {
-    let output = json!({"hookSpecificOutput": {
-        "hookEventName": event.hook_event_name(),
-        "additionalContext": text,
-    }});
-    output.to_string()
 }
 
 /// Adds `text` as the window's last message unless it already is (the

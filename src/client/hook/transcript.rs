@@ -20,6 +20,12 @@
 //!   `response_item` lines are not read, since Codex also files its own
 //!   instructions there under the user role. A `compacted` line starts a
 //!   new window.
+//! - Gemini CLI: records that add, replace and rewind messages by id
+//!   ([`gemini`]). Its compressions leave no mark in the transcript, so
+//!   its window is the whole session, cut to [`MAX_WINDOW_BYTES`] from its
+//!   end like any other.
+
+pub mod gemini;
 
 use std::io;
 use std::path::Path;
@@ -44,6 +50,7 @@ pub const MAX_WINDOW_BYTES: usize = 512 * 1024;
 pub enum Format {
     ClaudeCode,
     Codex,
+    Gemini,
 }
 
 /// Who said a message of the window.
@@ -89,6 +96,12 @@ pub fn read_window(path: &Path, format: Format) -> io::Result<Vec<Message>> {
 /// consecutive ones of the same role joined, cut to [`MAX_WINDOW_BYTES`].
 pub fn window(transcript: &str, format: Format) -> Vec<Message> {
     let mut messages: Vec<Message> = Vec::new();
+    if format == Format::Gemini {
+        for message in gemini::messages(transcript) {
+            push(&mut messages, message.role, &message.text);
+        }
+        return cut_to_budget(messages, MAX_WINDOW_BYTES);
+    }
     for line in transcript.lines() {
         match read_line(line, format) {
             Line::Compaction => messages.clear(),
@@ -104,7 +117,9 @@ pub fn window(transcript: &str, format: Format) -> Vec<Message> {
 /// of the same role joined; each with the byte offset just past the last
 /// line it holds, so that a reader can resume after it. Only complete
 /// lines (ending in a newline) are read: the last one may still be being
-/// written.
+/// written. Claude Code's and Codex's transcripts only: Gemini CLI's
+/// cannot be resumed by offset, since a later record may rewrite an
+/// earlier message.
 pub fn messages(transcript: &str, format: Format) -> Vec<(Message, usize)> {
     let mut messages: Vec<Message> = Vec::new();
     let mut ends = Vec::new();
@@ -146,6 +161,9 @@ fn read_line(line: &str, format: Format) -> Line {
     match format {
         Format::ClaudeCode => claude_code_line(&entry),
         Format::Codex => codex_line(&entry),
+        // Its records replace one another, so a line alone says nothing
+        // sure: its transcripts are read whole ([`gemini::messages`]).
+        Format::Gemini => Line::Other,
     }
 }
 

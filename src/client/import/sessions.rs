@@ -14,9 +14,33 @@ use std::time::SystemTime;
 
 use serde_json::Value;
 
-pub use crate::client::hook::Agent;
-
 use super::Error;
+use crate::client::hook::transcript::Format;
+
+/// An agent whose past sessions `engram import` reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Agent {
+    ClaudeCode,
+    Codex,
+}
+
+impl Agent {
+    /// The name on the command line, and in the import's state.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ClaudeCode => "claude-code",
+            Self::Codex => "codex",
+        }
+    }
+
+    /// How the agent writes its transcripts.
+    pub fn transcript_format(self) -> Format {
+        match self {
+            Self::ClaudeCode => Format::ClaudeCode,
+            Self::Codex => Format::Codex,
+        }
+    }
+}
 
 /// The most lines read from a transcript's start to find its session's
 /// metadata.

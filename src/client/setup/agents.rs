@@ -1,5 +1,6 @@
 //! The agents `engram setup` knows, and where each keeps what Engram
-//! writes: its hooks file (agents whose hooks `engram hook` serves), the
+//! writes: its hooks file (agents whose hooks `engram hook` serves; Gemini
+//! CLI's is the same settings.json as its MCP servers), the
 //! file of its MCP servers and the shape of a server entry there, and the
 //! instructions file that tells an agent without those hooks to call
 //! Engram's tools.
@@ -22,7 +23,7 @@ pub enum Agent {
     Codex,
     /// Cursor: MCP and a project rule.
     Cursor,
-    /// Google's Gemini CLI: MCP and GEMINI.md.
+    /// Google's Gemini CLI: hooks and MCP.
     Gemini,
     /// VS Code (GitHub Copilot's agent mode): MCP and a project
     /// instructions file.
@@ -57,14 +58,24 @@ impl Agent {
     }
 
     /// The agent as `engram hook` knows it, when Engram serves its hooks.
-    /// Cursor's and Gemini CLI's hooks take other input and output than
-    /// Claude Code's (and other transcripts), VS Code and OpenCode have
-    /// none that add context: those get instructions instead.
+    /// Cursor's hooks are not served (no CLI of its in a package registry
+    /// to test them with), and VS Code and OpenCode have no command hooks
+    /// that add context: those get instructions instead.
     pub fn hook_agent(self) -> Option<hook::Agent> {
         match self {
             Self::ClaudeCode => Some(hook::Agent::ClaudeCode),
             Self::Codex => Some(hook::Agent::Codex),
-            Self::Cursor | Self::Gemini | Self::VsCode | Self::OpenCode => None,
+            Self::Gemini => Some(hook::Agent::Gemini),
+            Self::Cursor | Self::VsCode | Self::OpenCode => None,
+        }
+    }
+
+    /// The JSON its hooks file is read as: Gemini CLI keeps its hooks in
+    /// settings.json, beside its MCP servers, and strips comments there.
+    pub fn hooks_dialect(self) -> JsonDialect {
+        match self {
+            Self::Gemini => JsonDialect::Comments,
+            _ => JsonDialect::Strict,
         }
     }
 
@@ -87,6 +98,8 @@ impl Agent {
             (Self::ClaudeCode, Scope::Local) => dirs.project.join(".claude/settings.local.json"),
             (Self::Codex, Scope::User) => dirs.codex_home()?.join("hooks.json"),
             (Self::Codex, Scope::Project) => dirs.project.join(".codex/hooks.json"),
+            (Self::Gemini, Scope::User) => dirs.home()?.join(".gemini/settings.json"),
+            (Self::Gemini, Scope::Project) => dirs.project.join(".gemini/settings.json"),
             _ => return Err(self.no_such_scope(scope)),
         })
     }
@@ -178,9 +191,9 @@ impl Agent {
 
     /// The instructions file that tells the agent to use Engram's tools,
     /// for agents whose hooks Engram does not serve, and the text a new
-    /// file starts with. `None`: the agent has no such file at `scope`
-    /// (Cursor's and VS Code's user-wide instructions live in their
-    /// settings, not in a file of their own).
+    /// file starts with. `None`: the agent's hooks are served, or it has no
+    /// such file at `scope` (Cursor's and VS Code's user-wide instructions
+    /// live in their settings, not in a file of their own).
     pub fn instructions_file(
         self,
         scope: Scope,
@@ -197,8 +210,6 @@ impl Agent {
                     .join(".github/instructions/engram.instructions.md"),
                 "---\napplyTo: \"**\"\n---\n\n",
             )),
-            (Self::Gemini, Scope::User) => Some((dirs.home()?.join(".gemini/GEMINI.md"), "")),
-            (Self::Gemini, Scope::Project) => Some((dirs.project.join("GEMINI.md"), "")),
             (Self::OpenCode, Scope::User) => {
                 Some((dirs.xdg_config()?.join("opencode/AGENTS.md"), ""))
             }

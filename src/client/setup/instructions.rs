@@ -1,5 +1,5 @@
 //! The instructions an agent without Engram hooks gets: a block in its
-//! instructions file (GEMINI.md, AGENTS.md, a Cursor rule, a VS Code
+//! instructions file (AGENTS.md, a Cursor rule, a VS Code
 //! instructions file) that tells the model to call Engram's MCP tools,
 //! since no hook injects memories or hands turns to capture for it.
 //!

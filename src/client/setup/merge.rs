@@ -27,6 +27,15 @@ use crate::client::hook::{Agent, Event};
 /// since `engram hook` keeps to its own, shorter budget.
 const AGENT_TIMEOUT_S: u64 = 10;
 
+/// [`AGENT_TIMEOUT_S`] in the unit `agent` reads: Gemini CLI's `timeout`
+/// is in milliseconds, Claude Code's and Codex's in seconds.
+fn agent_timeout(agent: Agent) -> u64 {
+    match agent {
+        Agent::ClaudeCode | Agent::Codex => AGENT_TIMEOUT_S,
+        Agent::Gemini => AGENT_TIMEOUT_S * 1000,
+    }
+}
+
 /// The name the MCP server entry goes by.
 const MCP_SERVER_NAME: &str = "engram";
 /// The variables a Codex MCP server may see: Codex starts servers with a
@@ -88,7 +97,11 @@ impl Entry {
     /// The entry as the report shows it: what it is, and what it runs.
     pub fn describe(&self) -> (&'static str, String) {
         match self {
-            Self::Hook { event, command, .. } => (event.hook_event_name(), command.clone()),
+            Self::Hook {
+                agent,
+                event,
+                command,
+            } => (agent.event_name(*event), command.clone()),
             Self::McpServer { program, args, .. } => (
                 "MCP server",
                 format!("{MCP_SERVER_NAME}: {}", shell_words(program, args)),
@@ -208,8 +221,12 @@ pub fn merge(document: &mut Value, entry: &Entry) -> Result<Change, WrongShape> 
     let root = document
         .as_object_mut()
         .ok_or_else(|| WrongShape::new("the file", "an object"))?;
-    let (event, command) = match entry {
-        Entry::Hook { event, command, .. } => (event, command),
+    let (agent, event, command) = match entry {
+        Entry::Hook {
+            agent,
+            event,
+            command,
+        } => (*agent, *event, command),
         Entry::McpServer {
             at,
             program,
@@ -220,7 +237,7 @@ pub fn merge(document: &mut Value, entry: &Entry) -> Result<Change, WrongShape> 
             return Err(WrongShape::new("the file", "Markdown, for instructions"));
         }
     };
-    let name = event.hook_event_name();
+    let name = agent.event_name(event);
     let hooks = root
         .entry("hooks")
         .or_insert_with(|| Value::Object(Map::new()))
@@ -231,7 +248,7 @@ pub fn merge(document: &mut Value, entry: &Entry) -> Result<Change, WrongShape> 
         .or_insert_with(|| Value::Array(Vec::new()))
         .as_array_mut()
         .ok_or_else(|| WrongShape::new(format!("hooks.{name}"), "a list"))?;
-    let wanted = json!({"type": "command", "command": command, "timeout": AGENT_TIMEOUT_S});
+    let wanted = json!({"type": "command", "command": command, "timeout": agent_timeout(agent)});
     let mut change = Change::Added;
     for group in groups.iter_mut() {
         let Some(handlers) = group.get_mut("hooks").and_then(Value::as_array_mut) else {
