@@ -78,7 +78,7 @@ impl App {
     /// ready once that build is done.
     pub async fn build(config: Config) -> Result<Self, Error> {
         let (store, follow) = open_store(&config).await?;
-        let (embedder, cache, access, queue, meter) = {
+        let (embedder, access, queue, meter) = {
             let config = config.clone();
             blocking::run(move || -> Result<_, Error> {
                 let data_dir = &config.data_dir;
@@ -87,16 +87,22 @@ impl App {
                 let meter = Meter::open(&config);
                 let embedder = Embedder::from_config(&config.embedding)?.metered(meter.clone());
                 let cache_dir = data_dir.join(".cache");
-                let cache = embedder.open_cache(&cache_dir);
                 Ok((
                     embedder,
-                    cache,
                     AccessCounts::load(&cache_dir),
                     queue,
                     meter,
                 ))
             })
             .await?
+        };
+        // Replicas share one embedding cache; one process keeps its own file.
+        let cache = match store.database() {
+            Some(database) => embedder.open_shared_cache(database.clone()).await,
+            None => {
+                let (embedder, cache_dir) = (embedder.clone(), config.data_dir.join(".cache"));
+                blocking::run(move || embedder.open_cache(&cache_dir)).await
+            }
         };
         let listener = TcpListener::bind(config.listen)
             .await

@@ -7,7 +7,10 @@ use super::Error;
 
 /// Every migration, oldest first; a version is never changed once
 /// released, only followed by a new one.
-const MIGRATIONS: &[(i64, &str)] = &[(1, include_str!("migrations/0001_memories.sql"))];
+const MIGRATIONS: &[(i64, &str)] = &[
+    (1, include_str!("migrations/0001_memories.sql")),
+    (3, include_str!("migrations/0003_embeddings.sql")),
+];
 
 /// Held while migrating, so replicas starting together migrate once.
 const MIGRATION_LOCK: i64 = 0x656e_6772_616d; // "engram"
