@@ -201,7 +201,7 @@ async fn read_head(
     let row = client
         .query_one(
             "SELECT h.seq, (SELECT (extract(epoch FROM clock_timestamp() - c.at) * 1000)::bigint \
-             FROM engram_changes c WHERE c.seq = $1 + 1) FROM engram_log_head h",
+             FROM engram_changes c WHERE c.seq = $1::bigint + 1) FROM engram_log_head h",
             &[&after],
         )
         .await?;
