@@ -56,7 +56,7 @@ pub async fn get_readyz(
         Some(reason) => {
             // Expected while starting or while the database is down: not
             // an error.
-            tracing::debug!(reason, "not ready");
+            tracing::debug!(reason, "not ready yet");
             Err(ApiError::NotReady(reason))
         }
     }

@@ -297,8 +297,9 @@ async fn a_database_with_a_newer_schema_stops_start_up_naming_both_versions() {
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
     );
+    let binary = engram::store::postgres::schema::binary_version();
     assert!(
-        printed.contains("version 999") && printed.contains("version 1"),
+        printed.contains("version 999") && printed.contains(&format!("version {binary}")),
         "{printed}"
     );
     assert!(
