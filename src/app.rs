@@ -87,12 +87,7 @@ impl App {
                 let meter = Meter::open(&config);
                 let embedder = Embedder::from_config(&config.embedding)?.metered(meter.clone());
                 let cache_dir = data_dir.join(".cache");
-                Ok((
-                    embedder,
-                    AccessCounts::load(&cache_dir),
-                    queue,
-                    meter,
-                ))
+                Ok((embedder, AccessCounts::load(&cache_dir), queue, meter))
             })
             .await?
         };

@@ -152,7 +152,9 @@ impl Embedder {
             match database.cached_dimensions(&model).await {
                 Ok(Some(dimensions)) => self.adopt_dimensions(dimensions),
                 Ok(None) => {}
-                Err(err) => tracing::warn!(error = %error_chain(&err), "the shared embedding cache cannot be read; the vector length is learned from the first reply"),
+                Err(err) => {
+                    tracing::warn!(error = %error_chain(&err), "the shared embedding cache cannot be read; the vector length is learned from the first reply");
+                }
             }
         }
         VectorCache::Shared { database, model }

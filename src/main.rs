@@ -97,19 +97,21 @@ fn main() -> ExitCode {
             Ok(config) => print_yaml(&config),
             Err(code) => code,
         },
-        Command::Healthcheck(HealthcheckArgs { ready }) => match load_config(args.config.as_deref()) {
-            Ok(config) => match engram::client::probe::probe(
-                config.listen,
-                if ready { "/readyz" } else { "/healthz" },
-            ) {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(err) => {
-                    eprintln!("engram: unhealthy: {err}");
-                    ExitCode::FAILURE
-                }
-            },
-            Err(code) => code,
-        },
+        Command::Healthcheck(HealthcheckArgs { ready }) => {
+            match load_config(args.config.as_deref()) {
+                Ok(config) => match engram::client::probe::probe(
+                    config.listen,
+                    if ready { "/readyz" } else { "/healthz" },
+                ) {
+                    Ok(()) => ExitCode::SUCCESS,
+                    Err(err) => {
+                        eprintln!("engram: unhealthy: {err}");
+                        ExitCode::FAILURE
+                    }
+                },
+                Err(code) => code,
+            }
+        }
         Command::Serve(flags) => match serve_config(args.config.as_deref(), flags) {
             Ok(config) => serve(config),
             Err(code) => code,

@@ -34,8 +34,6 @@ pub fn probe(listen: SocketAddr, path: &str) -> io::Result<()> {
     if status_line.split_whitespace().nth(1) == Some("200") {
         Ok(())
     } else {
-        Err(io::Error::other(format!(
-            "{path} answered {status_line:?}"
-        )))
+        Err(io::Error::other(format!("{path} answered {status_line:?}")))
     }
 }

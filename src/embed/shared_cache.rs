@@ -53,8 +53,10 @@ impl VectorCache {
         match self {
             Self::Local { file, .. } => file.append(entries.iter().copied()),
             Self::Shared { database, model } => {
-                let rows: Vec<([u8; 32], &[f32])> =
-                    entries.iter().map(|(key, vector)| (key.0, *vector)).collect();
+                let rows: Vec<([u8; 32], &[f32])> = entries
+                    .iter()
+                    .map(|(key, vector)| (key.0, *vector))
+                    .collect();
                 if let Err(err) = database.cache_vectors(model, &rows).await {
                     tracing::warn!(error = %error_chain(&err), "could not keep vectors in the shared embedding cache");
                 }

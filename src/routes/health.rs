@@ -71,7 +71,9 @@ fn not_ready(readiness: &Readiness, store: &Store) -> Option<&'static str> {
     if !replication.caught_up() {
         Some("this replica has not caught up with the database's change log yet")
     } else if !replication.connected() {
-        Some("the database cannot be reached: retrievals are served from what this replica holds, writes are refused")
+        Some(
+            "the database cannot be reached: retrievals are served from what this replica holds, writes are refused",
+        )
     } else {
         None
     }

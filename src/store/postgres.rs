@@ -79,7 +79,7 @@ impl Error {
 fn unreachable(err: &tokio_postgres::Error) -> bool {
     use tokio_postgres::error::SqlState;
     if err.is_closed()
-        || std::error::Error::source(err).is_some_and(|source| source.is::<std::io::Error>())
+        || std::error::Error::source(err).is_some_and(<dyn std::error::Error>::is::<std::io::Error>)
     {
         return true;
     }

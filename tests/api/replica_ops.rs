@@ -102,7 +102,10 @@ async fn load(base: String, name: &'static str, seen: Arc<Load>) {
                 .unwrap()
                 .push(body["id"].as_str().unwrap().to_owned()),
             503 => {
-                assert_eq!(body["type"], "urn:engram:problem:database-unavailable", "{body}");
+                assert_eq!(
+                    body["type"], "urn:engram:problem:database-unavailable",
+                    "{body}"
+                );
                 assert!(headers.contains_key("retry-after"), "{headers:?}");
                 assert_eq!(headers["content-type"], "application/problem+json");
                 seen.refused.fetch_add(1, Ordering::AcqRel);
@@ -149,12 +152,16 @@ async fn the_database_restarted_under_load_refuses_writes_meanwhile_and_loses_no
         .await;
         let (_, problem) = readiness(replica).await;
         assert!(
-            problem["detail"].as_str().unwrap().contains("database cannot be reached"),
+            problem["detail"]
+                .as_str()
+                .unwrap()
+                .contains("database cannot be reached"),
             "{problem}"
         );
     }
     wait_until_async("both replicas refuse writes", async || {
-        seen.iter().all(|load| load.refused.load(Ordering::Acquire) >= 1)
+        seen.iter()
+            .all(|load| load.refused.load(Ordering::Acquire) >= 1)
     })
     .await;
     let (status, headers, problem) = call(
@@ -241,10 +248,16 @@ async fn a_late_replica_is_not_ready_until_it_has_caught_up_with_the_change_log(
     let (status, problem) = readiness(&b).await;
     assert_eq!(status, 503, "{problem}");
     assert!(
-        problem["detail"].as_str().unwrap().contains("not caught up"),
+        problem["detail"]
+            .as_str()
+            .unwrap()
+            .contains("not caught up"),
         "{problem}"
     );
-    assert_eq!(get_json(b.url(), "/stats").await["database"]["caught_up"], false);
+    assert_eq!(
+        get_json(b.url(), "/stats").await["database"]["caught_up"],
+        false
+    );
     assert!(healthcheck(&b, &[]).await, "B is alive");
     assert!(!healthcheck(&b, &["--ready"]).await, "but not ready");
 
@@ -283,7 +296,10 @@ const ROOT: &str = "root-key";
 const LIMITED: &str = "forge-ana-key";
 
 fn digest(key: &str) -> String {
-    Sha256::digest(key).iter().map(|b| format!("{b:02x}")).collect()
+    Sha256::digest(key)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 #[tokio::test]
@@ -315,10 +331,15 @@ async fn a_key_limited_to_one_namespace_sees_the_same_on_both_replicas() {
     for replica in [&a, &b] {
         for id in [&mine, &theirs] {
             wait_until_async("the memory reaches the replica", async || {
-                call(replica.url(), Method::GET, &format!("/memories/{id}"), Some(ROOT), None)
-                    .await
-                    .0
-                    == 200
+                call(
+                    replica.url(),
+                    Method::GET,
+                    &format!("/memories/{id}"),
+                    Some(ROOT),
+                    None,
+                )
+                .await
+                .0 == 200
             })
             .await;
         }
@@ -355,7 +376,7 @@ async fn a_key_limited_to_one_namespace_sees_the_same_on_both_replicas() {
     }
     assert_eq!(seen_by_replica[0], seen_by_replica[1]);
     let (listed, found, namespaces) = &seen_by_replica[0];
-    assert_eq!(listed, &[mine.clone()]);
+    assert_eq!(listed, std::slice::from_ref(&mine));
     assert!(!found.contains(&theirs), "{found:?}");
     assert!(namespaces.get("repo/secret").is_none(), "{namespaces}");
 }
@@ -366,7 +387,10 @@ async fn the_replicas_lag_shows_in_stats_and_metrics_in_postgres_mode_only() {
     let stats = files.get("/stats").await.json;
     assert!(stats.get("database").is_none(), "files mode: {stats}");
     let metrics = files.get("/metrics").await.text;
-    assert!(!metrics.contains("engram_database_"), "files mode: {metrics}");
+    assert!(
+        !metrics.contains("engram_database_"),
+        "files mode: {metrics}"
+    );
 
     let Some(database) = pg_cluster::database().await else {
         return;
@@ -413,7 +437,11 @@ async fn a_text_one_replica_embedded_is_not_embedded_again_by_another() {
         Vectors::SMALL.dimensions
     );
     let a = Replica::start_with(&database, &yaml).await;
-    for content in ["Use tabs.", "Pin the toolchain.", "Deploys go out on Fridays."] {
+    for content in [
+        "Use tabs.",
+        "Pin the toolchain.",
+        "Deploys go out on Fridays.",
+    ] {
         a.write("forge", content).await;
     }
     wait_until_async("A has embedded the three memories", async || {
@@ -430,5 +458,9 @@ async fn a_text_one_replica_embedded_is_not_embedded_again_by_another() {
     assert_eq!(index["memories"], 3, "{index}");
     assert_eq!(index["cache_hits"], 3, "{index}");
     assert_eq!(index["embedded"], 0, "{index}");
-    assert_eq!(upstream.embedding_calls(), calls, "B made no embedding call");
+    assert_eq!(
+        upstream.embedding_calls(),
+        calls,
+        "B made no embedding call"
+    );
 }

@@ -30,7 +30,10 @@ impl Replica {
     /// A replica with `yaml` as its configuration file, once it is ready.
     pub async fn start_with(database: &TestDatabase, yaml: &str) -> Self {
         let replica = Self::start_serving(database, yaml).await;
-        wait_until_async("the replica is ready", async || is_ready(replica.url()).await).await;
+        wait_until_async("the replica is ready", async || {
+            is_ready(replica.url()).await
+        })
+        .await;
         replica
     }
 

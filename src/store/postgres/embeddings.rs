@@ -50,7 +50,12 @@ impl Database {
         let hashes: Vec<&[u8]> = entries.iter().map(|(hash, _)| hash.as_slice()).collect();
         let vectors: Vec<Vec<u8>> = entries
             .iter()
-            .map(|(_, vector)| vector.iter().flat_map(|value| value.to_le_bytes()).collect())
+            .map(|(_, vector)| {
+                vector
+                    .iter()
+                    .flat_map(|value| value.to_le_bytes())
+                    .collect()
+            })
             .collect();
         client
             .execute(

@@ -163,9 +163,7 @@ impl Follower {
     /// is done, the replica has caught up with the log.
     async fn catch_up(&mut self, client: &tokio_postgres::Client) -> Result<(), Error> {
         let (head, oldest_unapplied_age) = read_head(client, self.cursor).await?;
-        self.database
-            .replication
-            .heard(head, oldest_unapplied_age);
+        self.database.replication.heard(head, oldest_unapplied_age);
         loop {
             let changes = read_changes(client, self.cursor).await?;
             let Some(last) = changes.last().map(|change| change.seq) else {
@@ -180,7 +178,12 @@ impl Follower {
                 break;
             }
         }
-        if !self.database.replication.caught_up.swap(true, Ordering::AcqRel) {
+        if !self
+            .database
+            .replication
+            .caught_up
+            .swap(true, Ordering::AcqRel)
+        {
             tracing::info!(
                 change = self.cursor,
                 "caught up with the database's change log"

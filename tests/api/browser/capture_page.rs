@@ -103,7 +103,10 @@ async fn the_capture_page_reads_retrieval_latency_as_percentiles() {
         "{figures:?}"
     );
     let groups = browser.texts("#stats h3").await;
-    assert!(!groups.iter().any(|group| group == "Database"), "files mode: {groups:?}");
+    assert!(
+        !groups.iter().any(|group| group == "Database"),
+        "files mode: {groups:?}"
+    );
     end(browser, served).await;
 }
 
@@ -124,7 +127,12 @@ async fn the_capture_page_shows_the_database_and_the_replicas_lag_in_postgres_mo
         return;
     };
     served
-        .create(memory("repo", "forge", "patterns", "Deploys use Helm charts."))
+        .create(memory(
+            "repo",
+            "forge",
+            "patterns",
+            "Deploys use Helm charts.",
+        ))
         .await;
     browser.open(&served.ui("#/capture")).await;
     browser
@@ -138,7 +146,10 @@ async fn the_capture_page_shows_the_database_and_the_replicas_lag_in_postgres_mo
     let terms = browser.texts("#stats dt").await;
     let figures = browser.texts("#stats dd").await;
     let figure = |term: &str| {
-        let at = terms.iter().position(|t| t == term).unwrap_or_else(|| panic!("{term} in {terms:?}"));
+        let at = terms
+            .iter()
+            .position(|t| t == term)
+            .unwrap_or_else(|| panic!("{term} in {terms:?}"));
         figures[at].clone()
     };
     assert_eq!(figure("connected"), "yes");

@@ -148,7 +148,6 @@ impl<'a> Builder<'a> {
         RunningApp::on(ground, config).await
     }
 
-
     async fn ground_and_config(self) -> (Ground, Config) {
         let ground = match self.ground {
             Some(ground) => ground,
