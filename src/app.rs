@@ -79,13 +79,9 @@ impl App {
     /// ready once that build is done.
     pub async fn build(config: Config) -> Result<Self, Error> {
         let (store, follow) = open_store(&config).await?;
-        let database = match &follow {
-            Follow::ChangeLog { database, .. } => Some(database.clone()),
-            Follow::Watch(_) => None,
-        };
-        let (embedder, cache, access, queue, meter) = {
+        let (embedder, access, queue, meter) = {
             let config = config.clone();
-            let database = database.clone();
+            let database = store.database().cloned();
             blocking::run(move || -> Result<_, Error> {
                 let data_dir = &config.data_dir;
                 let queue_limits = queue::Limits::from_config(&config);
@@ -104,16 +100,17 @@ impl App {
                 let meter = Meter::open(&config);
                 let embedder = Embedder::from_config(&config.embedding)?.metered(meter.clone());
                 let cache_dir = data_dir.join(".cache");
-                let cache = embedder.open_cache(&cache_dir);
-                Ok((
-                    embedder,
-                    cache,
-                    AccessCounts::load(&cache_dir),
-                    queue,
-                    meter,
-                ))
+                Ok((embedder, AccessCounts::load(&cache_dir), queue, meter))
             })
             .await?
+        };
+        // Replicas share one embedding cache; one process keeps its own file.
+        let cache = match store.database() {
+            Some(database) => embedder.open_shared_cache(database.clone()).await,
+            None => {
+                let (embedder, cache_dir) = (embedder.clone(), config.data_dir.join(".cache"));
+                blocking::run(move || embedder.open_cache(&cache_dir)).await
+            }
         };
         let listener = TcpListener::bind(config.listen)
             .await
@@ -184,8 +181,8 @@ impl App {
                 index: index.clone(),
                 embedder: embedder.clone(),
                 llm: llm.clone(),
-                ledger: Arc::new(match database {
-                    Some(database) => Ledger::in_database(database),
+                ledger: Arc::new(match store.database() {
+                    Some(database) => Ledger::in_database(database.clone()),
                     None => Ledger::new(config.data_dir.join("queue").join("classified")),
                 }),
                 stats: capture_stats,

@@ -21,6 +21,7 @@
 pub mod cache;
 pub mod local;
 pub mod openai;
+pub mod shared_cache;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -35,8 +36,10 @@ pub use openai::OpenAiEmbedder;
 use crate::blocking;
 use crate::causes::error_chain;
 use crate::config::{self, EmbeddingProvider};
+use crate::store::postgres::Database;
 use crate::usage::Meter;
-use cache::{EmbeddingCache, StoredVectors};
+use cache::EmbeddingCache;
+use shared_cache::VectorCache;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -133,12 +136,34 @@ impl Embedder {
     /// Opens this model's embedding cache under `cache_dir`. When the
     /// length is still to be learned, the cache's header supplies the one
     /// learned on an earlier run.
-    pub fn open_cache(&self, cache_dir: &Path) -> (EmbeddingCache, StoredVectors) {
-        let (cache, stored) = EmbeddingCache::open(cache_dir, &self.model_key(), self.dimensions());
-        if let (Backend::OpenAi(embedder), Some(dimensions)) = (&self.backend, cache.dimensions()) {
+    pub fn open_cache(&self, cache_dir: &Path) -> VectorCache {
+        let (file, stored) = EmbeddingCache::open(cache_dir, &self.model_key(), self.dimensions());
+        if let Some(dimensions) = file.dimensions() {
+            self.adopt_dimensions(dimensions);
+        }
+        VectorCache::Local { file, stored }
+    }
+
+    /// The embedding cache replicas share in `database`. When the length
+    /// is still to be learned, a vector another replica stored supplies it.
+    pub async fn open_shared_cache(&self, database: Database) -> VectorCache {
+        let model = self.model_key();
+        if self.dimensions().is_none() {
+            match database.cached_dimensions(&model).await {
+                Ok(Some(dimensions)) => self.adopt_dimensions(dimensions),
+                Ok(None) => {}
+                Err(err) => {
+                    tracing::warn!(error = %error_chain(&err), "the shared embedding cache cannot be read; the vector length is learned from the first reply");
+                }
+            }
+        }
+        VectorCache::Shared { database, model }
+    }
+
+    fn adopt_dimensions(&self, dimensions: usize) {
+        if let Backend::OpenAi(embedder) = &self.backend {
             embedder.adopt_dimensions(dimensions);
         }
-        (cache, stored)
     }
 
     pub fn health(&self) -> Health {

@@ -52,7 +52,8 @@ pub struct Problem {
 }
 
 /// Marks an error response that is no fault of the service (`not-ready`
-/// while start-up work runs), so the request log does not call it an error.
+/// while start-up work runs, `database-unavailable` while the database is
+/// down), so the request log does not call it an error.
 #[derive(Clone, Copy, Debug)]
 pub struct NotAFault;
 
@@ -84,8 +85,14 @@ pub enum ApiError {
     /// Valid, but in conflict with the current state.
     #[error("{detail}")]
     Conflict { field: String, detail: String },
-    #[error("the service is still starting")]
-    NotReady,
+    /// `/readyz` before start-up is done, or while this replica is behind
+    /// the database or cut off from it: says which.
+    #[error("{0}")]
+    NotReady(&'static str),
+    /// The database (`store.backend: postgres`) could not be reached, so
+    /// the change was not committed; retrying shortly may succeed.
+    #[error("the database cannot be reached, so nothing was changed; retry shortly")]
+    DatabaseUnavailable(#[source] store::Error),
     /// Turns and compactions need a classifier model and none is
     /// configured: capture is agent-driven.
     #[error(
@@ -195,10 +202,15 @@ impl ApiError {
                 "duplicate-memory",
                 "A current memory already says this",
             ),
-            Self::NotReady => (
+            Self::NotReady(_) => (
                 StatusCode::SERVICE_UNAVAILABLE,
                 "not-ready",
                 "The service is not ready",
+            ),
+            Self::DatabaseUnavailable(_) => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "database-unavailable",
+                "The database cannot be reached",
             ),
             Self::Timeout { .. } => (
                 StatusCode::SERVICE_UNAVAILABLE,
@@ -243,11 +255,17 @@ impl ApiError {
         }
     }
 
-    /// The problem to answer with; an internal error's cause is logged
-    /// here, never sent.
+    /// The problem to answer with; an internal error's cause (or why the
+    /// database could not be reached) is logged here, never sent.
     pub fn report(&self) -> Problem {
-        if let Self::Internal(cause) = self {
-            tracing::error!(error = %error_chain(cause.as_ref()), "request failed");
+        match self {
+            Self::Internal(cause) => {
+                tracing::error!(error = %error_chain(cause.as_ref()), "request failed");
+            }
+            Self::DatabaseUnavailable(cause) => {
+                tracing::warn!(error = %error_chain(cause), "the database cannot be reached; the write is refused");
+            }
+            _ => {}
         }
         self.to_problem()
     }
@@ -285,7 +303,7 @@ impl IntoResponse for ApiError {
                 .headers_mut()
                 .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         }
-        if matches!(self, Self::NotReady) {
+        if matches!(self, Self::NotReady(_) | Self::DatabaseUnavailable(_)) {
             response.extensions_mut().insert(NotAFault);
         }
         if status == StatusCode::SERVICE_UNAVAILABLE {
@@ -304,7 +322,12 @@ impl IntoResponse for ApiError {
 
 impl From<store::Error> for ApiError {
     fn from(err: store::Error) -> Self {
-        Self::internal(err)
+        match &err {
+            store::Error::Database(database) if database.is_unavailable() => {
+                Self::DatabaseUnavailable(err)
+            }
+            _ => Self::internal(err),
+        }
     }
 }
 

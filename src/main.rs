@@ -39,6 +39,15 @@ struct ServeArgs {
     data_dir: Option<PathBuf>,
 }
 
+/// What `engram healthcheck` asks.
+#[derive(clap::Args)]
+struct HealthcheckArgs {
+    /// Ask /readyz instead: exit 0 only once the server is ready (with
+    /// PostgreSQL: caught up with the database and connected to it).
+    #[arg(long)]
+    ready: bool,
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// Serve the HTTP API (the default).
@@ -48,7 +57,7 @@ enum Command {
     /// Print the OpenAPI document as YAML and exit.
     Openapi,
     /// Exit 0 if the configured server answers /healthz (for container health checks).
-    Healthcheck,
+    Healthcheck(HealthcheckArgs),
     /// Run as a coding agent's hook: read its JSON on stdin, call a running
     /// Engram, print what the agent expects. Always exits 0; failures go to
     /// a log file.
@@ -88,16 +97,21 @@ fn main() -> ExitCode {
             Ok(config) => print_yaml(&config),
             Err(code) => code,
         },
-        Command::Healthcheck => match load_config(args.config.as_deref()) {
-            Ok(config) => match engram::client::probe::healthz(config.listen) {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(err) => {
-                    eprintln!("engram: unhealthy: {err}");
-                    ExitCode::FAILURE
-                }
-            },
-            Err(code) => code,
-        },
+        Command::Healthcheck(HealthcheckArgs { ready }) => {
+            match load_config(args.config.as_deref()) {
+                Ok(config) => match engram::client::probe::probe(
+                    config.listen,
+                    if ready { "/readyz" } else { "/healthz" },
+                ) {
+                    Ok(()) => ExitCode::SUCCESS,
+                    Err(err) => {
+                        eprintln!("engram: unhealthy: {err}");
+                        ExitCode::FAILURE
+                    }
+                },
+                Err(code) => code,
+            }
+        }
         Command::Serve(flags) => match serve_config(args.config.as_deref(), flags) {
             Ok(config) => serve(config),
             Err(code) => code,

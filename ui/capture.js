@@ -128,6 +128,7 @@ function statsSection(stats) {
       'failed batches': stats.index.failed_batches,
       'start-up ms': stats.index.startup_ms ?? '—',
     }],
+    stats.database ? ['Database', databaseFigures(stats.database)] : null,
     stats.capture ? ['Capture', stats.capture] : null,
     stats.retrieval ? ['Retrieval', retrievalFigures(stats.retrieval)] : null,
   ].filter(Boolean);
@@ -137,6 +138,19 @@ function statsSection(stats) {
     h('div', { class: 'stat-groups' }, groups.map(([name, values]) => h('section', { class: 'stat-group' },
       h('h3', null, name),
       h('dl', null, flatten(values).map(([key, value]) => [h('dt', null, key.replaceAll('_', ' ')), h('dd', null, value)]))))));
+}
+
+/** PostgreSQL mode: whether this replica reaches the database and how far
+ * behind its change log it is. */
+function databaseFigures(database) {
+  return {
+    connected: database.connected ? 'yes' : 'no',
+    'caught up': database.caught_up ? 'yes' : 'no',
+    'log head': database.log_head,
+    cursor: database.cursor,
+    'lag changes': database.lag_changes,
+    'lag ms': database.lag_ms,
+  };
 }
 
 /** The retrieval counters, with the latency histogram read as

@@ -1,5 +1,6 @@
-//! `engram healthcheck`: asks a running Engram for `/healthz`, so a
-//! container image needs no curl for its health check.
+//! `engram healthcheck`: asks a running Engram for `/healthz` (or, with
+//! `--ready`, `/readyz`), so a container image needs no curl for its
+//! health check.
 
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -8,9 +9,10 @@ use std::time::Duration;
 /// How long the whole probe may take.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
 
-/// Whether the service listening on `listen` answers `/healthz` with 200.
-/// An unspecified address (`0.0.0.0`, `::`) is probed on loopback.
-pub fn healthz(listen: SocketAddr) -> io::Result<()> {
+/// Whether the service listening on `listen` answers `path` (`/healthz`
+/// or `/readyz`) with 200. An unspecified address (`0.0.0.0`, `::`) is
+/// probed on loopback.
+pub fn probe(listen: SocketAddr, path: &str) -> io::Result<()> {
     let mut target = listen;
     if target.ip().is_unspecified() {
         target.set_ip(if target.is_ipv4() {
@@ -24,7 +26,7 @@ pub fn healthz(listen: SocketAddr) -> io::Result<()> {
     stream.set_write_timeout(Some(PROBE_TIMEOUT))?;
     write!(
         stream,
-        "GET /healthz HTTP/1.1\r\nHost: {target}\r\nConnection: close\r\n\r\n"
+        "GET {path} HTTP/1.1\r\nHost: {target}\r\nConnection: close\r\n\r\n"
     )?;
     let mut response = String::new();
     stream.read_to_string(&mut response)?;
@@ -32,8 +34,6 @@ pub fn healthz(listen: SocketAddr) -> io::Result<()> {
     if status_line.split_whitespace().nth(1) == Some("200") {
         Ok(())
     } else {
-        Err(io::Error::other(format!(
-            "/healthz answered {status_line:?}"
-        )))
+        Err(io::Error::other(format!("{path} answered {status_line:?}")))
     }
 }

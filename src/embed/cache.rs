@@ -25,7 +25,7 @@ const MAGIC: &[u8; 8] = b"ENGRMEB1";
 
 /// The digest of a memory's content: what the cache is keyed by.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct ContentKey([u8; 32]);
+pub struct ContentKey(pub(super) [u8; 32]);
 
 impl ContentKey {
     pub fn of(content: &str) -> Self {

@@ -33,7 +33,8 @@ use std::time::{Duration, Instant};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::embed::cache::{ContentKey, EmbeddingCache, StoredVectors};
+use crate::embed::cache::ContentKey;
+use crate::embed::shared_cache::VectorCache;
 use crate::embed::{self, Embedder, Priority};
 use crate::index::{Change, Entry, Index, lexical};
 use crate::memory::Memory;
@@ -90,10 +91,10 @@ pub struct Indexer {
     store: Store,
     index: Arc<Index>,
     embedder: Embedder,
-    cache: EmbeddingCache,
-    /// The cache's contents as read at start, until a pass has taken in
-    /// every loaded memory; what is left then is stale.
-    stored: StoredVectors,
+    /// The data directory's file (what it held at start is taken out as
+    /// it is used, so what is left once every loaded memory is in is
+    /// stale), or the table replicas share.
+    cache: VectorCache,
     /// Entries in the cache file at start, to judge when to compact it.
     stored_at_start: usize,
     readiness: Readiness,
@@ -106,8 +107,9 @@ pub struct IndexerDeps {
     pub store: Store,
     pub index: Arc<Index>,
     pub embedder: Embedder,
-    /// The embedding cache, and its contents as read at start.
-    pub cache: (EmbeddingCache, StoredVectors),
+    /// The embedding cache: the file and its contents as read at start,
+    /// or the table replicas share.
+    pub cache: VectorCache,
     /// Set once the start-up pass is done.
     pub readiness: Readiness,
     pub metrics: Metrics,
@@ -124,18 +126,21 @@ impl Indexer {
             store,
             index,
             embedder,
-            cache: (cache, stored),
+            cache,
             readiness,
             metrics,
         } = deps;
         let stats = Arc::new(IndexerStats::default());
+        let stored_at_start = match &cache {
+            VectorCache::Local { stored, .. } => stored.len(),
+            VectorCache::Shared { .. } => 0,
+        };
         let indexer = Self {
             store,
             index,
             embedder,
             cache,
-            stored_at_start: stored.len(),
-            stored,
+            stored_at_start,
             readiness,
             stats: stats.clone(),
             metrics,
@@ -242,13 +247,20 @@ impl Indexer {
     ) -> Result<(), embed::Error> {
         let mut changes = Vec::with_capacity(batch.len());
         let mut to_embed = Vec::new();
-        for change in batch {
-            let Some(memory) = self.store.get(change.id) else {
-                changes.push((*change, Change::Remove(change.id)));
-                continue;
-            };
-            let key = ContentKey::of(&memory.content);
-            match self.stored.remove(&key) {
+        let present: Vec<_> = batch
+            .iter()
+            .filter_map(|change| match self.store.get(change.id) {
+                Some(memory) => Some((change, ContentKey::of(&memory.content), memory)),
+                None => {
+                    changes.push((*change, Change::Remove(change.id)));
+                    None
+                }
+            })
+            .collect();
+        let keys: Vec<ContentKey> = present.iter().map(|(_, key, _)| *key).collect();
+        let mut cached = self.cache.take(&keys).await;
+        for (change, key, memory) in present {
+            match cached.remove(&key) {
                 Some(vector) if Some(vector.len()) == self.embedder.dimensions() => {
                     self.stats.cache_hits.fetch_add(1, Ordering::Relaxed);
                     changes.push((*change, Change::Upsert(entry_of(&memory), vector)));
@@ -272,12 +284,12 @@ impl Indexer {
             self.stats
                 .embedded
                 .fetch_add(vectors.len() as u64, Ordering::Relaxed);
-            self.cache.append(
-                to_embed
-                    .iter()
-                    .zip(&vectors)
-                    .map(|((_, key, _), vector)| (*key, vector.as_slice())),
-            );
+            let entries: Vec<(ContentKey, &[f32])> = to_embed
+                .iter()
+                .zip(&vectors)
+                .map(|((_, key, _), vector)| (*key, vector.as_slice()))
+                .collect();
+            self.cache.put(&entries).await;
             for ((change, _, memory), vector) in to_embed.into_iter().zip(vectors) {
                 changes.push((change, Change::Upsert(entry_of(&memory), vector)));
             }
@@ -306,10 +318,13 @@ impl Indexer {
     /// holds belongs to memories that are gone or changed. When that is a
     /// quarter of the file or more, rewrite the file with the live vectors.
     fn settle_cache(&mut self) {
+        let VectorCache::Local { file, stored } = &mut self.cache else {
+            return;
+        };
         if self.stored_at_start == 0 {
             return;
         }
-        let stale = std::mem::take(&mut self.stored).len();
+        let stale = std::mem::take(stored).len();
         if stale * 4 >= self.stored_at_start {
             let snapshot = self.index.snapshot();
             let live: HashMap<ContentKey, Vec<f32>> = snapshot
@@ -320,8 +335,7 @@ impl Indexer {
                 })
                 .collect();
             tracing::info!(stale, live = live.len(), "compacting the embedding cache");
-            self.cache
-                .rewrite(live.iter().map(|(key, vector)| (*key, vector.as_slice())));
+            file.rewrite(live.iter().map(|(key, vector)| (*key, vector.as_slice())));
         }
         self.stored_at_start = 0;
     }

@@ -1,4 +1,5 @@
-//! `/healthz` (the process answers), `/readyz` (start-up work is done) and
+//! `/healthz` (the process answers), `/readyz` (start-up work is done and,
+//! in postgres mode, the replica is current with the database) and
 //! `/metrics` (Prometheus text).
 
 use std::sync::Arc;
@@ -14,6 +15,7 @@ use utoipa::ToSchema;
 use crate::auth::Caller;
 use crate::error::{ApiError, Problem};
 use crate::readiness::Readiness;
+use crate::store::Store;
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct HealthResponse {
@@ -33,7 +35,8 @@ pub async fn get_healthz() -> Json<HealthResponse> {
     Json(HealthResponse { status: "ok" })
 }
 
-/// Readiness: 200 once start-up work is done, 503 before.
+/// Readiness: 200 once start-up work is done and, with PostgreSQL, while
+/// this replica is current with the database; 503 (saying why) otherwise.
 #[utoipa::path(
     get,
     path = "/readyz",
@@ -41,18 +44,38 @@ pub async fn get_healthz() -> Json<HealthResponse> {
     security(()),
     responses(
         (status = 200, body = HealthResponse),
-        (status = 503, description = "Still starting", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Still starting, behind the database's change log, or cut off from the database; `detail` says which", body = Problem, content_type = "application/problem+json"),
     )
 )]
 pub async fn get_readyz(
     State(readiness): State<Readiness>,
+    State(store): State<Store>,
 ) -> Result<Json<HealthResponse>, ApiError> {
-    if readiness.is_ready() {
-        Ok(Json(HealthResponse { status: "ready" }))
+    match not_ready(&readiness, &store) {
+        None => Ok(Json(HealthResponse { status: "ready" })),
+        Some(reason) => {
+            // Expected while starting or while the database is down: not
+            // an error.
+            tracing::debug!(reason, "not ready yet");
+            Err(ApiError::NotReady(reason))
+        }
+    }
+}
+
+/// Why this replica should not be sent traffic yet, if it should not.
+fn not_ready(readiness: &Readiness, store: &Store) -> Option<&'static str> {
+    if !readiness.is_ready() {
+        return Some("the service is still starting: the start-up index build is running");
+    }
+    let replication = store.database()?.replication();
+    if !replication.caught_up() {
+        Some("this replica has not caught up with the database's change log yet")
+    } else if !replication.connected() {
+        Some(
+            "the database cannot be reached: retrievals are served from what this replica holds, writes are refused",
+        )
     } else {
-        // Expected while the start-up index build runs: not an error.
-        tracing::debug!("not ready yet: the start-up work is running");
-        Err(ApiError::NotReady)
+        None
     }
 }
 

@@ -25,6 +25,7 @@ use crate::readiness::Readiness;
 use crate::retrieval::Retriever;
 use crate::retrieval::stats::RetrievalStatsView;
 use crate::routes::problems::Unauthorized;
+use crate::store::postgres::ReplicationView;
 use crate::store::{IndexStage, Store, SyncView};
 use crate::usage::{Meter, UsageView};
 
@@ -50,6 +51,43 @@ pub struct StatsResponse {
     /// see every namespace.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub models: Option<UsageView>,
+    /// The database and this replica's place in its change log: only in
+    /// postgres mode (`store.backend: postgres`), and only for keys that
+    /// see every namespace (the log counts every namespace's changes).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub database: Option<DatabaseStatsView>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct DatabaseStatsView {
+    /// Whether this replica's connection to the change log is up.
+    pub connected: bool,
+    /// Whether this replica has caught up with the change log since start
+    /// (`/readyz` is 503 until it has).
+    pub caught_up: bool,
+    /// The change log's last change, as this replica last read it.
+    pub log_head: u64,
+    /// The last change this replica has applied.
+    pub cursor: u64,
+    /// Changes committed and not yet applied here (`log_head - cursor`).
+    pub lag_changes: u64,
+    /// How long the oldest change not yet applied here has waited, in ms;
+    /// while the connection is down, how long since this replica last
+    /// heard from the database. 0 when connected and current.
+    pub lag_ms: u64,
+}
+
+impl From<ReplicationView> for DatabaseStatsView {
+    fn from(view: ReplicationView) -> Self {
+        Self {
+            connected: view.connected,
+            caught_up: view.caught_up,
+            log_head: view.head,
+            cursor: view.cursor,
+            lag_changes: view.lag_changes,
+            lag_ms: u64::try_from(view.lag.as_millis()).unwrap_or(u64::MAX),
+        }
+    }
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -245,6 +283,10 @@ impl StatsResponse {
             capture: everything.then(|| capture.stats()),
             embedding: everything.then(|| retriever.embedder().health().into()),
             models: everything.then(|| meter.view()),
+            database: store
+                .database()
+                .filter(|_| everything)
+                .map(|database| database.replication().view().into()),
             store: StoreStatsView {
                 memories: stats.memories,
                 versions: stats.versions,

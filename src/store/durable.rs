@@ -47,6 +47,15 @@ impl Store {
         Ok((store, snapshot.cursor))
     }
 
+    /// The database this store commits to (postgres mode), for what shows
+    /// the replica's state: `/readyz`, `/stats`, `/metrics`.
+    pub fn database(&self) -> Option<&Database> {
+        match &self.inner.durable {
+            Durable::Files => None,
+            Durable::Postgres(database) => Some(database),
+        }
+    }
+
     /// Makes `memory` durable. Blocking; called with the writer lock held.
     pub(super) fn persist(&self, memory: &Memory, chain: Chain) -> Result<(), WriteError> {
         match &self.inner.durable {

@@ -16,12 +16,14 @@
 //! - The connection string holds a password: it is never logged, and no
 //!   error here repeats it.
 
+pub mod embeddings;
 pub mod follow;
 mod rows;
 pub mod schema;
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use tokio_postgres::NoTls;
@@ -57,6 +59,43 @@ pub enum Error {
     Row { table: &'static str, reason: String },
 }
 
+impl Error {
+    /// Whether the database could not be reached (down, restarting, out of
+    /// connections, or the connection dropped mid-way), as opposed to a
+    /// query it refused: the request may succeed if retried shortly.
+    pub fn is_unavailable(&self) -> bool {
+        match self {
+            Self::Closed | Self::Pool(deadpool_postgres::PoolError::Timeout(_)) => true,
+            Self::Pool(deadpool_postgres::PoolError::Backend(err)) | Self::Query(err) => {
+                unreachable(err)
+            }
+            _ => false,
+        }
+    }
+}
+
+/// A client error that says the server was not there to answer: the
+/// connection closed or failed, or the server said it is shutting down,
+/// starting, or out of connections.
+fn unreachable(err: &tokio_postgres::Error) -> bool {
+    use tokio_postgres::error::SqlState;
+    if err.is_closed()
+        || std::error::Error::source(err).is_some_and(<dyn std::error::Error>::is::<std::io::Error>)
+    {
+        return true;
+    }
+    err.code().is_some_and(|code| {
+        code.code().starts_with("08")
+            || [
+                SqlState::ADMIN_SHUTDOWN,
+                SqlState::CRASH_SHUTDOWN,
+                SqlState::CANNOT_CONNECT_NOW,
+                SqlState::TOO_MANY_CONNECTIONS,
+            ]
+            .contains(code)
+    })
+}
+
 /// Why the database refused a write that the view allowed: another replica
 /// changed the chain meanwhile.
 #[derive(Clone, Copy, Debug)]
@@ -79,14 +118,58 @@ pub struct Database {
     replication: Arc<Replication>,
 }
 
-/// Where this replica's follower stands: read by `/stats` and `/readyz`
-/// in a later step, written by the follower alone.
-#[derive(Default)]
+/// Where this replica's follower stands, for `/readyz`, `/stats` and
+/// `/metrics`: written by the follower alone, read by anyone.
 pub struct Replication {
     /// The last change of the log applied to the view.
     cursor: AtomicU64,
+    /// The log's head as the follower last read it.
+    head: AtomicU64,
     /// Whether the follower's connection is up and listening.
     connected: AtomicBool,
+    /// Whether the follower has applied, once since start, every change
+    /// committed before it first read the log.
+    caught_up: AtomicBool,
+    /// When the follower last heard from the database, and when the
+    /// oldest change it had not applied then was committed (in this
+    /// process's clock), if there was one.
+    heard: Mutex<Heard>,
+}
+
+#[derive(Clone, Copy)]
+struct Heard {
+    at: Instant,
+    oldest_unapplied: Option<Instant>,
+}
+
+/// What [`Replication`] shows at one moment.
+#[derive(Clone, Copy, Debug)]
+pub struct ReplicationView {
+    pub connected: bool,
+    pub caught_up: bool,
+    pub head: u64,
+    pub cursor: u64,
+    /// Changes committed (as far as the follower knows) and not applied.
+    pub lag_changes: u64,
+    /// How long the oldest unapplied change has waited, or, while the
+    /// connection is down, how long since the follower last heard from the
+    /// database: 0 when it is connected and current.
+    pub lag: Duration,
+}
+
+impl Default for Replication {
+    fn default() -> Self {
+        Self {
+            cursor: AtomicU64::default(),
+            head: AtomicU64::default(),
+            connected: AtomicBool::default(),
+            caught_up: AtomicBool::default(),
+            heard: Mutex::new(Heard {
+                at: Instant::now(),
+                oldest_unapplied: None,
+            }),
+        }
+    }
 }
 
 impl Replication {
@@ -96,6 +179,47 @@ impl Replication {
 
     pub fn connected(&self) -> bool {
         self.connected.load(Ordering::Acquire)
+    }
+
+    /// Whether the follower has caught up with the log once since start.
+    pub fn caught_up(&self) -> bool {
+        self.caught_up.load(Ordering::Acquire)
+    }
+
+    pub fn view(&self) -> ReplicationView {
+        let connected = self.connected();
+        let cursor = self.cursor();
+        let head = self.head.load(Ordering::Acquire).max(cursor);
+        let heard = *self.heard.lock().unwrap_or_else(PoisonError::into_inner);
+        let since = if connected {
+            heard.oldest_unapplied.filter(|_| head > cursor)
+        } else {
+            Some(heard.at)
+        };
+        ReplicationView {
+            connected,
+            caught_up: self.caught_up(),
+            head,
+            cursor,
+            lag_changes: head - cursor,
+            lag: since.map_or(Duration::ZERO, |since| since.elapsed()),
+        }
+    }
+
+    /// The follower read the log's head, and the age of the first change
+    /// after its cursor (`None`: there is none).
+    fn heard(&self, head: u64, oldest_unapplied_age: Option<Duration>) {
+        let now = Instant::now();
+        self.head.store(head, Ordering::Release);
+        *self.heard.lock().unwrap_or_else(PoisonError::into_inner) = Heard {
+            at: now,
+            oldest_unapplied: oldest_unapplied_age.and_then(|age| now.checked_sub(age)),
+        };
+    }
+
+    /// The follower applied every change up to `cursor`.
+    fn applied(&self, cursor: u64) {
+        self.cursor.store(cursor, Ordering::Release);
     }
 }
 

@@ -32,8 +32,22 @@ pub fn free_address() -> String {
 }
 
 /// Starts `binary` with `args` in `dir`, with nothing in its environment
-/// but `env`, and waits until it serves on `listen`.
+/// but `env`, and waits until it is ready on `listen`.
 pub async fn serve(
+    binary: &Path,
+    dir: &Path,
+    listen: &str,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> Served {
+    let served = launch(binary, dir, listen, args, env);
+    let base = served.base_url.clone();
+    wait_until_async("the binary is ready", async || is_ready(&base).await).await;
+    served
+}
+
+/// [`serve`], without waiting for anything.
+pub fn launch(
     binary: &Path,
     dir: &Path,
     listen: &str,
@@ -50,13 +64,10 @@ pub async fn serve(
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let served = Served {
+    Served {
         child,
         base_url: format!("http://{listen}"),
-    };
-    let base = served.base_url.clone();
-    wait_until_async("the binary is ready", async || is_ready(&base).await).await;
-    served
+    }
 }
 
 pub fn binary() -> PathBuf {

@@ -15,23 +15,19 @@ use crate::upstream::{Behaviour, Chat, Setup, Upstream, Vectors};
 
 /// How long a claim lasts without renewal in these tests: short, so a
 /// dead replica's trigger is taken over quickly.
-const LEASE_MS: &str = "1500";
+const LEASE_MS: u64 = 1500;
 
 /// A replica over `database`, classifying through `upstream`.
 async fn replica(database: &TestDatabase, upstream: &Upstream) -> Replica {
-    let dimensions = Vectors::SMALL.dimensions.to_string();
-    Replica::start_with(
-        database,
-        &[
-            ("ENGRAM_STORE__POSTGRES__CATCH_UP_MS", "100"),
-            ("ENGRAM_EMBEDDING__PROVIDER", "openai"),
-            ("ENGRAM_EMBEDDING__BASE_URL", &upstream.base_url),
-            ("ENGRAM_EMBEDDING__DIMENSIONS", &dimensions),
-            ("ENGRAM_LLM__BASE_URL", &upstream.base_url),
-            ("ENGRAM_CAPTURE__LEASE_MS", LEASE_MS),
-            ("ENGRAM_CAPTURE__RETRY_BASE_MS", "10"),
-        ],
-    )
+    let yaml = format!(
+        "store: {{postgres: {{catch_up_ms: 100}}}}\n\
+         embedding: {{provider: openai, base_url: '{url}', dimensions: {dimensions}}}\n\
+         llm: {{base_url: '{url}'}}\n\
+         capture: {{lease_ms: {LEASE_MS}, retry_base_ms: 10}}\n",
+        url = upstream.base_url,
+        dimensions = Vectors::SMALL.dimensions,
+    );
+    Replica::start_with(database, &yaml)
     .await
 }
 

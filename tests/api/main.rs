@@ -31,6 +31,7 @@ mod mcp_typescript;
 mod memories;
 mod operations;
 mod pipeline;
+mod replica_ops;
 mod replicas;
 mod retrieve;
 mod secrets;

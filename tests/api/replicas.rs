@@ -11,47 +11,71 @@ use std::process::{Command, Stdio};
 use serde_json::{Value, json};
 use tempfile::TempDir;
 
-use crate::binary::{Served, binary, free_address, serve};
-use crate::helpers::{get_json, post_json, wait_until_async};
+use crate::binary::{Served, binary, free_address, launch};
+use crate::helpers::{get_json, is_ready, post_json, wait_until_async};
 use crate::pg_cluster::{self, TestDatabase};
 
 /// A replica: an `engram` process over `database`, with a data directory
-/// of its own (its caches); dropping it kills it with `SIGKILL` and
-/// removes that directory.
-pub(crate) struct Replica {
+/// of its own (its capture queue and caches).
+pub struct Replica {
     served: Served,
     _data: TempDir,
 }
 
 impl Replica {
-    async fn start(database: &TestDatabase) -> Self {
-        Self::start_with(database, &[]).await
+    pub async fn start(database: &TestDatabase) -> Self {
+        Self::start_with(database, "{}").await
     }
 
-    /// A replica with `env` added to its environment.
-    pub(crate) async fn start_with(database: &TestDatabase, env: &[(&str, &str)]) -> Self {
+    /// A replica with `yaml` as its configuration file, once it is ready.
+    pub async fn start_with(database: &TestDatabase, yaml: &str) -> Self {
+        let replica = Self::start_serving(database, yaml).await;
+        wait_until_async("the replica is ready", async || {
+            is_ready(replica.url()).await
+        })
+        .await;
+        replica
+    }
+
+    /// A replica with `yaml` as its configuration file, once it answers
+    /// `/healthz`, ready or not.
+    pub async fn start_serving(database: &TestDatabase, yaml: &str) -> Self {
         let data = tempfile::tempdir().unwrap();
         let listen = free_address();
         let data_dir = data.path().join("data");
-        let mut all = vec![
-            ("ENGRAM_LISTEN", listen.as_str()),
-            ("ENGRAM_DATA_DIR", data_dir.to_str().unwrap()),
-            ("ENGRAM_STORE__BACKEND", "postgres"),
-            ("DATABASE_URL", &database.url),
-        ];
-        all.extend_from_slice(env);
-        let served = serve(&binary(), data.path(), &listen, &[], &all).await;
+        let config = data.path().join("engram.yaml");
+        std::fs::write(&config, yaml).unwrap();
+        let served = launch(
+            &binary(),
+            data.path(),
+            &listen,
+            &[],
+            &[
+                ("ENGRAM_CONFIG", config.to_str().unwrap()),
+                ("ENGRAM_LISTEN", &listen),
+                ("ENGRAM_DATA_DIR", data_dir.to_str().unwrap()),
+                ("ENGRAM_STORE__BACKEND", "postgres"),
+                ("DATABASE_URL", &database.url),
+            ],
+        );
+        let healthz = format!("{}/healthz", served.base_url);
+        wait_until_async("the replica serves", async || {
+            reqwest::get(&healthz)
+                .await
+                .is_ok_and(|response| response.status() == 200)
+        })
+        .await;
         Self {
             served,
             _data: data,
         }
     }
 
-    pub(crate) fn url(&self) -> &str {
+    pub fn url(&self) -> &str {
         &self.served.base_url
     }
 
-    async fn write(&self, repo: &str, content: &str) -> String {
+    pub async fn write(&self, repo: &str, content: &str) -> String {
         let created = post_json(
             self.url(),
             "/memories",
@@ -66,7 +90,7 @@ impl Replica {
 
     /// [`Self::write`], or `None` when it is refused (the database is
     /// down).
-    async fn try_write(&self, repo: &str, content: &str) -> Option<String> {
+    pub async fn try_write(&self, repo: &str, content: &str) -> Option<String> {
         let response = reqwest::Client::new()
             .post(format!("{}/memories", self.url()))
             .json(
@@ -92,7 +116,7 @@ impl Replica {
             .as_u16()
     }
 
-    async fn status_of(&self, id: &str) -> u16 {
+    pub async fn status_of(&self, id: &str) -> u16 {
         reqwest::get(format!("{}/memories/{id}", self.url()))
             .await
             .unwrap()
@@ -105,12 +129,12 @@ impl Replica {
         ids(&page)
     }
 
-    async fn retrieve(&self, body: &Value) -> Value {
+    pub async fn retrieve(&self, body: &Value) -> Value {
         post_json(self.url(), "/retrieve", body).await
     }
 
     /// Waits until `id` is found (or not) on this replica.
-    async fn await_presence(&self, id: &str, present: bool) {
+    pub async fn await_presence(&self, id: &str, present: bool) {
         let expected = if present { 200 } else { 404 };
         wait_until_async("the change reaches the replica", async || {
             self.status_of(id).await == expected
@@ -119,7 +143,7 @@ impl Replica {
     }
 }
 
-fn ids(answer: &Value) -> Vec<String> {
+pub fn ids(answer: &Value) -> Vec<String> {
     answer["memories"]
         .as_array()
         .unwrap_or_else(|| panic!("{answer}"))
@@ -276,12 +300,9 @@ async fn a_database_with_a_newer_schema_stops_start_up_naming_both_versions() {
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
     );
+    let binary = engram::store::postgres::schema::binary_version();
     assert!(
-        printed.contains("version 999")
-            && printed.contains(&format!(
-                "version {}",
-                engram::store::postgres::schema::binary_version()
-            )),
+        printed.contains("version 999") && printed.contains(&format!("version {binary}")),
         "{printed}"
     );
     assert!(

@@ -113,15 +113,26 @@ impl Cluster {
     /// Stops the server (fast shutdown: clients are disconnected) and
     /// starts it again on the same port, once it accepts connections.
     pub async fn restart(&self) {
-        {
-            let mut server = self.server.lock().unwrap();
-            let pid = server.id().to_string();
-            let stopped = Command::new("kill").args(["-INT", &pid]).status().unwrap();
-            assert!(stopped.success());
-            let exited = server.wait().unwrap();
-            assert!(exited.success(), "the server's fast shutdown: {exited}");
-            *server = spawn_server(&self.bin, &self.dir, self.port, self.owner).unwrap();
-        }
+        self.stop();
+        self.start().await;
+    }
+
+    /// Stops the server (fast shutdown: clients are disconnected) and waits
+    /// for it to exit; [`Self::start`] brings it back.
+    pub fn stop(&self) {
+        let mut server = self.server.lock().unwrap();
+        let pid = server.id().to_string();
+        let stopped = Command::new("kill").args(["-INT", &pid]).status().unwrap();
+        assert!(stopped.success());
+        let exited = server.wait().unwrap();
+        assert!(exited.success(), "the server's fast shutdown: {exited}");
+    }
+
+    /// Starts the stopped server again on the same port, once it accepts
+    /// connections.
+    pub async fn start(&self) {
+        *self.server.lock().unwrap() =
+            spawn_server(&self.bin, &self.dir, self.port, self.owner).unwrap();
         self.connect("postgres").await;
     }
 

@@ -186,6 +186,38 @@ impl Collector for StatsCollector {
                 owned(&memories),
             ));
         }
+        if let Some(database) = &stats.database {
+            singles.push((
+                "database_connected",
+                "Whether this replica's connection to the database's change log is up (1)",
+                Gauge,
+                u64::from(database.connected),
+            ));
+            singles.push((
+                "database_log_head",
+                "The database's change log's last change, as this replica last read it",
+                Gauge,
+                database.log_head,
+            ));
+            singles.push((
+                "database_cursor",
+                "The last change of the log this replica has applied",
+                Gauge,
+                database.cursor,
+            ));
+            singles.push((
+                "database_lag_changes",
+                "Changes committed to the database and not yet applied by this replica",
+                Gauge,
+                database.lag_changes,
+            ));
+            singles.push((
+                "database_lag_milliseconds",
+                "How long the oldest change not yet applied here has waited (or, disconnected, since the database was last heard from), in ms",
+                Gauge,
+                database.lag_ms,
+            ));
+        }
         if let Some(models) = &stats.models {
             encode_models(&mut encoder, models)?;
         }

@@ -52,7 +52,7 @@ pub fn spawn(
     cursor: u64,
     stop: CancellationToken,
 ) -> JoinHandle<()> {
-    database.replication.cursor.store(cursor, Ordering::Release);
+    database.replication.applied(cursor);
     let follower = Follower {
         store,
         database,
@@ -159,26 +159,59 @@ impl Follower {
         }
     }
 
-    /// Reads and applies every change after the cursor.
+    /// Reads and applies every change after the cursor; the first time it
+    /// is done, the replica has caught up with the log.
     async fn catch_up(&mut self, client: &tokio_postgres::Client) -> Result<(), Error> {
+        let (head, oldest_unapplied_age) = read_head(client, self.cursor).await?;
+        self.database.replication.heard(head, oldest_unapplied_age);
         loop {
             let changes = read_changes(client, self.cursor).await?;
             let Some(last) = changes.last().map(|change| change.seq) else {
-                return Ok(());
+                break;
             };
             let full = changes.len() == usize::try_from(BATCH).unwrap_or(usize::MAX);
             let store = self.store.clone();
             blocking::run(move || apply(&store, changes)).await;
             self.cursor = last;
-            self.database
-                .replication
-                .cursor
-                .store(last, Ordering::Release);
+            self.database.replication.applied(last);
             if !full {
-                return Ok(());
+                break;
             }
         }
+        if !self
+            .database
+            .replication
+            .caught_up
+            .swap(true, Ordering::AcqRel)
+        {
+            tracing::info!(
+                change = self.cursor,
+                "caught up with the database's change log"
+            );
+        }
+        Ok(())
     }
+}
+
+/// The log's head, and how long ago the first change after `cursor` was
+/// written (measured by the database's clock, so the two clocks need not
+/// agree), if there is one.
+async fn read_head(
+    client: &tokio_postgres::Client,
+    cursor: u64,
+) -> Result<(u64, Option<Duration>), Error> {
+    let after = i64::try_from(cursor).unwrap_or(i64::MAX);
+    let row = client
+        .query_one(
+            "SELECT h.seq, (SELECT (extract(epoch FROM clock_timestamp() - c.at) * 1000)::bigint \
+             FROM engram_changes c WHERE c.seq = $1::bigint + 1) FROM engram_log_head h",
+            &[&after],
+        )
+        .await?;
+    let head = rows::sequence(row.try_get(0)?)?;
+    let age_ms: Option<i64> = row.try_get(1)?;
+    let age = age_ms.map(|ms| Duration::from_millis(u64::try_from(ms).unwrap_or(0)));
+    Ok((head, age))
 }
 
 /// The changes after `cursor`, oldest first, each with its memory's row

@@ -10,6 +10,7 @@ use super::Error;
 const MIGRATIONS: &[(i64, &str)] = &[
     (1, include_str!("migrations/0001_memories.sql")),
     (2, include_str!("migrations/0002_capture.sql")),
+    (3, include_str!("migrations/0003_embeddings.sql")),
 ];
 
 /// Held while migrating, so replicas starting together migrate once.

@@ -1,6 +1,6 @@
 //! The capture page of the memory browser: retrying a failed trigger,
-//! retrieval latency as percentiles, and capture left to the agent when
-//! there is no `llm`.
+//! retrieval latency as percentiles, capture left to the agent when there
+//! is no `llm`, and the database and the replica's lag in postgres mode.
 
 use reqwest::Method;
 use serde_json::json;
@@ -102,6 +102,60 @@ async fn the_capture_page_reads_retrieval_latency_as_percentiles() {
         figures.iter().any(|figure| figure.starts_with("≤ ")),
         "{figures:?}"
     );
+    let groups = browser.texts("#stats h3").await;
+    assert!(
+        !groups.iter().any(|group| group == "Database"),
+        "files mode: {groups:?}"
+    );
+    end(browser, served).await;
+}
+
+#[tokio::test]
+async fn the_capture_page_shows_the_database_and_the_replicas_lag_in_postgres_mode() {
+    let Some(database) = crate::pg_cluster::database().await else {
+        return;
+    };
+    let Some((browser, served)) = session(
+        "the_capture_page_shows_the_database_and_the_replicas_lag_in_postgres_mode",
+        |config| {
+            config.store.backend = engram::config::Backend::Postgres;
+            config.store.postgres.url = Some(engram::config::DatabaseUrl::new(&database.url));
+        },
+    )
+    .await
+    else {
+        return;
+    };
+    served
+        .create(memory(
+            "repo",
+            "forge",
+            "patterns",
+            "Deploys use Helm charts.",
+        ))
+        .await;
+    browser.open(&served.ui("#/capture")).await;
+    browser
+        .wait_for(
+            "the database's figures",
+            "const at = [...document.querySelectorAll('#stats dt')].findIndex((dt) => dt.textContent === 'log head'); if (at >= 0 && document.querySelectorAll('#stats dd')[at].textContent === '1') return true; if (!document.querySelector('main[aria-busy]')) location.hash = '#/capture?t=' + Date.now(); return false",
+        )
+        .await;
+    let groups = browser.texts("#stats h3").await;
+    assert!(groups.iter().any(|group| group == "Database"), "{groups:?}");
+    let terms = browser.texts("#stats dt").await;
+    let figures = browser.texts("#stats dd").await;
+    let figure = |term: &str| {
+        let at = terms
+            .iter()
+            .position(|t| t == term)
+            .unwrap_or_else(|| panic!("{term} in {terms:?}"));
+        figures[at].clone()
+    };
+    assert_eq!(figure("connected"), "yes");
+    assert_eq!(figure("caught up"), "yes");
+    assert_eq!(figure("lag changes"), "0");
+    assert_eq!(figure("log head"), "1");
     end(browser, served).await;
 }
 

@@ -10,13 +10,12 @@ use std::path::{Path, PathBuf};
 use axum::Router;
 use engram::app::App;
 use engram::config::{Config, EmbeddingProvider};
-use engram::readiness::Readiness;
 use engram::serve::connections::Traffic;
 use tempfile::TempDir;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-use super::wait_until;
+use super::wait_until_async;
 use crate::upstream::{self, Upstream};
 
 /// What an app stands on: a data directory and a fake upstream. A test
@@ -118,35 +117,35 @@ impl<'a> Builder<'a> {
         self
     }
 
-    /// The app in process, once its start-up index build is done.
+    /// The app in process, once `/readyz` says it is ready: its start-up
+    /// index build is done (and, over PostgreSQL, it has caught up with
+    /// the change log).
     pub async fn spawn(self) -> TestApp {
-        let (app, readiness) = self.build().await;
-        wait_until("the start-up index build", || readiness.is_ready()).await;
+        let app = self.spawn_unready().await;
+        wait_until_async("the app is ready", async || {
+            app.get("/readyz").await.status == axum::http::StatusCode::OK
+        })
+        .await;
         app
     }
 
     /// The app in process, as soon as it is built: its start-up index
     /// build may still be running.
     pub async fn spawn_unready(self) -> TestApp {
-        self.build().await.0
+        let (ground, config) = self.ground_and_config().await;
+        let app = App::build(config).await.unwrap();
+        TestApp {
+            router: app.router(),
+            data_dir: ground.data_dir,
+            upstream: ground.upstream,
+            temp: ground.temp,
+        }
     }
 
     /// The app serving on a real port (readiness not awaited).
     pub async fn serve(self) -> RunningApp {
         let (ground, config) = self.ground_and_config().await;
         RunningApp::on(ground, config).await
-    }
-
-    async fn build(self) -> (TestApp, Readiness) {
-        let (ground, config) = self.ground_and_config().await;
-        let app = App::build(config).await.unwrap();
-        let test_app = TestApp {
-            router: app.router(),
-            data_dir: ground.data_dir,
-            upstream: ground.upstream,
-            temp: ground.temp,
-        };
-        (test_app, app.state().readiness.clone())
     }
 
     async fn ground_and_config(self) -> (Ground, Config) {
