@@ -27,8 +27,7 @@ async fn replica(database: &TestDatabase, upstream: &Upstream) -> Replica {
         url = upstream.base_url,
         dimensions = Vectors::SMALL.dimensions,
     );
-    Replica::start_with(database, &yaml)
-    .await
+    Replica::start_with(database, &yaml).await
 }
 
 /// Sends `replica` a compaction (never dropped) whose one user line is
