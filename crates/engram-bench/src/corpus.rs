@@ -102,6 +102,18 @@ pub fn sentence(rng: &mut Rng, serial: usize) -> String {
     )
 }
 
+/// The bodies of `requests` `POST /turns` over 256 sessions, one user
+/// sentence each, the same in every run.
+pub fn turns(requests: usize) -> Vec<serde_json::Value> {
+    let mut rng = Rng::new(17);
+    (0..requests)
+        .map(|serial| {
+            serde_json::json!({"session_id": format!("s{}", serial % 256), "repo": "bench",
+                "messages": [{"role": "user", "content": sentence(&mut rng, serial)}]})
+        })
+        .collect()
+}
+
 /// A question an agent might search with.
 pub fn query(rng: &mut Rng) -> String {
     format!(

@@ -308,13 +308,7 @@ fn returns(answer: &Value, id: &str) -> bool {
 
 /// `POST /turns` from 32 clients over 256 sessions.
 async fn turns(report: &mut Report, backend: &str, client: &Client, requests: usize) -> Result {
-    let mut rng = corpus::Rng::new(17);
-    let bodies: Vec<Value> = (0..requests)
-        .map(|serial| {
-            json!({"session_id": format!("s{}", serial % 256), "repo": "bench",
-                "messages": [{"role": "user", "content": corpus::sentence(&mut rng, serial)}]})
-        })
-        .collect();
+    let bodies = corpus::turns(requests);
     let (answers, wall) = concurrent(
         std::slice::from_ref(client),
         "/turns",

@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use engram::memory::Namespace;
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::clients::{CONCURRENT_CLIENTS, concurrent};
 use crate::corpus;
@@ -49,13 +49,7 @@ pub async fn turns(report: &mut Report, requests: usize) -> Result {
     })
     .await?;
     let client = server.client();
-    let mut rng = corpus::Rng::new(17);
-    let bodies: Vec<Value> = (0..requests)
-        .map(|serial| {
-            json!({"session_id": format!("s{}", serial % 256), "repo": "bench",
-                "messages": [{"role": "user", "content": corpus::sentence(&mut rng, serial)}]})
-        })
-        .collect();
+    let bodies = corpus::turns(requests);
     let (samples, wall) = concurrent(
         std::slice::from_ref(&client),
         "/turns",
