@@ -37,6 +37,11 @@
 //! its prompts, the context that hooks added (`<hook_context>` blocks) is
 //! cut out before anything reads them.
 //!
+//! Cursor's hooks ([`cursor`]) take their own shapes: `sessionStart`'s
+//! context is printed as `additional_context`, `beforeSubmitPrompt` (which
+//! cannot add context) only stores a `remember:` prompt and keeps the
+//! prompt for `afterAgentResponse`, which hands the turn to capture.
+//!
 //! Invariant: a hook never harms the agent. Whatever fails (bad stdin, an
 //! unreadable transcript, Engram down, a bad key, a 4xx or 5xx, the time
 //! budget running out), the hook prints nothing, exits 0, and appends one
