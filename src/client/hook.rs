@@ -37,6 +37,11 @@
 //! its prompts, the context that hooks added (`<hook_context>` blocks) is
 //! cut out before anything reads them.
 //!
+//! Cursor's hooks ([`cursor`]) take their own shapes: `sessionStart`'s
+//! context is printed as `additional_context`, `beforeSubmitPrompt` (which
+//! cannot add context) only stores a `remember:` prompt and keeps the
+//! prompt for `afterAgentResponse`, which hands the turn to capture.
+//!
 //! Invariant: a hook never harms the agent. Whatever fails (bad stdin, an
 //! unreadable transcript, Engram down, a bad key, a 4xx or 5xx, the time
 //! budget running out), the hook prints nothing, exits 0, and appends one
@@ -50,6 +55,7 @@
 
 pub mod bounded;
 mod call;
+pub mod cursor;
 pub mod log;
 pub mod project;
 pub mod remember;
@@ -88,6 +94,8 @@ pub enum Agent {
     Codex,
     /// Google's Gemini CLI.
     Gemini,
+    /// Cursor's agent ([`cursor`]).
+    Cursor,
 }
 
 impl Agent {
@@ -97,15 +105,28 @@ impl Agent {
             Self::ClaudeCode => "claude-code",
             Self::Codex => "codex",
             Self::Gemini => "gemini",
+            Self::Cursor => "cursor",
         }
     }
 
-    /// How the agent writes its transcripts.
-    pub fn transcript_format(self) -> Format {
+    /// How the agent writes the transcript its hooks name, when Engram
+    /// reads it: Cursor's is not read (its format is not documented), its
+    /// window comes from the hooks themselves ([`cursor`]).
+    pub fn transcript_format(self) -> Option<Format> {
         match self {
-            Self::ClaudeCode => Format::ClaudeCode,
-            Self::Codex => Format::Codex,
-            Self::Gemini => Format::Gemini,
+            Self::ClaudeCode => Some(Format::ClaudeCode),
+            Self::Codex => Some(Format::Codex),
+            Self::Gemini => Some(Format::Gemini),
+            Self::Cursor => None,
+        }
+    }
+
+    /// The events whose hooks `engram setup` writes for the agent:
+    /// Cursor's compaction hook only observes, and no window reaches it.
+    pub fn events(self) -> &'static [Event] {
+        match self {
+            Self::Cursor => &[Event::SessionStart, Event::UserPromptSubmit, Event::Stop],
+            Self::ClaudeCode | Self::Codex | Self::Gemini => &Event::ALL,
         }
     }
 
@@ -118,6 +139,10 @@ impl Agent {
             (Self::Gemini, Event::UserPromptSubmit) => "BeforeAgent",
             (Self::Gemini, Event::Stop) => "AfterAgent",
             (Self::Gemini, Event::PreCompact) => "PreCompress",
+            (Self::Cursor, Event::SessionStart) => "sessionStart",
+            (Self::Cursor, Event::UserPromptSubmit) => "beforeSubmitPrompt",
+            (Self::Cursor, Event::Stop) => "afterAgentResponse",
+            (Self::Cursor, Event::PreCompact) => "preCompact",
         }
     }
 }
@@ -207,6 +232,8 @@ pub enum Error {
     },
     #[error("the session id {0:?} cannot become an Engram id")]
     SessionId(String),
+    #[error("the hook input names no session (`session_id` or `conversation_id`)")]
+    NoSession,
     #[error("reading the transcript {path}")]
     Transcript {
         path: PathBuf,
@@ -230,20 +257,47 @@ pub enum Error {
 /// The hook input fields Engram reads; the rest are ignored.
 #[derive(Debug, Deserialize)]
 struct Payload {
-    session_id: String,
+    #[serde(default)]
+    session_id: Option<String>,
+    /// Cursor's session: its `sessionStart` gives both, the same.
+    #[serde(default)]
+    conversation_id: Option<String>,
     #[serde(default)]
     transcript_path: Option<PathBuf>,
     #[serde(default)]
     cwd: Option<PathBuf>,
+    /// Cursor's workspace folders, in place of a `cwd`: the first is the
+    /// project.
+    #[serde(default)]
+    workspace_roots: Vec<PathBuf>,
     #[serde(default)]
     hook_event_name: Option<String>,
     #[serde(default)]
     prompt: Option<String>,
-    /// The answer that ended the turn: Gemini CLI calls it `prompt_response`.
-    #[serde(default, alias = "prompt_response")]
+    /// The answer that ended the turn: Gemini CLI calls it
+    /// `prompt_response`, Cursor's `afterAgentResponse` `text`.
+    #[serde(default, alias = "prompt_response", alias = "text")]
     last_assistant_message: Option<String>,
-    #[serde(default)]
+    /// Cursor's `generation_id` changes with every user message: a turn.
+    #[serde(default, alias = "generation_id")]
     turn_id: Option<String>,
+}
+
+impl Payload {
+    /// The agent's session id.
+    fn session(&self) -> Result<&str, Error> {
+        self.session_id
+            .as_deref()
+            .or(self.conversation_id.as_deref())
+            .ok_or(Error::NoSession)
+    }
+
+    /// The directory the agent works in.
+    fn working_dir(&self) -> Option<PathBuf> {
+        self.cwd
+            .clone()
+            .or_else(|| self.workspace_roots.first().cloned())
+    }
 }
 
 /// Runs the hook on this process's stdin and stdout. Always exits 0.
@@ -313,7 +367,13 @@ fn answer(
         .map_err(Error::Runtime)?;
     let budget = Duration::from_millis(args.timeout_ms);
     let mut call = Call::new(args, &payload, env, log_path)?;
-    let to_read = ToRead::new(args, &payload, !call.names_a_user());
+    let to_read = ToRead::new(
+        args,
+        &payload,
+        !call.names_a_user(),
+        call.session_id(),
+        log_path,
+    );
     let answered = runtime.block_on(async {
         let read_and_call = async {
             // Off the runtime, so the budget's timer runs while it reads.
@@ -343,8 +403,9 @@ struct ToRead {
     /// Look the user up in the password database (the environment and
     /// `--user` named none).
     user_from_passwd: bool,
-    transcript: Option<PathBuf>,
-    format: Format,
+    transcript: Option<(PathBuf, Format)>,
+    /// Cursor's kept prompt, to keep or take ([`cursor`]).
+    kept_prompt: Option<cursor::Step>,
 }
 
 /// What [`ToRead`] found.
@@ -355,16 +416,47 @@ struct Found {
     /// Whether it was looked up (and so whether no user name was found).
     user_looked_up: bool,
     window: Result<Vec<Message>, Error>,
+    /// Why Cursor's prompt could not be kept or taken: the turn goes on
+    /// without it, and the log says why.
+    kept_prompt_error: Option<io::Error>,
 }
 
 impl ToRead {
-    fn new(args: &HookArgs, payload: &Payload, user_from_passwd: bool) -> Self {
+    fn new(
+        args: &HookArgs,
+        payload: &Payload,
+        user_from_passwd: bool,
+        session_id: &str,
+        log_path: Option<&Path>,
+    ) -> Self {
+        let transcript = payload
+            .transcript_path
+            .clone()
+            .zip(args.agent.transcript_format());
+        let kept_prompt = match (args.agent, log_path.and_then(cursor::prompts_dir)) {
+            (Agent::Cursor, Some(dir)) => {
+                let file = cursor::Step::file(&dir, session_id);
+                let turn_id = payload.turn_id.clone();
+                match (args.event, turn_id, &payload.prompt) {
+                    (Event::UserPromptSubmit, Some(turn_id), Some(prompt)) => {
+                        Some(cursor::Step::Keep {
+                            file,
+                            turn_id,
+                            prompt: prompt.clone(),
+                        })
+                    }
+                    (Event::Stop, Some(turn_id), _) => Some(cursor::Step::Take { file, turn_id }),
+                    _ => None,
+                }
+            }
+            _ => None,
+        };
         Self {
             repo: args.repo.clone(),
-            cwd: payload.cwd.clone(),
+            cwd: payload.working_dir(),
             user_from_passwd: user_from_passwd && args.user.is_none(),
-            transcript: payload.transcript_path.clone(),
-            format: args.agent.transcript_format(),
+            transcript,
+            kept_prompt,
         }
     }
 
@@ -377,8 +469,8 @@ impl ToRead {
                 .and_then(|dir| project::repo_name(&dir)),
         };
         let user = self.user_from_passwd.then(project::passwd_user).flatten();
-        let window = match self.transcript {
-            Some(path) => match transcript::read_window(&path, self.format) {
+        let mut window = match self.transcript {
+            Some((path, format)) => match transcript::read_window(&path, format) {
                 Ok(window) => Ok(window),
                 // Not written yet (a session's first prompt): an empty past.
                 Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(Vec::new()),
@@ -386,11 +478,19 @@ impl ToRead {
             },
             None => Ok(Vec::new()),
         };
+        let kept = self.kept_prompt.map(cursor::Step::run);
+        if let (Ok(window), Some(Ok(Some(prompt)))) = (&mut window, &kept) {
+            window.push(Message {
+                role: transcript::Role::User,
+                text: prompt.clone(),
+            });
+        }
         Found {
             repo,
             user,
             user_looked_up: self.user_from_passwd,
             window,
+            kept_prompt_error: kept.and_then(Result::err),
         }
     }
 }

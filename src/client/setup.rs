@@ -39,7 +39,7 @@ use std::process::ExitCode;
 
 pub use merge::{Change, Entry, WrongShape};
 
-use crate::client::hook::{Event, project};
+use crate::client::hook::project;
 use crate::client::http::DEFAULT_URL;
 use agents::{Agent, Dirs};
 use files::Links;
@@ -290,9 +290,10 @@ fn targets(
                 .iter()
                 .map(|option| format!(" {}", shell_quote(option)))
                 .collect();
-            let hooks = Event::ALL
-                .into_iter()
-                .map(|event| Entry::Hook {
+            let hooks = agent
+                .events()
+                .iter()
+                .map(|&event| Entry::Hook {
                     agent,
                     event,
                     command: format!(

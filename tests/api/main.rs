@@ -22,6 +22,7 @@ mod graph;
 mod hook_bounds;
 mod hook_capture;
 mod hooks;
+mod hooks_cursor;
 mod hooks_gemini;
 mod import_export;
 mod lifecycle;

@@ -1,6 +1,7 @@
 //! `engram setup` for Cursor, Gemini CLI, VS Code and OpenCode: each
 //! agent's MCP server entry in the shape it reads and, for those whose
-//! hooks Engram does not serve, its instructions block, a fresh install, a
+//! hooks Engram does not serve or cannot add memories to a prompt
+//! (Cursor's), its instructions block, a fresh install, a
 //! merge into existing files (comments kept where the format has them),
 //! idempotence, a file that does not parse refused; and the real Gemini
 //! CLI and OpenCode CLI reading what setup wrote.
@@ -60,6 +61,8 @@ struct Expected {
     server: Value,
     servers_key: &'static str,
     instructions: Option<PathBuf>,
+    /// A hooks file of its own (Cursor's; tests/api/hooks_cursor.rs).
+    hooks: Option<PathBuf>,
 }
 
 fn expected(project: &Project, scope: &str) -> Vec<Expected> {
@@ -80,6 +83,10 @@ fn expected(project: &Project, scope: &str) -> Vec<Expected> {
             server: json!({"command": command, "args": ["mcp"]}),
             servers_key: "mcpServers",
             instructions: (!user).then(|| cwd.join(".cursor/rules/engram.mdc")),
+            hooks: Some(pick(
+                home.join(".cursor/hooks.json"),
+                cwd.join(".cursor/hooks.json"),
+            )),
         },
         Expected {
             agent: "gemini",
@@ -91,6 +98,7 @@ fn expected(project: &Project, scope: &str) -> Vec<Expected> {
             servers_key: "mcpServers",
             // Its hooks (tests/api/hooks_gemini.rs) serve it instead.
             instructions: None,
+            hooks: None,
         },
         Expected {
             agent: "vscode",
@@ -101,6 +109,7 @@ fn expected(project: &Project, scope: &str) -> Vec<Expected> {
             server: json!({"type": "stdio", "command": command, "args": ["mcp"]}),
             servers_key: "servers",
             instructions: (!user).then(|| cwd.join(".github/instructions/engram.instructions.md")),
+            hooks: None,
         },
         Expected {
             agent: "opencode",
@@ -114,6 +123,7 @@ fn expected(project: &Project, scope: &str) -> Vec<Expected> {
                 home.join(".config/opencode/AGENTS.md"),
                 cwd.join("AGENTS.md"),
             )),
+            hooks: None,
         },
     ]
 }
@@ -147,6 +157,7 @@ async fn setup_writes_each_agents_server_in_its_shape_and_a_second_run_changes_n
             }
             let files: Vec<&PathBuf> = std::iter::once(&agent.mcp)
                 .chain(agent.instructions.iter())
+                .chain(agent.hooks.iter())
                 .collect();
             let before: Vec<Vec<u8>> = files.iter().map(|f| std::fs::read(f).unwrap()).collect();
             let again = setup(&project, &[agent.agent, "--scope", scope]).await;
@@ -279,7 +290,7 @@ async fn setup_refuses_what_each_agent_could_not_read_and_writes_nothing() {
     assert!(String::from_utf8_lossy(&output.stderr).contains("`servers` is not an object"));
 
     for args in [
-        &["cursor", "--file", "hooks.json"][..],
+        &["vscode", "--file", "hooks.json"][..],
         &["opencode", "--no-mcp"],
         &["vscode", "--scope", "local"],
     ] {

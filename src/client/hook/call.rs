@@ -8,7 +8,7 @@ use sha2::{Digest, Sha256};
 
 use super::transcript::{self, Message, Role};
 use super::{
-    Agent, Error, Event, Found, GUIDANCE, HookArgs, Payload, log, project, remember, what,
+    Agent, Error, Event, Found, GUIDANCE, HookArgs, Payload, cursor, log, project, remember, what,
 };
 use crate::causes::error_chain;
 use crate::client::http::{self, Api};
@@ -51,8 +51,9 @@ impl Call {
         env: impl Fn(&str) -> Option<String>,
         log_path: Option<&Path>,
     ) -> Result<Self, Error> {
-        let session_id = project::to_id(&payload.session_id)
-            .ok_or_else(|| Error::SessionId(payload.session_id.clone()))?;
+        let session = payload.session()?;
+        let session_id =
+            project::to_id(session).ok_or_else(|| Error::SessionId(session.to_owned()))?;
         let user = match &args.user {
             Some(user) => project::to_id(user),
             None => project::env_user(&env),
@@ -73,6 +74,11 @@ impl Call {
         })
     }
 
+    /// The session id, as an Engram id.
+    pub(super) fn session_id(&self) -> &str {
+        &self.session_id
+    }
+
     /// Whether `--user` or the environment named the user.
     pub(super) fn names_a_user(&self) -> bool {
         self.user.is_some()
@@ -85,6 +91,12 @@ impl Call {
         self.repo = found.repo;
         self.user = self.user.take().or(found.user);
         self.window = found.window;
+        if let Some(err) = found.kept_prompt_error {
+            self.log(
+                event,
+                &format!("Cursor's prompt, kept for its answer: {err}"),
+            );
+        }
         if found.user_looked_up
             && self.user.is_none()
             && let Some(path) = &self.log_path
@@ -105,6 +117,15 @@ impl Call {
     ) -> Result<Option<String>, Error> {
         let mut window = std::mem::replace(&mut self.window, Ok(Vec::new()))?;
         match args.event {
+            // Cursor's prompt hook cannot add context: it stores what a
+            // `remember:` prompt asks (a failure is logged by `remember`)
+            // and lets the prompt go on.
+            Event::UserPromptSubmit if self.agent == Agent::Cursor => {
+                if let Some(request) = payload.prompt.as_deref().and_then(remember::parse) {
+                    self.remember(&request, args.event).await;
+                }
+                Ok(Some(cursor::CONTINUE.to_owned()))
+            }
             Event::UserPromptSubmit => {
                 if let Some(prompt) = &payload.prompt {
                     append_unless_last(&mut window, Role::User, prompt);
@@ -255,6 +276,9 @@ impl Call {
 
     /// The agent's output that adds `text` to its context.
     fn context(&self, event: Event, text: &str) -> String {
+        if self.agent == Agent::Cursor {
+            return json!({"additional_context": text}).to_string();
+        }
         let output = json!({"hookSpecificOutput": {
             "hookEventName": self.agent.event_name(event),
             "additionalContext": text,

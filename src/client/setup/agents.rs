@@ -21,7 +21,7 @@ pub enum Agent {
     ClaudeCode,
     /// OpenAI's Codex CLI: hooks and MCP.
     Codex,
-    /// Cursor: MCP and a project rule.
+    /// Cursor: hooks, MCP and a project rule.
     Cursor,
     /// Google's Gemini CLI: hooks and MCP.
     Gemini,
@@ -58,15 +58,15 @@ impl Agent {
     }
 
     /// The agent as `engram hook` knows it, when Engram serves its hooks.
-    /// Cursor's hooks are not served (no CLI of its in a package registry
-    /// to test them with), and VS Code and OpenCode have no command hooks
-    /// that add context: those get instructions instead.
+    /// VS Code and OpenCode have no command hooks that add context: those
+    /// get instructions instead.
     pub fn hook_agent(self) -> Option<hook::Agent> {
         match self {
             Self::ClaudeCode => Some(hook::Agent::ClaudeCode),
             Self::Codex => Some(hook::Agent::Codex),
             Self::Gemini => Some(hook::Agent::Gemini),
-            Self::Cursor | Self::VsCode | Self::OpenCode => None,
+            Self::Cursor => Some(hook::Agent::Cursor),
+            Self::VsCode | Self::OpenCode => None,
         }
     }
 
@@ -100,6 +100,8 @@ impl Agent {
             (Self::Codex, Scope::Project) => dirs.project.join(".codex/hooks.json"),
             (Self::Gemini, Scope::User) => dirs.home()?.join(".gemini/settings.json"),
             (Self::Gemini, Scope::Project) => dirs.project.join(".gemini/settings.json"),
+            (Self::Cursor, Scope::User) => dirs.home()?.join(".cursor/hooks.json"),
+            (Self::Cursor, Scope::Project) => dirs.project.join(".cursor/hooks.json"),
             _ => return Err(self.no_such_scope(scope)),
         })
     }
@@ -190,7 +192,8 @@ impl Agent {
     }
 
     /// The instructions file that tells the agent to use Engram's tools,
-    /// for agents whose hooks Engram does not serve, and the text a new
+    /// for agents whose hooks Engram does not serve or (Cursor's) cannot
+    /// add memories to a prompt, and the text a new
     /// file starts with. `None`: the agent's hooks are served, or it has no
     /// such file at `scope` (Cursor's and VS Code's user-wide instructions
     /// live in their settings, not in a file of their own).

@@ -31,10 +31,13 @@ const AGENT_TIMEOUT_S: u64 = 10;
 /// is in milliseconds, Claude Code's and Codex's in seconds.
 fn agent_timeout(agent: Agent) -> u64 {
     match agent {
-        Agent::ClaudeCode | Agent::Codex => AGENT_TIMEOUT_S,
+        Agent::ClaudeCode | Agent::Codex | Agent::Cursor => AGENT_TIMEOUT_S,
         Agent::Gemini => AGENT_TIMEOUT_S * 1000,
     }
 }
+
+/// The version of Cursor's hooks file that its hooks reference documents.
+const CURSOR_HOOKS_VERSION: u64 = 1;
 
 /// The name the MCP server entry goes by.
 const MCP_SERVER_NAME: &str = "engram";
@@ -238,6 +241,9 @@ pub fn merge(document: &mut Value, entry: &Entry) -> Result<Change, WrongShape> 
         }
     };
     let name = agent.event_name(event);
+    if agent == Agent::Cursor {
+        return merge_cursor_hook(root, name, command, entry);
+    }
     let hooks = root
         .entry("hooks")
         .or_insert_with(|| Value::Object(Map::new()))
@@ -288,6 +294,58 @@ pub fn merge(document: &mut Value, entry: &Entry) -> Result<Change, WrongShape> 
     });
     if change == Change::Added {
         groups.push(json!({"hooks": [wanted]}));
+    }
+    Ok(change)
+}
+
+/// Merges one hook into Cursor's hooks file, whose lists hold the
+/// handlers themselves (no groups), under `"version": 1`. A handler is
+/// written with its `command` only, the one field Cursor's reference has
+/// documented from the start; a `timeout` or other key added by hand stays.
+fn merge_cursor_hook(
+    root: &mut Map<String, Value>,
+    name: &str,
+    command: &str,
+    entry: &Entry,
+) -> Result<Change, WrongShape> {
+    let version = root
+        .entry("version")
+        .or_insert_with(|| json!(CURSOR_HOOKS_VERSION));
+    if version.as_u64() != Some(CURSOR_HOOKS_VERSION) {
+        return Err(WrongShape::new("version", "1"));
+    }
+    let handlers = root
+        .entry("hooks")
+        .or_insert_with(|| Value::Object(Map::new()))
+        .as_object_mut()
+        .ok_or_else(|| WrongShape::new("hooks", "an object"))?
+        .entry(name)
+        .or_insert_with(|| Value::Array(Vec::new()))
+        .as_array_mut()
+        .ok_or_else(|| WrongShape::new(format!("hooks.{name}"), "a list"))?;
+    let mut change = Change::Added;
+    handlers.retain_mut(|handler| {
+        let ours = handler["command"]
+            .as_str()
+            .is_some_and(|found| is_engram_hook(found, entry));
+        if !ours {
+            return true;
+        }
+        if change != Change::Added {
+            // A second copy of ours: one is enough.
+            change = Change::Updated;
+            return false;
+        }
+        change = if handler["command"] == command {
+            Change::Unchanged
+        } else {
+            handler["command"] = json!(command);
+            Change::Updated
+        };
+        true
+    });
+    if change == Change::Added {
+        handlers.push(json!({"command": command}));
     }
     Ok(change)
 }
