@@ -42,7 +42,7 @@ impl Database {
             .execute(
                 "INSERT INTO engram_usage (day, kind, model, repo, user_id, calls, \
                      prompt_tokens, completion_tokens, estimated_calls) \
-                 SELECT $1, * FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], \
+                 SELECT $1::date, * FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], \
                      $6::bigint[], $7::bigint[], $8::bigint[], $9::bigint[]) \
                  ON CONFLICT (day, kind, model, repo, user_id) DO UPDATE SET \
                      calls = engram_usage.calls + EXCLUDED.calls, \
