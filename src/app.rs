@@ -84,6 +84,7 @@ impl App {
             let database = store.database().cloned();
             blocking::run(move || -> Result<_, Error> {
                 let data_dir = &config.data_dir;
+                let meter = Meter::open(&config, database.clone());
                 let queue_limits = queue::Limits::from_config(&config);
                 let queue = match database {
                     Some(database) => Backlog::Postgres(Arc::new(backlog::postgres::Shared::new(
@@ -97,7 +98,6 @@ impl App {
                         queue_limits,
                     )?)),
                 };
-                let meter = Meter::open(&config);
                 let embedder = Embedder::from_config(&config.embedding)?.metered(meter.clone());
                 let cache_dir = data_dir.join(".cache");
                 Ok((embedder, AccessCounts::load(&cache_dir), queue, meter))
@@ -206,7 +206,16 @@ impl App {
             retriever.clone(),
             stop.clone(),
         )));
-        background.push(tokio::spawn(save_usage(meter.clone(), stop.clone())));
+        let usage_interval = if store.database().is_some() {
+            USAGE_SHARE_INTERVAL
+        } else {
+            USAGE_SAVE_INTERVAL
+        };
+        background.push(tokio::spawn(save_usage(
+            meter.clone(),
+            usage_interval,
+            stop.clone(),
+        )));
         let api_keys = ApiKeys::from_config(&config.auth, config.api_key.as_ref());
         let registry = Arc::new(metrics.registry(StatsCollector(StatsSources {
             store: store.clone(),
@@ -326,6 +335,11 @@ const ACCESS_SAVE_INTERVAL: Duration = Duration::from_secs(30);
 /// a crash forgets at most this much of retrieval's calls.
 const USAGE_SAVE_INTERVAL: Duration = Duration::from_secs(5);
 
+/// How often a replica adds its model usage to the database's day and
+/// reads back all replicas' (postgres mode): how long it may go on
+/// spending past a budget that the others have spent.
+const USAGE_SHARE_INTERVAL: Duration = Duration::from_secs(1);
+
 /// Saves the retriever's access counts now and then, and once more when
 /// `stop` is cancelled.
 async fn save_access_counts(retriever: Retriever, stop: CancellationToken) {
@@ -340,8 +354,8 @@ async fn save_access_counts(retriever: Retriever, stop: CancellationToken) {
 
 /// Saves the meter's day now and then, and once more when `stop` is
 /// cancelled.
-async fn save_usage(meter: Meter, stop: CancellationToken) {
-    every_until_stopped(USAGE_SAVE_INTERVAL, stop, move || {
+async fn save_usage(meter: Meter, period: Duration, stop: CancellationToken) {
+    every_until_stopped(period, stop, move || {
         if let Err(err) = meter.save() {
             tracing::warn!(error = %err, "could not save the day's model usage; it is tried again");
         }

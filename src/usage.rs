@@ -11,7 +11,9 @@
 //!
 //! The day's totals are kept in `<data_dir>/usage.json`, written
 //! atomically (temporary file, fsync, rename), so a restart, or a crash
-//! loop, does not reset a budget. The totals since start live in memory.
+//! loop, does not reset a budget. In postgres mode they are the day of all
+//! replicas instead, kept in the database ([`keep`]): the budgets are one
+//! budget for all of them. The totals since start live in memory.
 //!
 //! A budget is checked before a call, not during it: the call that
 //! crosses a budget finishes and is counted, so a day may end a little
@@ -19,7 +21,6 @@
 
 use std::collections::BTreeMap;
 use std::io;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -30,9 +31,11 @@ use utoipa::ToSchema;
 
 use crate::config::{Config, Price};
 use crate::memory::{RepoId, UserId};
+use crate::store::postgres::Database;
 use crate::store::{NamespacePair, Reach, atomic};
 
 mod budget;
+mod keep;
 mod ledger;
 mod view;
 
@@ -40,6 +43,7 @@ pub use budget::{Budget, Budgets, CaptureGate, renewal};
 pub use view::{BudgetView, BudgetsView, PairUsage, UsageRow, UsageView};
 
 use budget::{spent, warn_spent};
+use keep::Keep;
 use ledger::{DayEntry, DayFile, Key, Ledger, Totals, read_day};
 
 /// The day's totals, under the data directory.
@@ -64,6 +68,14 @@ pub enum CallKind {
 }
 
 impl CallKind {
+    const ALL: [Self; 5] = [
+        Self::Classifier,
+        Self::Hyde,
+        Self::Expansion,
+        Self::Suggestions,
+        Self::Embeddings,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Classifier => "classifier",
@@ -197,8 +209,13 @@ impl Metered {
 struct State {
     /// The UTC day `today` counts.
     day: NaiveDate,
+    /// The day's totals: this process's (files), or all replicas' as last
+    /// read from the database with this replica's calls since (postgres).
     today: Ledger,
     since_start: Ledger,
+    /// Postgres mode: calls counted here and not yet added to the
+    /// database's sums, by their day.
+    unsent: BTreeMap<NaiveDate, Ledger>,
 }
 
 impl State {
@@ -222,7 +239,7 @@ impl std::fmt::Debug for Meter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Meter")
             .field("budgets", &self.inner.budgets)
-            .field("file", &self.inner.file)
+            .field("keep", &self.inner.keep)
             .finish_non_exhaustive()
     }
 }
@@ -232,52 +249,52 @@ struct Inner {
     prices: BTreeMap<String, Price>,
     budgets: Budgets,
     /// Where the day's totals are kept.
-    file: Option<PathBuf>,
+    keep: Keep,
     state: Mutex<State>,
     /// Calls counted since the last save.
     dirty: AtomicBool,
+    /// Held through a save, so that two saves do not interleave (one
+    /// reading the database's sums before the other's additions).
+    saving: Mutex<()>,
 }
 
 impl Meter {
     /// The meter of `config`, with today's totals read back from
-    /// `<data_dir>/usage.json` (a missing or unreadable file starts the
-    /// day at zero, with a warning for an unreadable one). Blocking.
-    pub fn open(config: &Config) -> Self {
-        Self::open_at(config, Utc::now())
+    /// `<data_dir>/usage.json`, or from `database` when there is one (a
+    /// missing or unreadable file, or a database that does not answer,
+    /// starts the day at zero, with a warning for the errors; the
+    /// database's sums are read again at the next save). Blocking.
+    pub fn open(config: &Config, database: Option<Database>) -> Self {
+        let keep = match database {
+            Some(database) => Keep::Database(database),
+            None => Keep::File(config.data_dir.join(FILE_NAME)),
+        };
+        Self::open_at(config, keep, Utc::now())
     }
 
-    fn open_at(config: &Config, now: DateTime<Utc>) -> Self {
-        let file = config.data_dir.join(FILE_NAME);
+    fn open_at(config: &Config, keep: Keep, now: DateTime<Utc>) -> Self {
         let mut state = State {
             day: now.date_naive(),
             ..State::default()
         };
-        match read_day(&file) {
-            Ok(Some(saved)) if saved.day == state.day => {
-                for entry in saved.calls {
-                    let key = Key {
-                        kind: entry.kind,
-                        model: entry.model,
-                        owner: Owner {
-                            repo: entry.repo,
-                            user: entry.user,
-                        },
-                    };
-                    state.today.0.entry(key).or_default().merge(&entry.totals);
+        match &keep {
+            Keep::File(file) => state.today = day_of_file(file, state.day),
+            Keep::Database(database) => match keep::read_shared(database, state.day) {
+                Ok(shared) => state.today = shared,
+                Err(err) => {
+                    tracing::warn!(error = %err, "cannot read the day's model usage from the database; counting from zero until it answers");
                 }
-            }
-            Ok(_) => {}
-            Err(err) => {
-                tracing::warn!(file.path = %file.display(), error = %err, "cannot read the day's model usage; counting it from zero");
-            }
+            },
+            Keep::Nowhere => {}
         }
         let meter = Self {
             inner: Arc::new(Inner {
                 prices: config.prices.clone(),
                 budgets: Budgets::from_config(config),
-                file: Some(file),
+                keep,
                 state: Mutex::new(state),
                 dirty: AtomicBool::new(false),
+                saving: Mutex::new(()),
             }),
         };
         for budget in [Budget::Capture, Budget::Retrieval] {
@@ -343,6 +360,17 @@ impl Meter {
             .entry(key.clone())
             .or_default()
             .add(call.tokens, call.estimated);
+        if matches!(self.inner.keep, Keep::Database(_)) {
+            let day = state.day;
+            state
+                .unsent
+                .entry(day)
+                .or_default()
+                .0
+                .entry(key.clone())
+                .or_default()
+                .add(call.tokens, call.estimated);
+        }
         let after = used(&state);
         drop(state);
         self.inner.dirty.store(true, Ordering::Relaxed);
@@ -486,10 +514,20 @@ impl Meter {
     }
 
     /// Writes the day's totals to `usage.json` if a call was counted since
-    /// the last save. Blocking: call it from a blocking thread.
+    /// the last save; in postgres mode, adds this replica's calls since to
+    /// the database's sums and reads back the day of all replicas (calls it
+    /// could not add are kept and added at a later save). Blocking: call it
+    /// from a blocking thread (of the runtime, in postgres mode).
     pub fn save(&self) -> io::Result<()> {
-        let Some(file) = &self.inner.file else {
-            return Ok(());
+        let _saving = self
+            .inner
+            .saving
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let file = match &self.inner.keep {
+            Keep::Nowhere => return Ok(()),
+            Keep::Database(database) => return self.share(database).map_err(io::Error::other),
+            Keep::File(file) => file,
         };
         if !self.inner.dirty.swap(false, Ordering::Relaxed) {
             return Ok(());
@@ -526,6 +564,31 @@ impl Meter {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
     }
+}
+
+/// The totals `usage.json` holds for `day`.
+fn day_of_file(file: &std::path::Path, day: NaiveDate) -> Ledger {
+    let mut today = Ledger::default();
+    match read_day(file) {
+        Ok(Some(saved)) if saved.day == day => {
+            for entry in saved.calls {
+                let key = Key {
+                    kind: entry.kind,
+                    model: entry.model,
+                    owner: Owner {
+                        repo: entry.repo,
+                        user: entry.user,
+                    },
+                };
+                today.0.entry(key).or_default().merge(&entry.totals);
+            }
+        }
+        Ok(_) => {}
+        Err(err) => {
+            tracing::warn!(file.path = %file.display(), error = %err, "cannot read the day's model usage; counting it from zero");
+        }
+    }
+    today
 }
 
 /// The sum of two costs, where either is known.

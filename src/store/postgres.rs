@@ -20,6 +20,7 @@ pub mod embeddings;
 pub mod follow;
 mod rows;
 pub mod schema;
+pub mod usage;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};

@@ -60,6 +60,13 @@ pub(super) struct Key {
 pub(super) struct Ledger(pub(super) BTreeMap<Key, Totals>);
 
 impl Ledger {
+    /// Adds `other`'s totals to this ledger's.
+    pub(super) fn merge(&mut self, other: &Self) {
+        for (key, totals) in &other.0 {
+            self.0.entry(key.clone()).or_default().merge(totals);
+        }
+    }
+
     /// Tokens counted against `budget`, by `owner` alone when given.
     pub(super) fn used(&self, budget: Budget, owner: Option<&Owner>) -> u64 {
         self.0

@@ -28,6 +28,11 @@ fn call(kind: CallKind, owner: Owner, prompt: u64, completion: u64) -> Call<'sta
     }
 }
 
+/// A meter keeping its day in `config`'s data directory, as files mode does.
+fn file_meter(config: &Config, now: DateTime<Utc>) -> Meter {
+    Meter::open_at(config, Keep::File(config.data_dir.join(FILE_NAME)), now)
+}
+
 fn config(dir: &Path, adjust: impl FnOnce(&mut Config)) -> Config {
     let mut config = Config {
         data_dir: dir.to_owned(),
@@ -47,7 +52,7 @@ fn config(dir: &Path, adjust: impl FnOnce(&mut Config)) -> Config {
 #[test]
 fn calls_sum_by_kind_and_model_and_by_owner_with_their_cost() {
     let dir = tempfile::tempdir().unwrap();
-    let meter = Meter::open_at(&config(dir.path(), |_| {}), at(26, 9));
+    let meter = file_meter(&config(dir.path(), |_| {}), at(26, 9));
     let metered = meter.record_at(
         call(
             CallKind::Classifier,
@@ -92,7 +97,7 @@ fn calls_sum_by_kind_and_model_and_by_owner_with_their_cost() {
 #[test]
 fn a_spent_budget_closes_capture_until_the_day_renews() {
     let dir = tempfile::tempdir().unwrap();
-    let meter = Meter::open_at(
+    let meter = file_meter(
         &config(dir.path(), |config| {
             config.capture.daily_token_budget = 1000;
             config.capture.pair_daily_token_budget = 100;
@@ -136,7 +141,7 @@ fn a_spent_budget_closes_capture_until_the_day_renews() {
 #[test]
 fn zero_is_unlimited_and_retrieval_has_its_own_budget() {
     let dir = tempfile::tempdir().unwrap();
-    let meter = Meter::open_at(
+    let meter = file_meter(
         &config(dir.path(), |config| {
             config.capture.daily_token_budget = 0;
             config.retrieval.daily_token_budget = 50;
@@ -160,7 +165,7 @@ fn zero_is_unlimited_and_retrieval_has_its_own_budget() {
 #[test]
 fn embeddings_count_against_no_budget() {
     let dir = tempfile::tempdir().unwrap();
-    let meter = Meter::open_at(
+    let meter = file_meter(
         &config(dir.path(), |config| {
             config.capture.daily_token_budget = 10;
             config.retrieval.daily_token_budget = 10;
@@ -179,20 +184,20 @@ fn embeddings_count_against_no_budget() {
 fn the_days_totals_survive_a_reopen_but_not_the_day() {
     let dir = tempfile::tempdir().unwrap();
     let config = config(dir.path(), |config| config.capture.daily_token_budget = 100);
-    let meter = Meter::open_at(&config, at(26, 9));
+    let meter = file_meter(&config, at(26, 9));
     meter.record_at(
         call(CallKind::Classifier, pair("forge", "ana"), 80, 30),
         at(26, 9),
     );
     meter.save().unwrap();
 
-    let reopened = Meter::open_at(&config, at(26, 18));
+    let reopened = file_meter(&config, at(26, 18));
     let view = reopened.view_at(at(26, 18));
     assert_eq!(view.budgets.capture.used, 110);
     assert!(view.budgets.capture.exhausted);
     assert!(view.since_start.is_empty(), "since start is this process");
 
-    let next_day = Meter::open_at(&config, at(27, 1));
+    let next_day = file_meter(&config, at(27, 1));
     assert_eq!(next_day.view_at(at(27, 1)).budgets.capture.used, 0);
 }
 
@@ -200,7 +205,7 @@ fn the_days_totals_survive_a_reopen_but_not_the_day() {
 fn a_linked_day_file_is_not_followed() {
     let elsewhere = tempfile::tempdir().unwrap();
     let spent = config(elsewhere.path(), |_| {});
-    let meter = Meter::open_at(&spent, at(26, 9));
+    let meter = file_meter(&spent, at(26, 9));
     meter.record_at(
         call(CallKind::Classifier, pair("forge", "ana"), 80, 30),
         at(26, 9),
@@ -210,9 +215,9 @@ fn a_linked_day_file_is_not_followed() {
     let dir = tempfile::tempdir().unwrap();
     std::os::unix::fs::symlink(elsewhere.path().join(FILE_NAME), dir.path().join(FILE_NAME))
         .unwrap();
-    let linked = Meter::open_at(&config(dir.path(), |_| {}), at(26, 18));
+    let linked = file_meter(&config(dir.path(), |_| {}), at(26, 18));
     assert_eq!(linked.view_at(at(26, 18)).budgets.capture.used, 0);
-    let own = Meter::open_at(&spent, at(26, 18));
+    let own = file_meter(&spent, at(26, 18));
     assert_eq!(own.view_at(at(26, 18)).budgets.capture.used, 110);
 }
 
@@ -220,7 +225,7 @@ fn a_linked_day_file_is_not_followed() {
 fn an_unreadable_file_starts_the_day_at_zero() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join(FILE_NAME), b"{not json").unwrap();
-    let meter = Meter::open_at(&config(dir.path(), |_| {}), at(26, 9));
+    let meter = file_meter(&config(dir.path(), |_| {}), at(26, 9));
     assert_eq!(meter.view_at(at(26, 9)).budgets.capture.used, 0);
 }
 

@@ -19,11 +19,17 @@ const LEASE_MS: u64 = 1500;
 
 /// A replica over `database`, classifying through `upstream`.
 async fn replica(database: &TestDatabase, upstream: &Upstream) -> Replica {
+    replica_with(database, upstream, "").await
+}
+
+/// [`replica`], with `capture` added to its `capture` settings (a
+/// flow mapping's entries, each after a comma).
+pub async fn replica_with(database: &TestDatabase, upstream: &Upstream, capture: &str) -> Replica {
     let yaml = format!(
         "store: {{postgres: {{catch_up_ms: 100}}}}\n\
          embedding: {{provider: openai, base_url: '{url}', dimensions: {dimensions}}}\n\
          llm: {{base_url: '{url}'}}\n\
-         capture: {{lease_ms: {LEASE_MS}, retry_base_ms: 10}}\n",
+         capture: {{lease_ms: {LEASE_MS}, retry_base_ms: 10{capture}}}\n",
         url = upstream.base_url,
         dimensions = Vectors::SMALL.dimensions,
     );
@@ -33,7 +39,7 @@ async fn replica(database: &TestDatabase, upstream: &Upstream) -> Replica {
 /// Sends `replica` a compaction (never dropped) whose one user line is
 /// made of `marker` (words of its own, so that no two markers' memories
 /// are near-duplicates), and returns the trigger's id once it is accepted.
-async fn compaction(replica: &Replica, repo: &str, session: &str, marker: &str) -> String {
+pub async fn compaction(replica: &Replica, repo: &str, session: &str, marker: &str) -> String {
     let line = format!("{marker} {marker}q {marker}r {marker}s {marker}t");
     let body = json!({"session_id": session, "repo": repo, "user": "ana", "messages": [
         {"role": "user", "content": line},
@@ -46,7 +52,7 @@ async fn compaction(replica: &Replica, repo: &str, session: &str, marker: &str) 
 
 /// A fake upstream whose classifier proposes one memory per trigger, made
 /// of its last user line.
-async fn classifier() -> Upstream {
+pub async fn classifier() -> Upstream {
     Upstream::start_with(Setup {
         chat: Chat::FromPrompt,
         ..Setup::TESTS
@@ -56,7 +62,7 @@ async fn classifier() -> Upstream {
 
 /// Classifier calls whose conversation holds `marker` (not counting the
 /// pair's memories the prompt shows after it).
-fn calls_about(upstream: &Upstream, marker: &str) -> usize {
+pub fn calls_about(upstream: &Upstream, marker: &str) -> usize {
     upstream
         .chat_requests()
         .iter()
@@ -84,7 +90,7 @@ async fn memories_about(database: &TestDatabase, marker: &str) -> i64 {
 }
 
 /// Triggers left in the shared queue, failed ones included.
-async fn triggers_left(database: &TestDatabase) -> i64 {
+pub async fn triggers_left(database: &TestDatabase) -> i64 {
     let client = pg_cluster::connect(&database.url).await;
     client
         .query_one("SELECT count(*) FROM engram_triggers", &[])

@@ -46,4 +46,5 @@ mod triggers;
 mod ui;
 mod upstream_faults;
 mod usage;
+mod usage_replicas;
 mod validation;

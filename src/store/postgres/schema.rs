@@ -11,6 +11,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (1, include_str!("migrations/0001_memories.sql")),
     (2, include_str!("migrations/0002_capture.sql")),
     (3, include_str!("migrations/0003_embeddings.sql")),
+    (4, include_str!("migrations/0004_usage.sql")),
 ];
 
 /// Held while migrating, so replicas starting together migrate once.
