@@ -260,19 +260,8 @@ pub fn merge(document: &mut Value, entry: &Entry) -> Result<Change, WrongShape> 
         let Some(handlers) = group.get_mut("hooks").and_then(Value::as_array_mut) else {
             continue;
         };
-        handlers.retain_mut(|handler| {
-            let ours = handler["command"]
-                .as_str()
-                .is_some_and(|found| is_engram_hook(found, entry));
-            if !ours {
-                return true;
-            }
-            if change != Change::Added {
-                // A second copy of ours: one is enough.
-                change = Change::Updated;
-                return false;
-            }
-            change = if handler["command"] == wanted["command"]
+        keep_one_of_ours(handlers, entry, &mut change, |handler| {
+            if handler["command"] == wanted["command"]
                 && handler["timeout"] == wanted["timeout"]
                 && handler["type"] == "command"
             {
@@ -282,8 +271,7 @@ pub fn merge(document: &mut Value, entry: &Entry) -> Result<Change, WrongShape> 
                 handler["command"] = wanted["command"].clone();
                 handler["timeout"] = wanted["timeout"].clone();
                 Change::Updated
-            };
-            true
+            }
         });
     }
     groups.retain(|group| {
@@ -324,6 +312,30 @@ fn merge_cursor_hook(
         .as_array_mut()
         .ok_or_else(|| WrongShape::new(format!("hooks.{name}"), "a list"))?;
     let mut change = Change::Added;
+    keep_one_of_ours(handlers, entry, &mut change, |handler| {
+        if handler["command"] == command {
+            Change::Unchanged
+        } else {
+            handler["command"] = json!(command);
+            Change::Updated
+        }
+    });
+    if change == Change::Added {
+        handlers.push(json!({"command": command}));
+    }
+    Ok(change)
+}
+
+/// Keeps the first of Engram's handlers for `entry` in `handlers`, brought
+/// up to date by `refresh` (which says whether it changed it), and drops
+/// any other copy; others' handlers stay. `change` is `Added` until one of
+/// ours is found, across calls over several lists.
+fn keep_one_of_ours(
+    handlers: &mut Vec<Value>,
+    entry: &Entry,
+    change: &mut Change,
+    refresh: impl Fn(&mut Value) -> Change,
+) {
     handlers.retain_mut(|handler| {
         let ours = handler["command"]
             .as_str()
@@ -331,23 +343,14 @@ fn merge_cursor_hook(
         if !ours {
             return true;
         }
-        if change != Change::Added {
+        if *change != Change::Added {
             // A second copy of ours: one is enough.
-            change = Change::Updated;
+            *change = Change::Updated;
             return false;
         }
-        change = if handler["command"] == command {
-            Change::Unchanged
-        } else {
-            handler["command"] = json!(command);
-            Change::Updated
-        };
+        *change = refresh(handler);
         true
     });
-    if change == Change::Added {
-        handlers.push(json!({"command": command}));
-    }
-    Ok(change)
 }
 
 /// Puts the MCP server entry under the keys `at` of a JSON document, in
