@@ -12,56 +12,55 @@
 //! `(match + weight × conversation) / (1 + weight)`: still 0..1, and with
 //! the same order as an unscaled lift.
 //!
-//! A memory without a session is a conversation of its own: its words lift
-//! it as its conversation's would, so memories written by hand are not
-//! outranked merely for having no session. The weight was chosen on
+//! A memory without a session has no conversation to be judged with: its
+//! match stays as it was (its own words are in it already), so a store of
+//! memories written by hand ranks as before. The weight was chosen on
 //! LongMemEval's tune half and checked on LoCoMo's dev split and the
 //! semantic eval set (`docs/benchmarks.md`).
 
 use std::collections::HashMap;
 
-use crate::memory::{MemoryId, Namespace, SessionId};
+use crate::memory::{Namespace, SessionId};
 
 use super::search::Candidate;
 
-/// Which conversation a memory belongs to.
-#[derive(PartialEq, Eq, Hash)]
-enum Conversation<'a> {
-    Session(&'a Namespace, &'a SessionId),
-    Alone(MemoryId),
+/// A conversation: the namespace and session its memories share.
+type Conversation<'a> = (&'a Namespace, &'a SessionId);
+
+fn conversation_of(candidate: &Candidate) -> Option<Conversation<'_>> {
+    let memory = &candidate.memory;
+    memory
+        .session_id
+        .as_ref()
+        .map(|session| (&memory.namespace, session))
 }
 
-impl<'a> Conversation<'a> {
-    fn of(candidate: &'a Candidate) -> Self {
-        let memory = &candidate.memory;
-        match &memory.session_id {
-            Some(session) => Self::Session(&memory.namespace, session),
-            None => Self::Alone(memory.id),
-        }
-    }
-}
-
-/// Sets each candidate's `conversation` score and lifts its `fused` match
-/// by `weight` of it. Nothing changes at weight 0 or without words matched.
+/// Sets the `conversation` score of each candidate that has a session and
+/// lifts its `fused` match by `weight` of it. Nothing changes at weight 0
+/// or without words matched.
 pub fn lift(candidates: &mut [Candidate], weight: f64) {
     if weight <= 0.0 {
         return;
     }
     let mut words: HashMap<Conversation<'_>, f64> = HashMap::new();
     for candidate in candidates.iter() {
-        *words.entry(Conversation::of(candidate)).or_default() += f64::from(candidate.lexical);
+        if let Some(conversation) = conversation_of(candidate) {
+            *words.entry(conversation).or_default() += f64::from(candidate.lexical);
+        }
     }
     let best = words.values().copied().fold(0.0, f64::max);
     if best <= 0.0 {
         return;
     }
-    let scores: Vec<f64> = candidates
+    let scores: Vec<Option<f64>> = candidates
         .iter()
-        .map(|candidate| words[&Conversation::of(candidate)] / best)
+        .map(|candidate| conversation_of(candidate).map(|conversation| words[&conversation] / best))
         .collect();
     for (candidate, score) in candidates.iter_mut().zip(scores) {
-        candidate.conversation = score;
-        candidate.fused = (candidate.fused + weight * score) / (1.0 + weight);
+        if let Some(score) = score {
+            candidate.conversation = Some(score);
+            candidate.fused = (candidate.fused + weight * score) / (1.0 + weight);
+        }
     }
 }
 
@@ -82,7 +81,7 @@ mod tests {
         Candidate::example(memory, lexical, fused)
     }
 
-    fn conversations_and_matches(candidates: &[Candidate]) -> Vec<(f64, f64)> {
+    fn conversations_and_matches(candidates: &[Candidate]) -> Vec<(Option<f64>, f64)> {
         candidates
             .iter()
             .map(|candidate| (candidate.conversation, candidate.fused))
@@ -90,7 +89,7 @@ mod tests {
     }
 
     #[test]
-    fn a_conversation_whose_memories_share_the_words_lifts_each_of_them() {
+    fn a_conversation_whose_memories_share_the_words_lifts_each_of_them_and_no_other() {
         let mut candidates = vec![
             candidate(Some("s1"), 0.5, 0.55),
             candidate(Some("s1"), 0.5, 0.40),
@@ -100,14 +99,17 @@ mod tests {
         lift(&mut candidates, 0.3);
         let lifted = conversations_and_matches(&candidates);
         let expected = [
-            (1.0, (0.55 + 0.3) / 1.3),
-            (1.0, (0.40 + 0.3) / 1.3),
-            (0.8, (0.60 + 0.3 * 0.8) / 1.3),
-            (0.3, (0.30 + 0.3 * 0.3) / 1.3),
+            (Some(1.0), (0.55 + 0.3) / 1.3),
+            (Some(1.0), (0.40 + 0.3) / 1.3),
+            (Some(0.8), (0.60 + 0.3 * 0.8) / 1.3),
+            (None, 0.30),
         ];
         for ((conversation, fused), (want_conversation, want_fused)) in lifted.iter().zip(expected)
         {
-            assert!((conversation - want_conversation).abs() < 1e-6, "{lifted:?}");
+            match (conversation, want_conversation) {
+                (Some(got), Some(want)) => assert!((got - want).abs() < 1e-6, "{lifted:?}"),
+                (got, want) => assert_eq!(*got, want, "{lifted:?}"),
+            }
             assert!((fused - want_fused).abs() < 1e-6, "{lifted:?}");
         }
         assert!(
@@ -123,16 +125,20 @@ mod tests {
             Namespace::User("bo".parse().unwrap());
         let mut candidates = vec![candidate(Some("s1"), 0.5, 0.5), elsewhere];
         lift(&mut candidates, 0.3);
-        assert!(candidates.iter().all(|candidate| candidate.conversation == 1.0));
+        assert!(
+            candidates
+                .iter()
+                .all(|candidate| candidate.conversation == Some(1.0))
+        );
     }
 
     #[test]
     fn nothing_changes_at_weight_zero_or_without_words() {
         let mut candidates = vec![candidate(Some("s1"), 0.5, 0.55), candidate(None, 0.0, 0.4)];
         lift(&mut candidates, 0.0);
-        assert_eq!(conversations_and_matches(&candidates), [(0.0, 0.55), (0.0, 0.4)]);
+        assert_eq!(conversations_and_matches(&candidates), [(None, 0.55), (None, 0.4)]);
         let mut wordless = vec![candidate(Some("s1"), 0.0, 0.55), candidate(None, 0.0, 0.4)];
         lift(&mut wordless, 0.3);
-        assert_eq!(conversations_and_matches(&wordless), [(0.0, 0.55), (0.0, 0.4)]);
+        assert_eq!(conversations_and_matches(&wordless), [(None, 0.55), (None, 0.4)]);
     }
 }

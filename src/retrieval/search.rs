@@ -41,8 +41,8 @@ pub struct Candidate {
     /// The fused match score, 0..1, with the conversation's lift.
     pub fused: f64,
     /// How well the words of its conversation match, relative to the best
-    /// conversation of this retrieval, 0..1.
-    pub conversation: f64,
+    /// conversation of this retrieval, 0..1; `None` without a session.
+    pub conversation: Option<f64>,
     pub reason: Reason,
     dense: Option<fusion::Dense>,
     lexical_match: Option<fusion::Lexical>,
@@ -61,7 +61,7 @@ impl Candidate {
             similarity: 0.0,
             lexical,
             fused,
-            conversation: 0.0,
+            conversation: None,
             reason: Reason::Query {
                 found_by: FoundBy::Lexical,
                 matched_version: None,
@@ -164,7 +164,7 @@ pub async fn candidates(
             similarity: 0.0,
             lexical: 0.0,
             fused: 0.0,
-            conversation: 0.0,
+            conversation: None,
             dense: None,
             lexical_match: None,
             vector_pending: false,
