@@ -230,11 +230,7 @@ impl Retrieval {
     pub fn check(&self) -> Result<(), SettingError> {
         self.tuning(&RetrievalOverrides::default())?;
         within("lexical_weight", self.lexical_weight, 0.0..=1.0)?;
-        within(
-            "conversation_weight",
-            self.conversation_weight,
-            0.0..=1.0,
-        )?;
+        within("conversation_weight", self.conversation_weight, 0.0..=1.0)?;
         within("cache_ttl_s", self.cache_ttl_s, 1..=86_400)?;
         within("cache_capacity", self.cache_capacity, 1..=1_000_000)?;
         within(

@@ -136,9 +136,15 @@ mod tests {
     fn nothing_changes_at_weight_zero_or_without_words() {
         let mut candidates = vec![candidate(Some("s1"), 0.5, 0.55), candidate(None, 0.0, 0.4)];
         lift(&mut candidates, 0.0);
-        assert_eq!(conversations_and_matches(&candidates), [(None, 0.55), (None, 0.4)]);
+        assert_eq!(
+            conversations_and_matches(&candidates),
+            [(None, 0.55), (None, 0.4)]
+        );
         let mut wordless = vec![candidate(Some("s1"), 0.0, 0.55), candidate(None, 0.0, 0.4)];
         lift(&mut wordless, 0.3);
-        assert_eq!(conversations_and_matches(&wordless), [(None, 0.55), (None, 0.4)]);
+        assert_eq!(
+            conversations_and_matches(&wordless),
+            [(None, 0.55), (None, 0.4)]
+        );
     }
 }

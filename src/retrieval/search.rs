@@ -18,9 +18,9 @@ use crate::index::{Hit, Snapshot, lexical};
 use crate::memory::{Category, Memory, MemoryId};
 use crate::store::Store;
 
-use super::{conversation, fusion};
 use super::outcome::{FoundBy, Reason};
 use super::request::Request;
+use super::{conversation, fusion};
 
 /// How many more candidates than `top_k` each search hands to ranking:
 /// recency, importance and access can lift a memory that is not among the

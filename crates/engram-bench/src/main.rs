@@ -245,16 +245,7 @@ fn main() -> ExitCode {
                 dump,
             } => {
                 let dump = dump.as_deref();
-                locomo::locomo(
-                    &mut report,
-                    split,
-                    &data,
-                    embedder,
-                    out,
-                    weighing,
-                    dump,
-                )
-                .await
+                locomo::locomo(&mut report, split, &data, embedder, out, weighing, dump).await
             }
             Command::Longmemeval(settings) => longmemeval::longmemeval(&mut report, settings).await,
             Command::Semantic {

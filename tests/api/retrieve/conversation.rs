@@ -19,10 +19,22 @@ async fn trip_hotel_ranks_first(conversation_weight: f64) -> (bool, Value) {
         .await;
     let (mut trip_hotel, mut prices) = (String::new(), String::new());
     for (session, content) in [
-        (Some("s-trip"), "We got the tickets for the Lisbon concert in June."),
-        (Some("s-trip"), "Getting to Lisbon for the concert took all day."),
-        (Some("s-trip"), "The hotel near the arena was ninety euros a night."),
-        (None, "How much a hotel costs depends on the city and the season."),
+        (
+            Some("s-trip"),
+            "We got the tickets for the Lisbon concert in June.",
+        ),
+        (
+            Some("s-trip"),
+            "Getting to Lisbon for the concert took all day.",
+        ),
+        (
+            Some("s-trip"),
+            "The hotel near the arena was ninety euros a night.",
+        ),
+        (
+            None,
+            "How much a hotel costs depends on the city and the season.",
+        ),
         (None, "Ana prefers tabs over spaces."),
         (None, "Releases are deployed every Friday afternoon."),
     ] {
@@ -57,15 +69,23 @@ async fn trip_hotel_ranks_first(conversation_weight: f64) -> (bool, Value) {
 #[tokio::test]
 async fn a_memory_whose_conversation_holds_the_question_outranks_one_that_holds_more_alone() {
     let (first, alone) = trip_hotel_ranks_first(0.0).await;
-    assert!(!first, "judged alone, prices in general match better: {alone:#}");
+    assert!(
+        !first,
+        "judged alone, prices in general match better: {alone:#}"
+    );
     let (first, together) = trip_hotel_ranks_first(1.0).await;
-    assert!(first, "with its conversation, the trip's hotel comes first: {together:#}");
+    assert!(
+        first,
+        "with its conversation, the trip's hotel comes first: {together:#}"
+    );
     let trip: Vec<&Value> = together["memories"]
         .as_array()
         .unwrap()
         .iter()
-        .filter(|found| found["content"].as_str().unwrap().contains("Lisbon")
-            || found["content"].as_str().unwrap().contains("arena"))
+        .filter(|found| {
+            found["content"].as_str().unwrap().contains("Lisbon")
+                || found["content"].as_str().unwrap().contains("arena")
+        })
         .collect();
     assert_eq!(trip.len(), 3, "{together:#}");
     for found in trip {
