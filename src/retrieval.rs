@@ -5,7 +5,8 @@
 //! takes what the one before returned: [`plan`] the texts to search for
 //! (the query, HyDE hypotheses from the window, or the latest user message;
 //! optionally expanded), embed them in one call, [`search`] the index
-//! (vector and lexical, fused), optionally expand by the vocabulary of the
+//! (vector and lexical, fused, each memory lifted by its [`conversation`]),
+//! optionally expand by the vocabulary of the
 //! best matches and search again, [`rank`], follow [`hops`] along
 //! `related` edges, and [`inject`]; the [`Outcome`] is assembled once, at
 //! the end.
@@ -18,6 +19,7 @@
 pub mod access;
 mod assemble;
 pub mod cache;
+pub mod conversation;
 pub mod expand;
 pub mod fusion;
 pub mod hops;
@@ -106,8 +108,8 @@ struct Inner {
     access: AccessCounts,
     /// The whole retrieval's time budget.
     budget: Duration,
-    /// The words' largest share of the match score, 0..1 (0: vector only).
-    lexical_weight: f64,
+    /// How the search weighs words and conversations against meaning.
+    weighing: search::Weighing,
     cache: TurnCache<Outcome>,
     stats: RetrievalStats,
     metrics: Metrics,
@@ -130,7 +132,10 @@ impl Retriever {
                 index_ready: parts.index_ready,
                 access: parts.access,
                 budget: Duration::from_millis(settings.budget_ms),
-                lexical_weight: settings.lexical_weight,
+                weighing: search::Weighing {
+                    lexical: settings.lexical_weight,
+                    conversation: settings.conversation_weight,
+                },
                 stats: RetrievalStats::default(),
                 metrics: parts.metrics,
             }),
@@ -336,7 +341,7 @@ impl Retriever {
             &inner.store,
             request,
             query,
-            inner.lexical_weight,
+            inner.weighing,
         )
         .await
     }

@@ -80,7 +80,7 @@ function hit(memory) {
       memory.version > 1 ? h('span', null, `v${memory.version}`) : null),
     h('p', null, memoryLink(memory.id, excerpt(memory.content, 300))),
     h('dl', { class: 'scores' },
-      ['match', 'similarity', 'lexical', 'recency', 'importance', 'access', 'context_boost']
+      ['match', 'similarity', 'lexical', 'conversation', 'recency', 'importance', 'access', 'context_boost']
         .filter((name) => typeof scores[name] === 'number')
         .map((name) => [h('dt', null, name.replace('_', ' ')), h('dd', null, num(scores[name]))])),
     h('p', { class: 'reason' }, h('span', { class: 'muted' }, 'Why: '), reason(memory.reason)));

@@ -36,6 +36,11 @@ pub struct Retrieval {
     /// memories apart (an eighth of it where the best stands clear); 0
     /// searches by vector only.
     pub lexical_weight: f64,
+    /// How much a memory's conversation (the memories that share its
+    /// session; a memory without one is a conversation of its own) adds
+    /// to its match by how well its words match the query together, 0..1;
+    /// 0 matches each memory alone.
+    pub conversation_weight: f64,
     /// How long a turn's result stays cached, in seconds.
     pub cache_ttl_s: u64,
     /// The most turns cached at once.
@@ -57,6 +62,7 @@ impl Default for Retrieval {
             hop_depth: 1,
             hypothesis_count: 3,
             lexical_weight: 0.8,
+            conversation_weight: 0.3,
             cache_ttl_s: 300,
             cache_capacity: 10_000,
             cache_max_bytes: 32 * 1024 * 1024,
@@ -224,6 +230,7 @@ impl Retrieval {
     pub fn check(&self) -> Result<(), SettingError> {
         self.tuning(&RetrievalOverrides::default())?;
         within("lexical_weight", self.lexical_weight, 0.0..=1.0)?;
+        within("conversation_weight", self.conversation_weight, 0.0..=1.0)?;
         within("cache_ttl_s", self.cache_ttl_s, 1..=86_400)?;
         within("cache_capacity", self.cache_capacity, 1..=1_000_000)?;
         within(

@@ -231,6 +231,12 @@ pub struct Scores {
     pub similarity: f64,
     /// BM25 score relative to the best lexical match of this retrieval, 0..1.
     pub lexical: f64,
+    /// How well the words of its conversation (the memories sharing its
+    /// session) match, relative to the best conversation of this
+    /// retrieval, 0..1; `retrieval.conversation_weight` of it is part of
+    /// `match`. Absent for a memory without a session, and for hops.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub conversation: Option<f64>,
     /// 1 when new, falling linearly to 0 at one year old.
     pub recency: f64,
     /// The memory's `importance`, or 0.5 when it has none.

@@ -66,6 +66,7 @@ pub fn rank(
             let memory = candidate.memory;
             let mut scores = Scores::of(&memory, candidate.similarity, access.get(memory.id), now);
             scores.lexical = f64::from(candidate.lexical);
+            scores.conversation = candidate.conversation;
             scores.matched = candidate.fused;
             let mut relevance = scores.relevance(weights);
             if let Some(lift) = boost.and_then(|boost| boost.of(memory.id)) {
@@ -109,6 +110,7 @@ impl Scores {
             matched: similarity,
             similarity,
             lexical: 0.0,
+            conversation: None,
             recency: (1.0 - age_days / RECENCY_HORIZON_DAYS).clamp(0.0, 1.0),
             importance: memory.importance.unwrap_or(DEFAULT_IMPORTANCE),
             access: ((accesses + 1.0).log10() / ACCESS_LOG_SCALE).min(1.0),
@@ -174,6 +176,7 @@ mod tests {
             matched: 1.0,
             similarity: 1.0,
             lexical: 0.0,
+            conversation: None,
             recency: 0.5,
             importance: 0.0,
             access: 0.0,

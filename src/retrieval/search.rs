@@ -1,6 +1,7 @@
 //! The search stage: the vector search and the lexical (BM25) search over
 //! a request's namespaces, in one pass over one index snapshot, merged into
-//! candidates with a fused match score ([`super::fusion`]).
+//! candidates with a fused match score ([`super::fusion`]), each lifted by
+//! how well its conversation's words match ([`super::conversation`]).
 //!
 //! Heads of chains stand in for matched old versions (the reason names the
 //! version that matched), deleted memories and the request's exclusions and
@@ -17,9 +18,9 @@ use crate::index::{Hit, Snapshot, lexical};
 use crate::memory::{Category, Memory, MemoryId};
 use crate::store::Store;
 
-use super::fusion;
 use super::outcome::{FoundBy, Reason};
 use super::request::Request;
+use super::{conversation, fusion};
 
 /// How many more candidates than `top_k` each search hands to ranking:
 /// recency, importance and access can lift a memory that is not among the
@@ -37,14 +38,40 @@ pub struct Candidate {
     pub similarity: f32,
     /// BM25 score relative to the best of this retrieval, 0..1.
     pub lexical: f32,
-    /// The fused match score, 0..1.
+    /// The fused match score, 0..1, with the conversation's lift.
     pub fused: f64,
+    /// How well the words of its conversation match, relative to the best
+    /// conversation of this retrieval, 0..1; `None` without a session.
+    pub conversation: Option<f64>,
     pub reason: Reason,
     dense: Option<fusion::Dense>,
     lexical_match: Option<fusion::Lexical>,
     /// Whether the version its best lexical match came from had no vector
     /// yet (its similarity is then 0: closeness unknown, not measured).
     vector_pending: bool,
+}
+
+#[cfg(test)]
+impl Candidate {
+    /// A candidate the lexical search found with `lexical` and a fused
+    /// match of `fused`, for the tests of later stages.
+    pub fn example(memory: Memory, lexical: f32, fused: f64) -> Self {
+        Self {
+            memory: Arc::new(memory),
+            similarity: 0.0,
+            lexical,
+            fused,
+            conversation: None,
+            reason: Reason::Query {
+                found_by: FoundBy::Lexical,
+                matched_version: None,
+                vector_pending: false,
+            },
+            dense: None,
+            lexical_match: None,
+            vector_pending: false,
+        }
+    }
 }
 
 /// What the search stage looks for.
@@ -56,15 +83,27 @@ pub struct Query {
     pub terms: Vec<lexical::Term>,
 }
 
+/// How the search weighs the evidence, from `retrieval` in the
+/// configuration.
+#[derive(Clone, Copy, Debug)]
+pub struct Weighing {
+    /// The words' largest share of the match score, 0..1 (0: vector only).
+    pub lexical: f64,
+    /// How much the conversation's words lift a match, 0..1.
+    pub conversation: f64,
+}
+
 /// The candidates for `query`, best fused score first. With a lexical
-/// weight of 0 the lexical search does not run.
+/// weight of 0 the lexical search does not run (and conversations, which
+/// are judged by their words, lift nothing).
 pub async fn candidates(
     snapshot: Arc<Snapshot>,
     store: &Store,
     request: &Request,
     query: Query,
-    lexical_weight: f64,
+    weighing: Weighing,
 ) -> Vec<Candidate> {
+    let lexical_weight = weighing.lexical;
     let Query {
         vectors,
         hypotheses,
@@ -125,6 +164,7 @@ pub async fn candidates(
             similarity: 0.0,
             lexical: 0.0,
             fused: 0.0,
+            conversation: None,
             dense: None,
             lexical_match: None,
             vector_pending: false,
@@ -197,6 +237,7 @@ pub async fn candidates(
             candidate
         })
         .collect();
+    conversation::lift(&mut candidates, weighing.conversation);
     candidates.sort_by(|a, b| {
         b.fused
             .total_cmp(&a.fused)

@@ -18,7 +18,7 @@ use crate::dump::Dump;
 use crate::measure::{Report, Row};
 use crate::scratch::ScratchDir;
 use crate::server::Server;
-use crate::workload::{EmbedderChoice, Result};
+use crate::workload::{EmbedderChoice, Result, Weighing};
 
 /// Where the data is unless `--data` says otherwise.
 pub const DEFAULT_DATA: &str = concat!(
@@ -80,7 +80,7 @@ pub async fn locomo(
     data: &Path,
     embedder: EmbedderChoice,
     out: Option<PathBuf>,
-    lexical_weight: f64,
+    weighing: Weighing,
     dump: Option<&Path>,
 ) -> Result {
     let queries_path = data.join("queries.jsonl");
@@ -96,7 +96,7 @@ pub async fn locomo(
     let conversations = split.conversations();
     let dir = ScratchDir::new()?;
     let (server, _) = Server::start_with(dir.path(), embedder, |config| {
-        config.retrieval.lexical_weight = lexical_weight;
+        weighing.apply(config);
     })
     .await?;
     let client = server.client();
@@ -123,7 +123,7 @@ pub async fn locomo(
             let mut writes = tokio::task::JoinSet::new();
             for turn in batch {
                 let body = json!({"scope": "user", "user": conversation, "category": "user-facts",
-                    "content": content_of(turn)});
+                    "session_id": turn.session(), "content": content_of(turn)});
                 let (client, dia_id) = (client.clone(), turn.dia_id.clone());
                 writes.spawn(
                     async move { client.create(&body).await.map(|created| (created, dia_id)) },
@@ -235,6 +235,16 @@ fn result_line(question: &Question, answer: &Value, dia_of: &HashMap<String, Str
         .filter_map(|memory| dia_of.get(memory["id"].as_str()?).map(String::as_str))
         .collect();
     json!({"conv_id": question.conv_id, "question_index": question.question_index, "retrieved": retrieved})
+}
+
+impl Turn {
+    /// The session the turn was said in: `D3` of `D3:12`, as an agent's
+    /// memories carry the conversation they were captured from.
+    fn session(&self) -> &str {
+        self.dia_id
+            .split_once(':')
+            .map_or(self.dia_id.as_str(), |(session, _)| session)
+    }
 }
 
 /// `"<speaker>: <text>"`, plus ` [image: <caption>]` for a shared image.

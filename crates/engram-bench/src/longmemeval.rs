@@ -27,7 +27,7 @@ use serde_json::{Value, json};
 
 use crate::measure::{Report, Row};
 use crate::server::{Client, Server};
-use crate::workload::{EmbedderChoice, Result};
+use crate::workload::{EmbedderChoice, Result, Weighing};
 use haystack::{Granularity, Half, Item, Place};
 use loaded::Loaded;
 use score::{Scores, Tally};
@@ -62,9 +62,8 @@ pub struct Settings {
     /// Where the loaded data directories and the results persist.
     #[arg(long, default_value = DEFAULT_WORK)]
     work_dir: PathBuf,
-    /// `retrieval.lexical_weight` (0: vector search only).
-    #[arg(long, default_value_t = 0.8)]
-    lexical_weight: f64,
+    #[command(flatten)]
+    weighing: Weighing,
 }
 
 /// One system's tallies.
@@ -97,7 +96,7 @@ pub async fn longmemeval(report: &mut Report, settings: Settings) -> Result {
         questions,
         data,
         work_dir,
-        lexical_weight,
+        weighing,
     } = settings;
     let items = haystack::read(&data)?;
     let mut chosen: Vec<&Item> = items
@@ -118,14 +117,15 @@ pub async fn longmemeval(report: &mut Report, settings: Settings) -> Result {
         }
     }
     let (server, ready_in) = Server::start_with(&data_dir, EmbedderChoice::Local, |config| {
-        config.retrieval.lexical_weight = lexical_weight;
+        weighing.apply(config);
     })
     .await?;
     let client = server.client();
     let variant = format!(
-        "{} half, {} granularity",
+        "{} half, {} granularity, {}",
         half.as_arg(),
-        granularity.as_arg()
+        granularity.as_arg(),
+        weighing.label()
     );
     report.rows.push(Row::single(
         "longmemeval startup",
@@ -315,6 +315,7 @@ async fn load(client: &Client, item: &Item, granularity: Granularity) -> Result<
         question_id: item.question_id.clone(),
         memories: Vec::new(),
         refused: 0,
+        sessions: true,
     };
     let mut writes = tokio::task::JoinSet::new();
     let mut documents = item.documents(granularity).into_iter();
@@ -323,8 +324,9 @@ async fn load(client: &Client, item: &Item, granularity: Granularity) -> Result<
             let Some(document) = documents.next() else {
                 break;
             };
+            let session = &item.sessions[document.place.session as usize].session_id;
             let body = json!({"scope": "user", "user": item.question_id,
-                "category": "user-facts", "content": document.text});
+                "category": "user-facts", "session_id": session, "content": document.text});
             let client = client.clone();
             writes.spawn(async move {
                 let written = client.send("POST", "/memories", Some(&body)).await;

@@ -39,7 +39,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 use measure::Report;
-use workload::{EmbedderChoice, Result};
+use workload::{EmbedderChoice, Result, Weighing};
 
 #[derive(Parser)]
 #[command(about = "Measure Engram: latency, throughput, start-up and memory use")]
@@ -142,9 +142,8 @@ enum Command {
         /// Where to write the results file (default: the temp directory).
         #[arg(long)]
         out: Option<PathBuf>,
-        /// `retrieval.lexical_weight` (0: vector search only).
-        #[arg(long, default_value_t = 0.8)]
-        lexical_weight: f64,
+        #[command(flatten)]
+        weighing: Weighing,
         /// Also write every question's candidates and their evidence here
         /// (JSON lines), for replaying fusion variants offline.
         #[arg(long)]
@@ -158,9 +157,9 @@ enum Command {
     Semantic {
         #[arg(long, value_enum, default_value_t = EmbedderChoice::Local)]
         embedder: EmbedderChoice,
-        /// `retrieval.lexical_weight` of the fused run.
-        #[arg(long, default_value_t = 0.8)]
-        lexical_weight: f64,
+        /// The fused run's weights.
+        #[command(flatten)]
+        weighing: Weighing,
         /// Also write the fused run's candidates and their evidence here
         /// (JSON lines), for replaying fusion variants offline.
         #[arg(long)]
@@ -242,27 +241,18 @@ fn main() -> ExitCode {
                 data,
                 embedder,
                 out,
-                lexical_weight,
+                weighing,
                 dump,
             } => {
                 let dump = dump.as_deref();
-                locomo::locomo(
-                    &mut report,
-                    split,
-                    &data,
-                    embedder,
-                    out,
-                    lexical_weight,
-                    dump,
-                )
-                .await
+                locomo::locomo(&mut report, split, &data, embedder, out, weighing, dump).await
             }
             Command::Longmemeval(settings) => longmemeval::longmemeval(&mut report, settings).await,
             Command::Semantic {
                 embedder,
-                lexical_weight,
+                weighing,
                 dump,
-            } => semantic::semantic(&mut report, embedder, lexical_weight, dump.as_deref()).await,
+            } => semantic::semantic(&mut report, embedder, weighing, dump.as_deref()).await,
             Command::Mcp { memories, requests } => mcp::mcp(&mut report, memories, requests).await,
             Command::Guard(settings) => guard::guard(&mut report, &settings),
             Command::CaptureCost => capture_cost::capture_cost(&mut report).await,

@@ -24,7 +24,7 @@ use crate::dump::Dump;
 use crate::measure::Report;
 use crate::scratch::ScratchDir;
 use crate::server::Server;
-use crate::workload::{EmbedderChoice, Result};
+use crate::workload::{EmbedderChoice, Result, Weighing};
 
 const EVAL_SET: &str = include_str!("semantic_eval.jsonl");
 
@@ -57,20 +57,25 @@ fn items() -> Result<Vec<Item>> {
 pub async fn semantic(
     report: &mut Report,
     embedder: EmbedderChoice,
-    lexical_weight: f64,
+    weighing: Weighing,
     dump: Option<&Path>,
 ) -> Result {
     let items = items()?;
     let mut dump = dump.map(Dump::create).transpose()?;
-    for (label, weight) in [("fused", lexical_weight), ("vector only", 0.0)] {
-        let (top1, recall) = run(&items, embedder, weight, dump.take()).await?;
+    let vector_only = Weighing {
+        lexical_weight: 0.0,
+        ..weighing
+    };
+    for (label, weighing) in [("fused", weighing), ("vector only", vector_only)] {
+        let (top1, recall) = run(&items, embedder, weighing, dump.take()).await?;
+        let weights = weighing.label();
         report.figure(
-            format!("semantic eval top-1, {label} (lexical_weight {weight})"),
+            format!("semantic eval top-1, {label} ({weights})"),
             top1,
             "%",
         );
         report.figure(
-            format!("semantic eval R@{TOP_K}, {label} (lexical_weight {weight})"),
+            format!("semantic eval R@{TOP_K}, {label} ({weights})"),
             recall,
             "%",
         );
@@ -85,12 +90,12 @@ pub async fn semantic(
 async fn run(
     items: &[Item],
     embedder: EmbedderChoice,
-    lexical_weight: f64,
+    weighing: Weighing,
     mut dump: Option<Dump>,
 ) -> Result<(f64, f64)> {
     let dir = ScratchDir::new()?;
     let (server, _) = Server::start_with(dir.path(), embedder, |config| {
-        config.retrieval.lexical_weight = lexical_weight;
+        weighing.apply(config);
     })
     .await?;
     let client = server.client();

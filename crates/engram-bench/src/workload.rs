@@ -1,7 +1,9 @@
-//! What every workload shares: how a run fails, and which embedder the
-//! service under test runs with.
+//! What every workload shares: how a run fails, which embedder the
+//! service under test runs with, and how the quality workloads weigh its
+//! retrieval.
 
 use clap::ValueEnum;
+use engram::config::Config;
 
 /// A workload's result: its error is reported and the bench exits non-zero.
 pub type Result<T = ()> = std::result::Result<T, Box<dyn std::error::Error + Send + Sync>>;
@@ -13,4 +15,31 @@ pub enum EmbedderChoice {
     Fake,
     /// The embedded all-MiniLM-L6-v2.
     Local,
+}
+
+/// The retrieval weights the quality workloads (LoCoMo, LongMemEval, the
+/// semantic set) run the service with; the service's defaults unless set.
+#[derive(Clone, Copy, Debug, clap::Args)]
+pub struct Weighing {
+    /// `retrieval.lexical_weight` (0: vector search only).
+    #[arg(long, default_value_t = engram::config::Retrieval::default().lexical_weight)]
+    pub lexical_weight: f64,
+    /// `retrieval.conversation_weight` (0: each memory judged alone).
+    #[arg(long, default_value_t = engram::config::Retrieval::default().conversation_weight)]
+    pub conversation_weight: f64,
+}
+
+impl Weighing {
+    pub fn apply(self, config: &mut Config) {
+        config.retrieval.lexical_weight = self.lexical_weight;
+        config.retrieval.conversation_weight = self.conversation_weight;
+    }
+
+    /// The weights as a report label: `lexical_weight 0.8, conversation_weight 0.3`.
+    pub fn label(self) -> String {
+        format!(
+            "lexical_weight {}, conversation_weight {}",
+            self.lexical_weight, self.conversation_weight
+        )
+    }
 }

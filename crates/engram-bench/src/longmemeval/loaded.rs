@@ -2,8 +2,9 @@
 //! so a run loads (and embeds) only what an earlier run did not: one JSON
 //! line per question, appended once all its memories are written, with
 //! every memory's id and the place it stands for. A question without a
-//! line was never loaded, or only in part: its namespace directory is
-//! removed before the service starts, and it is loaded again.
+//! line was never loaded, or only in part, or before its memories carried
+//! their sessions' ids: its namespace directory is removed before the
+//! service starts, and it is loaded again.
 
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
@@ -22,6 +23,10 @@ pub struct Question {
     pub memories: Vec<(String, Place)>,
     /// Documents the service refused as looking like a secret.
     pub refused: usize,
+    /// Whether its memories carry their sessions' ids (as `session_id`);
+    /// lines written before they did are loaded again.
+    #[serde(default)]
+    pub sessions: bool,
 }
 
 pub struct Loaded {
@@ -51,8 +56,11 @@ impl Loaded {
         Ok(Self { file, questions })
     }
 
+    /// The question's record, if it was loaded whole, with its sessions.
     pub fn get(&self, question_id: &str) -> Option<&Question> {
-        self.questions.get(question_id)
+        self.questions
+            .get(question_id)
+            .filter(|question| question.sessions)
     }
 
     pub fn record(&mut self, question: Question) -> Result {
@@ -83,6 +91,7 @@ mod tests {
                 question_id: "q1".to_owned(),
                 memories: vec![("id-1".to_owned(), place)],
                 refused: 1,
+                sessions: true,
             })
             .unwrap();
         drop(loaded);
@@ -100,6 +109,7 @@ mod tests {
                 question_id: "q2".to_owned(),
                 memories: Vec::new(),
                 refused: 0,
+                sessions: true,
             })
             .unwrap();
         assert!(Loaded::open(&path).unwrap().get("q2").is_some());
