@@ -7,12 +7,18 @@ use axum::http::StatusCode;
 use serde_json::{Value, json};
 
 use super::id;
-use crate::helpers::{TestApp, ids, memory, write_through_embedder_fault};
+use crate::backends::{Backend, over_both_backends};
+use crate::helpers::{ids, memory, write_through_embedder_fault};
 use crate::upstream::Behaviour;
 
-#[tokio::test]
-async fn an_embedder_that_fails_or_hangs_degrades_and_writes_still_land() {
-    let app = TestApp::builder().embedder().spawn().await;
+over_both_backends!(
+    an_embedder_that_fails_or_hangs_degrades_and_writes_still_land,
+    until_the_startup_build_is_done_the_service_is_alive_but_not_ready,
+    a_restart_embeds_only_what_changed_and_a_new_model_embeds_all,
+);
+
+async fn an_embedder_that_fails_or_hangs_degrades_and_writes_still_land(backend: Backend) {
+    let app = backend.builder().embedder().spawn().await;
     let upstream = &app.upstream;
     let query = json!({"turn_id": "t7", "repo": "forge", "query": "flaky test quarantine"});
 
@@ -37,10 +43,9 @@ async fn an_embedder_that_fails_or_hangs_degrades_and_writes_still_land() {
     assert_eq!(ids(&result), [id(&written)]);
 }
 
-#[tokio::test]
-async fn until_the_startup_build_is_done_the_service_is_alive_but_not_ready() {
+async fn until_the_startup_build_is_done_the_service_is_alive_but_not_ready(backend: Backend) {
     let ground = {
-        let app = TestApp::builder().embedder().spawn().await;
+        let app = backend.builder().embedder().spawn().await;
         app.create(memory(
             "repo",
             "forge",
@@ -56,7 +61,8 @@ async fn until_the_startup_build_is_done_the_service_is_alive_but_not_ready() {
     ground
         .upstream
         .set(Behaviour::Delay(Duration::from_secs(30)));
-    let app = TestApp::builder()
+    let app = backend
+        .builder()
         .on(ground)
         .embedder()
         .config(|config| {
@@ -75,15 +81,14 @@ async fn until_the_startup_build_is_done_the_service_is_alive_but_not_ready() {
     assert_eq!(result["degraded"], "index_not_ready");
 }
 
-#[tokio::test]
-async fn a_restart_embeds_only_what_changed_and_a_new_model_embeds_all() {
+async fn a_restart_embeds_only_what_changed_and_a_new_model_embeds_all(backend: Backend) {
     let contents = [
         "Tests run with cargo nextest.",
         "Docs live in docs/.",
         "CI has two cores.",
     ];
     let ground = {
-        let app = TestApp::builder().embedder().spawn().await;
+        let app = backend.builder().embedder().spawn().await;
         for content in contents {
             app.create(memory("repo", "forge", "patterns", content))
                 .await;
@@ -94,7 +99,7 @@ async fn a_restart_embeds_only_what_changed_and_a_new_model_embeds_all() {
     let upstream = ground.upstream.clone();
     let before = upstream.embedding_calls();
 
-    let app = TestApp::builder().on(ground).embedder().spawn().await;
+    let app = backend.builder().on(ground).embedder().spawn().await;
     let stats = app.wait_indexed().await;
     assert_eq!(
         upstream.embedding_calls(),
@@ -117,15 +122,16 @@ async fn a_restart_embeds_only_what_changed_and_a_new_model_embeds_all() {
     );
     let ground = app.into_ground();
 
-    std::fs::remove_dir_all(ground.path().join(".cache")).unwrap();
-    let app = TestApp::builder().on(ground).embedder().spawn().await;
+    backend.forget_embeddings(ground.path()).await;
+    let app = backend.builder().on(ground).embedder().spawn().await;
     let stats = app.wait_indexed().await;
     assert_eq!(
         stats["index"]["embedded"], 4,
-        "deleting .cache/ is safe: all is embedded again"
+        "deleting the embedding cache is safe: all is embedded again"
     );
 
-    let app = TestApp::builder()
+    let app = backend
+        .builder()
         .on(app.into_ground())
         .embedder()
         .config(|config| config.embedding.model = "another-model".to_owned())
