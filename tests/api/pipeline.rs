@@ -13,6 +13,8 @@ use crate::helpers::{TestApp, ids, memory, post_json};
 use crate::upstream::Behaviour;
 
 over_both_backends!(
+    hyde_search_hops_cache_and_budget,
+    expansion_boost_filters_and_suggestions,
     a_write_ends_the_cached_turn_and_is_found_at_once,
     hops_never_leave_the_request_namespaces,
     access_counts_rise_with_use_and_survive_a_restart,
@@ -37,9 +39,8 @@ fn window() -> Value {
 }
 
 /// The scenario of the retrieval design (seed 000), end to end.
-#[tokio::test]
-async fn hyde_search_hops_cache_and_budget() {
-    let app = app_with_llm().await;
+async fn hyde_search_hops_cache_and_budget(backend: Backend) {
+    let app = app_over(&backend).await;
     let upstream = &app.upstream;
     let rollback = app
         .create(memory(
@@ -382,9 +383,8 @@ async fn access_counts_rise_with_use_and_survive_a_restart(backend: Backend) {
     );
 }
 
-#[tokio::test]
-async fn expansion_boost_filters_and_suggestions() {
-    let plain = TestApp::builder().embedder().spawn().await;
+async fn expansion_boost_filters_and_suggestions(backend: Backend) {
+    let plain = backend.builder().embedder().spawn().await;
     let old = plain
         .create(memory(
             "repo",
@@ -470,7 +470,7 @@ async fn expansion_boost_filters_and_suggestions() {
     );
     let ground = plain.into_ground();
 
-    let with_model = TestApp::builder().on(ground).embedder().llm().spawn().await;
+    let with_model = backend.builder().on(ground).embedder().llm().spawn().await;
     with_model.upstream.set_chat(
         Behaviour::Answer,
         "- Deploys use helm.\n- Releases are tagged.\n- Rollbacks are manual.",
