@@ -75,6 +75,16 @@ impl Replica {
         &self.served.base_url
     }
 
+    /// Its `/metrics`, as text.
+    pub async fn metrics(&self) -> String {
+        reqwest::get(format!("{}/metrics", self.url()))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    }
+
     pub async fn write(&self, repo: &str, content: &str) -> String {
         let created = post_json(
             self.url(),

@@ -185,13 +185,8 @@ async fn calls_made_while_the_database_is_down_join_the_shared_day_once_it_is_ba
 
 /// How many of `replica`'s saves of the day's usage have failed.
 async fn save_failures(replica: &Replica) -> f64 {
-    let metrics = reqwest::get(format!("{}/metrics", replica.url()))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    sample(&metrics, "engram_usage_save_failures_total").expect("the metric is served")
+    sample(&replica.metrics().await, "engram_usage_save_failures_total")
+        .expect("the metric is served")
 }
 
 /// A retrieval of a window on `replica`, which asks the model for HyDE
