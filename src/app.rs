@@ -213,6 +213,7 @@ impl App {
         };
         background.push(tokio::spawn(save_usage(
             meter.clone(),
+            metrics.clone(),
             usage_interval,
             stop.clone(),
         )));
@@ -354,9 +355,10 @@ async fn save_access_counts(retriever: Retriever, stop: CancellationToken) {
 
 /// Saves the meter's day now and then, and once more when `stop` is
 /// cancelled.
-async fn save_usage(meter: Meter, period: Duration, stop: CancellationToken) {
+async fn save_usage(meter: Meter, metrics: Metrics, period: Duration, stop: CancellationToken) {
     every_until_stopped(period, stop, move || {
         if let Err(err) = meter.save() {
+            metrics.usage_save_failure();
             tracing::warn!(error = %err, "could not save the day's model usage; it is tried again");
         }
     })

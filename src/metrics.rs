@@ -56,6 +56,7 @@ pub struct Metrics {
     retrieval_stage: Family<StageLabels, Histogram, fn() -> Histogram>,
     classifier_duration: Histogram,
     upstream_errors: Family<UpstreamLabels, Counter>,
+    usage_save_failures: Counter,
 }
 
 impl Default for Metrics {
@@ -66,6 +67,7 @@ impl Default for Metrics {
             retrieval_stage: Family::new_with_constructor(latency_histogram),
             classifier_duration: Histogram::new(exponential_buckets(0.01, 2.0, 14)),
             upstream_errors: Family::default(),
+            usage_save_failures: Counter::default(),
         }
     }
 }
@@ -128,6 +130,13 @@ impl Metrics {
         }
     }
 
+    /// Saving the day's model usage failed (`usage.json` could not be
+    /// written, or the database could not be reached); its calls are kept
+    /// for the next save.
+    pub fn usage_save_failure(&self) {
+        self.usage_save_failures.inc();
+    }
+
     /// The registry to encode at `/metrics`, with `state` read at scrape.
     pub fn registry(&self, state: impl Collector + 'static) -> Registry {
         let mut registry = Registry::with_prefix("engram");
@@ -155,6 +164,11 @@ impl Metrics {
             "upstream_errors",
             "Failed calls to OpenAI-compatible endpoints by endpoint and kind",
             self.upstream_errors.clone(),
+        );
+        registry.register(
+            "usage_save_failures",
+            "Saves of the day's model usage that failed; their calls are kept for the next",
+            self.usage_save_failures.clone(),
         );
         registry.register_collector(Box::new(state));
         registry

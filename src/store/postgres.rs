@@ -22,6 +22,7 @@ mod rows;
 pub mod schema;
 pub mod usage;
 
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -343,6 +344,19 @@ impl Database {
         log_change(&tx, seq, memory.id, &memory.namespace, "write").await?;
         tx.commit().await?;
         Ok(Ok(()))
+    }
+
+    /// Which of `ids` have a row now.
+    pub async fn present(&self, ids: &[MemoryId]) -> Result<HashSet<MemoryId>, Error> {
+        let ids: Vec<uuid::Uuid> = ids.iter().map(|id| id.as_uuid()).collect();
+        let client = self.pool.get().await?;
+        let rows = client
+            .query("SELECT id FROM engram_memories WHERE id = ANY($1)", &[&ids])
+            .await?;
+        Ok(rows
+            .iter()
+            .map(|row| MemoryId::from_uuid(row.get(0)))
+            .collect())
     }
 
     /// Deletes `id` and logs it; nothing to do when another replica

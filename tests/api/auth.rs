@@ -5,11 +5,14 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use engram::config::ApiKey;
 
-use crate::helpers::{TestApp, memory};
+use crate::backends::{Backend, over_both_backends};
+use crate::helpers::memory;
 
-#[tokio::test]
-async fn data_routes_need_the_key_and_health_does_not() {
-    let app = TestApp::builder()
+over_both_backends!(data_routes_need_the_key_and_health_does_not,);
+
+async fn data_routes_need_the_key_and_health_does_not(backend: Backend) {
+    let app = backend
+        .builder()
         .config(|config| {
             config.api_key = Some(ApiKey::new("s3cret"));
         })
@@ -42,7 +45,7 @@ async fn data_routes_need_the_key_and_health_does_not() {
         .post("/memories", &memory("repo", "forge", "patterns", "Sneaky."))
         .await;
     unauthorized.assert_problem(StatusCode::UNAUTHORIZED, None);
-    assert!(app.files().is_empty());
+    assert!(backend.stored(&app.data_dir).await.is_empty());
 
     assert_eq!(
         app.send(get("/memories", Some("Bearer s3cret")))

@@ -6,6 +6,8 @@
 //! session that grew sends only what is new. A dry run sends nothing; a
 //! server with no classifier, or capture's daily token budget, stops the
 //! backfill with the reason, and the next run resumes where it stopped.
+//! Files only: the reading of transcripts is under test; capture runs
+//! over both backends in `capture`.
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;

@@ -1,6 +1,7 @@
 //! The `engram` binary on its own, as a user runs it: a copy in an empty
 //! directory (the model inside it), and the command line's address and data
 //! directory winning over the environment.
+//! Files only: the command line, not the store, is under test.
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};

@@ -5,6 +5,9 @@
 //! Without `chromium` and `chromedriver` each test prints
 //! "skipped: no chromium" to the terminal and passes, except under CI
 //! (`CI` set), where it fails: `.ci/run` installs both. The tests take turns: one browser at a time on a small machine.
+//!
+//! Files mode but for the capture page's PostgreSQL queue: the pages call
+//! the API, which the rest of the suite runs over both backends.
 
 use std::io::Write;
 use std::net::TcpListener;

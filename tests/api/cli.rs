@@ -1,4 +1,5 @@
 //! The binary: `--help`, and configuration errors that name the key.
+//! Nothing here depends on the storage backend.
 
 use std::process::Command;
 

@@ -1,5 +1,6 @@
 //! The container files cannot be built here (no Docker engine); these
 //! checks keep them parseable and consistent with the binary.
+//! Nothing here depends on the storage backend.
 
 use serde_json::Value;
 

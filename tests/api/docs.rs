@@ -1,4 +1,5 @@
 //! The OpenAPI document and Swagger UI.
+//! Nothing here depends on the storage backend.
 
 use axum::http::StatusCode;
 use serde_json::Value;

@@ -4,7 +4,15 @@
 
 use serde_json::{Value, json};
 
+use crate::backends::{Backend, over_both_backends};
 use crate::helpers::{TestApp, ids, memory};
+
+over_both_backends!(
+    a_write_behind_a_stalled_burst_is_found_by_its_words_at_once,
+    a_memory_deleted_before_its_vector_came_is_gone_from_both_searches,
+    a_new_version_stands_in_for_the_old_before_its_vector_comes,
+    with_no_backlog_a_retrieval_right_after_a_write_waits_for_its_vector,
+);
 
 /// In the text of every memory whose vector the tests hold back, and in
 /// no query.
@@ -16,8 +24,8 @@ fn id(memory: &Value) -> String {
 
 /// An app whose embedder is the fake upstream, which holds back the
 /// vectors of every text marked [`STALLED`].
-async fn app_with_stalled_embedder() -> TestApp {
-    let app = TestApp::builder().embedder().spawn().await;
+async fn app_with_stalled_embedder(backend: &Backend) -> TestApp {
+    let app = backend.builder().embedder().spawn().await;
     app.upstream.stall_embeddings_of(STALLED);
     app
 }
@@ -33,9 +41,8 @@ async fn ask(app: &TestApp, turn: &str, query: &str) -> Value {
         .await
 }
 
-#[tokio::test]
-async fn a_write_behind_a_stalled_burst_is_found_by_its_words_at_once() {
-    let app = app_with_stalled_embedder().await;
+async fn a_write_behind_a_stalled_burst_is_found_by_its_words_at_once(backend: Backend) {
+    let app = app_with_stalled_embedder(&backend).await;
     let upstream = &app.upstream;
     for n in 0..40 {
         note(&app, &format!("Build note {n} {STALLED}.")).await;
@@ -86,9 +93,8 @@ async fn a_write_behind_a_stalled_burst_is_found_by_its_words_at_once() {
     );
 }
 
-#[tokio::test]
-async fn a_memory_deleted_before_its_vector_came_is_gone_from_both_searches() {
-    let app = app_with_stalled_embedder().await;
+async fn a_memory_deleted_before_its_vector_came_is_gone_from_both_searches(backend: Backend) {
+    let app = app_with_stalled_embedder(&backend).await;
     let upstream = &app.upstream;
     let kept = note(&app, "The zanzibar runbook lives in the wiki.").await;
     let gone = note(
@@ -114,9 +120,8 @@ async fn a_memory_deleted_before_its_vector_came_is_gone_from_both_searches() {
     assert_eq!(ids(&result), [id(&kept)], "{result:#}");
 }
 
-#[tokio::test]
-async fn a_new_version_stands_in_for_the_old_before_its_vector_comes() {
-    let app = app_with_stalled_embedder().await;
+async fn a_new_version_stands_in_for_the_old_before_its_vector_comes(backend: Backend) {
+    let app = app_with_stalled_embedder(&backend).await;
     let upstream = &app.upstream;
     let old = app
         .create(memory(
@@ -158,9 +163,8 @@ async fn a_new_version_stands_in_for_the_old_before_its_vector_comes() {
     );
 }
 
-#[tokio::test]
-async fn with_no_backlog_a_retrieval_right_after_a_write_waits_for_its_vector() {
-    let app = TestApp::builder().embedder().spawn().await;
+async fn with_no_backlog_a_retrieval_right_after_a_write_waits_for_its_vector(backend: Backend) {
+    let app = backend.builder().embedder().spawn().await;
     let written = app
         .create(memory(
             "repo",

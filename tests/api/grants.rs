@@ -1,7 +1,9 @@
 //! Keys limited to some repos and users: every path keeps other namespaces
 //! out of sight (404 for their ids, 403 for their pairs); `/metrics` and
 //! `/stats` follow the documented rules.
-//! Hand-edited links into another namespace are in `links`.
+//! Hand-edited links into another namespace are in `links`. What a key
+//! sees of stored memories runs over both backends; keys themselves
+//! (wrong, missing) cannot depend on the backend.
 
 mod links;
 
@@ -11,7 +13,20 @@ use engram::config::{ApiKey, KeyGrant};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
+use crate::backends::{Backend, over_both_backends};
 use crate::helpers::{TestApp, TestResponse, memory};
+
+over_both_backends!(
+    a_limited_key_cannot_fetch_or_delete_another_namespaces_memory,
+    a_limited_key_lists_only_its_namespaces,
+    a_limited_key_finds_no_similar_memories_elsewhere,
+    a_limited_key_cannot_retrieve_or_hop_into_another_namespace,
+    a_limited_key_cannot_write_or_capture_into_another_namespace,
+    stats_metrics_and_edges_follow_the_grant,
+    another_namespaces_ids_never_show_and_read_like_unknown_ids,
+    a_key_for_a_user_writes_its_user_memories_without_naming_a_repo,
+    a_retrieval_leaves_out_an_omitted_owner_the_key_does_not_hold,
+);
 
 const ROOT: &str = "root-key";
 const LIMITED: &str = "forge-ana-key";
@@ -24,8 +39,9 @@ struct Fixture {
     theirs: Value,
 }
 
-async fn fixture() -> Fixture {
-    let app = TestApp::builder()
+async fn fixture(backend: &Backend) -> Fixture {
+    let app = backend
+        .builder()
         .embedder()
         .llm()
         .config(|config| {
@@ -95,9 +111,8 @@ fn id(memory: &Value) -> &str {
     memory["id"].as_str().unwrap()
 }
 
-#[tokio::test]
-async fn a_limited_key_cannot_fetch_or_delete_another_namespaces_memory() {
-    let f = fixture().await;
+async fn a_limited_key_cannot_fetch_or_delete_another_namespaces_memory(backend: Backend) {
+    let f = fixture(&backend).await;
     for method in [Method::GET, Method::DELETE] {
         send(
             &f.app,
@@ -132,9 +147,8 @@ async fn a_limited_key_cannot_fetch_or_delete_another_namespaces_memory() {
     );
 }
 
-#[tokio::test]
-async fn a_limited_key_lists_only_its_namespaces() {
-    let f = fixture().await;
+async fn a_limited_key_lists_only_its_namespaces(backend: Backend) {
+    let f = fixture(&backend).await;
     for uri in ["/memories", "/memories?text=pipeline"] {
         let listed = send(&f.app, Method::GET, uri, None, LIMITED).await.json;
         let ids: Vec<&str> = listed["memories"]
@@ -163,9 +177,8 @@ async fn a_limited_key_lists_only_its_namespaces() {
     }
 }
 
-#[tokio::test]
-async fn a_limited_key_finds_no_similar_memories_elsewhere() {
-    let f = fixture().await;
+async fn a_limited_key_finds_no_similar_memories_elsewhere(backend: Backend) {
+    let f = fixture(&backend).await;
     send(
         &f.app,
         Method::GET,
@@ -191,9 +204,8 @@ async fn a_limited_key_finds_no_similar_memories_elsewhere() {
     );
 }
 
-#[tokio::test]
-async fn a_limited_key_cannot_retrieve_or_hop_into_another_namespace() {
-    let f = fixture().await;
+async fn a_limited_key_cannot_retrieve_or_hop_into_another_namespace(backend: Backend) {
+    let f = fixture(&backend).await;
     send(
         &f.app,
         Method::POST,
@@ -215,9 +227,8 @@ async fn a_limited_key_cannot_retrieve_or_hop_into_another_namespace() {
     assert_eq!(ids, [id(&f.mine)]);
 }
 
-#[tokio::test]
-async fn a_limited_key_cannot_write_or_capture_into_another_namespace() {
-    let f = fixture().await;
+async fn a_limited_key_cannot_write_or_capture_into_another_namespace(backend: Backend) {
+    let f = fixture(&backend).await;
     let mut foreign = memory("repo", "secret", "patterns", "Injected.");
     foreign["user"] = json!("ana");
     send(&f.app, Method::POST, "/memories", Some(foreign), LIMITED)
@@ -238,9 +249,8 @@ async fn a_limited_key_cannot_write_or_capture_into_another_namespace() {
     );
 }
 
-#[tokio::test]
-async fn stats_metrics_and_edges_follow_the_grant() {
-    let f = fixture().await;
+async fn stats_metrics_and_edges_follow_the_grant(backend: Backend) {
+    let f = fixture(&backend).await;
     let stats = send(&f.app, Method::GET, "/stats", None, LIMITED)
         .await
         .json;
@@ -283,7 +293,7 @@ async fn stats_metrics_and_edges_follow_the_grant() {
 
 #[tokio::test]
 async fn wrong_and_missing_keys_are_refused_everywhere() {
-    let f = fixture().await;
+    let f = fixture(&Backend::Files).await;
     for (method, uri) in [
         (Method::GET, "/memories"),
         (Method::POST, "/retrieve"),
@@ -318,9 +328,8 @@ pub fn grant(key: &str, repos: &[&str], users: &[&str]) -> KeyGrant {
     }
 }
 
-#[tokio::test]
-async fn another_namespaces_ids_never_show_and_read_like_unknown_ids() {
-    let f = fixture().await;
+async fn another_namespaces_ids_never_show_and_read_like_unknown_ids(backend: Backend) {
+    let f = fixture(&backend).await;
     let theirs = id(&f.theirs);
     // ana's memory, written for (secret, ana), links to repo/secret.
     let mut body = memory(
@@ -421,9 +430,8 @@ async fn with_defaults(f: &Fixture) -> (String, String) {
     (default_repo, ana)
 }
 
-#[tokio::test]
-async fn a_key_for_a_user_writes_its_user_memories_without_naming_a_repo() {
-    let f = fixture().await;
+async fn a_key_for_a_user_writes_its_user_memories_without_naming_a_repo(backend: Backend) {
+    let f = fixture(&backend).await;
     let (default_repo, _) = with_defaults(&f).await;
     let mut own = memory("user", "ana", "user-facts", "Ana reviews on Mondays.");
     let written = send(
@@ -436,11 +444,9 @@ async fn a_key_for_a_user_writes_its_user_memories_without_naming_a_repo() {
     .await;
     assert_eq!(written.status, StatusCode::CREATED, "{}", written.text);
     assert!(
-        f.app
-            .files()
-            .contains(&format!("users/ana/{}.md", id(&written.json))),
-        "{:?}",
-        f.app.files()
+        backend
+            .holds(&f.app.data_dir, "users/ana", id(&written.json))
+            .await
     );
 
     // The namespace written must be held: repo/default is not.
@@ -477,9 +483,8 @@ async fn a_key_for_a_user_writes_its_user_memories_without_naming_a_repo() {
     assert_eq!(refusal(&default_repo).await, refusal(unknown).await);
 }
 
-#[tokio::test]
-async fn a_retrieval_leaves_out_an_omitted_owner_the_key_does_not_hold() {
-    let f = fixture().await;
+async fn a_retrieval_leaves_out_an_omitted_owner_the_key_does_not_hold(backend: Backend) {
+    let f = fixture(&backend).await;
     let (default_repo, ana) = with_defaults(&f).await;
     let retrieve = |body: Value| send(&f.app, Method::POST, "/retrieve", Some(body), LIMITED);
 

@@ -5,8 +5,14 @@ use axum::http::{Method, StatusCode};
 use engram::config::ApiKey;
 use serde_json::{Value, json};
 
+use crate::backends::{Backend, over_both_backends};
 use crate::grants::{grant, send};
 use crate::helpers::{TestApp, memory, spawn_app};
+
+over_both_backends!(
+    the_graph_walks_edges_both_ways_and_versions_within_its_depth,
+    a_limited_key_walks_only_through_what_it_can_see,
+);
 
 fn id(memory: &Value) -> String {
     memory["id"].as_str().unwrap().to_owned()
@@ -50,9 +56,8 @@ async fn fixture(app: &TestApp) -> (String, String, String, String) {
     (a, b, b2, c)
 }
 
-#[tokio::test]
-async fn the_graph_walks_edges_both_ways_and_versions_within_its_depth() {
-    let app = spawn_app().await;
+async fn the_graph_walks_edges_both_ways_and_versions_within_its_depth(backend: Backend) {
+    let app = backend.spawn_app().await;
     let (a, b, b2, c) = fixture(&app).await;
     let one = app.get(&format!("/memories/{a}/graph?depth=1")).await;
     assert_eq!(one.status, StatusCode::OK, "{}", one.text);
@@ -121,11 +126,11 @@ async fn graph_requests_are_checked() {
         .assert_problem(StatusCode::NOT_FOUND, None);
 }
 
-#[tokio::test]
-async fn a_limited_key_walks_only_through_what_it_can_see() {
+async fn a_limited_key_walks_only_through_what_it_can_see(backend: Backend) {
     const ROOT: &str = "root-key";
     const LIMITED: &str = "forge-key";
-    let app = TestApp::builder()
+    let app = backend
+        .builder()
         .config(|config| {
             config.api_key = Some(ApiKey::new(ROOT));
             config.auth.keys = vec![grant(LIMITED, &["forge"], &["bob"])];

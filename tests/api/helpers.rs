@@ -111,12 +111,18 @@ impl TestApp {
     /// Every file under the data directory but the derived ones in
     /// `.cache/`, relative, sorted.
     pub fn files(&self) -> Vec<String> {
-        let mut files = Vec::new();
-        collect_files(&self.data_dir, &self.data_dir, &mut files);
-        files.retain(|file| !file.starts_with(".cache/"));
-        files.sort();
-        files
+        files_under(&self.data_dir)
     }
+}
+
+/// Every file under `data_dir` but the derived ones in `.cache/`,
+/// relative, sorted.
+pub fn files_under(data_dir: &Path) -> Vec<String> {
+    let mut files = Vec::new();
+    collect_files(data_dir, data_dir, &mut files);
+    files.retain(|file| !file.starts_with(".cache/"));
+    files.sort();
+    files
 }
 
 /// Polls `condition` until it holds, failing the test after 60 s: for

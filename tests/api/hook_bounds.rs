@@ -3,6 +3,7 @@
 //! directory that is a FIFO or a link to `/dev/zero`, no `USER` or
 //! `LOGNAME`, and credentials in `ENGRAM_URL`. The hook must stay inside
 //! its budget, say why in its log, and keep the log private.
+//! Nothing here depends on the storage backend.
 
 use std::os::unix::fs::{PermissionsExt, symlink};
 use std::path::Path;

@@ -3,16 +3,27 @@
 //! embedder: `remember:` prompts become memories with no model, refused
 //! secrets and near-duplicates are told in one line, `SessionStart` says
 //! what is worth remembering, and `Stop`/`PreCompact` leave no error in
-//! the log.
+//! the log. What the prompts store runs over both backends.
 
 use serde_json::{Value, json};
 
-use crate::helpers::{RunningApp, TestApp};
+use crate::backends::{Backend, over_both_backends};
+use crate::helpers::RunningApp;
 use crate::hooks::{Project, get, hook, printed_context, wait_for_index};
+
+over_both_backends!(
+    remember_prompts_write_repo_and_user_memories_with_no_model,
+    a_remembered_secret_or_duplicate_is_refused_and_the_agent_told_why,
+);
 
 /// Engram with no `llm`: capture is the agent's.
 async fn agent_driven() -> RunningApp {
-    TestApp::builder().embedder().serve().await
+    agent_driven_over(&Backend::Files).await
+}
+
+/// [`agent_driven`], over `backend`.
+async fn agent_driven_over(backend: &Backend) -> RunningApp {
+    backend.builder().embedder().serve().await
 }
 
 /// Runs Claude Code's prompt hook for `prompt` in the project `forge` and
@@ -52,9 +63,8 @@ async fn indexed_memories(app: &RunningApp) -> Vec<Value> {
     memories.as_array().unwrap().clone()
 }
 
-#[tokio::test]
-async fn remember_prompts_write_repo_and_user_memories_with_no_model() {
-    let app = agent_driven().await;
+async fn remember_prompts_write_repo_and_user_memories_with_no_model(backend: Backend) {
+    let app = agent_driven_over(&backend).await;
     let _upstream = &app.upstream;
     let project = Project::new("claude-code/transcript.jsonl");
 
@@ -142,9 +152,8 @@ async fn a_codex_remember_prompt_is_stored_as_well() {
     app.stop().await;
 }
 
-#[tokio::test]
-async fn a_remembered_secret_or_duplicate_is_refused_and_the_agent_told_why() {
-    let app = agent_driven().await;
+async fn a_remembered_secret_or_duplicate_is_refused_and_the_agent_told_why(backend: Backend) {
+    let app = agent_driven_over(&backend).await;
     let _upstream = &app.upstream;
     let project = Project::new("claude-code/transcript.jsonl");
 

@@ -2,6 +2,7 @@
 //! and transcripts (`tests/fixtures/<agent>/`), against a real Engram on a
 //! port whose only fakes are the model upstreams. What Engram received is
 //! read back from the upstream's requests and from the memories written.
+//! Files only: the hook and the agent's files are under test, not the store.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};

@@ -6,6 +6,7 @@
 //! and hands `afterAgentResponse`'s answer with the prompt kept for it to
 //! capture; `engram setup cursor` writes the three hooks into its
 //! hooks.json beside what is there, once.
+//! Files only: the hook and the agent's files are under test, not the store.
 
 use serde_json::{Value, json};
 

@@ -5,6 +5,7 @@
 //! to capture; then the real Gemini CLI runs a whole turn through those
 //! hooks with no model: a `BeforeModel` hook of the test's answers in the
 //! model's place, after recording the request the model would have had.
+//! Files only: the hook and the agent's files are under test, not the store.
 
 use std::path::Path;
 use std::process::Command;

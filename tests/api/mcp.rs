@@ -1,5 +1,7 @@
 //! `/mcp` and `engram mcp`, driven by the official SDK's client over
-//! Streamable HTTP and over stdio, against a real service.
+//! Streamable HTTP and over stdio, against a real service. The tools that
+//! write and read memories run over both backends; the transport's checks
+//! (keys, hosts, origins) cannot depend on the backend.
 
 use engram::config::ApiKey;
 use reqwest::StatusCode;
@@ -10,8 +12,16 @@ use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value, json};
 
+use crate::backends::{Backend, over_both_backends};
 use crate::grants::grant;
 use crate::helpers::{RunningApp, TestApp, wait_until_async};
+
+over_both_backends!(
+    every_tool_answers_over_http_with_the_rest_results,
+    a_limited_key_sees_through_mcp_what_it_sees_through_rest,
+    remember_and_update_refuse_secrets_in_any_stored_field,
+    remember_refuses_a_near_duplicate_naming_the_memory_unless_told_not_to,
+);
 
 pub const ROOT: &str = "root-key";
 pub const LIMITED: &str = "forge-only-key";
@@ -20,7 +30,13 @@ pub type Client = RunningService<RoleClient, ()>;
 
 /// A service with a full key and one limited to repo `forge` and user `ana`.
 pub async fn service() -> RunningApp {
-    TestApp::builder()
+    service_over(&Backend::Files).await
+}
+
+/// [`service`] over `backend`.
+async fn service_over(backend: &Backend) -> RunningApp {
+    backend
+        .builder()
         .embedder()
         .config(|config| {
             config.api_key = Some(ApiKey::new(ROOT));
@@ -91,9 +107,8 @@ pub async fn recall_until_found(client: &Client, query: &str, content: &str) -> 
     found
 }
 
-#[tokio::test]
-async fn every_tool_answers_over_http_with_the_rest_results() {
-    let app = service().await;
+async fn every_tool_answers_over_http_with_the_rest_results(backend: Backend) {
+    let app = service_over(&backend).await;
     let _upstream = &app.upstream;
     let client = connect(&app.base_url, ROOT).await;
 
@@ -265,9 +280,8 @@ async fn bad_arguments_are_tool_errors_with_the_rest_problem() {
     app.stop().await;
 }
 
-#[tokio::test]
-async fn a_limited_key_sees_through_mcp_what_it_sees_through_rest() {
-    let app = service().await;
+async fn a_limited_key_sees_through_mcp_what_it_sees_through_rest(backend: Backend) {
+    let app = service_over(&backend).await;
     let _upstream = &app.upstream;
     let root = connect(&app.base_url, ROOT).await;
     let mine = ok(
@@ -412,9 +426,8 @@ async fn configured_hosts_and_origins_are_answered() {
 /// stored field goes through the secret guard, and the refusal names it.
 /// (Read from the whole result, whether the problem comes as structured
 /// content or as text.)
-#[tokio::test]
-async fn remember_and_update_refuse_secrets_in_any_stored_field() {
-    let app = service().await;
+async fn remember_and_update_refuse_secrets_in_any_stored_field(backend: Backend) {
+    let app = service_over(&backend).await;
     let _upstream = &app.upstream;
     let client = connect(&app.base_url, ROOT).await;
     let refusal = |result: &CallToolResult| {
@@ -463,9 +476,8 @@ async fn wait_for_index(app: &RunningApp) {
     .await;
 }
 
-#[tokio::test]
-async fn remember_refuses_a_near_duplicate_naming_the_memory_unless_told_not_to() {
-    let app = service().await;
+async fn remember_refuses_a_near_duplicate_naming_the_memory_unless_told_not_to(backend: Backend) {
+    let app = service_over(&backend).await;
     let _upstream = &app.upstream;
     let client = connect(&app.base_url, ROOT).await;
     let fact = json!({"repo": "forge", "scope": "repo", "category": "patterns",

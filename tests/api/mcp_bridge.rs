@@ -3,6 +3,8 @@
 //! SDK's client: against a real service, against nothing, against a
 //! service that accepts connections and never answers, behind proxy
 //! variables, and in a directory whose parent holds a `.git` FIFO.
+//! Files only: the bridge is under test; the tools run over both
+//! backends in `mcp`.
 
 use std::path::Path;
 use std::process::Stdio;

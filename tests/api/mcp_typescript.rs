@@ -7,6 +7,8 @@
 //! installed by `npm ci --prefix tests/mcp-ts` (`.ci/run` does). Without
 //! `node` or the SDK the test prints why it is skipped and passes, except
 //! under CI (`CI` set), where it fails.
+//! Files only: the SDK's checks are under test; the tools run over both
+//! backends in `mcp`.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

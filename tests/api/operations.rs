@@ -1,5 +1,7 @@
 //! Running it: `/metrics` in Prometheus text, load shedding, slow clients,
 //! CORS, and the refusal to serve a public address without a key.
+//! Nothing here depends on the storage backend (the database's own
+//! state is in `replica_ops`).
 
 use std::time::Duration;
 
@@ -13,7 +15,7 @@ use crate::helpers::{Ground, TestApp, memory, spawn_app, wait_until, wait_until_
 use crate::upstream::Behaviour;
 
 /// The value of the sample `name` (with its labels, as written).
-fn sample(text: &str, name: &str) -> Option<f64> {
+pub fn sample(text: &str, name: &str) -> Option<f64> {
     text.lines()
         .find(|line| line.split_whitespace().next() == Some(name))
         .and_then(|line| line.split_whitespace().nth(1))

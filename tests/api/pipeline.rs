@@ -8,11 +8,25 @@ use axum::http::StatusCode;
 use engram::tokens::count as count_tokens;
 use serde_json::{Value, json};
 
+use crate::backends::{Backend, over_both_backends};
 use crate::helpers::{TestApp, ids, memory, post_json};
 use crate::upstream::Behaviour;
 
+over_both_backends!(
+    hyde_search_hops_cache_and_budget,
+    expansion_boost_filters_and_suggestions,
+    a_write_ends_the_cached_turn_and_is_found_at_once,
+    hops_never_leave_the_request_namespaces,
+    access_counts_rise_with_use_and_survive_a_restart,
+);
+
 async fn app_with_llm() -> TestApp {
-    TestApp::builder().embedder().llm().spawn().await
+    app_over(&Backend::Files).await
+}
+
+/// An app over `backend` whose embedder and model are the fake upstream.
+async fn app_over(backend: &Backend) -> TestApp {
+    backend.builder().embedder().llm().spawn().await
 }
 
 fn window() -> Value {
@@ -25,9 +39,8 @@ fn window() -> Value {
 }
 
 /// The scenario of the retrieval design (seed 000), end to end.
-#[tokio::test]
-async fn hyde_search_hops_cache_and_budget() {
-    let app = app_with_llm().await;
+async fn hyde_search_hops_cache_and_budget(backend: Backend) {
+    let app = app_over(&backend).await;
     let upstream = &app.upstream;
     let rollback = app
         .create(memory(
@@ -160,9 +173,8 @@ async fn hyde_search_hops_cache_and_budget() {
     assert_eq!(stats["retrieval"]["cache_hits"], 1);
 }
 
-#[tokio::test]
-async fn a_write_ends_the_cached_turn_and_is_found_at_once() {
-    let app = app_with_llm().await;
+async fn a_write_ends_the_cached_turn_and_is_found_at_once(backend: Backend) {
+    let app = app_over(&backend).await;
     let upstream = &app.upstream;
     upstream.set_chat(Behaviour::Answer, "The service deploys with helm charts.");
     app.create(memory(
@@ -303,9 +315,8 @@ async fn the_budget_cuts_a_slow_model_short_and_still_answers() {
     assert_eq!(result["memories"].as_array().unwrap().len(), 1);
 }
 
-#[tokio::test]
-async fn hops_never_leave_the_request_namespaces() {
-    let app = app_with_llm().await;
+async fn hops_never_leave_the_request_namespaces(backend: Backend) {
+    let app = app_over(&backend).await;
     let _upstream = &app.upstream;
     let shared = app
         .create(memory(
@@ -342,9 +353,8 @@ async fn hops_never_leave_the_request_namespaces() {
     assert_eq!(as_ana["memories"][1]["reason"]["direction"], "incoming");
 }
 
-#[tokio::test]
-async fn access_counts_rise_with_use_and_survive_a_restart() {
-    let app = TestApp::builder().embedder().serve().await;
+async fn access_counts_rise_with_use_and_survive_a_restart(backend: Backend) {
+    let app = backend.builder().embedder().serve().await;
     let created = post_json(
         &app.base_url,
         "/memories",
@@ -362,7 +372,7 @@ async fn access_counts_rise_with_use_and_survive_a_restart() {
     assert!(access[1] > 0.0 && access[2] > access[1], "{access:?}");
     let ground = app.stop().await;
 
-    let app = TestApp::builder().on(ground).embedder().spawn().await;
+    let app = backend.builder().on(ground).embedder().spawn().await;
     let result = app
         .retrieve(json!({"turn_id": "after", "repo": "forge", "query": "JSON logs"}))
         .await;
@@ -373,9 +383,8 @@ async fn access_counts_rise_with_use_and_survive_a_restart() {
     );
 }
 
-#[tokio::test]
-async fn expansion_boost_filters_and_suggestions() {
-    let plain = TestApp::builder().embedder().spawn().await;
+async fn expansion_boost_filters_and_suggestions(backend: Backend) {
+    let plain = backend.builder().embedder().spawn().await;
     let old = plain
         .create(memory(
             "repo",
@@ -461,7 +470,7 @@ async fn expansion_boost_filters_and_suggestions() {
     );
     let ground = plain.into_ground();
 
-    let with_model = TestApp::builder().on(ground).embedder().llm().spawn().await;
+    let with_model = backend.builder().on(ground).embedder().llm().spawn().await;
     with_model.upstream.set_chat(
         Behaviour::Answer,
         "- Deploys use helm.\n- Releases are tagged.\n- Rollbacks are manual.",

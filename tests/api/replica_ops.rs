@@ -408,12 +408,7 @@ async fn the_replicas_lag_shows_in_stats_and_metrics_in_postgres_mode_only() {
     assert_eq!(view["log_head"], 1);
     assert_eq!(view["lag_changes"], 0);
     assert_eq!(view["lag_ms"], 0);
-    let metrics = reqwest::get(format!("{}/metrics", b.url()))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = b.metrics().await;
     for line in [
         "engram_database_connected 1",
         "engram_database_cursor 1",

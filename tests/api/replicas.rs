@@ -1,7 +1,7 @@
 //! Replicas over one PostgreSQL database, each a real `engram` process:
 //! a change made on one reaches the other's listings, reads and
-//! retrievals by the change log, a replica started late starts from the
-//! database, a cached answer is not served once another replica changed
+//! retrievals by the change log, a memory acknowledged by a replica killed
+//! right after is kept, a replica started late starts from the database, a cached answer is not served once another replica changed
 //! its namespace, replicas reconnect after the database restarts, and a
 //! database migrated past this binary stops start-up.
 
@@ -73,6 +73,16 @@ impl Replica {
 
     pub fn url(&self) -> &str {
         &self.served.base_url
+    }
+
+    /// Its `/metrics`, as text.
+    pub async fn metrics(&self) -> String {
+        reqwest::get(format!("{}/metrics", self.url()))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
     }
 
     pub async fn write(&self, repo: &str, content: &str) -> String {
@@ -184,6 +194,19 @@ async fn a_memory_written_on_one_replica_is_found_on_the_other_and_forgotten_on_
         !ids(&a.retrieve(&search).await).contains(&id)
     })
     .await;
+}
+
+#[tokio::test]
+async fn a_memory_acknowledged_by_a_replica_killed_right_after_its_201_is_kept() {
+    let Some(database) = pg_cluster::database().await else {
+        return;
+    };
+    let a = Replica::start(&database).await;
+    let id = a.write("forge", "Releases are cut on Thursdays.").await;
+    drop(a); // kill -9, right after the 201
+
+    let b = Replica::start(&database).await;
+    assert!(b.listed_ids("forge").await.contains(&id));
 }
 
 #[tokio::test]

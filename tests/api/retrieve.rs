@@ -11,15 +11,23 @@ use axum::http::StatusCode;
 use engram::tokens::count as count_tokens;
 use serde_json::{Value, json};
 
+use crate::backends::{Backend, over_both_backends};
 use crate::helpers::{ids, memory, spawn_app};
+
+over_both_backends!(
+    finds_memories_by_meaning_and_explains_each,
+    never_returns_another_namespace,
+    a_superseded_memory_is_never_current_its_head_stands_in,
+    filters_exclusions_top_k_and_min_relevance_narrow_the_result,
+    weights_from_the_request_change_the_order,
+);
 
 fn id(memory: &Value) -> String {
     memory["id"].as_str().unwrap().to_owned()
 }
 
-#[tokio::test]
-async fn finds_memories_by_meaning_and_explains_each() {
-    let app = spawn_app().await;
+async fn finds_memories_by_meaning_and_explains_each(backend: Backend) {
+    let app = backend.spawn_app().await;
     let postgres = app
         .create(memory(
             "repo",
@@ -80,9 +88,8 @@ async fn finds_memories_by_meaning_and_explains_each() {
     assert!(result["timings_ms"]["total"].as_f64().unwrap() >= 0.0);
 }
 
-#[tokio::test]
-async fn never_returns_another_namespace() {
-    let app = spawn_app().await;
+async fn never_returns_another_namespace(backend: Backend) {
+    let app = backend.spawn_app().await;
     let mine = app
         .create(memory(
             "repo",
@@ -112,9 +119,8 @@ async fn never_returns_another_namespace() {
     assert_eq!(ids(&result), [id(&mine)]);
 }
 
-#[tokio::test]
-async fn a_superseded_memory_is_never_current_its_head_stands_in() {
-    let app = spawn_app().await;
+async fn a_superseded_memory_is_never_current_its_head_stands_in(backend: Backend) {
+    let app = backend.spawn_app().await;
     let old = app
         .create(memory(
             "repo",
@@ -152,9 +158,8 @@ async fn a_superseded_memory_is_never_current_its_head_stands_in() {
     );
 }
 
-#[tokio::test]
-async fn filters_exclusions_top_k_and_min_relevance_narrow_the_result() {
-    let app = spawn_app().await;
+async fn filters_exclusions_top_k_and_min_relevance_narrow_the_result(backend: Backend) {
+    let app = backend.spawn_app().await;
     let a = app
         .create(memory(
             "repo",
@@ -210,9 +215,8 @@ async fn filters_exclusions_top_k_and_min_relevance_narrow_the_result() {
     assert!(ids(&app.retrieve(strict).await).is_empty());
 }
 
-#[tokio::test]
-async fn weights_from_the_request_change_the_order() {
-    let app = spawn_app().await;
+async fn weights_from_the_request_change_the_order(backend: Backend) {
+    let app = backend.spawn_app().await;
     let close = app
         .create(memory(
             "repo",

@@ -5,8 +5,16 @@
 use axum::http::StatusCode;
 use serde_json::json;
 
-use crate::helpers::{TestApp, memory, settled, spawn_app};
+use crate::backends::{Backend, over_both_backends};
+use crate::helpers::{TestApp, memory, settled};
 use crate::upstream::{Behaviour, Upstream};
+
+over_both_backends!(
+    a_memory_whose_session_id_looks_like_a_secret_is_refused_naming_the_field,
+    a_secret_in_content_is_refused_naming_content,
+    a_trigger_whose_session_id_looks_like_a_secret_is_refused,
+    a_new_version_holding_a_secret_is_refused,
+);
 
 const SECRETS: &str = include_str!("../fixtures/secrets/secrets.txt");
 
@@ -128,11 +136,13 @@ async fn no_fixture_secret_reaches_an_upstream() {
     assert!(leaked.is_empty(), "reached the upstream: {leaked:#?}");
 }
 
-#[tokio::test]
-async fn a_memory_whose_session_id_looks_like_a_secret_is_refused_naming_the_field() {
-    let app = spawn_app().await;
+async fn a_memory_whose_session_id_looks_like_a_secret_is_refused_naming_the_field(
+    backend: Backend,
+) {
+    let app = backend.spawn_app().await;
     let mut body = memory("repo", "forge", "patterns", "Deploys use helm.");
     body["session_id"] = json!("AKIAIOSFODNN7EXAMPLE");
+    let before = backend.stored(&app.data_dir).await;
     let response = app.post("/memories", &body).await;
     response.assert_problem(StatusCode::UNPROCESSABLE_ENTITY, Some("session_id"));
     assert_eq!(response.json["type"], "urn:engram:problem:secret-content");
@@ -141,12 +151,12 @@ async fn a_memory_whose_session_id_looks_like_a_secret_is_refused_naming_the_fie
         "{}",
         response.text
     );
-    assert!(app.files().iter().all(|file| !file.ends_with(".md")));
+    assert_eq!(backend.stored(&app.data_dir).await, before);
 }
 
-#[tokio::test]
-async fn a_secret_in_content_is_refused_naming_content() {
-    let app = spawn_app().await;
+async fn a_secret_in_content_is_refused_naming_content(backend: Backend) {
+    let app = backend.spawn_app().await;
+    let before = backend.stored(&app.data_dir).await;
     for content in ["Passwort: Geheim123!", "user / password: admin / hunter22"] {
         let response = app
             .post("/memories", &memory("repo", "forge", "patterns", content))
@@ -154,14 +164,14 @@ async fn a_secret_in_content_is_refused_naming_content() {
         response.assert_problem(StatusCode::UNPROCESSABLE_ENTITY, Some("content"));
         assert_eq!(response.json["type"], "urn:engram:problem:secret-content");
     }
+    assert_eq!(backend.stored(&app.data_dir).await, before);
 }
 
 /// A GitHub token's shape, as a session id (ids allow it).
 const SECRET_SESSION: &str = "ghp_aB3dE5gH7jK9mN1pQ3sT5vW7yZ9bC1dE3fG5";
 
-#[tokio::test]
-async fn a_trigger_whose_session_id_looks_like_a_secret_is_refused() {
-    let app = TestApp::builder().embedder().llm().spawn().await;
+async fn a_trigger_whose_session_id_looks_like_a_secret_is_refused(backend: Backend) {
+    let app = backend.builder().embedder().llm().spawn().await;
     for path in ["/turns", "/compactions"] {
         let response = app
             .post(
@@ -172,23 +182,15 @@ async fn a_trigger_whose_session_id_looks_like_a_secret_is_refused() {
             .await;
         response.assert_problem(StatusCode::UNPROCESSABLE_ENTITY, Some("session_id"));
     }
-    // Refused before the trigger is written: `queue/` never holds it.
-    let holding: Vec<String> = app
-        .files()
-        .into_iter()
-        .filter(|file| {
-            let bytes = std::fs::read(app.data_dir.join(file)).unwrap_or_default();
-            String::from_utf8_lossy(&bytes).contains(SECRET_SESSION)
-        })
-        .collect();
+    // Refused before the trigger is written: the queue never holds it.
+    let holding = backend.holding(&app.data_dir, SECRET_SESSION).await;
     assert!(holding.is_empty(), "{holding:?}");
 }
 
 /// The browser edits through `POST /memories` with `supersedes`: a new
 /// version is checked like a first one.
-#[tokio::test]
-async fn a_new_version_holding_a_secret_is_refused() {
-    let app = spawn_app().await;
+async fn a_new_version_holding_a_secret_is_refused(backend: Backend) {
+    let app = backend.spawn_app().await;
     let first = app
         .create(memory("repo", "forge", "patterns", "Deploys use helm."))
         .await;
@@ -199,7 +201,9 @@ async fn a_new_version_holding_a_secret_is_refused() {
         "Deploys use helm; mot de passe : Soleil2024!",
     );
     edit["supersedes"] = first["id"].clone();
+    let before = backend.stored(&app.data_dir).await;
     app.post("/memories", &edit)
         .await
         .assert_problem(StatusCode::UNPROCESSABLE_ENTITY, Some("content"));
+    assert_eq!(backend.stored(&app.data_dir).await, before);
 }

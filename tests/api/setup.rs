@@ -1,6 +1,7 @@
 //! `engram setup`: merging into an agent's existing settings, idempotence,
 //! the backup, `--print`, and the written commands working as a hook and
 //! as the agent's MCP server.
+//! Setup edits the agent's files: nothing here depends on the storage backend.
 
 use std::path::{Path, PathBuf};
 use std::process::Output;

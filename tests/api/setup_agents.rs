@@ -5,6 +5,7 @@
 //! merge into existing files (comments kept where the format has them),
 //! idempotence, a file that does not parse refused; and the real Gemini
 //! CLI and OpenCode CLI reading what setup wrote.
+//! Setup edits the agent's files: nothing here depends on the storage backend.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -4,11 +4,13 @@
 use axum::http::StatusCode;
 use serde_json::json;
 
+use crate::backends::{Backend, over_both_backends};
 use crate::helpers::{memory, spawn_app};
 
-#[tokio::test]
-async fn similar_memories_come_from_the_same_namespace_nearest_first() {
-    let app = spawn_app().await;
+over_both_backends!(similar_memories_come_from_the_same_namespace_nearest_first,);
+
+async fn similar_memories_come_from_the_same_namespace_nearest_first(backend: Backend) {
+    let app = backend.spawn_app().await;
     let anchor = app
         .create(memory(
             "repo",

@@ -2,6 +2,7 @@
 //! a real port: raw HTTP/1.1 requests with a forged `Host`, an `Origin`,
 //! `Sec-Fetch-Site`, and "simple" `text/plain` bodies that need no CORS
 //! preflight. The default setup (loopback, no key) is the one at risk.
+//! Refused before any handler: nothing here depends on the storage backend.
 
 use std::net::SocketAddr;
 

@@ -1,5 +1,6 @@
 //! The data directory as the source of truth: hand-written files are
 //! loaded, broken ones skipped and counted but never touched.
+//! Files only: hand-written files are files mode's source of truth.
 
 use std::fs;
 use std::os::unix::fs::symlink;

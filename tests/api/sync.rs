@@ -2,6 +2,7 @@
 //! while the service runs reach the API and retrieval without a restart;
 //! Engram's own writes are not taken in twice. Every wait polls for the
 //! state with a deadline; none measures time.
+//! Files only: live sync of hand edits is a files-mode feature.
 
 use std::fs;
 use std::path::{Path, PathBuf};

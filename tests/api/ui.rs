@@ -1,6 +1,7 @@
 //! The memory browser's files at `/ui`: embedded, served without a key,
 //! with their content types, a strict Content-Security-Policy and
 //! revalidation by `ETag`.
+//! Nothing here depends on the storage backend.
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};

@@ -7,19 +7,25 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use crate::backends::{Backend, over_both_backends};
 use crate::helpers::{Builder, TestApp, ids, memory, settled, write_through_embedder_fault};
 use crate::upstream::Behaviour;
+
+over_both_backends!(
+    zero_vectors_are_refused_and_the_memory_is_found_once_the_embedder_recovers,
+    an_unconfigured_length_is_learned_and_kept_across_restarts,
+);
 
 /// The reply cap the tests configure, so that oversized replies stay cheap.
 const REPLY_CAP: usize = 64 * 1024;
 
 async fn app_with(adjust: impl FnOnce(&mut engram::config::Config)) -> TestApp {
-    faulty_app().config(adjust).spawn().await
+    faulty_app(&Backend::Files).config(adjust).spawn().await
 }
 
-/// These tests' app, before it is adjusted and spawned.
-fn faulty_app<'a>() -> Builder<'a> {
-    TestApp::builder().embedder().llm().config(|config| {
+/// These tests' app over `backend`, before it is adjusted and spawned.
+fn faulty_app(backend: &Backend) -> Builder<'_> {
+    backend.builder().embedder().llm().config(|config| {
         // Generous timeouts: these tests are about failures, not slowness.
         config.embedding.timeout_ms = 1000;
         config.llm.as_mut().unwrap().retrieval_timeout_ms = 1000;
@@ -84,9 +90,10 @@ async fn an_oversized_reply_is_a_failed_call_for_hyde_embedding_and_the_classifi
     assert_eq!(stats["store"]["memories"], 1);
 }
 
-#[tokio::test]
-async fn zero_vectors_are_refused_and_the_memory_is_found_once_the_embedder_recovers() {
-    let app = TestApp::builder().embedder().spawn().await;
+async fn zero_vectors_are_refused_and_the_memory_is_found_once_the_embedder_recovers(
+    backend: Backend,
+) {
+    let app = backend.builder().embedder().spawn().await;
     let upstream = &app.upstream;
     let query =
         |turn: &str| json!({"turn_id": turn, "repo": "forge", "query": "quarantine flaky tests"});
@@ -148,10 +155,9 @@ async fn a_slow_expansion_leaves_the_search_its_share_of_the_budget() {
     assert_eq!(result["added_terms"], json!(["isolation"]));
 }
 
-#[tokio::test]
-async fn an_unconfigured_length_is_learned_and_kept_across_restarts() {
+async fn an_unconfigured_length_is_learned_and_kept_across_restarts(backend: Backend) {
     let unset = |config: &mut engram::config::Config| config.embedding.dimensions = None;
-    let app = app_with(unset).await;
+    let app = faulty_app(&backend).config(unset).spawn().await;
     let upstream = app.upstream.clone();
 
     // Capture writes a memory, and retrieval finds it.
@@ -185,7 +191,7 @@ async fn an_unconfigured_length_is_learned_and_kept_across_restarts() {
 
     // A restart knows the length from the cache before any call.
     let calls = upstream.embedding_calls();
-    let app = faulty_app().on(ground).config(unset).spawn().await;
+    let app = faulty_app(&backend).on(ground).config(unset).spawn().await;
     let stats = app.wait_indexed().await;
     assert_eq!(stats["embedding"]["dimensions"], 64, "{stats:#}");
     assert_eq!(stats["index"]["cache_hits"], 1);

@@ -2,26 +2,37 @@
 //! tokenizer's count) by kind, model and pair, priced; shown in `/stats`,
 //! `/metrics` and `/triggers`; kept across a restart; and the daily token
 //! budgets, which hold capture's triggers in the queue and turn retrieval
-//! to the plain query.
+//! to the plain query. A day written by hand in `usage.json` is files
+//! mode's; the rest runs over both backends.
 
 use axum::http::StatusCode;
 use engram::config::{Config, Price};
 use engram::tokens::count as count_tokens;
 use serde_json::{Value, json};
 
+use crate::backends::{Backend, over_both_backends};
 use crate::helpers::{Builder, Ground, TestApp, settled, wait_until_async};
 use crate::upstream::{Behaviour, usage_of};
+
+over_both_backends!(
+    the_replies_usage_is_counted_by_kind_model_and_pair_priced_and_shown,
+    past_the_capture_budget_triggers_wait_and_go_once_it_is_raised,
+    a_pair_past_its_own_budget_waits_while_other_pairs_go,
+    past_the_retrieval_budget_retrieve_searches_the_plain_query,
+    the_days_totals_survive_a_restart_on_the_same_data_directory,
+);
 
 const PRICE_IN: f64 = 0.15;
 const PRICE_OUT: f64 = 0.6;
 
-async fn app_on(adjust: impl FnOnce(&mut Config)) -> TestApp {
-    metered().config(adjust).spawn().await
+async fn app_on(backend: &Backend, adjust: impl FnOnce(&mut Config)) -> TestApp {
+    metered(backend).config(adjust).spawn().await
 }
 
-/// These tests' app, patient and priced, before it is adjusted and spawned.
-fn metered<'a>() -> Builder<'a> {
-    TestApp::builder().embedder().llm().config(|config| {
+/// These tests' app over `backend`, patient and priced, before it is
+/// adjusted and spawned.
+fn metered(backend: &Backend) -> Builder<'_> {
+    backend.builder().embedder().llm().config(|config| {
         let llm = config.llm.as_mut().unwrap();
         llm.classifier_timeout_ms = 5_000;
         llm.retrieval_timeout_ms = 5_000;
@@ -90,9 +101,8 @@ fn cost(prompt: u64, completion: u64) -> f64 {
     (prompt as f64 * PRICE_IN + completion as f64 * PRICE_OUT) / 1e6
 }
 
-#[tokio::test]
-async fn the_replies_usage_is_counted_by_kind_model_and_pair_priced_and_shown() {
-    let app = app_on(|_| {}).await;
+async fn the_replies_usage_is_counted_by_kind_model_and_pair_priced_and_shown(backend: Backend) {
+    let app = app_on(&backend, |_| {}).await;
     let upstream = &app.upstream;
     upstream.set_chat(Behaviour::Answer, "[]");
     accept(
@@ -182,7 +192,7 @@ async fn the_replies_usage_is_counted_by_kind_model_and_pair_priced_and_shown() 
 
 #[tokio::test]
 async fn without_usage_in_the_reply_the_tokenizer_counts() {
-    let app = app_on(|_| {}).await;
+    let app = app_on(&Backend::Files, |_| {}).await;
     let upstream = &app.upstream;
     upstream.send_usage(false);
     let hypotheses = "Ana prefers tabs.";
@@ -207,10 +217,9 @@ async fn without_usage_in_the_reply_the_tokenizer_counts() {
     );
 }
 
-#[tokio::test]
-async fn past_the_capture_budget_triggers_wait_and_go_once_it_is_raised() {
+async fn past_the_capture_budget_triggers_wait_and_go_once_it_is_raised(backend: Backend) {
     let tight = |config: &mut Config| config.capture.daily_token_budget = 1;
-    let app = app_on(tight).await;
+    let app = app_on(&backend, tight).await;
     let upstream = app.upstream.clone();
     upstream.set_chat(Behaviour::Answer, "[]");
     accept(&app, "/turns", &turn("s1", "first")).await;
@@ -245,7 +254,7 @@ async fn past_the_capture_budget_triggers_wait_and_go_once_it_is_raised() {
 
     // The same data directory with a budget that has room: the day's
     // first call is still counted, and the held triggers are processed.
-    let raised = metered()
+    let raised = metered(&backend)
         .on(app.into_ground())
         .config(|config| config.capture.daily_token_budget = 1_000_000)
         .spawn()
@@ -255,9 +264,8 @@ async fn past_the_capture_budget_triggers_wait_and_go_once_it_is_raised() {
     assert_eq!(upstream.chat_requests().len(), 3);
 }
 
-#[tokio::test]
-async fn a_pair_past_its_own_budget_waits_while_other_pairs_go() {
-    let app = app_on(|config| {
+async fn a_pair_past_its_own_budget_waits_while_other_pairs_go(backend: Backend) {
+    let app = app_on(&backend, |config| {
         config.capture.pair_daily_token_budget = 1;
     })
     .await;
@@ -300,7 +308,11 @@ async fn a_spent_day_on_disk_holds_capture_and_the_next_day_renews_it() {
 
     let held = Ground::new().await;
     std::fs::write(held.path().join("usage.json"), spent_on(today).to_string()).unwrap();
-    let app = metered().on(held).config(budget).spawn().await;
+    let app = metered(&Backend::Files)
+        .on(held)
+        .config(budget)
+        .spawn()
+        .await;
     app.upstream.set_chat(Behaviour::Answer, "[]");
     accept(&app, "/turns", &turn("s1", "held")).await;
     let stats = app.get("/stats").await.json;
@@ -320,7 +332,11 @@ async fn a_spent_day_on_disk_holds_capture_and_the_next_day_renews_it() {
         spent_on(today.pred_opt().unwrap()).to_string(),
     )
     .unwrap();
-    let app = metered().on(renewed).config(budget).spawn().await;
+    let app = metered(&Backend::Files)
+        .on(renewed)
+        .config(budget)
+        .spawn()
+        .await;
     app.upstream.set_chat(Behaviour::Answer, "[]");
     accept(&app, "/turns", &turn("s1", "goes")).await;
     let stats = settled(&app, 1).await;
@@ -328,9 +344,8 @@ async fn a_spent_day_on_disk_holds_capture_and_the_next_day_renews_it() {
     assert_eq!(row(&stats, "classifier")["calls"], 1, "{stats:#}");
 }
 
-#[tokio::test]
-async fn past_the_retrieval_budget_retrieve_searches_the_plain_query() {
-    let app = app_on(|config| {
+async fn past_the_retrieval_budget_retrieve_searches_the_plain_query(backend: Backend) {
+    let app = app_on(&backend, |config| {
         config.retrieval.daily_token_budget = 1;
     })
     .await;
@@ -374,13 +389,13 @@ async fn past_the_retrieval_budget_retrieve_searches_the_plain_query() {
     );
 }
 
-#[tokio::test]
-async fn the_days_totals_survive_a_restart_on_the_same_data_directory() {
+async fn the_days_totals_survive_a_restart_on_the_same_data_directory(backend: Backend) {
     let patient = |config: &mut Config| {
         config.llm.as_mut().unwrap().retrieval_timeout_ms = 5_000;
         config.retrieval.budget_ms = 10_000;
     };
-    let app = TestApp::builder()
+    let app = backend
+        .builder()
         .embedder()
         .llm()
         .config(patient)
@@ -398,7 +413,8 @@ async fn the_days_totals_survive_a_restart_on_the_same_data_directory() {
     let before = crate::helpers::get_json(&base, "/stats").await["models"].clone();
     let ground = app.stop().await;
 
-    let app = TestApp::builder()
+    let app = backend
+        .builder()
         .on(ground)
         .embedder()
         .llm()

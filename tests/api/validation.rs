@@ -5,24 +5,41 @@ use axum::body::Body;
 use axum::http::{Method, Request, StatusCode, header};
 use serde_json::{Value, json};
 
+use crate::backends::{Backend, over_both_backends};
 use crate::helpers::{TestApp, memory, spawn_app};
 
+over_both_backends!(
+    create_memory_rejects_each_bad_field,
+    links_must_point_into_the_requests_namespaces,
+    too_many_related_edges_are_refused,
+    superseding_an_old_version_is_a_conflict,
+    bodies_must_be_json_and_within_the_limit,
+    ids_in_paths_are_checked_before_use,
+    anything_after_the_json_body_is_refused_on_every_route,
+    a_field_of_the_wrong_type_is_named_even_for_enums,
+);
+
 /// Posts `body` to /memories and asserts a problem naming `field`, with the
-/// data directory unchanged.
-async fn assert_rejected(app: &TestApp, body: Value, status: StatusCode, field: &str) {
-    let before = app.files();
+/// store unchanged.
+async fn assert_rejected(
+    app: &TestApp,
+    backend: &Backend,
+    body: Value,
+    status: StatusCode,
+    field: &str,
+) {
+    let before = backend.stored(&app.data_dir).await;
     let response = app.post("/memories", &body).await;
     response.assert_problem(status, Some(field));
     assert_eq!(
-        app.files(),
+        backend.stored(&app.data_dir).await,
         before,
-        "a rejected request changed the data directory"
+        "a rejected request changed the store"
     );
 }
 
-#[tokio::test]
-async fn create_memory_rejects_each_bad_field() {
-    let app = spawn_app().await;
+async fn create_memory_rejects_each_bad_field(backend: Backend) {
+    let app = backend.spawn_app().await;
     let good = || memory("repo", "forge", "patterns", "A fact.");
     let with = |key: &str, value: Value| {
         let mut body = good();
@@ -82,13 +99,19 @@ async fn create_memory_rejects_each_bad_field() {
         ),
     ];
     for (body, field) in cases {
-        assert_rejected(&app, body, StatusCode::UNPROCESSABLE_ENTITY, field).await;
+        assert_rejected(
+            &app,
+            &backend,
+            body,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            field,
+        )
+        .await;
     }
 }
 
-#[tokio::test]
-async fn links_must_point_into_the_requests_namespaces() {
-    let app = spawn_app().await;
+async fn links_must_point_into_the_requests_namespaces(backend: Backend) {
+    let app = backend.spawn_app().await;
     let elsewhere = app
         .create(memory("repo", "anvil", "patterns", "Anvil fact."))
         .await;
@@ -98,17 +121,32 @@ async fn links_must_point_into_the_requests_namespaces() {
 
     let mut body = memory("repo", "forge", "patterns", "Forge fact.");
     body["supersedes"] = elsewhere["id"].clone();
-    assert_rejected(&app, body, StatusCode::UNPROCESSABLE_ENTITY, "supersedes").await;
+    assert_rejected(
+        &app,
+        &backend,
+        body,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "supersedes",
+    )
+    .await;
 
     let mut body = memory("repo", "forge", "patterns", "Forge fact.");
     body["user"] = json!("ana");
     body["supersedes"] = user_fact["id"].clone();
-    assert_rejected(&app, body, StatusCode::UNPROCESSABLE_ENTITY, "supersedes").await;
+    assert_rejected(
+        &app,
+        &backend,
+        body,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "supersedes",
+    )
+    .await;
 
     let mut body = memory("repo", "forge", "patterns", "Forge fact.");
     body["related"] = json!([{"id": elsewhere["id"], "relationship": "related"}]);
     assert_rejected(
         &app,
+        &backend,
         body,
         StatusCode::UNPROCESSABLE_ENTITY,
         "related[0].id",
@@ -123,6 +161,7 @@ async fn links_must_point_into_the_requests_namespaces() {
     ]);
     assert_rejected(
         &app,
+        &backend,
         body.clone(),
         StatusCode::UNPROCESSABLE_ENTITY,
         "related[1].id",
@@ -132,9 +171,8 @@ async fn links_must_point_into_the_requests_namespaces() {
     app.create(body).await;
 }
 
-#[tokio::test]
-async fn too_many_related_edges_are_refused() {
-    let app = spawn_app().await;
+async fn too_many_related_edges_are_refused(backend: Backend) {
+    let app = backend.spawn_app().await;
     let target = app
         .create(memory("repo", "forge", "patterns", "Target."))
         .await;
@@ -143,22 +181,28 @@ async fn too_many_related_edges_are_refused() {
         .collect();
     let mut body = memory("repo", "forge", "patterns", "Source.");
     body["related"] = Value::Array(edges);
-    assert_rejected(&app, body, StatusCode::UNPROCESSABLE_ENTITY, "related").await;
+    assert_rejected(
+        &app,
+        &backend,
+        body,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "related",
+    )
+    .await;
 }
 
-#[tokio::test]
-async fn superseding_an_old_version_is_a_conflict() {
-    let app = spawn_app().await;
+async fn superseding_an_old_version_is_a_conflict(backend: Backend) {
+    let app = backend.spawn_app().await;
     let v1 = app.create(memory("repo", "forge", "patterns", "V1.")).await;
     let mut body = memory("repo", "forge", "patterns", "V2.");
     body["supersedes"] = v1["id"].clone();
     app.create(body.clone()).await;
-    assert_rejected(&app, body, StatusCode::CONFLICT, "supersedes").await;
+    assert_rejected(&app, &backend, body, StatusCode::CONFLICT, "supersedes").await;
 }
 
-#[tokio::test]
-async fn bodies_must_be_json_and_within_the_limit() {
-    let app = TestApp::builder()
+async fn bodies_must_be_json_and_within_the_limit(backend: Backend) {
+    let app = backend
+        .builder()
         .config(|config| config.limits.max_body_bytes = 2048)
         .spawn()
         .await;
@@ -187,7 +231,7 @@ async fn bodies_must_be_json_and_within_the_limit() {
     app.send(post(Some("application/json"), big))
         .await
         .assert_problem(StatusCode::PAYLOAD_TOO_LARGE, None);
-    assert!(app.files().is_empty());
+    assert!(backend.stored(&app.data_dir).await.is_empty());
     let created = app
         .send(post(Some("application/json; charset=utf-8"), good))
         .await;
@@ -222,12 +266,11 @@ async fn listing_rejects_each_bad_parameter() {
     assert_eq!(app.get("/memories?limit=1000").await.status, StatusCode::OK);
 }
 
-#[tokio::test]
-async fn ids_in_paths_are_checked_before_use() {
-    let app = spawn_app().await;
+async fn ids_in_paths_are_checked_before_use(backend: Backend) {
+    let app = backend.spawn_app().await;
     app.create(memory("repo", "forge", "patterns", "A fact."))
         .await;
-    let before = app.files();
+    let before = backend.stored(&app.data_dir).await;
     for id in [
         "nope",
         "..%2F..%2Fetc%2Fpasswd",
@@ -246,7 +289,7 @@ async fn ids_in_paths_are_checked_before_use() {
     app.delete(&format!("/memories/{unknown}"))
         .await
         .assert_problem(StatusCode::NOT_FOUND, None);
-    assert_eq!(app.files(), before);
+    assert_eq!(backend.stored(&app.data_dir).await, before);
 }
 
 #[tokio::test]
@@ -263,9 +306,9 @@ async fn unknown_routes_and_methods_are_problems() {
         .assert_problem(StatusCode::METHOD_NOT_ALLOWED, None);
 }
 
-#[tokio::test]
-async fn anything_after_the_json_body_is_refused_on_every_route() {
-    let app = TestApp::builder()
+async fn anything_after_the_json_body_is_refused_on_every_route(backend: Backend) {
+    let app = backend
+        .builder()
         .config(|config| {
             // Capture routes answer 409 without a model: give them one (never
             // called, the body is refused first).
@@ -303,12 +346,12 @@ async fn anything_after_the_json_body_is_refused_on_every_route() {
             );
         }
     }
-    assert!(app.files().is_empty(), "{:?}", app.files());
+    let stored = backend.stored(&app.data_dir).await;
+    assert!(stored.is_empty(), "{stored:?}");
 }
 
-#[tokio::test]
-async fn a_field_of_the_wrong_type_is_named_even_for_enums() {
-    let app = spawn_app().await;
+async fn a_field_of_the_wrong_type_is_named_even_for_enums(backend: Backend) {
+    let app = backend.spawn_app().await;
     let good = || memory("repo", "forge", "patterns", "A fact.");
     for (key, value) in [
         ("scope", json!(1)),
@@ -326,7 +369,14 @@ async fn a_field_of_the_wrong_type_is_named_even_for_enums() {
         } else {
             key
         };
-        assert_rejected(&app, body, StatusCode::UNPROCESSABLE_ENTITY, field).await;
+        assert_rejected(
+            &app,
+            &backend,
+            body,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            field,
+        )
+        .await;
     }
     let response = app
         .post(

@@ -7,8 +7,9 @@
 //! tests panicked, or it was killed): a shell waiting on a pipe does it.
 //!
 //! For tests: one shared cluster serves the whole test binary, each test a
-//! database of its own ([`database`]); a test that restarts the server has
-//! a cluster of its own ([`private_cluster`]). Where the binaries are
+//! database of its own ([`database`], or a [`copy_of`] one prepared once);
+//! a test that restarts the server has a cluster of its own
+//! ([`private_cluster`]). Where the binaries are
 //! absent a test says so and returns: skipped, never passed silently. In
 //! CI (`CI=true`) their absence is a failure (`.ci/run` installs Debian's
 //! `postgresql`). The bench uses [`Cluster::create`] and
@@ -147,6 +148,7 @@ impl Cluster {
             .unwrap();
         TestDatabase {
             url: self.url(&name),
+            name,
         }
     }
 
@@ -187,6 +189,8 @@ pub async fn connect_within(
 /// One test's database on the shared cluster.
 pub struct TestDatabase {
     pub url: String,
+    /// Its name on the cluster.
+    pub name: String,
 }
 
 static CLUSTER: OnceLock<Option<Cluster>> = OnceLock::new();
@@ -194,18 +198,65 @@ static CLUSTER: OnceLock<Option<Cluster>> = OnceLock::new();
 /// A fresh, empty database on the shared cluster, or `None` (having said
 /// why) where PostgreSQL is not installed outside CI.
 pub async fn database() -> Option<TestDatabase> {
-    let cluster = CLUSTER
+    create_database(None).await
+}
+
+/// A fresh database on the shared cluster holding what `template` holds
+/// (one made by [`database`] and prepared once, to which no one is
+/// connected any more): copying a prepared database is cheaper than
+/// preparing each. `None` as [`database`].
+pub async fn copy_of(template: &TestDatabase) -> Option<TestDatabase> {
+    create_database(Some(&template.name)).await
+}
+
+/// Waits until no session is connected to `database`, so that it can be
+/// copied: a client's session ends a moment after the client is dropped.
+pub async fn disconnected(database: &TestDatabase) {
+    let admin = shared_cluster()
+        .expect("the database is on the shared cluster")
+        .connect("postgres")
+        .await;
+    let deadline = Instant::now() + START_TIMEOUT;
+    loop {
+        let sessions: i64 = admin
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = $1",
+                &[&database.name],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        if sessions == 0 {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{sessions} sessions stayed connected to {}",
+            database.name
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+fn shared_cluster() -> Option<&'static Cluster> {
+    CLUSTER
         .get_or_init(|| binaries_or_skip().map(|bin| Cluster::create(&bin).unwrap()))
-        .as_ref()?;
+        .as_ref()
+}
+
+async fn create_database(template: Option<&str>) -> Option<TestDatabase> {
+    let cluster = shared_cluster()?;
     static NEXT: AtomicU64 = AtomicU64::new(0);
     let name = format!("engram_test_{}", NEXT.fetch_add(1, Ordering::Relaxed));
+    let copied = template.map_or_else(String::new, |template| format!(" TEMPLATE {template}"));
     let admin = cluster.connect("postgres").await;
     admin
-        .batch_execute(&format!("CREATE DATABASE {name}"))
+        .batch_execute(&format!("CREATE DATABASE {name}{copied}"))
         .await
         .unwrap();
     Some(TestDatabase {
         url: cluster.url(&name),
+        name,
     })
 }
 

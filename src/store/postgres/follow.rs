@@ -170,8 +170,8 @@ impl Follower {
                 break;
             };
             let full = changes.len() == usize::try_from(BATCH).unwrap_or(usize::MAX);
-            let store = self.store.clone();
-            blocking::run(move || apply(&store, changes)).await;
+            let (store, database) = (self.store.clone(), self.database.clone());
+            blocking::run(move || apply(&store, &database, changes)).await?;
             self.cursor = last;
             self.database.replication.applied(last);
             if !full {
@@ -253,7 +253,12 @@ async fn read_changes(client: &tokio_postgres::Client, cursor: u64) -> Result<Ve
 
 /// Puts what changed into the view (blocking: it takes the store's writer
 /// lock, so it never sees one of this replica's writes half done).
-fn apply(store: &Store, changes: Vec<Change>) {
+///
+/// A memory the view does not hold is taken in only if its row is still
+/// there once the lock is held: its change may have been read just before
+/// this replica deleted it, and taking it in now would bring a forgotten
+/// memory back until the delete's own change is read.
+fn apply(store: &Store, database: &Database, changes: Vec<Change>) -> Result<(), Error> {
     let mut latest: HashMap<MemoryId, Option<Memory>> = HashMap::new();
     for change in changes {
         latest.insert(change.id, change.current);
@@ -261,16 +266,26 @@ fn apply(store: &Store, changes: Vec<Change>) {
     let _writer = store.lock_writer();
     let mut removals = Vec::new();
     let mut upserts = Vec::new();
+    let mut arriving = Vec::new();
     for (id, current) in latest {
         let held = store.get(id);
         match current {
-            Some(memory) if held.as_deref() != Some(&memory) => upserts.push(memory),
+            Some(memory) if held.as_deref() != Some(&memory) => {
+                if held.is_none() {
+                    arriving.push(id);
+                }
+                upserts.push(memory);
+            }
             None if held.is_some() => removals.push(id),
             _ => {}
         }
     }
+    if !arriving.is_empty() {
+        let present = tokio::runtime::Handle::current().block_on(database.present(&arriving))?;
+        upserts.retain(|memory| !arriving.contains(&memory.id) || present.contains(&memory.id));
+    }
     if removals.is_empty() && upserts.is_empty() {
-        return;
+        return Ok(());
     }
     let (removed, written) = (removals.len(), upserts.len());
     store.take_in(&mut store.write_view(), removals, upserts);
@@ -279,4 +294,5 @@ fn apply(store: &Store, changes: Vec<Change>) {
         memories.removed = removed,
         "took in another replica's changes"
     );
+    Ok(())
 }

@@ -1,5 +1,6 @@
 //! Links that cross namespaces: a hand-edited file's `supersedes` and
-//! `related` into another user's memory are never followed.
+//! `related` into another user's memory are never followed. Files only:
+//! hand-edited files are a files-mode feature.
 
 use axum::http::{Method, StatusCode};
 use engram::config::ApiKey;

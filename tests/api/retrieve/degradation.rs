@@ -7,12 +7,20 @@ use axum::http::StatusCode;
 use serde_json::{Value, json};
 
 use super::id;
-use crate::helpers::{TestApp, ids, memory, write_through_embedder_fault};
+use crate::backends::{Backend, over_both_backends};
+use crate::helpers::{
+    RunningApp, get_json, ids, memory, post_json, wait_until_async, write_through_embedder_fault,
+};
 use crate::upstream::Behaviour;
 
-#[tokio::test]
-async fn an_embedder_that_fails_or_hangs_degrades_and_writes_still_land() {
-    let app = TestApp::builder().embedder().spawn().await;
+over_both_backends!(
+    an_embedder_that_fails_or_hangs_degrades_and_writes_still_land,
+    until_the_startup_build_is_done_the_service_is_alive_but_not_ready,
+    a_restart_embeds_only_what_changed_and_a_new_model_embeds_all,
+);
+
+async fn an_embedder_that_fails_or_hangs_degrades_and_writes_still_land(backend: Backend) {
+    let app = backend.builder().embedder().spawn().await;
     let upstream = &app.upstream;
     let query = json!({"turn_id": "t7", "repo": "forge", "query": "flaky test quarantine"});
 
@@ -37,10 +45,9 @@ async fn an_embedder_that_fails_or_hangs_degrades_and_writes_still_land() {
     assert_eq!(ids(&result), [id(&written)]);
 }
 
-#[tokio::test]
-async fn until_the_startup_build_is_done_the_service_is_alive_but_not_ready() {
+async fn until_the_startup_build_is_done_the_service_is_alive_but_not_ready(backend: Backend) {
     let ground = {
-        let app = TestApp::builder().embedder().spawn().await;
+        let app = backend.builder().embedder().spawn().await;
         app.create(memory(
             "repo",
             "forge",
@@ -56,7 +63,8 @@ async fn until_the_startup_build_is_done_the_service_is_alive_but_not_ready() {
     ground
         .upstream
         .set(Behaviour::Delay(Duration::from_secs(30)));
-    let app = TestApp::builder()
+    let app = backend
+        .builder()
         .on(ground)
         .embedder()
         .config(|config| {
@@ -75,27 +83,24 @@ async fn until_the_startup_build_is_done_the_service_is_alive_but_not_ready() {
     assert_eq!(result["degraded"], "index_not_ready");
 }
 
-#[tokio::test]
-async fn a_restart_embeds_only_what_changed_and_a_new_model_embeds_all() {
-    let contents = [
+async fn a_restart_embeds_only_what_changed_and_a_new_model_embeds_all(backend: Backend) {
+    // Each app is stopped before the next starts: over PostgreSQL an app
+    // left running would be another replica, filling the shared cache.
+    let app = backend.builder().embedder().serve().await;
+    for content in [
         "Tests run with cargo nextest.",
         "Docs live in docs/.",
         "CI has two cores.",
-    ];
-    let ground = {
-        let app = TestApp::builder().embedder().spawn().await;
-        for content in contents {
-            app.create(memory("repo", "forge", "patterns", content))
-                .await;
-        }
-        app.wait_indexed().await;
-        app.into_ground()
-    };
+    ] {
+        write(&app, content).await;
+    }
+    indexed(&app).await;
+    let ground = app.stop().await;
     let upstream = ground.upstream.clone();
     let before = upstream.embedding_calls();
 
-    let app = TestApp::builder().on(ground).embedder().spawn().await;
-    let stats = app.wait_indexed().await;
+    let app = backend.builder().on(ground).embedder().serve().await;
+    let stats = indexed(&app).await;
     assert_eq!(
         upstream.embedding_calls(),
         before,
@@ -103,38 +108,55 @@ async fn a_restart_embeds_only_what_changed_and_a_new_model_embeds_all() {
     );
     assert_eq!(stats["index"]["cache_hits"], 3);
     assert_eq!(stats["index"]["embedded"], 0);
-    app.create(memory(
-        "repo",
-        "forge",
-        "patterns",
-        "Releases are tagged vX.Y.Z.",
-    ))
-    .await;
-    app.wait_indexed().await;
+    write(&app, "Releases are tagged vX.Y.Z.").await;
+    indexed(&app).await;
     assert_eq!(
         upstream.embedded_texts().last().unwrap(),
         "Releases are tagged vX.Y.Z."
     );
-    let ground = app.into_ground();
+    let ground = app.stop().await;
 
-    std::fs::remove_dir_all(ground.path().join(".cache")).unwrap();
-    let app = TestApp::builder().on(ground).embedder().spawn().await;
-    let stats = app.wait_indexed().await;
+    backend.forget_embeddings(ground.path()).await;
+    let app = backend.builder().on(ground).embedder().serve().await;
+    let stats = indexed(&app).await;
     assert_eq!(
         stats["index"]["embedded"], 4,
-        "deleting .cache/ is safe: all is embedded again"
+        "deleting the embedding cache is safe: all is embedded again"
     );
 
-    let app = TestApp::builder()
-        .on(app.into_ground())
+    let app = backend
+        .builder()
+        .on(app.stop().await)
         .embedder()
         .config(|config| config.embedding.model = "another-model".to_owned())
-        .spawn()
+        .serve()
         .await;
-    let stats = app.wait_indexed().await;
+    let stats = indexed(&app).await;
     assert_eq!(
         stats["index"]["cache_hits"], 0,
         "another model never reuses vectors"
     );
     assert_eq!(stats["index"]["embedded"], 4);
+    app.stop().await;
+}
+
+/// Writes a memory of `content` into repo/forge on `app`.
+async fn write(app: &RunningApp, content: &str) {
+    let created = post_json(
+        &app.base_url,
+        "/memories",
+        &memory("repo", "forge", "patterns", content),
+    )
+    .await;
+    assert!(created["id"].is_string(), "{created}");
+}
+
+/// `app`'s `/stats` once it is ready and its index has taken every write.
+async fn indexed(app: &RunningApp) -> Value {
+    wait_until_async("the index to take every write", async || {
+        let stats = get_json(&app.base_url, "/stats").await;
+        stats["index"]["ready"] == true && stats["index"]["pending"] == 0
+    })
+    .await;
+    get_json(&app.base_url, "/stats").await
 }

@@ -5,11 +5,13 @@ use axum::http::StatusCode;
 use serde_json::json;
 
 use super::id;
+use crate::backends::{Backend, over_both_backends};
 use crate::helpers::{TestApp, ids, memory, spawn_app};
 
-#[tokio::test]
-async fn exact_rare_words_are_found_and_the_lexical_index_follows_deletes() {
-    let app = spawn_app().await;
+over_both_backends!(exact_rare_words_are_found_and_the_lexical_index_follows_deletes,);
+
+async fn exact_rare_words_are_found_and_the_lexical_index_follows_deletes(backend: Backend) {
+    let app = backend.spawn_app().await;
     let ticket = app
         .create(memory(
             "repo",
