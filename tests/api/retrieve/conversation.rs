@@ -5,15 +5,21 @@
 use serde_json::{Value, json};
 
 use super::id;
-use crate::helpers::{TestApp, memory};
+use crate::backends::{Backend, over_both_backends};
+use crate::helpers::memory;
+
+over_both_backends!(
+    a_memory_whose_conversation_holds_the_question_outranks_one_that_holds_more_alone,
+);
 
 /// Whether the trip's hotel memory ranks above the memory about hotel
 /// prices in general, at `conversation_weight`: three memories of one
 /// conversation, each holding part of the question, and memories without
 /// a session, of which the one about prices holds more of the question's
 /// words than the trip's hotel memory does.
-async fn trip_hotel_ranks_first(conversation_weight: f64) -> (bool, Value) {
-    let app = TestApp::builder()
+async fn trip_hotel_ranks_first(backend: &Backend, conversation_weight: f64) -> (bool, Value) {
+    let app = backend
+        .builder()
         .config(|config| config.retrieval.conversation_weight = conversation_weight)
         .spawn()
         .await;
@@ -66,14 +72,15 @@ async fn trip_hotel_ranks_first(conversation_weight: f64) -> (bool, Value) {
     (place(&trip_hotel) < place(&prices), result)
 }
 
-#[tokio::test]
-async fn a_memory_whose_conversation_holds_the_question_outranks_one_that_holds_more_alone() {
-    let (first, alone) = trip_hotel_ranks_first(0.0).await;
+async fn a_memory_whose_conversation_holds_the_question_outranks_one_that_holds_more_alone(
+    backend: Backend,
+) {
+    let (first, alone) = trip_hotel_ranks_first(&backend, 0.0).await;
     assert!(
         !first,
         "judged alone, prices in general match better: {alone:#}"
     );
-    let (first, together) = trip_hotel_ranks_first(1.0).await;
+    let (first, together) = trip_hotel_ranks_first(&backend.another().await, 1.0).await;
     assert!(
         first,
         "with its conversation, the trip's hotel comes first: {together:#}"
