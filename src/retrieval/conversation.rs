@@ -20,131 +20,103 @@
 
 use std::collections::HashMap;
 
-use crate::memory::{Namespace, SessionId};
-
-use super::search::Candidate;
+use crate::memory::{Memory, Namespace, SessionId};
 
 /// A conversation: the namespace and session its memories share.
 type Conversation<'a> = (&'a Namespace, &'a SessionId);
 
-fn conversation_of(candidate: &Candidate) -> Option<Conversation<'_>> {
-    let memory = &candidate.memory;
+fn conversation_of(memory: &Memory) -> Option<Conversation<'_>> {
     memory
         .session_id
         .as_ref()
         .map(|session| (&memory.namespace, session))
 }
 
-/// Sets the `conversation` score of each candidate that has a session and
-/// lifts its `fused` match by `weight` of it. Nothing changes at weight 0
-/// or without words matched.
-pub fn lift(candidates: &mut [Candidate], weight: f64) {
-    if weight <= 0.0 {
-        return;
-    }
-    let mut words: HashMap<Conversation<'_>, f64> = HashMap::new();
-    for candidate in candidates.iter() {
-        if let Some(conversation) = conversation_of(candidate) {
-            *words.entry(conversation).or_default() += f64::from(candidate.lexical);
+/// The conversation score, 0..1, of each found memory with its BM25 score
+/// relative to the best match: `None` for a memory without a session, and
+/// for all of them when no conversation's words matched.
+pub fn scores<'a>(found: impl IntoIterator<Item = (&'a Memory, f32)>) -> Vec<Option<f64>> {
+    let found: Vec<(Option<Conversation<'a>>, f32)> = found
+        .into_iter()
+        .map(|(memory, lexical)| (conversation_of(memory), lexical))
+        .collect();
+    let mut words: HashMap<Conversation<'a>, f64> = HashMap::new();
+    for (conversation, lexical) in &found {
+        if let Some(conversation) = conversation {
+            *words.entry(*conversation).or_default() += f64::from(*lexical);
         }
     }
     let best = words.values().copied().fold(0.0, f64::max);
-    if best <= 0.0 {
-        return;
-    }
-    let scores: Vec<Option<f64>> = candidates
+    found
         .iter()
-        .map(|candidate| conversation_of(candidate).map(|conversation| words[&conversation] / best))
-        .collect();
-    for (candidate, score) in candidates.iter_mut().zip(scores) {
-        if let Some(score) = score {
-            candidate.conversation = Some(score);
-            candidate.fused = (candidate.fused + weight * score) / (1.0 + weight);
-        }
-    }
+        .map(|(conversation, _)| {
+            conversation
+                .filter(|_| best > 0.0)
+                .map(|conversation| words[&conversation] / best)
+        })
+        .collect()
+}
+
+/// `matched` lifted by `weight` (0..1) of its conversation's `score`.
+pub fn lift(matched: f64, score: f64, weight: f64) -> f64 {
+    (matched + weight * score) / (1.0 + weight)
 }
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
     use super::*;
-    use crate::memory::{Category, Memory};
+    use crate::memory::Category;
 
-    fn candidate(session: Option<&str>, lexical: f32, fused: f64) -> Candidate {
+    fn memory(namespace: &str, session: Option<&str>) -> Memory {
         let mut memory = Memory::example(
-            Namespace::User("ana".parse().unwrap()),
+            Namespace::User(namespace.parse().unwrap()),
             Category::UserFacts,
             "x",
         );
         memory.session_id = session.map(|session| session.parse().unwrap());
-        Candidate::example(memory, lexical, fused)
+        memory
     }
 
-    fn conversations_and_matches(candidates: &[Candidate]) -> Vec<(Option<f64>, f64)> {
-        candidates
-            .iter()
-            .map(|candidate| (candidate.conversation, candidate.fused))
-            .collect()
+    fn close(got: &[Option<f64>], want: &[Option<f64>]) -> bool {
+        got.len() == want.len()
+            && got.iter().zip(want).all(|pair| match pair {
+                (Some(got), Some(want)) => (got - want).abs() < 1e-6,
+                (got, want) => got == want,
+            })
     }
 
     #[test]
-    fn a_conversation_whose_memories_share_the_words_lifts_each_of_them_and_no_other() {
-        let mut candidates = vec![
-            candidate(Some("s1"), 0.5, 0.55),
-            candidate(Some("s1"), 0.5, 0.40),
-            candidate(Some("s2"), 0.8, 0.60),
-            candidate(None, 0.3, 0.30),
+    fn a_conversation_scores_its_memories_summed_words_against_the_best() {
+        let memories = [
+            memory("ana", Some("s1")),
+            memory("ana", Some("s1")),
+            memory("ana", Some("s2")),
+            memory("ana", None),
+            memory("bo", Some("s1")),
         ];
-        lift(&mut candidates, 0.3);
-        let lifted = conversations_and_matches(&candidates);
-        let expected = [
-            (Some(1.0), (0.55 + 0.3) / 1.3),
-            (Some(1.0), (0.40 + 0.3) / 1.3),
-            (Some(0.8), (0.60 + 0.3 * 0.8) / 1.3),
-            (None, 0.30),
-        ];
-        for ((conversation, fused), (want_conversation, want_fused)) in lifted.iter().zip(expected)
-        {
-            match (conversation, want_conversation) {
-                (Some(got), Some(want)) => assert!((got - want).abs() < 1e-6, "{lifted:?}"),
-                (got, want) => assert_eq!(*got, want, "{lifted:?}"),
-            }
-            assert!((fused - want_fused).abs() < 1e-6, "{lifted:?}");
-        }
+        let lexical = [0.5, 0.5, 0.8, 0.9, 0.25];
+        let scores = scores(memories.iter().zip(lexical));
         assert!(
-            lifted[0].1 > lifted[2].1,
-            "the first memory of s1 now outranks s2's single better match"
+            close(
+                &scores,
+                &[Some(1.0), Some(1.0), Some(0.8), None, Some(0.25)]
+            ),
+            "a session's memories share one score, the same session elsewhere is \
+             another conversation, and a memory without one has none: {scores:?}"
         );
     }
 
     #[test]
-    fn the_same_session_in_another_namespace_is_another_conversation() {
-        let mut elsewhere = candidate(Some("s1"), 0.5, 0.5);
-        Arc::get_mut(&mut elsewhere.memory).unwrap().namespace =
-            Namespace::User("bo".parse().unwrap());
-        let mut candidates = vec![candidate(Some("s1"), 0.5, 0.5), elsewhere];
-        lift(&mut candidates, 0.3);
-        assert!(
-            candidates
-                .iter()
-                .all(|candidate| candidate.conversation == Some(1.0))
-        );
+    fn without_words_matched_no_memory_has_a_conversation_score() {
+        let memories = [memory("ana", Some("s1")), memory("ana", None)];
+        assert_eq!(scores(memories.iter().zip([0.0, 0.4])), [None, None]);
     }
 
     #[test]
-    fn nothing_changes_at_weight_zero_or_without_words() {
-        let mut candidates = vec![candidate(Some("s1"), 0.5, 0.55), candidate(None, 0.0, 0.4)];
-        lift(&mut candidates, 0.0);
-        assert_eq!(
-            conversations_and_matches(&candidates),
-            [(None, 0.55), (None, 0.4)]
-        );
-        let mut wordless = vec![candidate(Some("s1"), 0.0, 0.55), candidate(None, 0.0, 0.4)];
-        lift(&mut wordless, 0.3);
-        assert_eq!(
-            conversations_and_matches(&wordless),
-            [(None, 0.55), (None, 0.4)]
-        );
+    fn the_lift_keeps_the_match_within_0_and_1_and_does_nothing_at_weight_0() {
+        assert!((lift(0.55, 1.0, 0.3) - 0.85 / 1.3).abs() < 1e-12);
+        assert!(lift(0.6, 0.8, 0.3) < lift(0.55, 1.0, 0.3));
+        assert_eq!(lift(1.0, 1.0, 1.0), 1.0);
+        assert_eq!(lift(0.42, 1.0, 0.0), 0.42);
     }
 }

@@ -51,29 +51,6 @@ pub struct Candidate {
     vector_pending: bool,
 }
 
-#[cfg(test)]
-impl Candidate {
-    /// A candidate the lexical search found with `lexical` and a fused
-    /// match of `fused`, for the tests of later stages.
-    pub fn example(memory: Memory, lexical: f32, fused: f64) -> Self {
-        Self {
-            memory: Arc::new(memory),
-            similarity: 0.0,
-            lexical,
-            fused,
-            conversation: None,
-            reason: Reason::Query {
-                found_by: FoundBy::Lexical,
-                matched_version: None,
-                vector_pending: false,
-            },
-            dense: None,
-            lexical_match: None,
-            vector_pending: false,
-        }
-    }
-}
-
 /// What the search stage looks for.
 pub struct Query {
     /// One vector per text; the first `hypotheses` are HyDE hypotheses,
@@ -237,7 +214,19 @@ pub async fn candidates(
             candidate
         })
         .collect();
-    conversation::lift(&mut candidates, weighing.conversation);
+    if weighing.conversation > 0.0 {
+        let scores = conversation::scores(
+            candidates
+                .iter()
+                .map(|candidate| (&*candidate.memory, candidate.lexical)),
+        );
+        for (candidate, score) in candidates.iter_mut().zip(scores) {
+            if let Some(score) = score {
+                candidate.conversation = Some(score);
+                candidate.fused = conversation::lift(candidate.fused, score, weighing.conversation);
+            }
+        }
+    }
     candidates.sort_by(|a, b| {
         b.fused
             .total_cmp(&a.fused)
