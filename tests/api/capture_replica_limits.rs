@@ -21,8 +21,9 @@ const POOL: usize = 2;
 /// let past a bound by each of the others.
 const IN_FLIGHT: usize = 2 * POOL;
 
-/// A replica whose claims last ten minutes (no test waits for one to
-/// lapse), classifying through `upstream`, with `capture` added to its
+/// A replica whose claims and classifier calls last up to ten minutes (no
+/// test waits for either to end by itself), classifying through
+/// `upstream`, with `capture` added to its
 /// capture settings and `limits` as its limits.
 pub async fn long_lease_replica(
     database: &TestDatabase,
@@ -33,7 +34,7 @@ pub async fn long_lease_replica(
     let yaml = format!(
         "store: {{postgres: {{catch_up_ms: 100, pool_size: {POOL}}}}}\n\
          embedding: {{provider: openai, base_url: '{url}', dimensions: {dimensions}}}\n\
-         llm: {{base_url: '{url}'}}\n\
+         llm: {{base_url: '{url}', classifier_timeout_ms: 600000}}\n\
          capture: {{lease_ms: 600000{capture}}}\n\
          limits: {{{limits}}}\n",
         url = upstream.base_url,
@@ -157,7 +158,7 @@ async fn compactions_accepted_on_two_replicas_at_once_keep_to_the_byte_budgets()
 
     // One session's compactions, half on each replica: its budget is
     // decided under its lock, exactly.
-    let bodies = (0..12).map(|_| window("one-session", TRIGGER)).collect();
+    let bodies = (0..24).map(|_| window("one-session", TRIGGER)).collect();
     let answers = post_all_at_once([&a, &b], "/compactions", bodies).await;
     let accepted = count_of(&answers, |code, _| code == 202);
     let refused = count_of(&answers, |code, body| {
@@ -166,7 +167,7 @@ async fn compactions_accepted_on_two_replicas_at_once_keep_to_the_byte_budgets()
                 .as_str()
                 .is_some_and(|detail| detail.contains("capture.session_queue_bytes"))
     });
-    assert_eq!(accepted + refused, 12, "{answers:?}");
+    assert_eq!(accepted + refused, 24, "{answers:?}");
     let (_, _, session_bytes) = live_triggers(&database).await;
     let session_bytes = u64::try_from(session_bytes).unwrap();
     assert!(
@@ -232,12 +233,16 @@ async fn each_replica_shows_the_whole_shared_queue_in_stats_and_metrics() {
         .await;
     }
     compaction(&a, "ledger", "s1", "waits0x").await;
+    assert_eq!(
+        depth_on(&a).await,
+        3,
+        "A reads the queue after its own accept"
+    );
     compaction(&b, "ledger", "s2", "waits1x").await;
 
     for replica in [&a, &b] {
         wait_until_async("the replica shows all four triggers", async || {
-            let stats = get_json(replica.url(), "/stats").await;
-            stats["capture"]["queue_depth"] == 4
+            depth_on(replica).await == 4
         })
         .await;
         let metrics = reqwest::get(format!("{}/metrics", replica.url()))
@@ -251,4 +256,10 @@ async fn each_replica_shows_the_whole_shared_queue_in_stats_and_metrics() {
             "{metrics}"
         );
     }
+}
+
+/// `/stats`' `capture.queue_depth` on `replica`.
+async fn depth_on(replica: &Replica) -> u64 {
+    let stats = get_json(replica.url(), "/stats").await;
+    stats["capture"]["queue_depth"].as_u64().unwrap()
 }
