@@ -26,6 +26,7 @@ use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use tokio::task::JoinHandle;
+use tokio_postgres::types::ToSql;
 use uuid::Uuid;
 
 use crate::capture::queue::{
@@ -41,6 +42,21 @@ use crate::store::postgres::{self, Database};
 /// from the one-key locks of migrations): an accept holds its session's
 /// for its transaction.
 const SESSION_LOCKS: i32 = 0x656e_6771; // "engq"
+/// The statements of an accept, prepared once per connection.
+const LOCK_SESSION: &str = "SELECT pg_advisory_xact_lock($1, hashtext($2))";
+const REPLACE_TURN: &str = "DELETE FROM engram_triggers \
+     WHERE kind = 'turn' AND repo = $1 AND user_id = $2 AND session_id = $3 \
+       AND failed_at IS NULL AND (lease_until IS NULL OR lease_until < now())";
+/// The live triggers: those waiting (not leased) against the capacity, and
+/// the bytes of one session and of all.
+const READ_QUEUED: &str = "SELECT count(*) FILTER (WHERE lease_until IS NULL OR lease_until < now()), \
+            coalesce(sum(bytes) FILTER \
+            (WHERE repo = $1 AND user_id = $2 AND session_id = $3), 0)::bigint, \
+            coalesce(sum(bytes), 0)::bigint \
+     FROM engram_triggers WHERE failed_at IS NULL";
+const INSERT: &str = "INSERT INTO engram_triggers \
+     (id, kind, repo, user_id, session_id, body, bytes, attempts, last_error) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)";
 /// How long a reading of the queue's depth and bytes serves `/stats`,
 /// unless this replica changed the queue since.
 const DEPTH_FRESH: Duration = Duration::from_secs(1);
@@ -134,35 +150,48 @@ impl Shared {
         );
         let mut client = self.database.connection().await?;
         let tx = client.transaction().await.map_err(query)?;
-        lock_session(&tx, trigger).await?;
-        let mut coalesced = false;
-        if trigger.kind == Kind::Turn {
-            // A waiting turn of the session is replaced: this one's window
-            // holds its messages.
-            let replaced = tx
-                .execute(
-                    "DELETE FROM engram_triggers \
-                     WHERE kind = 'turn' AND repo = $1 AND user_id = $2 AND session_id = $3 \
-                       AND failed_at IS NULL AND (lease_until IS NULL OR lease_until < now())",
-                    &[&repo, &user, &session],
-                )
-                .await
-                .map_err(query)?;
-            coalesced = replaced > 0;
-            if !coalesced {
-                let queued = Queued::read(&tx, trigger).await?;
-                if usize::try_from(queued.waiting).unwrap_or(usize::MAX) >= self.limits.capacity {
-                    return Ok(EnqueueStatus::Dropped);
+        let (lock, replace, read, insert) = tokio::try_join!(
+            tx.prepare_cached(LOCK_SESSION),
+            tx.prepare_cached(REPLACE_TURN),
+            tx.prepare_cached(READ_QUEUED),
+            tx.prepare_cached(INSERT),
+        )
+        .map_err(query)?;
+        // Sent together, run in this order: the session's lock first, so
+        // the replacing and the reading see every accept of the session
+        // that held it before.
+        let key = session_key(trigger);
+        let is_turn = trigger.kind == Kind::Turn;
+        let (lock_params, session_params): ([&(dyn ToSql + Sync); 2], [&(dyn ToSql + Sync); 3]) =
+            ([&SESSION_LOCKS, &key], [&repo, &user, &session]);
+        let (_, replaced, queued) = tokio::try_join!(
+            biased;
+            tx.execute(&lock, &lock_params),
+            async {
+                if is_turn {
+                    tx.execute(&replace, &session_params).await
+                } else {
+                    Ok(0)
                 }
+            },
+            tx.query_one(&read, &session_params),
+        )
+        .map_err(query)?;
+        let queued = Queued::of(&queued);
+        // A waiting turn of the session is replaced: this one's window
+        // holds its messages.
+        let coalesced = replaced > 0;
+        if is_turn {
+            if !coalesced
+                && usize::try_from(queued.waiting).unwrap_or(usize::MAX) >= self.limits.capacity
+            {
+                return Ok(EnqueueStatus::Dropped);
             }
         } else {
-            let queued = Queued::read(&tx, trigger).await?;
             check_budgets(self.limits, bytes, queued.session_bytes, queued.total_bytes)?;
         }
         tx.execute(
-            "INSERT INTO engram_triggers \
-             (id, kind, repo, user_id, session_id, body, bytes, attempts, last_error) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+            &insert,
             &[
                 &trigger.id,
                 &kind_name(trigger.kind),
@@ -511,28 +540,29 @@ async fn scan(
 /// Takes `trigger`'s session's advisory lock until the transaction ends,
 /// so accepts of one session are decided one after the other.
 async fn lock_session(
-    tx: &tokio_postgres::Transaction<'_>,
+    tx: &deadpool_postgres::Transaction<'_>,
     trigger: &Trigger,
 ) -> Result<(), Error> {
-    // Ids hold no newline, so no two sessions share a key (their hashes
-    // may collide: two sessions then wait for one another, no more).
-    let session = format!(
+    let lock = tx.prepare_cached(LOCK_SESSION).await.map_err(query)?;
+    tx.execute(&lock, &[&SESSION_LOCKS, &session_key(trigger)])
+        .await
+        .map_err(query)?;
+    Ok(())
+}
+
+/// The key of `trigger`'s session's lock. Ids hold no newline, so no two
+/// sessions share a key (their hashes may collide: two sessions then wait
+/// for one another, no more).
+fn session_key(trigger: &Trigger) -> String {
+    format!(
         "{}\n{}\n{}",
         trigger.repo.as_str(),
         trigger.user.as_str(),
         trigger.session_id.as_str()
-    );
-    tx.execute(
-        "SELECT pg_advisory_xact_lock($1, hashtext($2))",
-        &[&SESSION_LOCKS, &session],
     )
-    .await
-    .map_err(query)?;
-    Ok(())
 }
 
-/// The live triggers as an accept sees them: those waiting (not leased)
-/// against the capacity, and the bytes of its session and of all.
+/// The live triggers as an accept sees them (a row of [`READ_QUEUED`]).
 struct Queued {
     waiting: i64,
     session_bytes: u64,
@@ -540,14 +570,23 @@ struct Queued {
 }
 
 impl Queued {
-    async fn read(tx: &tokio_postgres::Transaction<'_>, trigger: &Trigger) -> Result<Self, Error> {
+    fn of(row: &tokio_postgres::Row) -> Self {
+        let bytes = |at: usize| u64::try_from(row.get::<_, i64>(at)).unwrap_or(0);
+        Self {
+            waiting: row.get(0),
+            session_bytes: bytes(1),
+            total_bytes: bytes(2),
+        }
+    }
+
+    async fn read(
+        tx: &deadpool_postgres::Transaction<'_>,
+        trigger: &Trigger,
+    ) -> Result<Self, Error> {
+        let read = tx.prepare_cached(READ_QUEUED).await.map_err(query)?;
         let row = tx
             .query_one(
-                "SELECT count(*) FILTER (WHERE lease_until IS NULL OR lease_until < now()), \
-                        coalesce(sum(bytes) FILTER \
-                        (WHERE repo = $1 AND user_id = $2 AND session_id = $3), 0)::bigint, \
-                        coalesce(sum(bytes), 0)::bigint \
-                 FROM engram_triggers WHERE failed_at IS NULL",
+                &read,
                 &[
                     &trigger.repo.as_str(),
                     &trigger.user.as_str(),
@@ -556,12 +595,7 @@ impl Queued {
             )
             .await
             .map_err(query)?;
-        let bytes = |at: usize| u64::try_from(row.get::<_, i64>(at)).unwrap_or(0);
-        Ok(Self {
-            waiting: row.get(0),
-            session_bytes: bytes(1),
-            total_bytes: bytes(2),
-        })
+        Ok(Self::of(&row))
     }
 }
 
