@@ -48,6 +48,8 @@ pub struct Settings {
     /// The most tokens of already classified messages sent before a
     /// pass's new ones (`capture.context_tokens`).
     pub context_tokens: usize,
+    /// How long a stop waits for the passes in flight (`capture.drain_ms`).
+    pub drain: Duration,
 }
 
 /// Counters for `/stats`.
@@ -77,7 +79,9 @@ pub struct CaptureStatsView {
     pub enabled: bool,
     /// What writes memories: the classifier, or the agent alone.
     pub mode: CaptureMode,
-    /// Triggers waiting or in flight.
+    /// Triggers waiting or in flight. With `store.backend: postgres`, those
+    /// of the queue all replicas share, as read from the database at most
+    /// a second before (at once after this replica changed the queue).
     pub queue_depth: usize,
     /// Triggers stored (queued or coalesced) since start.
     pub accepted: u64,
@@ -96,7 +100,8 @@ pub struct CaptureStatsView {
     pub retried: u64,
     /// Triggers moved to `queue/failed/`.
     pub failed: u64,
-    /// Bytes of trigger files waiting or in flight.
+    /// Bytes of trigger files waiting or in flight (all replicas', as
+    /// `queue_depth`, with `store.backend: postgres`).
     pub queue_bytes: u64,
     /// Compactions refused (429) for the queue's byte budget.
     pub refused_over_budget: u64,
@@ -221,6 +226,12 @@ impl Capture {
         self.queue.retry_failed(id, visible).await?;
         self.wake.notify_one();
         Ok(())
+    }
+
+    /// Reads the shared queue's depth again if the last reading is stale
+    /// (postgres mode), for [`Self::stats`].
+    pub async fn refresh_depth(&self) {
+        self.queue.refresh_depth().await;
     }
 
     pub fn stats(&self) -> CaptureStatsView {

@@ -51,11 +51,7 @@ impl Backlog {
     pub async fn enqueue(&self, trigger: Trigger) -> Result<EnqueueStatus, Error> {
         match self {
             Self::Files(queue) => queue.enqueue(trigger).await,
-            Self::Postgres(shared) => {
-                let status = shared.enqueue(&trigger).await?;
-                refresh(shared).await;
-                Ok(status)
-            }
+            Self::Postgres(shared) => shared.enqueue(&trigger).await,
         }
     }
 
@@ -68,19 +64,16 @@ impl Backlog {
             Self::Files(queue) => queue
                 .take_next(|trigger| admits(&trigger.repo, &trigger.user))
                 .map(Claimed::unleased),
-            Self::Postgres(shared) => {
-                refresh(shared).await;
-                match shared.claim(admits).await {
-                    Ok(claimed) => claimed.map(|(trigger, lease)| Claimed {
-                        trigger,
-                        lease: Some(lease),
-                    }),
-                    Err(err) => {
-                        tracing::warn!(error = %crate::causes::error_chain(&err), "could not claim a capture trigger; looking again shortly");
-                        None
-                    }
+            Self::Postgres(shared) => match shared.claim(admits).await {
+                Ok(claimed) => claimed.map(|(trigger, lease)| Claimed {
+                    trigger,
+                    lease: Some(lease),
+                }),
+                Err(err) => {
+                    tracing::warn!(error = %crate::causes::error_chain(&err), "could not claim a capture trigger; looking again shortly");
+                    None
                 }
-            }
+            },
         }
     }
 
@@ -124,7 +117,6 @@ impl Backlog {
                 // Every trigger of the shared queue is taken with a lease.
                 if let Some(lease) = lease {
                     shared.settle(trigger.id, &lease, how).await;
-                    refresh(shared).await;
                 }
             }
             Self::Files(queue) => {
@@ -181,15 +173,41 @@ impl Backlog {
                 let queue = queue.clone();
                 blocking::run(move || queue.retry_failed(id, visible)).await
             }
-            Self::Postgres(shared) => {
-                shared.retry_failed(id, visible).await?;
-                refresh(shared).await;
-                Ok(())
+            Self::Postgres(shared) => shared.retry_failed(id, visible).await,
+        }
+    }
+
+    /// Gives back the claims of the passes a stop abandoned (postgres
+    /// mode; files mode's queue keeps them for the next start). A
+    /// database that cannot be reached leaves them to lapse.
+    pub async fn release_claims(&self) {
+        let Self::Postgres(shared) = self else {
+            return;
+        };
+        match shared.release_claims().await {
+            Ok(0) => {}
+            Ok(released) => {
+                tracing::info!(
+                    triggers = released,
+                    "gave back the claims of abandoned capture passes for another replica to take"
+                );
+            }
+            Err(err) => {
+                tracing::warn!(error = %crate::causes::error_chain(&err), "could not give back the claims of abandoned capture passes; they are taken again once their lease passes");
             }
         }
     }
 
-    /// Triggers waiting or in flight (in postgres mode, as last read).
+    /// Reads the shared queue's depth and bytes again if the last reading
+    /// is stale (postgres mode; files mode's are always current).
+    pub async fn refresh_depth(&self) {
+        if let Self::Postgres(shared) = self {
+            shared.refresh_if_stale().await;
+        }
+    }
+
+    /// Triggers waiting or in flight (in postgres mode, all replicas', as
+    /// last read by [`Self::refresh_depth`]).
     pub fn depth(&self) -> usize {
         match self {
             Self::Files(queue) => queue.depth(),
@@ -211,13 +229,5 @@ impl Backlog {
             Self::Files(queue) => queue.skipped_symlinks(),
             Self::Postgres(_) => 0,
         }
-    }
-}
-
-/// Reads the shared queue's depth and bytes again; a failure leaves the
-/// last reading in place.
-async fn refresh(shared: &Shared) {
-    if let Err(err) = shared.refresh().await {
-        tracing::debug!(error = %crate::causes::error_chain(&err), "could not read the shared queue's depth");
     }
 }

@@ -104,13 +104,13 @@ impl Worker {
             max_attempts: config.max_attempts,
             retry_base: Duration::from_millis(config.retry_base_ms),
             context_tokens: config.context_tokens,
+            drain: config.drain(),
         };
         tokio::spawn(Arc::new(Self { deps, settings }).run(stop))
     }
 
-    /// Dispatches triggers until `stop` is cancelled; steps in flight are
-    /// then abandoned, and their triggers, still in `queue/`, run again at
-    /// the next start.
+    /// Dispatches triggers until `stop` is cancelled; steps in flight then
+    /// have the drain to finish (see [`Self::drain`]).
     async fn run(self: Arc<Self>, stop: CancellationToken) {
         let ledger = self.deps.ledger.clone();
         let expired = blocking::run(move || ledger.sweep()).await;
@@ -153,7 +153,27 @@ impl Worker {
                 () = stop.cancelled() => break,
             }
         }
-        steps.abort_all();
+        self.drain(steps).await;
+    }
+
+    /// Waits up to `capture.drain_ms` for the steps in flight, then
+    /// abandons the rest: their triggers stay queued, run again at the
+    /// next start (files), or are given back at once for another replica
+    /// to take (postgres), with no attempt counted against them.
+    async fn drain(&self, mut steps: JoinSet<()>) {
+        let finished = async { while steps.join_next().await.is_some() {} };
+        if tokio::time::timeout(self.settings.drain, finished)
+            .await
+            .is_err()
+        {
+            tracing::info!(
+                passes = steps.len(),
+                "capture passes still running at the end of the drain are abandoned"
+            );
+            // Aborted and awaited: their leases are no longer renewed.
+            steps.shutdown().await;
+        }
+        self.deps.queue.release_claims().await;
     }
 
     /// Processes one trigger taken from the queue, to the end.

@@ -48,6 +48,11 @@ pub struct CaptureConfig {
     /// runs, and a replica that died leaves its trigger to the others
     /// this long after its last renewal.
     pub lease_ms: u64,
+    /// How long a stop waits for the capture passes in flight to finish,
+    /// in ms; those still running then are abandoned, and in postgres
+    /// mode their claims are given back for another replica to take at
+    /// once (files mode runs them again at the next start).
+    pub drain_ms: u64,
 }
 
 impl Default for CaptureConfig {
@@ -66,6 +71,9 @@ impl Default for CaptureConfig {
             // session: what "yes, do that" answers.
             context_tokens: 1024,
             lease_ms: 30_000,
+            // Well inside the 10 s a container gets between SIGTERM and
+            // SIGKILL by default, beside the requests' own drain.
+            drain_ms: 5_000,
         }
     }
 }
@@ -101,6 +109,10 @@ impl Default for StoreConfig {
 impl CaptureConfig {
     pub fn lease(&self) -> std::time::Duration {
         std::time::Duration::from_millis(self.lease_ms)
+    }
+
+    pub fn drain(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(self.drain_ms)
     }
 }
 

@@ -210,6 +210,7 @@ fn bad_values_are_named() {
         ("llm: { base_url: nowhere }\n", "llm.base_url"),
         ("capture: { max_concurrent: 0 }\n", "capture.max_concurrent"),
         ("capture: { lease_ms: 100 }\n", "capture.lease_ms"),
+        ("capture: { drain_ms: 700000 }\n", "capture.drain_ms"),
         (
             "capture: { context_tokens: 2000000 }\n",
             "capture.context_tokens",

@@ -96,6 +96,9 @@ impl Config {
         if !(300..=3_600_000).contains(&capture.lease_ms) {
             return key_error("capture.lease_ms", "must be between 300 and 3600000");
         }
+        if capture.drain_ms > 600_000 {
+            return key_error("capture.drain_ms", "must be at most 600000");
+        }
         if !(10..=10_000).contains(&self.store.debounce_ms) {
             return key_error("store.debounce_ms", "must be between 10 and 10000");
         }

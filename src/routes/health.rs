@@ -13,6 +13,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use crate::auth::Caller;
+use crate::capture::Capture;
 use crate::error::{ApiError, Problem};
 use crate::readiness::Readiness;
 use crate::store::Store;
@@ -96,6 +97,7 @@ const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=
 )]
 pub async fn get_metrics(
     State(registry): State<Arc<Registry>>,
+    State(capture): State<Capture>,
     caller: Caller,
 ) -> Result<impl IntoResponse, ApiError> {
     if !caller.sees_everything() {
@@ -103,6 +105,8 @@ pub async fn get_metrics(
             detail: "metrics need an API key with access to every namespace".to_owned(),
         });
     }
+    // The collector reads synchronously: the shared queue's depth first.
+    capture.refresh_depth().await;
     let mut text = String::new();
     prometheus_client::encoding::text::encode(&mut text, &registry).map_err(ApiError::internal)?;
     Ok(([(header::CONTENT_TYPE, OPENMETRICS)], text))

@@ -229,6 +229,7 @@ pub struct SkippedFileView {
     )
 )]
 pub async fn get_stats(State(sources): State<StatsSources>, caller: Caller) -> Json<StatsResponse> {
+    sources.capture.refresh_depth().await;
     Json(StatsResponse::gather(&sources, &caller))
 }
 

@@ -24,6 +24,19 @@ impl Drop for Served {
     }
 }
 
+impl Served {
+    /// Asks the process to stop, as a service manager does (SIGTERM).
+    pub fn terminate(&self) {
+        let pid = rustix::process::Pid::from_child(&self.child);
+        rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
+    }
+
+    /// How the process ended, once it has.
+    pub fn exit_status(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.try_wait().unwrap()
+    }
+}
+
 pub fn free_address() -> String {
     TcpListener::bind("127.0.0.1:0")
         .unwrap()

@@ -2,12 +2,14 @@
 //! real `engram` process with the scripted upstream as its classifier:
 //! triggers accepted on both are each classified once, a replica killed
 //! (`kill -9`) while it holds a claim has its trigger finished by the
-//! other once the lease passes, with its memory written once, and a
-//! trigger whose accepting replica is killed right after its `202` is
-//! processed by another.
+//! other once the lease passes, with its memory written once, one
+//! stopped gracefully gives its claim back for the other to take at once,
+//! and a trigger whose accepting replica is killed right after its `202`
+//! is processed by another.
 
 use serde_json::{Value, json};
 
+use crate::capture_replica_limits::long_lease_replica;
 use crate::helpers::{get_json, post_json, wait_until, wait_until_async};
 use crate::pg_cluster::{self, TestDatabase};
 use crate::replicas::Replica;
@@ -175,6 +177,43 @@ async fn a_replica_killed_holding_a_claim_has_its_trigger_finished_by_another_on
         .map(|memory| &memory["content"])
         .collect();
     assert_eq!(contents.len(), 1, "{listed:#}");
+}
+
+#[tokio::test]
+async fn a_replica_stopped_gracefully_gives_its_claim_back_for_another_to_finish_once() {
+    let Some(database) = pg_cluster::database().await else {
+        return;
+    };
+    let upstream = classifier().await;
+    // A's classifier call is held past its drain, so its pass cannot
+    // finish; and the lease lasts ten minutes, so only a claim given back
+    // lets B take the trigger within the test.
+    upstream.set_chat(Behaviour::Delay(std::time::Duration::from_secs(600)), "");
+    let mut a = long_lease_replica(&database, &upstream, ", drain_ms: 200", "").await;
+    let marker = marker(6);
+    compaction(&a, "forge", "s1", &marker).await;
+    wait_until("A's classifier call is in flight", || {
+        calls_about(&upstream, &marker) == 1
+    })
+    .await;
+    let b = long_lease_replica(&database, &upstream, ", drain_ms: 200", "").await;
+
+    upstream.set_chat(Behaviour::Answer, "");
+    a.stop().await; // SIGTERM, in the middle of the pass
+
+    wait_until_async("B finishes the trigger", async || {
+        triggers_left(&database).await == 0
+    })
+    .await;
+    assert_eq!(calls_about(&upstream, &marker), 2, "A's call, then B's");
+    assert_eq!(memories_about(&database, &marker).await, 1);
+    let recent = get_json(b.url(), "/triggers").await["recent"].clone();
+    assert_eq!(recent.as_array().map(Vec::len), Some(1), "{recent:#}");
+    assert_eq!(
+        (&recent[0]["result"], &recent[0]["attempts"]),
+        (&json!("processed"), &json!(0)),
+        "A's abandoned pass counts as no failed attempt: {recent:#}"
+    );
 }
 
 #[tokio::test]

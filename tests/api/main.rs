@@ -12,6 +12,7 @@ mod browser;
 mod capture;
 mod capture_lean;
 mod capture_limits;
+mod capture_replica_limits;
 mod capture_replicas;
 mod cli;
 mod container;

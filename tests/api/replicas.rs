@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use tempfile::TempDir;
 
 use crate::binary::{Served, binary, free_address, launch};
-use crate::helpers::{get_json, is_ready, post_json, wait_until_async};
+use crate::helpers::{get_json, is_ready, post_json, wait_until, wait_until_async};
 use crate::pg_cluster::{self, TestDatabase};
 
 /// A replica: an `engram` process over `database`, with a data directory
@@ -83,6 +83,19 @@ impl Replica {
             .text()
             .await
             .unwrap()
+    }
+
+    /// Stops the replica gracefully (SIGTERM) and waits until it has
+    /// exited, which it must do successfully.
+    pub async fn stop(&mut self) {
+        self.served.terminate();
+        let mut status = None;
+        wait_until("the replica stops", || {
+            status = self.served.exit_status();
+            status.is_some()
+        })
+        .await;
+        assert!(status.is_some_and(|status| status.success()), "{status:?}");
     }
 
     pub async fn write(&self, repo: &str, content: &str) -> String {

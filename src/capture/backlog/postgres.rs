@@ -2,23 +2,31 @@
 //! `engram_triggers` per trigger, shared by every replica.
 //!
 //! Invariants:
-//! - A `202` means the trigger's row is committed. Accepts are serialized
-//!   across replicas by one advisory lock held for their short
-//!   transaction, so coalescing, the capacity and the byte budgets are
-//!   decided on the queue as it is, by the same rules as files mode.
+//! - A `202` means the trigger's row is committed. An accept locks its
+//!   session (an advisory lock on the (repo, user, session) held for its
+//!   short transaction), so accepts of one session see one another:
+//!   coalescing and the session's byte budget are decided on its triggers
+//!   as they are. Accepts of different sessions do not wait for one
+//!   another: the capacity and the total byte budget are checked against
+//!   the queue as committed, so accepts committing at the same moment may
+//!   together pass them, by at most one trigger per other accept in
+//!   flight (see `docs/scaling.md`).
 //! - A trigger is claimed with `FOR UPDATE SKIP LOCKED` and a lease
 //!   (`claimed_by`, `claim`, `lease_until`), renewed while its pass runs;
-//!   a claim whose lease has passed (its replica died) is free to take.
+//!   a claim whose lease has passed (its replica died) is free to take,
+//!   and a replica that stops gracefully gives its claims back at once.
 //! - Only the oldest live trigger of a (repo, user) pair may be claimed:
 //!   a pair's triggers go in the order accepted, one at a time across
 //!   replicas. Its row being locked or leased holds the pair's later ones.
 //! - Finishing, retrying or failing a trigger names its claim: a replica
 //!   whose lease was taken over changes nothing.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use tokio::task::JoinHandle;
+use tokio_postgres::types::ToSql;
 use uuid::Uuid;
 
 use crate::capture::queue::{
@@ -30,8 +38,30 @@ use crate::memory::{RepoId, UserId};
 use crate::store::NamespacePair;
 use crate::store::postgres::{self, Database};
 
-/// Held for an accept's transaction, so accepts see one another.
-const ACCEPT_LOCK: i64 = 0x656e_6771_7565; // "engque"
+/// The class of the advisory locks on sessions (the two-key form, apart
+/// from the one-key locks of migrations): an accept holds its session's
+/// for its transaction.
+const SESSION_LOCKS: i32 = 0x656e_6771; // "engq"
+/// The statements of an accept, prepared once per connection.
+const LOCK_SESSION: &str = "SELECT pg_advisory_xact_lock($1, hashtext($2))";
+const REPLACE_TURN: &str = "DELETE FROM engram_triggers \
+     WHERE kind = 'turn' AND repo = $1 AND user_id = $2 AND session_id = $3 \
+       AND failed_at IS NULL AND (lease_until IS NULL OR lease_until < now())";
+/// The live triggers: those waiting (not leased) against the capacity, and
+/// the bytes of one session and of all.
+const READ_QUEUED: &str = "SELECT count(*) FILTER (WHERE lease_until IS NULL OR lease_until < now()), \
+            coalesce(sum(bytes) FILTER \
+            (WHERE repo = $1 AND user_id = $2 AND session_id = $3), 0)::bigint, \
+            coalesce(sum(bytes), 0)::bigint \
+     FROM engram_triggers WHERE failed_at IS NULL";
+const INSERT: &str = "INSERT INTO engram_triggers \
+     (id, kind, repo, user_id, session_id, body, bytes, attempts, last_error) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)";
+/// How long a reading of the queue's depth and bytes serves `/stats`,
+/// unless this replica changed the queue since.
+const DEPTH_FRESH: Duration = Duration::from_secs(1);
+/// How long `/stats` waits for a reading before it shows the last one.
+const DEPTH_READ_TIMEOUT: Duration = Duration::from_millis(500);
 /// Candidates locked at once when claiming: enough to find one the daily
 /// budgets admit past a few held pairs.
 const CANDIDATES: i64 = 32;
@@ -62,6 +92,10 @@ pub struct Shared {
     /// The queue's depth and bytes as last read, for `/stats`.
     depth: AtomicU64,
     bytes: AtomicU64,
+    /// When they were last read, and whether this replica changed the
+    /// queue since.
+    read_at: Mutex<Option<Instant>>,
+    changed: AtomicBool,
 }
 
 /// A claim this replica holds on a trigger, renewed until it is dropped.
@@ -86,6 +120,8 @@ impl Shared {
             replica: format!("{}/{}", std::process::id(), Uuid::new_v4()),
             depth: AtomicU64::new(0),
             bytes: AtomicU64::new(0),
+            read_at: Mutex::new(None),
+            changed: AtomicBool::new(true),
         }
     }
 
@@ -114,45 +150,48 @@ impl Shared {
         );
         let mut client = self.database.connection().await?;
         let tx = client.transaction().await.map_err(query)?;
-        tx.execute("SELECT pg_advisory_xact_lock($1)", &[&ACCEPT_LOCK])
-            .await
-            .map_err(query)?;
-        let mut coalesced = false;
-        if trigger.kind == Kind::Turn {
-            // A waiting turn of the session is replaced: this one's window
-            // holds its messages.
-            let replaced = tx
-                .execute(
-                    "DELETE FROM engram_triggers \
-                     WHERE kind = 'turn' AND repo = $1 AND user_id = $2 AND session_id = $3 \
-                       AND failed_at IS NULL AND (lease_until IS NULL OR lease_until < now())",
-                    &[&repo, &user, &session],
-                )
-                .await
-                .map_err(query)?;
-            coalesced = replaced > 0;
-            if !coalesced {
-                let waiting: i64 = tx
-                    .query_one(
-                        "SELECT count(*) FROM engram_triggers \
-                         WHERE failed_at IS NULL AND (lease_until IS NULL OR lease_until < now())",
-                        &[],
-                    )
-                    .await
-                    .map_err(query)?
-                    .get(0);
-                if usize::try_from(waiting).unwrap_or(usize::MAX) >= self.limits.capacity {
-                    return Ok(EnqueueStatus::Dropped);
+        let (lock, replace, read, insert) = tokio::try_join!(
+            tx.prepare_cached(LOCK_SESSION),
+            tx.prepare_cached(REPLACE_TURN),
+            tx.prepare_cached(READ_QUEUED),
+            tx.prepare_cached(INSERT),
+        )
+        .map_err(query)?;
+        // Sent together, run in this order: the session's lock first, so
+        // the replacing and the reading see every accept of the session
+        // that held it before.
+        let key = session_key(trigger);
+        let is_turn = trigger.kind == Kind::Turn;
+        let (lock_params, session_params): ([&(dyn ToSql + Sync); 2], [&(dyn ToSql + Sync); 3]) =
+            ([&SESSION_LOCKS, &key], [&repo, &user, &session]);
+        let (_, replaced, queued) = tokio::try_join!(
+            biased;
+            tx.execute(&lock, &lock_params),
+            async {
+                if is_turn {
+                    tx.execute(&replace, &session_params).await
+                } else {
+                    Ok(0)
                 }
+            },
+            tx.query_one(&read, &session_params),
+        )
+        .map_err(query)?;
+        let queued = Queued::of(&queued);
+        // A waiting turn of the session is replaced: this one's window
+        // holds its messages.
+        let coalesced = replaced > 0;
+        if is_turn {
+            if !coalesced
+                && usize::try_from(queued.waiting).unwrap_or(usize::MAX) >= self.limits.capacity
+            {
+                return Ok(EnqueueStatus::Dropped);
             }
         } else {
-            let (session_bytes, total_bytes) = queued_bytes(&tx, trigger).await?;
-            check_budgets(self.limits, bytes, session_bytes, total_bytes)?;
+            check_budgets(self.limits, bytes, queued.session_bytes, queued.total_bytes)?;
         }
         tx.execute(
-            "INSERT INTO engram_triggers \
-             (id, kind, repo, user_id, session_id, body, bytes, attempts, last_error) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+            &insert,
             &[
                 &trigger.id,
                 &kind_name(trigger.kind),
@@ -168,6 +207,7 @@ impl Shared {
         .await
         .map_err(query)?;
         tx.commit().await.map_err(query)?;
+        self.changed.store(true, Ordering::Relaxed);
         Ok(if coalesced {
             EnqueueStatus::Coalesced
         } else {
@@ -175,8 +215,31 @@ impl Shared {
         })
     }
 
-    /// Reads the queue's depth and bytes for `/stats`.
-    pub async fn refresh(&self) -> Result<(), Error> {
+    /// Reads the queue's depth and bytes again for `/stats`, unless the
+    /// last reading is under a second old and this replica has not changed
+    /// the queue since. A reading that fails or takes too long leaves the
+    /// last one in place (and is not tried again for a second).
+    pub async fn refresh_if_stale(&self) {
+        let now = Instant::now();
+        {
+            let mut read_at = self.read_at.lock().unwrap_or_else(PoisonError::into_inner);
+            let fresh = read_at.is_some_and(|at| now.duration_since(at) < DEPTH_FRESH);
+            if fresh && !self.changed.load(Ordering::Relaxed) {
+                return;
+            }
+            *read_at = Some(now);
+        }
+        self.changed.store(false, Ordering::Relaxed);
+        let failure = match tokio::time::timeout(DEPTH_READ_TIMEOUT, self.refresh()).await {
+            Ok(Ok(())) => return,
+            Ok(Err(err)) => error_chain(&err),
+            Err(_) => "the database did not answer in time".to_owned(),
+        };
+        tracing::debug!(error = %failure, "could not read the shared queue's depth; showing the last reading");
+    }
+
+    /// Reads the queue's depth and bytes, all replicas' triggers.
+    async fn refresh(&self) -> Result<(), Error> {
         let row = self
             .database
             .connection()
@@ -270,6 +333,7 @@ impl Shared {
             Ok::<_, postgres::Error>(changed)
         }
         .await;
+        self.changed.store(true, Ordering::Relaxed);
         match settled {
             Ok(0) => {
                 tracing::warn!(trigger.id = %id, "the trigger's claim was lost (its lease passed and another replica took it); left to that replica");
@@ -279,6 +343,22 @@ impl Shared {
                 tracing::warn!(trigger.id = %id, error = %error_chain(&err), "could not record the end of a claim; the trigger is taken again once its lease passes");
             }
         }
+    }
+
+    /// Gives back every claim this replica holds (it is stopping and its
+    /// passes were abandoned): the triggers are free for another replica
+    /// at once, their attempts unchanged.
+    pub async fn release_claims(&self) -> Result<u64, Error> {
+        self.database
+            .connection()
+            .await?
+            .execute(
+                "UPDATE engram_triggers SET claimed_by = NULL, claim = NULL, lease_until = NULL \
+                 WHERE claimed_by = $1",
+                &[&self.replica],
+            )
+            .await
+            .map_err(query)
     }
 
     /// Up to `limit` triggers waiting or in flight whose pair `visible`
@@ -355,9 +435,6 @@ impl Shared {
     ) -> Result<(), Error> {
         let mut client = self.database.connection().await?;
         let tx = client.transaction().await.map_err(query)?;
-        tx.execute("SELECT pg_advisory_xact_lock($1)", &[&ACCEPT_LOCK])
-            .await
-            .map_err(query)?;
         let row = tx
             .query_opt(
                 "SELECT body, attempts, last_error, failed_at IS NOT NULL, bytes \
@@ -376,9 +453,11 @@ impl Shared {
             return Err(Error::AlreadyQueued(id));
         }
         if trigger.kind == Kind::Compaction {
+            // Its session's budget is decided as an accept's is.
+            lock_session(&tx, &trigger).await?;
             let bytes = u64::try_from(row.get::<_, i64>(4)).unwrap_or(0);
-            let (session_bytes, total_bytes) = queued_bytes(&tx, &trigger).await?;
-            check_budgets(self.limits, bytes, session_bytes, total_bytes)?;
+            let queued = Queued::read(&tx, &trigger).await?;
+            check_budgets(self.limits, bytes, queued.session_bytes, queued.total_bytes)?;
         }
         tx.execute(
             "UPDATE engram_triggers SET failed_at = NULL, attempts = 0, not_before = NULL \
@@ -388,6 +467,7 @@ impl Shared {
         .await
         .map_err(query)?;
         tx.commit().await.map_err(query)?;
+        self.changed.store(true, Ordering::Relaxed);
         Ok(())
     }
 }
@@ -457,27 +537,66 @@ async fn scan(
     }
 }
 
-/// Bytes of live triggers of `trigger`'s session, and in all.
-async fn queued_bytes(
-    tx: &tokio_postgres::Transaction<'_>,
+/// Takes `trigger`'s session's advisory lock until the transaction ends,
+/// so accepts of one session are decided one after the other.
+async fn lock_session(
+    tx: &deadpool_postgres::Transaction<'_>,
     trigger: &Trigger,
-) -> Result<(u64, u64), Error> {
-    let row = tx
-        .query_one(
-            "SELECT coalesce(sum(bytes) FILTER \
-                    (WHERE repo = $1 AND user_id = $2 AND session_id = $3), 0)::bigint, \
-                    coalesce(sum(bytes), 0)::bigint \
-             FROM engram_triggers WHERE failed_at IS NULL",
-            &[
-                &trigger.repo.as_str(),
-                &trigger.user.as_str(),
-                &trigger.session_id.as_str(),
-            ],
-        )
+) -> Result<(), Error> {
+    let lock = tx.prepare_cached(LOCK_SESSION).await.map_err(query)?;
+    tx.execute(&lock, &[&SESSION_LOCKS, &session_key(trigger)])
         .await
         .map_err(query)?;
-    let read = |at: usize| u64::try_from(row.get::<_, i64>(at)).unwrap_or(0);
-    Ok((read(0), read(1)))
+    Ok(())
+}
+
+/// The key of `trigger`'s session's lock. Ids hold no newline, so no two
+/// sessions share a key (their hashes may collide: two sessions then wait
+/// for one another, no more).
+fn session_key(trigger: &Trigger) -> String {
+    format!(
+        "{}\n{}\n{}",
+        trigger.repo.as_str(),
+        trigger.user.as_str(),
+        trigger.session_id.as_str()
+    )
+}
+
+/// The live triggers as an accept sees them (a row of [`READ_QUEUED`]).
+struct Queued {
+    waiting: i64,
+    session_bytes: u64,
+    total_bytes: u64,
+}
+
+impl Queued {
+    fn of(row: &tokio_postgres::Row) -> Self {
+        let bytes = |at: usize| u64::try_from(row.get::<_, i64>(at)).unwrap_or(0);
+        Self {
+            waiting: row.get(0),
+            session_bytes: bytes(1),
+            total_bytes: bytes(2),
+        }
+    }
+
+    async fn read(
+        tx: &deadpool_postgres::Transaction<'_>,
+        trigger: &Trigger,
+    ) -> Result<Self, Error> {
+        let read = tx.prepare_cached(READ_QUEUED).await.map_err(query)?;
+        let row = tx
+            .query_one(
+                &read,
+                &[
+                    &trigger.repo.as_str(),
+                    &trigger.user.as_str(),
+                    &trigger.session_id.as_str(),
+                ],
+            )
+            .await
+            .map_err(query)?;
+        Ok(Self::of(&row))
+    }
 }
 
 /// The trigger of a row selecting `body, attempts, last_error` first.
