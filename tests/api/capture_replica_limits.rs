@@ -256,12 +256,7 @@ async fn each_replica_shows_the_whole_shared_queue_in_stats_and_metrics() {
             depth_on(replica).await == 4
         })
         .await;
-        let metrics = reqwest::get(format!("{}/metrics", replica.url()))
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let metrics = replica.metrics().await;
         assert!(
             metrics.contains("engram_capture_queue_depth 4"),
             "{metrics}"

@@ -21,6 +21,8 @@
 //! - Finishing, retrying or failing a trigger names its claim: a replica
 //!   whose lease was taken over changes nothing.
 
+mod accept;
+
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -37,26 +39,11 @@ use crate::causes::error_chain;
 use crate::memory::{RepoId, UserId};
 use crate::store::NamespacePair;
 use crate::store::postgres::{self, Database};
+use accept::{
+    INSERT, LOCK_SESSION, Queued, READ_QUEUED, REPLACE_TURN, SESSION_LOCKS, lock_session,
+    session_key,
+};
 
-/// The class of the advisory locks on sessions (the two-key form, apart
-/// from the one-key locks of migrations): an accept holds its session's
-/// for its transaction.
-const SESSION_LOCKS: i32 = 0x656e_6771; // "engq"
-/// The statements of an accept, prepared once per connection.
-const LOCK_SESSION: &str = "SELECT pg_advisory_xact_lock($1, hashtext($2))";
-const REPLACE_TURN: &str = "DELETE FROM engram_triggers \
-     WHERE kind = 'turn' AND repo = $1 AND user_id = $2 AND session_id = $3 \
-       AND failed_at IS NULL AND (lease_until IS NULL OR lease_until < now())";
-/// The live triggers: those waiting (not leased) against the capacity, and
-/// the bytes of one session and of all.
-const READ_QUEUED: &str = "SELECT count(*) FILTER (WHERE lease_until IS NULL OR lease_until < now()), \
-            coalesce(sum(bytes) FILTER \
-            (WHERE repo = $1 AND user_id = $2 AND session_id = $3), 0)::bigint, \
-            coalesce(sum(bytes), 0)::bigint \
-     FROM engram_triggers WHERE failed_at IS NULL";
-const INSERT: &str = "INSERT INTO engram_triggers \
-     (id, kind, repo, user_id, session_id, body, bytes, attempts, last_error) \
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)";
 /// How long a reading of the queue's depth and bytes serves `/stats`,
 /// unless this replica changed the queue since.
 const DEPTH_FRESH: Duration = Duration::from_secs(1);
@@ -534,68 +521,6 @@ async fn scan(
             return Ok(false);
         }
         offset += PAGE;
-    }
-}
-
-/// Takes `trigger`'s session's advisory lock until the transaction ends,
-/// so accepts of one session are decided one after the other.
-async fn lock_session(
-    tx: &deadpool_postgres::Transaction<'_>,
-    trigger: &Trigger,
-) -> Result<(), Error> {
-    let lock = tx.prepare_cached(LOCK_SESSION).await.map_err(query)?;
-    tx.execute(&lock, &[&SESSION_LOCKS, &session_key(trigger)])
-        .await
-        .map_err(query)?;
-    Ok(())
-}
-
-/// The key of `trigger`'s session's lock. Ids hold no newline, so no two
-/// sessions share a key (their hashes may collide: two sessions then wait
-/// for one another, no more).
-fn session_key(trigger: &Trigger) -> String {
-    format!(
-        "{}\n{}\n{}",
-        trigger.repo.as_str(),
-        trigger.user.as_str(),
-        trigger.session_id.as_str()
-    )
-}
-
-/// The live triggers as an accept sees them (a row of [`READ_QUEUED`]).
-struct Queued {
-    waiting: i64,
-    session_bytes: u64,
-    total_bytes: u64,
-}
-
-impl Queued {
-    fn of(row: &tokio_postgres::Row) -> Self {
-        let bytes = |at: usize| u64::try_from(row.get::<_, i64>(at)).unwrap_or(0);
-        Self {
-            waiting: row.get(0),
-            session_bytes: bytes(1),
-            total_bytes: bytes(2),
-        }
-    }
-
-    async fn read(
-        tx: &deadpool_postgres::Transaction<'_>,
-        trigger: &Trigger,
-    ) -> Result<Self, Error> {
-        let read = tx.prepare_cached(READ_QUEUED).await.map_err(query)?;
-        let row = tx
-            .query_one(
-                &read,
-                &[
-                    &trigger.repo.as_str(),
-                    &trigger.user.as_str(),
-                    &trigger.session_id.as_str(),
-                ],
-            )
-            .await
-            .map_err(query)?;
-        Ok(Self::of(&row))
     }
 }
 
