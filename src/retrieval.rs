@@ -6,10 +6,9 @@
 //! (the query, HyDE hypotheses from the window, or the latest user message;
 //! optionally expanded), embed them in one call, [`search`] the index
 //! (vector and lexical, fused, each memory lifted by its [`conversation`]),
-//! optionally expand by the vocabulary of the
-//! best matches and search again, [`rank`], follow [`hops`] along
-//! `related` edges, and [`inject`]; the [`Outcome`] is assembled once, at
-//! the end.
+//! optionally expand by the vocabulary of the best matches and search
+//! again, [`rank`], follow [`hops`] along `related` edges, and [`inject`];
+//! the [`Outcome`] is assembled once, at the end.
 //!
 //! A retrieval never fails for an upstream's fault: when the retrieval
 //! model or the embedder is slow or down, or the index is still being

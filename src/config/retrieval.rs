@@ -37,9 +37,9 @@ pub struct Retrieval {
     /// searches by vector only.
     pub lexical_weight: f64,
     /// How much a memory's conversation (the memories that share its
-    /// session; a memory without one is a conversation of its own) adds
-    /// to its match by how well its words match the query together, 0..1;
-    /// 0 matches each memory alone.
+    /// namespace and session) lifts its match by how well their words
+    /// match the query together, 0..1; 0 judges each memory alone, and a
+    /// memory without a session is never lifted.
     pub conversation_weight: f64,
     /// How long a turn's result stays cached, in seconds.
     pub cache_ttl_s: u64,
