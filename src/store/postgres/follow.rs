@@ -15,7 +15,7 @@
 //! restarted), the follower reconnects by itself, with backoff, and goes
 //! on from its cursor.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -282,7 +282,11 @@ fn apply(store: &Store, database: &Database, changes: Vec<Change>) -> Result<(),
     }
     if !arriving.is_empty() {
         let present = tokio::runtime::Handle::current().block_on(database.present(&arriving))?;
-        upserts.retain(|memory| !arriving.contains(&memory.id) || present.contains(&memory.id));
+        let gone: HashSet<MemoryId> = arriving
+            .into_iter()
+            .filter(|id| !present.contains(id))
+            .collect();
+        upserts.retain(|memory| !gone.contains(&memory.id));
     }
     if removals.is_empty() && upserts.is_empty() {
         return Ok(());
