@@ -42,8 +42,16 @@ const STOPWORDS: &[&str] = &[
     "your",
 ];
 
-/// Inflections folded together by [`stem`], longest first.
-const SUFFIXES: &[&str] = &["ing", "ed", "es", "s"];
+/// Inflections folded together by [`stem`], longest first, each with what
+/// replaces it: `stories` and `studied` end as `story` and `study`.
+const SUFFIXES: &[(&str, &str)] = &[
+    ("ies", "y"),
+    ("ied", "y"),
+    ("ing", ""),
+    ("ed", ""),
+    ("es", ""),
+    ("s", ""),
+];
 
 /// Lower-cased runs of letters and digits, without function words, with
 /// common inflections cut off.
@@ -55,15 +63,25 @@ pub fn tokens(text: &str) -> impl Iterator<Item = String> + '_ {
         .map(stem)
 }
 
-/// A light stemmer: `painted`, `painting` and `paints` all become `paint`.
-/// Words of three letters or fewer after the cut keep their suffix, so
-/// `bus`, `red` and `sing` stay as they are.
+/// A light stemmer: `painted`, `painting` and `paints` all become `paint`,
+/// and `game`, `games` and `gaming` all `gam` (a final `e` goes too, or a
+/// word that drops it before `-ing` would never meet its base form). Words
+/// of three letters or fewer after the cut keep their suffix, so `bus`,
+/// `red` and `sing` stay as they are; a final `ss` is no plural, so
+/// `class` stays `class`, as `classes` becomes.
 fn stem(mut word: String) -> String {
-    if let Some(suffix) = SUFFIXES
+    if word.ends_with("ss") {
+        return word;
+    }
+    if let Some((suffix, replacement)) = SUFFIXES
         .iter()
-        .find(|suffix| word.len() > suffix.len() + 2 && word.ends_with(*suffix))
+        .find(|(suffix, _)| word.len() > suffix.len() + 2 && word.ends_with(suffix))
     {
         word.truncate(word.len() - suffix.len());
+        word.push_str(replacement);
+    }
+    if word.len() > 3 && word.ends_with('e') {
+        word.pop();
     }
     word
 }
@@ -177,6 +195,9 @@ mod tests {
         assert_eq!(deploy.1, 3);
         assert_eq!(query_terms("Build THE build"), vec![term("build")]);
         assert_eq!(query_terms("painted painting paints"), vec![term("paint")]);
+        assert_eq!(query_terms("game games gaming"), vec![term("gam")]);
+        assert_eq!(query_terms("class classes"), vec![term("class")]);
+        assert_eq!(query_terms("story stories"), vec![term("story")]);
         assert_eq!(query_terms("bus red"), {
             let mut t = vec![term("bus"), term("red")];
             t.sort_unstable();
