@@ -133,6 +133,7 @@ impl App {
                 cache,
                 readiness: readiness.clone(),
                 metrics: metrics.clone(),
+                passages: config.retrieval.passage_weight > 0.0,
             },
             stop.clone(),
         );

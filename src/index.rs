@@ -12,7 +12,9 @@
 //! follows ([`Change::Upsert`]), moving it from the words-only side to the
 //! embedded side. Each id lives on one side at most: the vector search
 //! sees only the embedded side, the lexical search both, and a removal
-//! takes an id off whichever side holds it.
+//! takes an id off whichever side holds it. An embedded memory of several
+//! sentences also has a row per passage ([`passages`]) on a third side,
+//! under its own id, which only [`Snapshot::search_passages`] reads.
 //!
 //! Snapshots share structure: each namespace holds its entries in chunks
 //! behind `Arc`s, and an update copies only the chunks it touches, so a
@@ -38,6 +40,7 @@
 mod chunks;
 pub mod indexer;
 pub mod lexical;
+pub mod passages;
 mod pool;
 pub mod quantized;
 mod scan;
@@ -65,13 +68,31 @@ pub struct Entry {
     pub terms: lexical::Terms,
 }
 
+/// A memory's vectors (any length-`dimensions` vectors; they are
+/// normalised on insert): its whole text's, and one per passage
+/// ([`passages`]), in order.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Vectors {
+    pub whole: Vec<f32>,
+    pub passages: Vec<Vec<f32>>,
+}
+
+impl From<Vec<f32>> for Vectors {
+    /// The vector of a text without passages.
+    fn from(whole: Vec<f32>) -> Self {
+        Self {
+            whole,
+            passages: Vec::new(),
+        }
+    }
+}
+
 /// One change to the index; each replaces whatever the index held of the
 /// same id, on either side.
 #[derive(Clone, Debug)]
 pub enum Change {
-    /// The entry with its vector (any length-`dimensions` vector; it is
-    /// normalised on insert): both searches find it.
-    Upsert(Entry, Vec<f32>),
+    /// The entry with its vectors: both searches find it.
+    Upsert(Entry, Vectors),
     /// The entry's words alone, while its vector is on its way: the
     /// lexical search and the filters find it, the vector search does not.
     Words(Entry),
@@ -154,7 +175,7 @@ impl Index {
         // together with the snapshot swap, so it is still consistent.
         let mut locations = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
         let first_length = changes.iter().find_map(|change| match change {
-            Change::Upsert(_, vector) => Some(vector.len()),
+            Change::Upsert(_, vectors) => Some(vectors.whole.len()),
             Change::Words(_) | Change::Remove(_) => None,
         });
         // Unknown only while nothing was ever embedded, so 0 matters nowhere.
@@ -166,40 +187,64 @@ impl Index {
             None => self.coder.get().cloned().unwrap_or_default(),
         };
         let dimensions = coder.dimensions();
-        let mut embedded = Edits::default();
-        let mut words_only = Edits::default();
+        let mut edits = SideEdits::default();
         for change in changes {
             let id = change.id();
             if let Some((namespace, side)) = locations.remove(&id) {
                 match side {
-                    Side::Embedded => embedded.remove(namespace, id),
-                    Side::WordsOnly => words_only.remove(namespace, id),
+                    Side::Embedded => {
+                        edits.passages.remove(namespace.clone(), id);
+                        edits.embedded.remove(namespace, id);
+                    }
+                    Side::WordsOnly => edits.words_only.remove(namespace, id),
                 }
             }
-            let (side, entry, vector) = match change {
-                Change::Upsert(entry, mut vector) => {
-                    assert_eq!(
-                        vector.len(),
-                        dimensions,
+            match change {
+                Change::Upsert(entry, vectors) => {
+                    let Vectors {
+                        mut whole,
+                        passages,
+                    } = vectors;
+                    assert!(
+                        std::iter::once(&whole)
+                            .chain(&passages)
+                            .all(|vector| vector.len() == dimensions),
                         "the indexer checks dimensions before applying"
                     );
-                    normalise(&mut vector);
-                    (Side::Embedded, entry, vector)
+                    locations.insert(id, (entry.namespace.clone(), Side::Embedded));
+                    for mut passage in passages {
+                        normalise(&mut passage);
+                        // A passage is found by its meaning only: its
+                        // words are the whole memory's.
+                        let row = Entry {
+                            terms: lexical::Terms::default(),
+                            ..entry.clone()
+                        };
+                        edits.passages.add(row, passage);
+                    }
+                    normalise(&mut whole);
+                    edits.embedded.add(entry, whole);
                 }
-                Change::Words(entry) => (Side::WordsOnly, entry, Vec::new()),
-                Change::Remove(_) => continue,
-            };
-            locations.insert(id, (entry.namespace.clone(), side));
-            match side {
-                Side::Embedded => embedded.add(entry, vector),
-                Side::WordsOnly => words_only.add(entry, vector),
+                Change::Words(entry) => {
+                    locations.insert(id, (entry.namespace.clone(), Side::WordsOnly));
+                    edits.words_only.add(entry, Vec::new());
+                }
+                Change::Remove(_) => {}
             }
         }
 
         let current = self.snapshot.load();
-        self.snapshot
-            .store(Arc::new(current.updated(coder, embedded, words_only)));
+        self.snapshot.store(Arc::new(current.updated(coder, edits)));
     }
+}
+
+/// What one [`Index::apply`] does to each side of the index.
+#[derive(Default)]
+struct SideEdits {
+    embedded: Edits,
+    /// Rows of the embedded memories' passages, under their memories' ids.
+    passages: Edits,
+    words_only: Edits,
 }
 
 /// What one [`Index::apply`] does to one side of the index.
@@ -212,15 +257,11 @@ struct Edits {
 
 impl Edits {
     fn remove(&mut self, namespace: Namespace, id: MemoryId) {
-        match self.additions.get_mut(&namespace) {
-            // Added earlier in this same batch: drop it there.
-            Some(pending) if pending.iter().any(|(entry, _)| entry.id == id) => {
-                pending.retain(|(entry, _)| entry.id != id);
-            }
-            _ => {
-                self.removals.entry(namespace).or_default().insert(id);
-            }
+        // Added earlier in this same batch: drop it there too.
+        if let Some(pending) = self.additions.get_mut(&namespace) {
+            pending.retain(|(entry, _)| entry.id != id);
         }
+        self.removals.entry(namespace).or_default().insert(id);
     }
 
     fn add(&mut self, entry: Entry, vector: Vec<f32>) {

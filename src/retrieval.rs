@@ -107,7 +107,7 @@ struct Inner {
     access: AccessCounts,
     /// The whole retrieval's time budget.
     budget: Duration,
-    /// How the search weighs words and conversations against meaning.
+    /// How the search weighs words, conversations and passages.
     weighing: search::Weighing,
     cache: TurnCache<Outcome>,
     stats: RetrievalStats,
@@ -134,6 +134,7 @@ impl Retriever {
                 weighing: search::Weighing {
                     lexical: settings.lexical_weight,
                     conversation: settings.conversation_weight,
+                    passage: settings.passage_weight,
                 },
                 stats: RetrievalStats::default(),
                 metrics: parts.metrics,

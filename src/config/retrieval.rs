@@ -41,6 +41,12 @@ pub struct Retrieval {
     /// match the query together, 0..1; 0 judges each memory alone, and a
     /// memory without a session is never lifted.
     pub conversation_weight: f64,
+    /// How much a memory's closest sentence counts against its whole text,
+    /// 0..1: a memory of several sentences is also embedded sentence by
+    /// sentence, and its closeness to a query is the larger of its whole
+    /// text's cosine and this share of its closest sentence's. 0 embeds
+    /// whole texts only. A change takes effect at the next start.
+    pub passage_weight: f64,
     /// How long a turn's result stays cached, in seconds.
     pub cache_ttl_s: u64,
     /// The most turns cached at once.
@@ -63,6 +69,7 @@ impl Default for Retrieval {
             hypothesis_count: 3,
             lexical_weight: 0.8,
             conversation_weight: 0.3,
+            passage_weight: 0.8,
             cache_ttl_s: 300,
             cache_capacity: 10_000,
             cache_max_bytes: 32 * 1024 * 1024,
@@ -231,6 +238,7 @@ impl Retrieval {
         self.tuning(&RetrievalOverrides::default())?;
         within("lexical_weight", self.lexical_weight, 0.0..=1.0)?;
         within("conversation_weight", self.conversation_weight, 0.0..=1.0)?;
+        within("passage_weight", self.passage_weight, 0.0..=1.0)?;
         within("cache_ttl_s", self.cache_ttl_s, 1..=86_400)?;
         within("cache_capacity", self.cache_capacity, 1..=1_000_000)?;
         within(

@@ -10,7 +10,10 @@
 //! else from the embedder, all of a batch in one call on the embedder's
 //! backlog threads, so a retrieval's own query embedding never waits
 //! behind it, unless a reader waits for that batch), applies the batch as
-//! one snapshot swap, and only then acknowledges it as fully applied.
+//! one snapshot swap, and only then acknowledges it as fully applied. With
+//! passages on (`retrieval.passage_weight` above 0), a memory's vectors
+//! are its whole text's and each of its passages' ([`passages`]), found
+//! and embedded the same way.
 //!
 //! A batch is gathered ([`Gathering`]): once a change is pending the
 //! indexer waits up to [`GATHER`] for more, unless a full batch is already
@@ -24,7 +27,7 @@
 
 mod gathering;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -36,7 +39,7 @@ use tokio_util::sync::CancellationToken;
 use crate::embed::cache::ContentKey;
 use crate::embed::shared_cache::VectorCache;
 use crate::embed::{self, Embedder, Priority};
-use crate::index::{Change, Entry, Index, lexical};
+use crate::index::{Change, Entry, Index, Vectors, lexical, passages};
 use crate::memory::Memory;
 use crate::metrics::Metrics;
 use crate::readiness::Readiness;
@@ -100,6 +103,8 @@ pub struct Indexer {
     readiness: Readiness,
     stats: Arc<IndexerStats>,
     metrics: Metrics,
+    /// Whether memories are embedded passage by passage too.
+    passages: bool,
 }
 
 /// What the indexer works with.
@@ -113,6 +118,8 @@ pub struct IndexerDeps {
     /// Set once the start-up pass is done.
     pub readiness: Readiness,
     pub metrics: Metrics,
+    /// Whether memories are embedded passage by passage too.
+    pub passages: bool,
 }
 
 impl Indexer {
@@ -129,6 +136,7 @@ impl Indexer {
             cache,
             readiness,
             metrics,
+            passages,
         } = deps;
         let stats = Arc::new(IndexerStats::default());
         let stored_at_start = match &cache {
@@ -144,6 +152,7 @@ impl Indexer {
             readiness,
             stats: stats.clone(),
             metrics,
+            passages,
         };
         (stats, tokio::spawn(indexer.run(stop)))
     }
@@ -246,56 +255,84 @@ impl Indexer {
         hurry: bool,
     ) -> Result<(), embed::Error> {
         let mut changes = Vec::with_capacity(batch.len());
-        let mut to_embed = Vec::new();
         let present: Vec<_> = batch
             .iter()
             .filter_map(|change| match self.store.get(change.id) {
-                Some(memory) => Some((change, ContentKey::of(&memory.content), memory)),
+                Some(memory) => Some((change, memory)),
                 None => {
                     changes.push((*change, Change::Remove(change.id)));
                     None
                 }
             })
             .collect();
-        let keys: Vec<ContentKey> = present.iter().map(|(_, key, _)| *key).collect();
-        let mut cached = self.cache.take(&keys).await;
-        for (change, key, memory) in present {
-            match cached.remove(&key) {
-                Some(vector) if Some(vector.len()) == self.embedder.dimensions() => {
-                    self.stats.cache_hits.fetch_add(1, Ordering::Relaxed);
-                    changes.push((*change, Change::Upsert(entry_of(&memory), vector)));
-                }
-                _ => to_embed.push((*change, key, memory)),
-            }
-        }
-        if !to_embed.is_empty() {
-            let texts = to_embed
-                .iter()
-                .map(|(_, _, memory)| memory.content.clone())
-                .collect();
+        // Each memory's texts: its whole content, then its passages.
+        let texts: Vec<Vec<&str>> = present
+            .iter()
+            .map(|(_, memory)| self.texts_of(memory))
+            .collect();
+        let keys: Vec<ContentKey> = texts
+            .iter()
+            .flatten()
+            .map(|text| ContentKey::of(text))
+            .collect();
+        let mut found = self.cache.take(&keys).await;
+        found.retain(|_, vector| Some(vector.len()) == self.embedder.dimensions());
+        self.stats
+            .cache_hits
+            .fetch_add(found.len() as u64, Ordering::Relaxed);
+        let mut asked = HashSet::new();
+        let missing: Vec<(ContentKey, String)> = keys
+            .iter()
+            .zip(texts.iter().flatten())
+            .filter(|(key, _)| !found.contains_key(key) && asked.insert(**key))
+            .map(|(key, text)| (*key, (*text).to_owned()))
+            .collect();
+        if !missing.is_empty() {
             let priority = if hurry {
                 Priority::Query
             } else {
                 Priority::Backlog
             };
+            let to_embed = missing.iter().map(|(_, text)| text.clone()).collect();
             let vectors = self
-                .taking_in_words(self.embedder.embed_as(texts, priority))
+                .taking_in_words(self.embedder.embed_as(to_embed, priority))
                 .await?;
             self.stats
                 .embedded
                 .fetch_add(vectors.len() as u64, Ordering::Relaxed);
-            let entries: Vec<(ContentKey, &[f32])> = to_embed
+            let entries: Vec<(ContentKey, &[f32])> = missing
                 .iter()
                 .zip(&vectors)
-                .map(|((_, key, _), vector)| (*key, vector.as_slice()))
+                .map(|((key, _), vector)| (*key, vector.as_slice()))
                 .collect();
             self.cache.put(&entries).await;
-            for ((change, _, memory), vector) in to_embed.into_iter().zip(vectors) {
-                changes.push((change, Change::Upsert(entry_of(&memory), vector)));
-            }
+            found.extend(missing.into_iter().map(|(key, _)| key).zip(vectors));
+        }
+        let mut keys = keys.into_iter();
+        for ((change, memory), texts) in present.iter().zip(&texts) {
+            let mut vectors = keys
+                .by_ref()
+                .take(texts.len())
+                .map(|key| found.get(&key).cloned().unwrap_or_default());
+            let whole = vectors.next().unwrap_or_default();
+            let vectors = Vectors {
+                whole,
+                passages: vectors.collect(),
+            };
+            changes.push((**change, Change::Upsert(entry_of(memory), vectors)));
         }
         finish_batch(&self.store, &self.index, batch, changes);
         Ok(())
+    }
+
+    /// What `memory` is embedded as: its content, then its passages if
+    /// they are on.
+    fn texts_of<'a>(&self, memory: &'a Memory) -> Vec<&'a str> {
+        let mut texts = vec![memory.content.as_str()];
+        if self.passages {
+            texts.extend(passages::passages(&memory.content));
+        }
+        texts
     }
 
     fn declare_ready(&self, took: Duration) {
@@ -327,13 +364,27 @@ impl Indexer {
         let stale = std::mem::take(stored).len();
         if stale * 4 >= self.stored_at_start {
             let snapshot = self.index.snapshot();
-            let live: HashMap<ContentKey, Vec<f32>> = snapshot
+            let mut live: HashMap<ContentKey, Vec<f32>> = snapshot
                 .entries()
                 .filter_map(|(id, vector)| {
                     let memory = self.store.get(id)?;
                     Some((ContentKey::of(&memory.content), vector))
                 })
                 .collect();
+            // A memory's passage rows are in the order of its passages.
+            let mut rows = snapshot.passage_entries().peekable();
+            while let Some((id, vector)) = rows.next() {
+                let mut vectors = vec![vector];
+                while let Some((_, vector)) = rows.next_if(|(next, _)| *next == id) {
+                    vectors.push(vector);
+                }
+                if let Some(memory) = self.store.get(id) {
+                    let texts = passages::passages(&memory.content);
+                    if texts.len() == vectors.len() {
+                        live.extend(texts.into_iter().map(ContentKey::of).zip(vectors));
+                    }
+                }
+            }
             tracing::info!(stale, live = live.len(), "compacting the embedding cache");
             file.rewrite(live.iter().map(|(key, vector)| (*key, vector.as_slice())));
         }

@@ -1,4 +1,4 @@
-//! One immutable state of the index: both sides' namespaces and the
+//! One immutable state of the index: its sides' namespaces and the
 //! vectors' coder, with what reads them whole (sizes, footprint, stored
 //! vectors). Its two searches live in [`vector_search`] and
 //! [`lexical_search`]; [`Snapshot::updated`] builds the next state.
@@ -14,7 +14,7 @@ use half::f16;
 pub use lexical_search::LexicalHit;
 
 use super::chunks::{Namespaces, Posting};
-use super::{Edits, lexical, normalise, quantized};
+use super::{SideEdits, lexical, normalise, quantized};
 use crate::memory::{Category, MemoryId, Namespace};
 
 /// The bytes a snapshot's columns hold, by part: their capacities, not
@@ -36,6 +36,9 @@ pub struct Footprint {
 pub struct Snapshot {
     /// Memories with their vectors.
     embedded: Namespaces,
+    /// The embedded memories' passages: a row each, under the memory's id,
+    /// without words.
+    passages: Namespaces,
     /// Memories whose words are indexed and whose vectors are not yet.
     words_only: Namespaces,
     /// The vectors' length and their codes' rotation.
@@ -43,19 +46,15 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
-    /// This state with `embedded` and `words_only` applied to their
-    /// sides, its vectors coded by `coder`.
-    pub(super) fn updated(
-        &self,
-        coder: Arc<quantized::Coder>,
-        embedded: Edits,
-        words_only: Edits,
-    ) -> Self {
+    /// This state with `edits` applied to each side, its vectors coded by
+    /// `coder`.
+    pub(super) fn updated(&self, coder: Arc<quantized::Coder>, edits: SideEdits) -> Self {
         Self {
-            embedded: self.embedded.updated(&coder, embedded),
+            embedded: self.embedded.updated(&coder, edits.embedded),
+            passages: self.passages.updated(&coder, edits.passages),
             words_only: self
                 .words_only
-                .updated(&quantized::Coder::default(), words_only),
+                .updated(&quantized::Coder::default(), edits.words_only),
             coder,
         }
     }
@@ -69,10 +68,15 @@ impl Snapshot {
         self.len() == 0
     }
 
-    /// What the columns of both sides hold, in bytes.
+    /// Passage rows, across every namespace.
+    pub fn passages(&self) -> usize {
+        self.passages.len()
+    }
+
+    /// What the columns of every side hold, in bytes.
     pub fn footprint(&self) -> Footprint {
         let mut total = Footprint::default();
-        for chunk in [&self.embedded, &self.words_only]
+        for chunk in [&self.embedded, &self.passages, &self.words_only]
             .into_iter()
             .flat_map(|side| side.0.values())
             .flat_map(|index| index.chunks.iter())
@@ -109,9 +113,21 @@ impl Snapshot {
 
     /// Every embedded entry's id and (normalised, stored) vector.
     pub fn entries(&self) -> impl Iterator<Item = (MemoryId, Vec<f32>)> {
+        self.rows_of(&self.embedded)
+    }
+
+    /// Every passage row's memory id and (normalised, stored) vector; a
+    /// memory's passages in their order.
+    pub fn passage_entries(&self) -> impl Iterator<Item = (MemoryId, Vec<f32>)> {
+        self.rows_of(&self.passages)
+    }
+
+    fn rows_of<'a>(
+        &'a self,
+        side: &'a Namespaces,
+    ) -> impl Iterator<Item = (MemoryId, Vec<f32>)> + 'a {
         let dimensions = self.dimensions();
-        self.embedded
-            .0
+        side.0
             .values()
             .flat_map(|index| index.chunks.iter())
             .flat_map(move |chunk| {

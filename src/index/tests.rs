@@ -20,7 +20,7 @@ struct Embedded {
 
 impl Embedded {
     fn upsert(&self) -> Change {
-        Change::Upsert(self.entry.clone(), self.vector.clone())
+        Change::Upsert(self.entry.clone(), self.vector.clone().into())
     }
 
     fn words(&self) -> Change {
@@ -469,4 +469,82 @@ proptest! {
             hits.iter().map(|hit| (hit.score, hit.id, hit.matched_terms)).collect();
         prop_assert_eq!(found, expected);
     }
+}
+
+/// `embedded` with passages of these vectors.
+fn with_passages(embedded: &Embedded, passages: &[[f32; 2]]) -> Change {
+    Change::Upsert(
+        embedded.entry.clone(),
+        Vectors {
+            whole: embedded.vector.clone(),
+            passages: passages.iter().map(|passage| passage.to_vec()).collect(),
+        },
+    )
+}
+
+#[test]
+fn a_memory_is_found_by_its_closest_passage_at_the_passage_weight_once() {
+    let ns = repo("a");
+    let index = Index::new(2);
+    // About the query as a whole, at cosine 0.8.
+    let whole = entry(&ns, vec![0.8, 0.6]);
+    // Its whole text is far from the query; one passage points right at it.
+    let aside = entry(&ns, vec![0.0, 1.0]);
+    index.apply(vec![
+        whole.upsert(),
+        with_passages(&aside, &[[0.0, 1.0], [1.0, 0.0], [0.6, 0.8]]),
+    ]);
+    let snapshot = index.snapshot();
+    assert_eq!(snapshot.len(), 2);
+    assert_eq!(snapshot.passages(), 3);
+    let query = [vec![1.0, 0.0]];
+    let found = |weight| {
+        snapshot
+            .search_passages(std::slice::from_ref(&ns), &query, 10, weight, |_, _| true)
+            .iter()
+            .map(|hit| (hit.id, (hit.similarity * 100.0).round()))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(found(0.9), [(aside.id, 90.0), (whole.id, 80.0)]);
+    assert_eq!(found(0.7), [(whole.id, 80.0), (aside.id, 70.0)]);
+    assert_eq!(found(0.0), [(whole.id, 80.0), (aside.id, 0.0)]);
+    let plain: Vec<MemoryId> = snapshot
+        .search(std::slice::from_ref(&ns), &query, 10, |_, _| true)
+        .iter()
+        .map(|hit| hit.id)
+        .collect();
+    assert_eq!(
+        plain,
+        [whole.id, aside.id],
+        "the plain search reads whole texts"
+    );
+}
+
+#[test]
+fn a_memory_changed_removed_or_waiting_for_its_vector_keeps_no_passage() {
+    let ns = repo("a");
+    let index = Index::new(2);
+    let first = entry(&ns, vec![0.0, 1.0]);
+    let second = entry(&ns, vec![0.0, 1.0]);
+    index.apply(vec![
+        with_passages(&first, &[[1.0, 0.0], [0.0, 1.0]]),
+        with_passages(&second, &[[1.0, 0.0]]),
+    ]);
+    assert_eq!(index.snapshot().passages(), 3);
+    index.apply(vec![with_passages(&first, &[[0.6, 0.8]])]);
+    assert_eq!(
+        index.snapshot().passages(),
+        2,
+        "the new passages replace the old"
+    );
+    index.apply(vec![first.words()]);
+    assert_eq!(index.snapshot().passages(), 1);
+    index.apply(vec![Change::Remove(second.id)]);
+    assert_eq!(index.snapshot().passages(), 0);
+    index.apply(vec![with_passages(&first, &[[1.0, 0.0]]), first.upsert()]);
+    assert_eq!(
+        index.snapshot().passages(),
+        0,
+        "the later change of a batch wins"
+    );
 }

@@ -34,7 +34,8 @@ const MIN_VECTOR_EVIDENCE: f32 = 0.1;
 /// A memory found by the vector search, the lexical search, or both.
 pub struct Candidate {
     pub memory: Arc<Memory>,
-    /// Best cosine similarity among its matching versions.
+    /// Best cosine similarity among its matching versions (a passage's
+    /// counting at the passage weight).
     pub similarity: f32,
     /// BM25 score relative to the best of this retrieval, 0..1.
     pub lexical: f32,
@@ -68,6 +69,9 @@ pub struct Weighing {
     pub lexical: f64,
     /// How much the conversation's words lift a match, 0..1.
     pub conversation: f64,
+    /// How much a memory's closest passage counts against its whole
+    /// text, 0..1 (0: whole texts only).
+    pub passage: f64,
 }
 
 /// The candidates for `query`, best fused score first. With a lexical
@@ -90,11 +94,13 @@ pub async fn candidates(
     let limit = (request.tuning.top_k * CANDIDATE_FACTOR).max(MIN_CANDIDATES);
     let filters = request.filters.clone();
     let lexical_limit = if lexical_weight > 0.0 { limit } else { 0 };
+    #[expect(clippy::cast_possible_truncation, reason = "a weight, 0..1")]
+    let passage_weight = weighing.passage as f32;
     let small = snapshot.is_small_search(&namespaces, vectors.len());
     let scan = move || {
         let admit = |_: MemoryId, category: Category| filters.admit_category(category);
         (
-            snapshot.search(&namespaces, &vectors, limit, admit),
+            snapshot.search_passages(&namespaces, &vectors, limit, passage_weight, admit),
             snapshot.lexical_search(&namespaces, &terms, &vectors, lexical_limit, admit),
         )
     };

@@ -138,9 +138,12 @@ pub struct IndexStatsView {
     pub pending_words: usize,
     /// Memories found by their words alone for now, their vectors pending.
     pub words_only: usize,
-    /// Texts embedded since start.
+    /// The memories' passages with a vector of their own (the sentences of
+    /// memories of several; 0 with `retrieval.passage_weight` 0).
+    pub passages: usize,
+    /// Texts embedded since start: whole memories and passages.
     pub embedded: u64,
-    /// Vectors taken from the on-disk embedding cache instead.
+    /// Vectors taken from the embedding cache instead.
     pub cache_hits: u64,
     /// Embedding batches that failed and were retried.
     pub failed_batches: u64,
@@ -273,6 +276,7 @@ impl StatsResponse {
             pending: store.pending_change_count(IndexStage::Vectors),
             pending_words: store.pending_change_count(IndexStage::Words),
             words_only: snapshot.words_only(),
+            passages: snapshot.passages(),
             embedded: indexer.embedded,
             cache_hits: indexer.cache_hits,
             failed_batches: indexer.failed_batches,

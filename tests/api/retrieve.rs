@@ -6,6 +6,7 @@
 mod conversation;
 mod degradation;
 mod lexical;
+mod passages;
 
 use axum::http::StatusCode;
 use engram::tokens::count as count_tokens;

@@ -51,7 +51,7 @@ fn measure(size: usize) -> Result<Report> {
                     category: memory.category,
                     terms: lexical::terms(&memory.content),
                 },
-                upstream::Vectors::MINILM.of(&memory.content),
+                upstream::Vectors::MINILM.of(&memory.content).into(),
             )
         })
         .collect();

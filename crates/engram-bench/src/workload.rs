@@ -27,19 +27,24 @@ pub struct Weighing {
     /// `retrieval.conversation_weight` (0: each memory judged alone).
     #[arg(long, default_value_t = engram::config::Retrieval::default().conversation_weight)]
     pub conversation_weight: f64,
+    /// `retrieval.passage_weight` (0: whole texts only).
+    #[arg(long, default_value_t = engram::config::Retrieval::default().passage_weight)]
+    pub passage_weight: f64,
 }
 
 impl Weighing {
     pub fn apply(self, config: &mut Config) {
         config.retrieval.lexical_weight = self.lexical_weight;
         config.retrieval.conversation_weight = self.conversation_weight;
+        config.retrieval.passage_weight = self.passage_weight;
     }
 
-    /// The weights as a report label: `lexical_weight 0.8, conversation_weight 0.3`.
+    /// The weights as a report label: `lexical_weight 0.8,
+    /// conversation_weight 0.3, passage_weight 0.8`.
     pub fn label(self) -> String {
         format!(
-            "lexical_weight {}, conversation_weight {}",
-            self.lexical_weight, self.conversation_weight
+            "lexical_weight {}, conversation_weight {}, passage_weight {}",
+            self.lexical_weight, self.conversation_weight, self.passage_weight
         )
     }
 }

@@ -114,7 +114,7 @@ impl Run {
                 .iter()
                 .map(|change| {
                     let found = match self.store.get(change.id) {
-                        Some(memory) => Change::Upsert(entry_of(&memory), vec![1.0, 0.0]),
+                        Some(memory) => Change::Upsert(entry_of(&memory), vec![1.0, 0.0].into()),
                         None => Change::Remove(change.id),
                     };
                     (*change, found)

@@ -1,6 +1,8 @@
 //! The vector search over a snapshot: a one-bit scan of the codes picks
-//! a pool of candidates, rescored with the stored vectors.
+//! a pool of candidates, rescored with the stored vectors; with passages,
+//! a memory's passage rows are scanned beside its whole text's row.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU16, Ordering};
 
@@ -51,17 +53,29 @@ impl Snapshot {
         limit: usize,
         accept: impl Fn(MemoryId, Category) -> bool,
     ) -> Vec<Hit> {
-        let rows = self
-            .chunks_of(namespaces)
-            .map(|chunk| chunk.ids.len())
-            .sum();
-        self.search_in_pool(
-            namespaces,
-            queries,
-            limit,
-            rescore_pool(limit, rows),
-            accept,
-        )
+        let sides = Sides::whole(self, namespaces);
+        let pool = rescore_pool(limit, sides.rows());
+        self.search_sides(&sides, queries, limit, pool, accept)
+    }
+
+    /// [`Self::search`] that also reads the memories' passages
+    /// ([`crate::index::passages`]): a memory scores the larger of its
+    /// whole text's similarity and `passage_weight` times its closest
+    /// passage's.
+    pub fn search_passages(
+        &self,
+        namespaces: &[Namespace],
+        queries: &[Vec<f32>],
+        limit: usize,
+        passage_weight: f32,
+        accept: impl Fn(MemoryId, Category) -> bool,
+    ) -> Vec<Hit> {
+        let mut sides = Sides::whole(self, namespaces);
+        if passage_weight > 0.0 {
+            sides.add_passages(self, namespaces, passage_weight);
+        }
+        let pool = rescore_pool(limit, sides.rows());
+        self.search_sides(&sides, queries, limit, pool, accept)
     }
 
     /// [`Self::search`], rescoring the `pool` best estimates (at least
@@ -69,6 +83,23 @@ impl Snapshot {
     pub fn search_in_pool(
         &self,
         namespaces: &[Namespace],
+        queries: &[Vec<f32>],
+        limit: usize,
+        pool: usize,
+        accept: impl Fn(MemoryId, Category) -> bool,
+    ) -> Vec<Hit> {
+        self.search_sides(
+            &Sides::whole(self, namespaces),
+            queries,
+            limit,
+            pool,
+            accept,
+        )
+    }
+
+    fn search_sides(
+        &self,
+        sides: &Sides,
         queries: &[Vec<f32>],
         limit: usize,
         pool: usize,
@@ -84,10 +115,10 @@ impl Snapshot {
                 .map(|query| quantized::Query::new(&self.coder, query))
                 .collect(),
         );
-        let chunks: Vec<Arc<Chunk>> = self.chunks_of(namespaces).cloned().collect();
+        let chunks = &sides.chunks;
         let mut best_codes = pool::Pool::new(pool.max(limit), self.coder.bits());
         let cutoff = Arc::new(AtomicU16::new(best_codes.cutoff()));
-        scan::approximate(&chunks, &coded, &cutoff, |index, near| {
+        scan::approximate(chunks, &coded, &cutoff, |index, near| {
             let chunk = &chunks[index];
             let index = u32::try_from(index).expect("far fewer chunks than 2^32");
             for row in near {
@@ -123,19 +154,32 @@ impl Snapshot {
             touched ^ chunk.touch(slot, self.dimensions())
         });
         std::hint::black_box(touched);
-        let mut best = TopK::new(limit);
+        // A memory's rows (its whole text and its passages) count once,
+        // with the best of their weighted similarities.
+        let mut by_memory: HashMap<MemoryId, Hit> = HashMap::with_capacity(candidates.len());
         let mut row = vec![0.0; self.dimensions()];
         for candidate in candidates {
             let (chunk, slot) = place(candidate);
             chunk.decode(slot, &mut row);
             let (query, similarity) = best_of(&queries, &row).expect("queries is not empty");
-            let id = chunk.ids[slot];
-            if best.admits(similarity, id) {
-                best.push(Hit {
-                    id,
-                    similarity,
-                    query,
-                });
+            let hit = Hit {
+                id: chunk.ids[slot],
+                similarity: similarity * sides.weight(candidate.chunk as usize),
+                query,
+            };
+            by_memory
+                .entry(hit.id)
+                .and_modify(|best| {
+                    if hit.similarity > best.similarity {
+                        *best = hit;
+                    }
+                })
+                .or_insert(hit);
+        }
+        let mut best = TopK::new(limit);
+        for hit in by_memory.into_values() {
+            if best.admits(hit.similarity, hit.id) {
+                best.push(hit);
             }
         }
         best.into_sorted()
@@ -188,6 +232,45 @@ impl Snapshot {
         namespaces: &'a [Namespace],
     ) -> impl Iterator<Item = &'a Arc<Chunk>> {
         self.embedded.chunks_of(namespaces)
+    }
+}
+
+/// The chunks a search scans: the whole texts' first, then, if asked for,
+/// the passages', whose similarities count at `passage_weight`.
+struct Sides {
+    chunks: Vec<Arc<Chunk>>,
+    /// Where the passages' chunks begin in `chunks`.
+    passages_from: usize,
+    passage_weight: f32,
+}
+
+impl Sides {
+    fn whole(snapshot: &Snapshot, namespaces: &[Namespace]) -> Self {
+        let chunks: Vec<Arc<Chunk>> = snapshot.chunks_of(namespaces).cloned().collect();
+        Self {
+            passages_from: chunks.len(),
+            chunks,
+            passage_weight: 1.0,
+        }
+    }
+
+    fn add_passages(&mut self, snapshot: &Snapshot, namespaces: &[Namespace], weight: f32) {
+        self.chunks
+            .extend(snapshot.passages.chunks_of(namespaces).cloned());
+        self.passage_weight = weight;
+    }
+
+    fn rows(&self) -> usize {
+        self.chunks.iter().map(|chunk| chunk.ids.len()).sum()
+    }
+
+    /// What a similarity found in the chunk at `index` counts for.
+    fn weight(&self, index: usize) -> f32 {
+        if index < self.passages_from {
+            1.0
+        } else {
+            self.passage_weight
+        }
     }
 }
 
