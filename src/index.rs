@@ -116,6 +116,9 @@ pub struct Hit {
     pub similarity: f32,
     /// Which of the queries gave the best similarity.
     pub query: usize,
+    /// Whether one of its passages gave it, at the passage weight, rather
+    /// than its whole text.
+    pub passage: bool,
 }
 
 /// Which side of the index holds an id.

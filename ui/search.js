@@ -95,7 +95,8 @@ const FOUND_BY = {
 /** `reason` in words: the query, a hypothesis, a hop, or the filters. */
 export function reason(why) {
   if (!why) return 'unknown';
-  const found = FOUND_BY[why.found_by] ? `, ${FOUND_BY[why.found_by]}` : '';
+  const sentence = why.passage ? ', by one of its sentences' : '';
+  const found = FOUND_BY[why.found_by] ? `, ${FOUND_BY[why.found_by]}${sentence}` : '';
   const stand = why.matched_version
     ? [' (an older version, ', memoryLink(why.matched_version), ', matched; this is the current one)']
     : [];

@@ -98,16 +98,20 @@ pub enum Reason {
     /// the current version, stands in. `vector_pending` (present only
     /// when true): it was found by its words alone while its vector was
     /// still being computed, so its similarity is 0 for want of a vector,
-    /// not measured.
+    /// not measured. `passage` (present only when true): one of its
+    /// sentences, not its whole text, gave its similarity (at
+    /// `retrieval.passage_weight`).
     Query {
         found_by: FoundBy,
         #[serde(skip_serializing_if = "Option::is_none")]
         matched_version: Option<MemoryId>,
         #[serde(skip_serializing_if = "std::ops::Not::not")]
         vector_pending: bool,
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        passage: bool,
     },
     /// It matched HyDE hypothesis number `hypothesis` (0-based);
-    /// `matched_version` and `vector_pending` as for `query`.
+    /// `matched_version`, `vector_pending` and `passage` as for `query`.
     Hypothesis {
         hypothesis: usize,
         found_by: FoundBy,
@@ -115,6 +119,8 @@ pub enum Reason {
         matched_version: Option<MemoryId>,
         #[serde(skip_serializing_if = "std::ops::Not::not")]
         vector_pending: bool,
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        passage: bool,
     },
     /// A `related` edge links it with `from`, a memory in the result.
     Hop {

@@ -155,6 +155,7 @@ pub async fn candidates(
                 found_by: FoundBy::Lexical,
                 matched_version,
                 vector_pending: false,
+                passage: false,
             },
         });
         if let Some((rank, hit)) = dense_hit
@@ -168,12 +169,14 @@ pub async fn candidates(
                     found_by: FoundBy::Vector,
                     matched_version,
                     vector_pending: false,
+                    passage: hit.passage,
                 }
             } else {
                 Reason::Query {
                     found_by: FoundBy::Vector,
                     matched_version,
                     vector_pending: false,
+                    passage: hit.passage,
                 }
             };
         }

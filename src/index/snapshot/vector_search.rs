@@ -166,6 +166,7 @@ impl Snapshot {
                 id: chunk.ids[slot],
                 similarity: similarity * sides.weight(candidate.chunk as usize),
                 query,
+                passage: sides.is_passage(candidate.chunk as usize),
             };
             by_memory
                 .entry(hit.id)
@@ -208,6 +209,7 @@ impl Snapshot {
                         id: chunk.ids[slot],
                         similarity,
                         query,
+                        passage: false,
                     });
                 }
             }
@@ -264,12 +266,17 @@ impl Sides {
         self.chunks.iter().map(|chunk| chunk.ids.len()).sum()
     }
 
+    /// Whether the chunk at `index` holds passages.
+    fn is_passage(&self, index: usize) -> bool {
+        index >= self.passages_from
+    }
+
     /// What a similarity found in the chunk at `index` counts for.
     fn weight(&self, index: usize) -> f32 {
-        if index < self.passages_from {
-            1.0
-        } else {
+        if self.is_passage(index) {
             self.passage_weight
+        } else {
+            1.0
         }
     }
 }

@@ -74,6 +74,17 @@ async fn a_fact_said_in_passing_is_found_by_its_sentence(backend: Backend) {
         (similarity - 0.8 * 0.591).abs() < 0.01,
         "its closeness is 0.8 of its sentence's cosine, 0.591: {similarity}"
     );
+    assert_eq!(
+        with_passages["memories"][0]["reason"]["passage"], true,
+        "its reason says a sentence found it: {with_passages:#}"
+    );
+    let others = &with_passages["memories"].as_array().unwrap()[1..];
+    assert!(
+        others
+            .iter()
+            .all(|found| found["reason"].get("passage").is_none()),
+        "{with_passages:#}"
+    );
 }
 
 async fn passages_are_embedded_once_and_a_restart_finds_them_cached(backend: Backend) {
