@@ -14,6 +14,8 @@
 //! sentence's); a text of more than [`MAX_PASSAGES`] sentences has its
 //! sentences grouped, in order, into that many passages at most.
 
+use std::ops::Range;
+
 /// The most passages a text is embedded as, besides the whole: a long
 /// document costs at most this many more vectors.
 pub const MAX_PASSAGES: usize = 16;
@@ -29,36 +31,36 @@ pub fn passages(text: &str) -> Vec<&str> {
     let per_passage = sentences.len().div_ceil(MAX_PASSAGES);
     sentences
         .chunks(per_passage)
-        .map(|group| {
-            let (first, last) = (group[0], group[group.len() - 1]);
-            let start = first.as_ptr() as usize - text.as_ptr() as usize;
-            let end = last.as_ptr() as usize - text.as_ptr() as usize + last.len();
-            &text[start..end]
-        })
+        .map(|group| &text[group[0].start..group[group.len() - 1].end])
         .collect()
 }
 
-/// The trimmed, non-empty sentences of `text`, as slices of it.
-fn sentences(text: &str) -> Vec<&str> {
+/// Where the trimmed, non-empty sentences of `text` are, in bytes.
+fn sentences(text: &str) -> Vec<Range<usize>> {
     let mut sentences = Vec::new();
     let mut start = 0;
     let mut previous = None;
     for (at, c) in text.char_indices() {
         let ends = c == '\n' || (c.is_whitespace() && matches!(previous, Some('.' | '!' | '?')));
         if ends {
-            push_trimmed(&mut sentences, &text[start..at]);
+            push_trimmed(&mut sentences, text, start..at);
             start = at + c.len_utf8();
         }
         previous = Some(c);
     }
-    push_trimmed(&mut sentences, &text[start..]);
+    push_trimmed(&mut sentences, text, start..text.len());
     sentences
 }
 
-fn push_trimmed<'a>(sentences: &mut Vec<&'a str>, piece: &'a str) {
-    let piece = piece.trim();
-    if !piece.is_empty() {
-        sentences.push(piece);
+/// `piece` of `text` without its surrounding white space, unless nothing
+/// is left.
+fn push_trimmed(sentences: &mut Vec<Range<usize>>, text: &str, piece: Range<usize>) {
+    let held = &text[piece.clone()];
+    let trimmed = held.trim_start();
+    let start = piece.start + (held.len() - trimmed.len());
+    let end = start + trimmed.trim_end().len();
+    if end > start {
+        sentences.push(start..end);
     }
 }
 
