@@ -2,13 +2,14 @@
 //! several sentences is embedded whole and sentence by sentence, and its
 //! closeness is the larger of its whole text's cosine and
 //! `retrieval.passage_weight` of its closest sentence's. The passages'
-//! vectors are cached like the whole texts', so a restart embeds nothing.
+//! vectors are cached like the whole texts' (and kept when a start
+//! rewrites the cache), so a restart embeds nothing.
 
 use serde_json::{Value, json};
 
 use super::id;
 use crate::backends::{Backend, over_both_backends};
-use crate::helpers::memory;
+use crate::helpers::{TestApp, memory, wait_until};
 
 over_both_backends!(
     a_fact_said_in_passing_is_found_by_its_sentence,
@@ -116,4 +117,57 @@ async fn passages_are_embedded_once_and_a_restart_finds_them_cached(backend: Bac
         before["memories"][0]["scores"]["similarity"],
         after["memories"][0]["scores"]["similarity"]
     );
+}
+
+/// The embedding cache file of the data directory (one per model).
+fn cache_file(data_dir: &std::path::Path) -> std::path::PathBuf {
+    let dir = data_dir.join(".cache/embeddings");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .collect();
+    assert_eq!(files.len(), 1, "{files:?}");
+    files.remove(0)
+}
+
+fn size(file: &std::path::Path) -> u64 {
+    std::fs::metadata(file).map_or(0, |metadata| metadata.len())
+}
+
+/// The embedding cache is files mode's (replicas share a table instead):
+/// when a start finds a quarter of it stale, it rewrites it with the live
+/// vectors, the passages' among them, so the next start embeds nothing.
+#[tokio::test]
+async fn the_cache_rewritten_at_start_keeps_the_passages_vectors() {
+    let app = TestApp::builder().spawn().await;
+    app.create(memory("user", "cy", "user-facts", ASIDE)).await;
+    let mut others = Vec::new();
+    for content in OTHERS {
+        others.push(id(&app
+            .create(memory("user", "cy", "user-facts", content))
+            .await));
+    }
+    app.wait_indexed().await;
+    for gone in &others[..2] {
+        app.delete(&format!("/memories/{gone}?user=cy")).await;
+    }
+    app.wait_indexed().await;
+    let file = cache_file(&app.data_dir);
+    let before = size(&file);
+
+    let second = TestApp::builder().on(app.into_ground()).spawn().await;
+    second.wait_indexed().await;
+    // Two whole texts of 384 floats, each after its 32-byte key, went.
+    let record = 32 + 384 * 4;
+    wait_until(
+        "the cache file is rewritten without the two forgotten",
+        || size(&file) == before - 2 * record,
+    )
+    .await;
+
+    let third = TestApp::builder().on(second.into_ground()).spawn().await;
+    let stats = third.wait_indexed().await;
+    assert_eq!(stats["index"]["embedded"], 0, "{stats:#}");
+    assert_eq!(stats["index"]["cache_hits"], 5, "{stats:#}");
+    assert_eq!(stats["index"]["passages"], 3, "{stats:#}");
 }
