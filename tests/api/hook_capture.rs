@@ -8,7 +8,7 @@
 use serde_json::{Value, json};
 
 use crate::backends::{Backend, over_both_backends};
-use crate::helpers::RunningApp;
+use crate::helpers::{RunningApp, is_ready, wait_until_async};
 use crate::hooks::{Project, get, hook, printed_context, wait_for_index};
 
 over_both_backends!(
@@ -21,9 +21,15 @@ async fn agent_driven() -> RunningApp {
     agent_driven_over(&Backend::Files).await
 }
 
-/// [`agent_driven`], over `backend`.
+/// [`agent_driven`], over `backend`, once ready: a prompt's retrieval
+/// before the start-up index build is done degrades, and the hook logs it.
 async fn agent_driven_over(backend: &Backend) -> RunningApp {
-    backend.builder().embedder().serve().await
+    let app = backend.builder().embedder().serve().await;
+    wait_until_async("engram to get ready", async || {
+        is_ready(&app.base_url).await
+    })
+    .await;
+    app
 }
 
 /// Runs Claude Code's prompt hook for `prompt` in the project `forge` and
