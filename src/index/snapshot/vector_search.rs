@@ -154,34 +154,43 @@ impl Snapshot {
             touched ^ chunk.touch(slot, self.dimensions())
         });
         std::hint::black_box(touched);
-        // A memory's rows (its whole text and its passages) count once,
-        // with the best of their weighted similarities.
-        let mut by_memory: HashMap<MemoryId, Hit> = HashMap::with_capacity(candidates.len());
         let mut row = vec![0.0; self.dimensions()];
-        for candidate in candidates {
+        let hits = candidates.into_iter().map(|candidate| {
             let (chunk, slot) = place(candidate);
             chunk.decode(slot, &mut row);
             let (query, similarity) = best_of(&queries, &row).expect("queries is not empty");
-            let hit = Hit {
+            Hit {
                 id: chunk.ids[slot],
                 similarity: similarity * sides.weight(candidate.chunk as usize),
                 query,
                 passage: sides.is_passage(candidate.chunk as usize),
-            };
-            by_memory
-                .entry(hit.id)
-                .and_modify(|best| {
-                    if hit.similarity > best.similarity {
-                        *best = hit;
-                    }
-                })
-                .or_insert(hit);
-        }
+            }
+        });
         let mut best = TopK::new(limit);
-        for hit in by_memory.into_values() {
+        let mut offer = |hit: Hit| {
             if best.admits(hit.similarity, hit.id) {
                 best.push(hit);
             }
+        };
+        if sides.has_passages() {
+            // A memory's rows (its whole text and its passages) count
+            // once, with the best of their weighted similarities. Without
+            // passages every row is a memory of its own: a search (most
+            // stores' memories are single sentences) skips the map.
+            let mut by_memory: HashMap<MemoryId, Hit> = HashMap::new();
+            for hit in hits {
+                by_memory
+                    .entry(hit.id)
+                    .and_modify(|kept| {
+                        if hit.similarity > kept.similarity {
+                            *kept = hit;
+                        }
+                    })
+                    .or_insert(hit);
+            }
+            by_memory.into_values().for_each(&mut offer);
+        } else {
+            hits.for_each(&mut offer);
         }
         best.into_sorted()
     }
@@ -264,6 +273,10 @@ impl Sides {
 
     fn rows(&self) -> usize {
         self.chunks.iter().map(|chunk| chunk.ids.len()).sum()
+    }
+
+    fn has_passages(&self) -> bool {
+        self.passages_from < self.chunks.len()
     }
 
     /// Whether the chunk at `index` holds passages.
