@@ -175,8 +175,8 @@ impl Snapshot {
         if sides.has_passages() {
             // A memory's rows (its whole text and its passages) count
             // once, with the best of their weighted similarities. Without
-            // passages every row is a memory of its own: a search (most
-            // stores' memories are single sentences) skips the map.
+            // passages every row is a memory of its own, and the search
+            // skips the map.
             let mut by_memory: HashMap<MemoryId, Hit> = HashMap::new();
             for hit in hits {
                 by_memory
