@@ -53,15 +53,13 @@ impl Snapshot {
         limit: usize,
         accept: impl Fn(MemoryId, Category) -> bool,
     ) -> Vec<Hit> {
-        let sides = Sides::whole(self, namespaces);
-        let pool = rescore_pool(limit, sides.rows());
-        self.search_sides(&sides, queries, limit, pool, accept)
+        self.search_passages(namespaces, queries, limit, 0.0, accept)
     }
 
     /// [`Self::search`] that also reads the memories' passages
     /// ([`crate::index::passages`]): a memory scores the larger of its
     /// whole text's similarity and `passage_weight` times its closest
-    /// passage's.
+    /// passage's (0: whole texts only, as [`Self::search`]).
     pub fn search_passages(
         &self,
         namespaces: &[Namespace],
