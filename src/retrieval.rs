@@ -5,7 +5,8 @@
 //! takes what the one before returned: [`plan`] the texts to search for
 //! (the query, HyDE hypotheses from the window, or the latest user message;
 //! optionally expanded), embed them in one call, [`search`] the index
-//! (vector and lexical, fused, each memory lifted by its [`conversation`]),
+//! (vector and lexical, fused, each memory lifted by its [`conversation`])
+//! and again for the query moved toward the best match ([`feedback`]),
 //! optionally expand by the vocabulary of the best matches and search
 //! again, [`rank`], follow [`hops`] along `related` edges, and [`inject`];
 //! the [`Outcome`] is assembled once, at the end.
@@ -20,6 +21,7 @@ mod assemble;
 pub mod cache;
 pub mod conversation;
 pub mod expand;
+mod feedback;
 pub mod fusion;
 pub mod hops;
 pub mod hyde;
@@ -47,7 +49,7 @@ use crate::config::{self, Weights};
 use crate::embed::{self, Embedder};
 use crate::index::{Index, lexical};
 use crate::llm::Llm;
-use crate::memory::Namespace;
+use crate::memory::{MemoryId, Namespace};
 use crate::metrics::Metrics;
 use crate::readiness::Readiness;
 use crate::store::{IndexStage, ListFilter, Store};
@@ -92,6 +94,13 @@ pub struct Parts {
     pub metrics: Metrics,
 }
 
+/// What a search found, and the memory its queries were moved toward for
+/// it, if they were ([`feedback`]).
+struct Searched {
+    candidates: Vec<Candidate>,
+    moved_toward: Option<MemoryId>,
+}
+
 /// Runs retrievals; cheap to clone.
 #[derive(Clone)]
 pub struct Retriever {
@@ -109,6 +118,9 @@ struct Inner {
     budget: Duration,
     /// How the search weighs words, conversations and passages.
     weighing: search::Weighing,
+    /// How far the query moves toward its best match for a second search
+    /// (0: one search).
+    feedback: f32,
     cache: TurnCache<Outcome>,
     stats: RetrievalStats,
     metrics: Metrics,
@@ -136,6 +148,8 @@ impl Retriever {
                     conversation: settings.conversation_weight,
                     passage: settings.passage_weight,
                 },
+                #[expect(clippy::cast_possible_truncation, reason = "a weight, 0..1")]
+                feedback: settings.feedback_weight as f32,
                 stats: RetrievalStats::default(),
                 metrics: parts.metrics,
             }),
@@ -289,20 +303,21 @@ impl Retriever {
         let search_started = Instant::now();
         let hypotheses = plan.hypotheses.len();
         let terms = lexical::query_terms(&texts.join(" "));
-        let mut candidates = self
+        let mut searched = self
             .candidates(request, vectors.clone(), hypotheses, terms)
             .await;
         if request.expand_query
             && inner.llm.is_none()
             && plan.searches_the_query()
             && let Some((expansion, more, found)) = self
-                .expand_by_vocabulary(request, &texts, &candidates, &vectors, deadline)
+                .expand_by_vocabulary(request, &texts, &searched.candidates, &vectors, deadline)
                 .await
         {
             vectors = more;
-            candidates = found;
+            searched = found;
             plan.expansion = Some(expansion);
         }
+        plan.moved_toward = searched.moved_toward;
         // Ranking, hops and the injection text are CPU work that grows with
         // `top_k` and `token_budget` (megabytes of text to count at the
         // limits): off the async workers, so that health checks and other
@@ -311,7 +326,7 @@ impl Retriever {
         self.on_blocking_pool(move |retriever| {
             let found = retriever.rank_and_hop(
                 &request,
-                candidates,
+                searched.candidates,
                 &vectors,
                 context.as_deref(),
                 search_started,
@@ -322,28 +337,58 @@ impl Retriever {
         .await
     }
 
-    /// The candidates of one search over the index's current snapshot.
+    /// The candidates of a search over the index's current snapshot, and
+    /// with feedback on, of a second search over the same snapshot for the
+    /// queries moved toward the first one's best match, whose id comes
+    /// back beside them.
     async fn candidates(
         &self,
         request: &Request,
         vectors: Vec<Vec<f32>>,
         hypotheses: usize,
         terms: Vec<lexical::Term>,
-    ) -> Vec<Candidate> {
+    ) -> Searched {
         let inner = &self.inner;
-        let query = search::Query {
+        let snapshot = inner.index.snapshot();
+        let query = |vectors| search::Query {
             vectors,
             hypotheses,
-            terms,
+            terms: terms.clone(),
         };
-        search::candidates(
-            inner.index.snapshot(),
+        let first = search::candidates(
+            Arc::clone(&snapshot),
             &inner.store,
             request,
-            query,
+            query(vectors.clone()),
             inner.weighing,
         )
-        .await
+        .await;
+        let unmoved = |candidates| Searched {
+            candidates,
+            moved_toward: None,
+        };
+        if inner.feedback == 0.0 {
+            return unmoved(first);
+        }
+        let best = first.first().and_then(|best| {
+            let memory = &best.memory;
+            Some((memory.id, snapshot.vector(&memory.namespace, memory.id)?))
+        });
+        let Some((best_id, best_vector)) = best else {
+            return unmoved(first);
+        };
+        let moved = feedback::moved(&vectors, &best_vector, inner.feedback);
+        Searched {
+            candidates: search::candidates(
+                snapshot,
+                &inner.store,
+                request,
+                query(moved),
+                inner.weighing,
+            )
+            .await,
+            moved_toward: Some(best_id),
+        }
     }
 
     /// Without a retrieval model, `expand_query` adds the words the best
@@ -357,7 +402,7 @@ impl Retriever {
         candidates: &[Candidate],
         vectors: &[Vec<f32>],
         deadline: Deadline,
-    ) -> Option<(Expansion, Vec<Vec<f32>>, Vec<Candidate>)> {
+    ) -> Option<(Expansion, Vec<Vec<f32>>, Searched)> {
         let top: Vec<&str> = candidates
             .iter()
             .take(3)
@@ -374,8 +419,8 @@ impl Retriever {
         let mut vectors = vectors.to_vec();
         vectors.extend(more.ok()?);
         let terms = lexical::query_terms(&format!("{} {}", texts.join(" "), expansion.expanded));
-        let candidates = self.candidates(request, vectors.clone(), 0, terms).await;
-        Some((expansion, vectors, candidates))
+        let searched = self.candidates(request, vectors.clone(), 0, terms).await;
+        Some((expansion, vectors, searched))
     }
 
     /// Runs CPU-bound `work` on the blocking pool ([`blocking::run`]).

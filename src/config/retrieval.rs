@@ -47,6 +47,12 @@ pub struct Retrieval {
     /// text's cosine and this share of its closest sentence's. 0 embeds
     /// whole texts only. A change takes effect at the next start.
     pub passage_weight: f64,
+    /// How far a query moves toward its best match before the search runs
+    /// again, 0..1 (pseudo-relevance feedback): the query's vector plus
+    /// this share of the best match's, normalised. The second search finds
+    /// what is like the answer as well as like the question (the other
+    /// trips, when asked in what order trips were taken); 0 searches once.
+    pub feedback_weight: f64,
     /// How long a turn's result stays cached, in seconds.
     pub cache_ttl_s: u64,
     /// The most turns cached at once.
@@ -70,6 +76,7 @@ impl Default for Retrieval {
             lexical_weight: 0.8,
             conversation_weight: 0.3,
             passage_weight: 0.8,
+            feedback_weight: 0.2,
             cache_ttl_s: 300,
             cache_capacity: 10_000,
             cache_max_bytes: 32 * 1024 * 1024,
@@ -239,6 +246,7 @@ impl Retrieval {
         within("lexical_weight", self.lexical_weight, 0.0..=1.0)?;
         within("conversation_weight", self.conversation_weight, 0.0..=1.0)?;
         within("passage_weight", self.passage_weight, 0.0..=1.0)?;
+        within("feedback_weight", self.feedback_weight, 0.0..=1.0)?;
         within("cache_ttl_s", self.cache_ttl_s, 1..=86_400)?;
         within("cache_capacity", self.cache_capacity, 1..=1_000_000)?;
         within(

@@ -61,6 +61,7 @@ pub(super) fn assemble(
         hypotheses: plan.hypotheses,
         expanded_query,
         added_terms,
+        moved_toward: plan.moved_toward,
         total_matches: found.total_matches,
         index_catching_up: !caught_up,
         memories,

@@ -347,6 +347,7 @@ mod tests {
             hypotheses: Vec::new(),
             expanded_query: None,
             added_terms: Vec::new(),
+            moved_toward: None,
             total_matches: 0,
             index_catching_up: false,
             memories: Vec::new(),

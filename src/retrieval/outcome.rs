@@ -206,6 +206,13 @@ pub struct Outcome {
     /// With `expand_query`: the query with its added terms.
     pub expanded_query: Option<String>,
     pub added_terms: Vec<String>,
+    /// The best match of a first search: the query was moved toward it
+    /// (`retrieval.feedback_weight`) and searched for again, and the
+    /// similarities of the memories that search found are to the moved
+    /// query (a hop's, to the query). Absent when feedback is off or the
+    /// first search found nothing with a vector.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub moved_toward: Option<MemoryId>,
     /// How many memories qualified (filters, `min_relevance`) among those
     /// ranked, before `top_k` cut them; hops not included.
     pub total_matches: usize,

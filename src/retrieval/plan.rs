@@ -16,6 +16,7 @@ use tokio::time::Instant as Deadline;
 
 use crate::causes::error_chain;
 use crate::llm::Llm;
+use crate::memory::MemoryId;
 use crate::metrics::Metrics;
 use crate::upstream;
 use crate::usage::{CallKind, Owner};
@@ -40,6 +41,9 @@ pub struct Plan {
     pub hypotheses: Vec<String>,
     /// The query with the terms the retrieval model added.
     pub expansion: Option<Expansion>,
+    /// The best match of a first search, toward which the query vectors
+    /// were moved for the search whose results these are.
+    pub moved_toward: Option<MemoryId>,
     /// Set when the retrieval model limited this plan.
     pub degraded: Option<Degraded>,
     /// Time spent waiting for the retrieval model.
@@ -54,6 +58,7 @@ impl Plan {
             query: None,
             hypotheses: Vec::new(),
             expansion: None,
+            moved_toward: None,
             degraded: None,
             model_time: Duration::ZERO,
         }

@@ -5,6 +5,7 @@
 
 mod conversation;
 mod degradation;
+mod feedback;
 mod lexical;
 mod passages;
 

@@ -30,6 +30,9 @@ pub struct Weighing {
     /// `retrieval.passage_weight` (0: whole texts only).
     #[arg(long, default_value_t = engram::config::Retrieval::default().passage_weight)]
     pub passage_weight: f64,
+    /// `retrieval.feedback_weight` (0: one search, no feedback).
+    #[arg(long, default_value_t = engram::config::Retrieval::default().feedback_weight)]
+    pub feedback_weight: f64,
 }
 
 impl Weighing {
@@ -37,14 +40,18 @@ impl Weighing {
         config.retrieval.lexical_weight = self.lexical_weight;
         config.retrieval.conversation_weight = self.conversation_weight;
         config.retrieval.passage_weight = self.passage_weight;
+        config.retrieval.feedback_weight = self.feedback_weight;
     }
 
     /// The weights as a report label: `lexical_weight 0.8,
-    /// conversation_weight 0.3, passage_weight 0.8`.
+    /// conversation_weight 0.3, passage_weight 0.8, feedback_weight 0.2`.
     pub fn label(self) -> String {
         format!(
-            "lexical_weight {}, conversation_weight {}, passage_weight {}",
-            self.lexical_weight, self.conversation_weight, self.passage_weight
+            "lexical_weight {}, conversation_weight {}, passage_weight {}, feedback_weight {}",
+            self.lexical_weight,
+            self.conversation_weight,
+            self.passage_weight,
+            self.feedback_weight
         )
     }
 }

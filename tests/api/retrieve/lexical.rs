@@ -136,7 +136,12 @@ async fn a_lexical_weight_of_zero_searches_by_meaning_alone() {
 
 #[tokio::test]
 async fn a_memory_found_by_its_words_alone_reports_its_real_cosine() {
-    let app = TestApp::builder().embedder().spawn().await;
+    // One search, so that its similarity is to the query itself.
+    let app = TestApp::builder()
+        .embedder()
+        .config(|config| config.retrieval.feedback_weight = 0.0)
+        .spawn()
+        .await;
     let _upstream = &app.upstream;
     // Fifty memories closer to the query by (bag-of-words) vector fill
     // the vector search's candidate list, so the one that names the zebra

@@ -35,7 +35,11 @@ const QUESTION: &str = "Which days of the week do I go to my dance fitness class
 async fn ranked(backend: &Backend, passage_weight: f64) -> (Vec<String>, String, Value) {
     let app = backend
         .builder()
-        .config(|config| config.retrieval.passage_weight = passage_weight)
+        .config(|config| {
+            config.retrieval.passage_weight = passage_weight;
+            // One search, so that similarities are to the question itself.
+            config.retrieval.feedback_weight = 0.0;
+        })
         .spawn()
         .await;
     let aside = id(&app.create(memory("user", "cy", "user-facts", ASIDE)).await);
