@@ -23,7 +23,7 @@ pub mod local;
 pub mod openai;
 pub mod shared_cache;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -141,7 +141,11 @@ impl Embedder {
         if let Some(dimensions) = file.dimensions() {
             self.adopt_dimensions(dimensions);
         }
-        VectorCache::Local { file, stored }
+        VectorCache::Local {
+            file,
+            stored,
+            used: HashSet::new(),
+        }
     }
 
     /// The embedding cache replicas share in `database`. When the length

@@ -6,7 +6,8 @@
 //! (the query, HyDE hypotheses from the window, or the latest user message;
 //! optionally expanded), embed them in one call, [`search`] the index
 //! (vector and lexical, fused, each memory lifted by its [`conversation`])
-//! and again for the query moved toward the best match ([`feedback`]),
+//! and, when the closest two are near-tied, again with the query moved
+//! toward the best match beside it ([`feedback`]),
 //! optionally expand by the vocabulary of the best matches and search
 //! again, [`rank`], follow [`hops`] along `related` edges, and [`inject`];
 //! the [`Outcome`] is assembled once, at the end.
@@ -337,10 +338,12 @@ impl Retriever {
         .await
     }
 
-    /// The candidates of a search over the index's current snapshot, and
-    /// with feedback on, of a second search over the same snapshot for the
-    /// queries moved toward the first one's best match, whose id comes
-    /// back beside them.
+    /// The candidates of a search over the index's current snapshot; with
+    /// feedback on and the closest two near-tied, those of a second search
+    /// over the same snapshot for the queries and, beside them, the
+    /// queries moved toward the first one's best match (whose id comes
+    /// back with the candidates): each memory keeps the closer of its two
+    /// similarities.
     async fn candidates(
         &self,
         request: &Request,
@@ -350,16 +353,17 @@ impl Retriever {
     ) -> Searched {
         let inner = &self.inner;
         let snapshot = inner.index.snapshot();
-        let query = |vectors| search::Query {
+        let query = |vectors, moved_from| search::Query {
             vectors,
             hypotheses,
+            moved_from,
             terms: terms.clone(),
         };
         let first = search::candidates(
             Arc::clone(&snapshot),
             &inner.store,
             request,
-            query(vectors.clone()),
+            query(vectors.clone(), Vec::new()),
             inner.weighing,
         )
         .await;
@@ -367,7 +371,8 @@ impl Retriever {
             candidates,
             moved_toward: None,
         };
-        if inner.feedback == 0.0 {
+        let near_tie = feedback::near_tie(first.iter().map(|candidate| candidate.similarity));
+        if inner.feedback == 0.0 || !near_tie {
             return unmoved(first);
         }
         let best = first.first().and_then(|best| {
@@ -377,13 +382,20 @@ impl Retriever {
         let Some((best_id, best_vector)) = best else {
             return unmoved(first);
         };
-        let moved = feedback::moved(&vectors, &best_vector, inner.feedback);
+        let (moved_from, moved): (Vec<usize>, Vec<Vec<f32>>) =
+            feedback::moved(&vectors, &best_vector, inner.feedback)
+                .into_iter()
+                .unzip();
+        if moved.is_empty() {
+            return unmoved(first);
+        }
+        let both = vectors.into_iter().chain(moved).collect();
         Searched {
             candidates: search::candidates(
                 snapshot,
                 &inner.store,
                 request,
-                query(moved),
+                query(both, moved_from),
                 inner.weighing,
             )
             .await,

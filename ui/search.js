@@ -96,7 +96,8 @@ const FOUND_BY = {
 export function reason(why) {
   if (!why) return 'unknown';
   const sentence = why.passage ? ', by one of its sentences' : '';
-  const found = FOUND_BY[why.found_by] ? `, ${FOUND_BY[why.found_by]}${sentence}` : '';
+  const moved = why.feedback ? ', closer still to the query moved toward the best match' : '';
+  const found = FOUND_BY[why.found_by] ? `, ${FOUND_BY[why.found_by]}${sentence}${moved}` : '';
   const stand = why.matched_version
     ? [' (an older version, ', memoryLink(why.matched_version), ', matched; this is the current one)']
     : [];

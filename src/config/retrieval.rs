@@ -47,11 +47,12 @@ pub struct Retrieval {
     /// text's cosine and this share of its closest sentence's. 0 embeds
     /// whole texts only. A change takes effect at the next start.
     pub passage_weight: f64,
-    /// How far a query moves toward its best match before the search runs
-    /// again, 0..1 (pseudo-relevance feedback): the query's vector plus
-    /// this share of the best match's, normalised. The second search finds
-    /// what is like the answer as well as like the question (the other
-    /// trips, when asked in what order trips were taken); 0 searches once.
+    /// How far a query moves toward its best match for a second search,
+    /// 0..1 (pseudo-relevance feedback), when the two closest memories are
+    /// near-tied: the query's vector plus this share of the best match's,
+    /// normalised, searched for beside the query itself. It finds what is
+    /// like the answer as well as like the question (the other trips, when
+    /// asked in what order trips were taken); 0 searches once.
     pub feedback_weight: f64,
     /// How long a turn's result stays cached, in seconds.
     pub cache_ttl_s: u64,

@@ -4,7 +4,7 @@
 //! all of them. Either is derived data: a lookup that fails is a miss,
 //! and a store that fails costs only embedding again, never the write.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use super::cache::{ContentKey, EmbeddingCache, StoredVectors};
 use crate::causes::error_chain;
@@ -12,11 +12,14 @@ use crate::store::postgres::Database;
 
 /// The indexer's embedding cache, one of two.
 pub enum VectorCache {
-    /// Files mode: this data directory's file, and the vectors it held at
-    /// start (taken out as they are used; what is left is stale).
+    /// Files mode: this data directory's file, the vectors it held at
+    /// start, and which of those were used: a text that several memories
+    /// hold (a sentence like "Thanks!") is read for each, and what was
+    /// never used is stale.
     Local {
         file: EmbeddingCache,
         stored: StoredVectors,
+        used: HashSet<ContentKey>,
     },
     /// Postgres mode: `engram_embeddings`, shared by every replica.
     Shared { database: Database, model: String },
@@ -27,9 +30,13 @@ impl VectorCache {
     /// absent from the answer.
     pub async fn take(&mut self, keys: &[ContentKey]) -> HashMap<ContentKey, Vec<f32>> {
         match self {
-            Self::Local { stored, .. } => keys
+            Self::Local { stored, used, .. } => keys
                 .iter()
-                .filter_map(|key| stored.remove(key).map(|vector| (*key, vector)))
+                .filter_map(|key| {
+                    let vector = stored.get(key)?;
+                    used.insert(*key);
+                    Some((*key, vector.clone()))
+                })
                 .collect(),
             Self::Shared { database, model } => {
                 let hashes: Vec<[u8; 32]> = keys.iter().map(|key| key.0).collect();

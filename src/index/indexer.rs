@@ -355,13 +355,13 @@ impl Indexer {
     /// holds belongs to memories that are gone or changed. When that is a
     /// quarter of the file or more, rewrite the file with the live vectors.
     fn settle_cache(&mut self) {
-        let VectorCache::Local { file, stored } = &mut self.cache else {
+        let VectorCache::Local { file, stored, used } = &mut self.cache else {
             return;
         };
         if self.stored_at_start == 0 {
             return;
         }
-        let stale = std::mem::take(stored).len();
+        let stale = std::mem::take(stored).len() - std::mem::take(used).len();
         if stale * 4 >= self.stored_at_start {
             let snapshot = self.index.snapshot();
             let mut live: HashMap<ContentKey, Vec<f32>> = snapshot

@@ -100,7 +100,10 @@ pub enum Reason {
     /// still being computed, so its similarity is 0 for want of a vector,
     /// not measured. `passage` (present only when true): one of its
     /// sentences, not its whole text, gave its similarity (at
-    /// `retrieval.passage_weight`).
+    /// `retrieval.passage_weight`). `feedback` (present only when true):
+    /// its similarity is to the query moved toward the best match (the
+    /// outcome's `moved_toward`), which found it closer than the query
+    /// itself did.
     Query {
         found_by: FoundBy,
         #[serde(skip_serializing_if = "Option::is_none")]
@@ -109,9 +112,12 @@ pub enum Reason {
         vector_pending: bool,
         #[serde(skip_serializing_if = "std::ops::Not::not")]
         passage: bool,
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        feedback: bool,
     },
     /// It matched HyDE hypothesis number `hypothesis` (0-based);
-    /// `matched_version`, `vector_pending` and `passage` as for `query`.
+    /// `matched_version`, `vector_pending`, `passage` and `feedback` as
+    /// for `query`.
     Hypothesis {
         hypothesis: usize,
         found_by: FoundBy,
@@ -121,6 +127,8 @@ pub enum Reason {
         vector_pending: bool,
         #[serde(skip_serializing_if = "std::ops::Not::not")]
         passage: bool,
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        feedback: bool,
     },
     /// A `related` edge links it with `from`, a memory in the result.
     Hop {
@@ -207,10 +215,11 @@ pub struct Outcome {
     pub expanded_query: Option<String>,
     pub added_terms: Vec<String>,
     /// The best match of a first search: the query was moved toward it
-    /// (`retrieval.feedback_weight`) and searched for again, and the
-    /// similarities of the memories that search found are to the moved
-    /// query (a hop's, to the query). Absent when feedback is off or the
-    /// first search found nothing with a vector.
+    /// (`retrieval.feedback_weight`) and searched for again beside the
+    /// query itself; a memory the moved query found closer says
+    /// `feedback` in its reason. Absent when feedback is off, when the
+    /// first search's closest two memories were not near-tied (a clear
+    /// winner), or when it found nothing with a vector.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub moved_toward: Option<MemoryId>,
     /// How many memories qualified (filters, `min_relevance`) among those

@@ -55,9 +55,13 @@ pub struct Candidate {
 /// What the search stage looks for.
 pub struct Query {
     /// One vector per text; the first `hypotheses` are HyDE hypotheses,
-    /// the rest queries.
+    /// the rest queries; then, with feedback, moved ones.
     pub vectors: Vec<Vec<f32>>,
     pub hypotheses: usize,
+    /// For each moved vector at the end of `vectors`, the index of the
+    /// vector it is, moved toward the best match of a search before
+    /// ([`super::feedback`]).
+    pub moved_from: Vec<usize>,
     pub terms: Vec<lexical::Term>,
 }
 
@@ -88,8 +92,10 @@ pub async fn candidates(
     let Query {
         vectors,
         hypotheses,
+        moved_from,
         terms,
     } = query;
+    let unmoved = vectors.len() - moved_from.len();
     let namespaces = request.pair.namespaces();
     let limit = (request.tuning.top_k * CANDIDATE_FACTOR).max(MIN_CANDIDATES);
     let filters = request.filters.clone();
@@ -156,6 +162,7 @@ pub async fn candidates(
                 matched_version,
                 vector_pending: false,
                 passage: false,
+                feedback: false,
             },
         });
         if let Some((rank, hit)) = dense_hit
@@ -163,13 +170,20 @@ pub async fn candidates(
         {
             candidate.dense = Some(fusion::Dense { rank });
             candidate.similarity = hit.similarity;
-            candidate.reason = if hit.query < hypotheses {
+            let feedback = hit.query >= unmoved;
+            let text = if feedback {
+                moved_from[hit.query - unmoved]
+            } else {
+                hit.query
+            };
+            candidate.reason = if text < hypotheses {
                 Reason::Hypothesis {
-                    hypothesis: hit.query,
+                    hypothesis: text,
                     found_by: FoundBy::Vector,
                     matched_version,
                     vector_pending: false,
                     passage: hit.passage,
+                    feedback,
                 }
             } else {
                 Reason::Query {
@@ -177,6 +191,7 @@ pub async fn candidates(
                     matched_version,
                     vector_pending: false,
                     passage: hit.passage,
+                    feedback,
                 }
             };
         }

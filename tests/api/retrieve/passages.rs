@@ -14,6 +14,7 @@ use crate::helpers::{TestApp, memory, wait_until};
 over_both_backends!(
     a_fact_said_in_passing_is_found_by_its_sentence,
     passages_are_embedded_once_and_a_restart_finds_them_cached,
+    a_sentence_many_memories_share_is_read_from_the_cache_for_each_after_a_restart,
 );
 
 /// A turn about playlists that mentions, in passing, when the user goes
@@ -121,6 +122,34 @@ async fn passages_are_embedded_once_and_a_restart_finds_them_cached(backend: Bac
         before["memories"][0]["scores"]["similarity"],
         after["memories"][0]["scores"]["similarity"]
     );
+}
+
+/// More memories than one indexing batch takes, each opening with the
+/// same sentence: after a restart, the batch that reads the shared
+/// sentence from the cache and the batches after it all find it there
+/// (a cache that handed each stored vector out once embedded it again).
+async fn a_sentence_many_memories_share_is_read_from_the_cache_for_each_after_a_restart(
+    backend: Backend,
+) {
+    let app = backend.builder().embedder().spawn().await;
+    let memories = engram::index::indexer::BATCH_SIZE + 2;
+    for n in 0..memories {
+        let content = format!("Thanks for the help! Release {n} ships on a Friday.");
+        app.create(memory("user", "cy", "user-facts", &content))
+            .await;
+    }
+    let stats = app.wait_indexed().await;
+    assert_eq!(stats["index"]["passages"], 2 * memories, "{stats:#}");
+
+    let restarted = backend
+        .builder()
+        .embedder()
+        .on(app.into_ground())
+        .spawn()
+        .await;
+    let stats = restarted.wait_indexed().await;
+    assert_eq!(stats["index"]["embedded"], 0, "{stats:#}");
+    assert_eq!(stats["index"]["passages"], 2 * memories, "{stats:#}");
 }
 
 /// The embedding cache file of the data directory (one per model).
