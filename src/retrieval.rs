@@ -371,8 +371,9 @@ impl Retriever {
             candidates,
             moved_toward: None,
         };
-        let near_tie = feedback::near_tie(first.iter().map(|candidate| candidate.similarity));
-        if inner.feedback == 0.0 || !near_tie {
+        if inner.feedback == 0.0
+            || !feedback::near_tie(first.iter().map(|candidate| candidate.similarity))
+        {
             return unmoved(first);
         }
         let best = first.first().and_then(|best| {

@@ -16,6 +16,8 @@
 //! neighbours, a near miss's when the winner is wrong (see
 //! `docs/retrieval.md`, "Feedback").
 
+use crate::index::{cosine, normalise};
+
 /// The largest gap between the two closest memories' cosines at which the
 /// query is moved. Chosen on LongMemEval's tune half and the repository's
 /// semantic eval set together: from 0.03 to 0.07 both stayed within a
@@ -51,39 +53,29 @@ pub fn moved(queries: &[Vec<f32>], best: &[f32], weight: f32) -> Vec<(usize, Vec
         .iter()
         .enumerate()
         .filter_map(|(index, query)| {
-            let length = norm(query);
-            if query.len() != best.len() || length == 0.0 {
+            if query.len() != best.len() || is_zero(query) || cosine(query, best) >= PARALLEL {
                 return None;
             }
-            let unit: Vec<f32> = query.iter().map(|q| q / length).collect();
-            if dot(&unit, best) >= PARALLEL {
-                return None;
-            }
+            let mut unit = query.clone();
+            normalise(&mut unit);
             let mut moved: Vec<f32> = unit.iter().zip(best).map(|(q, b)| q + weight * b).collect();
-            let moved_length = norm(&moved);
-            if moved_length == 0.0 {
-                return None; // the best match's opposite, moved all the way
-            }
-            moved.iter_mut().for_each(|x| *x /= moved_length);
-            Some((index, moved))
+            normalise(&mut moved);
+            // The best match's opposite, moved all the way, is nothing.
+            (!is_zero(&moved)).then_some((index, moved))
         })
         .collect()
 }
 
-fn dot(a: &[f32], b: &[f32]) -> f32 {
-    a.iter().zip(b).map(|(x, y)| x * y).sum()
-}
-
-fn norm(vector: &[f32]) -> f32 {
-    dot(vector, vector).sqrt()
+fn is_zero(vector: &[f32]) -> bool {
+    vector.iter().all(|&x| x == 0.0)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn cosine(a: &[f32], b: &[f32]) -> f32 {
-        dot(a, b) / (norm(a) * norm(b))
+    fn norm(vector: &[f32]) -> f32 {
+        vector.iter().map(|x| x * x).sum::<f32>().sqrt()
     }
 
     #[test]
