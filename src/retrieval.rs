@@ -148,6 +148,7 @@ impl Retriever {
                     lexical: settings.lexical_weight,
                     conversation: settings.conversation_weight,
                     passage: settings.passage_weight,
+                    min_similarity: settings.min_similarity,
                 },
                 #[expect(clippy::cast_possible_truncation, reason = "a weight, 0..1")]
                 feedback: settings.feedback_weight as f32,

@@ -54,6 +54,11 @@ pub struct Retrieval {
     /// like the answer as well as like the question (the other trips, when
     /// asked in what order trips were taken); 0 searches once.
     pub feedback_weight: f64,
+    /// The least cosine similarity (0..1) at which the vector search counts
+    /// a memory as found in a store larger than `top_k` (a smaller one
+    /// answers with all of it); below it only the memory's words can bring
+    /// it back. Unrelated sentences score about 0 to 0.1 with MiniLM.
+    pub min_similarity: f64,
     /// How long a turn's result stays cached, in seconds.
     pub cache_ttl_s: u64,
     /// The most turns cached at once.
@@ -78,6 +83,7 @@ impl Default for Retrieval {
             conversation_weight: 0.3,
             passage_weight: 0.8,
             feedback_weight: 0.2,
+            min_similarity: 0.1,
             cache_ttl_s: 300,
             cache_capacity: 10_000,
             cache_max_bytes: 32 * 1024 * 1024,
@@ -248,6 +254,7 @@ impl Retrieval {
         within("conversation_weight", self.conversation_weight, 0.0..=1.0)?;
         within("passage_weight", self.passage_weight, 0.0..=1.0)?;
         within("feedback_weight", self.feedback_weight, 0.0..=1.0)?;
+        within("min_similarity", self.min_similarity, 0.0..=1.0)?;
         within("cache_ttl_s", self.cache_ttl_s, 1..=86_400)?;
         within("cache_capacity", self.cache_capacity, 1..=1_000_000)?;
         within(

@@ -6,7 +6,7 @@
 //! Heads of chains stand in for matched old versions (the reason names the
 //! version that matched), deleted memories and the request's exclusions and
 //! filters are left out, and a memory barely like the query counts as no
-//! vector evidence however it ranks. A memory whose vector is still being
+//! vector evidence, unless the store is no larger than `top_k`. A memory whose vector is still being
 //! computed is found by its words alone, with a closeness of 0 (no cosine
 //! to judge it by) and a reason that says its vector is pending.
 
@@ -27,9 +27,6 @@ use super::{conversation, fusion};
 /// closest few.
 pub const CANDIDATE_FACTOR: usize = 4;
 const MIN_CANDIDATES: usize = 32;
-/// The least cosine similarity at which the vector search counts as having
-/// found a memory (unrelated sentences score about 0 to 0.1 with MiniLM).
-const MIN_VECTOR_EVIDENCE: f32 = 0.1;
 
 /// A memory found by the vector search, the lexical search, or both.
 pub struct Candidate {
@@ -76,6 +73,9 @@ pub struct Weighing {
     /// How much a memory's closest passage counts against its whole
     /// text, 0..1 (0: whole texts only).
     pub passage: f64,
+    /// The least cosine at which the vector search counts a memory as
+    /// found (`retrieval.min_similarity`).
+    pub min_similarity: f64,
 }
 
 /// The candidates for `query`, best fused score first. With a lexical
@@ -102,6 +102,8 @@ pub async fn candidates(
     let lexical_limit = if lexical_weight > 0.0 { limit } else { 0 };
     #[expect(clippy::cast_possible_truncation, reason = "a weight, 0..1")]
     let passage_weight = weighing.passage as f32;
+    #[expect(clippy::cast_possible_truncation, reason = "a cosine, 0..1")]
+    let min_similarity = weighing.min_similarity as f32;
     let small = snapshot.is_small_search(&namespaces, vectors.len());
     let scan = move || {
         let admit = |_: MemoryId, category: Category| filters.admit_category(category);
@@ -124,27 +126,47 @@ pub async fn candidates(
         .take(fusion::SPREAD_SAMPLE)
         .map(|hit| hit.similarity)
         .collect();
-    // In a small store every memory is in the vector list.
-    let dense: Vec<&Hit> = dense
+    // A store no larger than `top_k` answers with all of it, best first:
+    // no floor tells a faint match from an unrelated one (on the coding
+    // set a fifth of prompts' own memory scores under 0.1, some under 0,
+    // and a fifth of the others over it), and a new user's few memories
+    // are better shown than lost. In a larger store the floor keeps the
+    // top k from filling with whatever scores above nothing. Every memory
+    // of a small store is in the vector list, so its length tells. A faint
+    // hit only adds a memory nothing else found; it is no evidence for
+    // one that was.
+    let whole_store = dense.len() <= request.tuning.top_k;
+    let (dense, faint): (Vec<&Hit>, Vec<&Hit>) = dense
         .iter()
-        .filter(|hit| hit.similarity >= MIN_VECTOR_EVIDENCE)
-        .collect();
+        .partition(|hit| hit.similarity >= min_similarity);
+    let faint = if whole_store { faint } else { Vec::new() };
     let best_similarity = dense.first().map_or(1.0, |hit| hit.similarity);
+    let passing = dense.len();
+    // Faint hits come last, ranked after the passing ones.
     let hits = dense
         .into_iter()
         .enumerate()
-        .map(|(rank, hit)| (hit.id, Some((rank, hit)), None))
+        .map(|(rank, hit)| (hit.id, Some((rank, hit)), None, false))
         .chain(
             sparse
                 .iter()
                 .enumerate()
-                .map(|(rank, hit)| (hit.id, None, Some((rank, hit)))),
+                .map(|(rank, hit)| (hit.id, None, Some((rank, hit)), false)),
+        )
+        .chain(
+            faint
+                .into_iter()
+                .enumerate()
+                .map(|(rank, hit)| (hit.id, Some((passing + rank, hit)), None, true)),
         );
-    for (id, dense_hit, lexical_hit) in hits {
+    for (id, dense_hit, lexical_hit, faint) in hits {
         let Some(head) = store.head_of(id) else {
             continue; // deleted since the snapshot was taken
         };
-        if request.exclude_ids.contains(&head.id) || !request.filters.admit(&head) {
+        if request.exclude_ids.contains(&head.id)
+            || !request.filters.admit(&head)
+            || (faint && by_head.contains_key(&head.id))
+        {
             continue;
         }
         let matched_version = (head.id != id).then_some(id);

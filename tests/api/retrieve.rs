@@ -6,6 +6,7 @@
 mod conversation;
 mod degradation;
 mod feedback;
+mod floor;
 mod lexical;
 mod passages;
 

@@ -15,6 +15,7 @@ mod databases;
 mod dump;
 mod embedding;
 mod embedref;
+mod floor;
 mod freshness;
 mod guard;
 mod locomo;
@@ -165,6 +166,13 @@ enum Command {
         #[arg(long)]
         dump: Option<PathBuf>,
     },
+    /// What the vector search's floor (`retrieval.min_similarity`) costs
+    /// and saves on the semantic set and the coding set: prompts whose
+    /// memory falls under each floor, other memories over it, R@5.
+    Floor {
+        #[arg(long, value_enum, default_value_t = EmbedderChoice::Local)]
+        embedder: EmbedderChoice,
+    },
     /// `recall` over MCP beside `POST /retrieve`, in turns, on one store.
     Mcp {
         #[arg(long, default_value_t = 10_000)]
@@ -253,6 +261,7 @@ fn main() -> ExitCode {
                 weighing,
                 dump,
             } => semantic::semantic(&mut report, embedder, weighing, dump.as_deref()).await,
+            Command::Floor { embedder } => floor::floor(&mut report, embedder).await,
             Command::Mcp { memories, requests } => mcp::mcp(&mut report, memories, requests).await,
             Command::Guard(settings) => guard::guard(&mut report, &settings),
             Command::CaptureCost => capture_cost::capture_cost(&mut report).await,

@@ -35,16 +35,16 @@ const TOP_K: usize = 5;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct Item {
-    memory: String,
-    question: String,
-    distractor: String,
+pub struct Item {
+    pub memory: String,
+    pub question: String,
+    pub distractor: String,
     /// Other items whose memory answers this question too.
     #[serde(default)]
-    also: Vec<usize>,
+    pub also: Vec<usize>,
 }
 
-fn items() -> Result<Vec<Item>> {
+pub fn items() -> Result<Vec<Item>> {
     EVAL_SET
         .lines()
         .filter(|line| !line.trim().is_empty())

@@ -33,6 +33,9 @@ pub struct Weighing {
     /// `retrieval.feedback_weight` (0: one search, no feedback).
     #[arg(long, default_value_t = engram::config::Retrieval::default().feedback_weight)]
     pub feedback_weight: f64,
+    /// `retrieval.min_similarity` (0: every cosine counts as found).
+    #[arg(long, default_value_t = engram::config::Retrieval::default().min_similarity)]
+    pub min_similarity: f64,
 }
 
 impl Weighing {
@@ -41,17 +44,20 @@ impl Weighing {
         config.retrieval.conversation_weight = self.conversation_weight;
         config.retrieval.passage_weight = self.passage_weight;
         config.retrieval.feedback_weight = self.feedback_weight;
+        config.retrieval.min_similarity = self.min_similarity;
     }
 
     /// The weights as a report label: `lexical_weight 0.8,
-    /// conversation_weight 0.3, passage_weight 0.8, feedback_weight 0.2`.
+    /// conversation_weight 0.3, passage_weight 0.8, feedback_weight 0.2,
+    /// min_similarity 0.1`.
     pub fn label(self) -> String {
         format!(
-            "lexical_weight {}, conversation_weight {}, passage_weight {}, feedback_weight {}",
+            "lexical_weight {}, conversation_weight {}, passage_weight {}, feedback_weight {}, min_similarity {}",
             self.lexical_weight,
             self.conversation_weight,
             self.passage_weight,
-            self.feedback_weight
+            self.feedback_weight,
+            self.min_similarity
         )
     }
 }
