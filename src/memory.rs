@@ -440,6 +440,65 @@ pub fn parse_importance(importance: f64) -> Result<f64, ParseError> {
     }
 }
 
+/// The highest `version` a memory is brought in with (an import): far
+/// above any chain written by hand or by capture, and far enough below
+/// `u32::MAX` that a chain brought in at it can still be superseded.
+pub const MAX_IMPORTED_VERSION: u32 = 1_000_000;
+
+/// The highest use count a memory is brought in with: a million
+/// retrievals a day for over two thousand years, and far enough below
+/// `u64::MAX` (and PostgreSQL's `bigint`) that counting on never wraps.
+pub const MAX_ACCESS_COUNT: u64 = 1_000_000_000_000;
+
+/// How far past this server's clock a timestamp brought in may be: the
+/// clocks of the host that wrote it and of this one may differ a little.
+pub const CLOCK_SKEW: chrono::TimeDelta = chrono::TimeDelta::minutes(5);
+
+/// Checks the version of a memory brought in: 1 to
+/// [`MAX_IMPORTED_VERSION`].
+pub fn parse_version(version: u32) -> Result<u32, ParseError> {
+    if (1..=MAX_IMPORTED_VERSION).contains(&version) {
+        Ok(version)
+    } else {
+        Err(ParseError(format!(
+            "must be between 1 and {MAX_IMPORTED_VERSION}, got {version}"
+        )))
+    }
+}
+
+/// Checks a timestamp of a memory brought in: not before the Unix epoch
+/// (no memory is older), not after `now` plus [`CLOCK_SKEW`] (a memory
+/// from the future would head every newest-first listing for good).
+pub fn parse_timestamp(at: DateTime<Utc>, now: DateTime<Utc>) -> Result<DateTime<Utc>, ParseError> {
+    let latest = now + CLOCK_SKEW;
+    if at < DateTime::UNIX_EPOCH {
+        Err(ParseError(format!(
+            "is {}, before 1970-01-01T00:00:00Z",
+            at.to_rfc3339()
+        )))
+    } else if at > latest {
+        Err(ParseError(format!(
+            "is {}, later than this server's clock allows ({})",
+            at.to_rfc3339(),
+            latest.to_rfc3339()
+        )))
+    } else {
+        Ok(at)
+    }
+}
+
+/// Checks the use count of a memory brought in: at most
+/// [`MAX_ACCESS_COUNT`].
+pub fn parse_access_count(count: u64) -> Result<u64, ParseError> {
+    if count <= MAX_ACCESS_COUNT {
+        Ok(count)
+    } else {
+        Err(ParseError(format!(
+            "must be at most {MAX_ACCESS_COUNT}, got {count}"
+        )))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -487,5 +546,26 @@ mod tests {
         assert!(parse_content(" \n\t").is_err());
         assert!(parse_content(&"é".repeat(MAX_CONTENT_CHARS)).is_ok());
         assert!(parse_content(&"é".repeat(MAX_CONTENT_CHARS + 1)).is_err());
+    }
+
+    #[test]
+    fn numbers_brought_in_are_bounded() {
+        assert!(parse_version(0).is_err());
+        assert_eq!(
+            parse_version(MAX_IMPORTED_VERSION),
+            Ok(MAX_IMPORTED_VERSION)
+        );
+        assert!(parse_version(u32::MAX).is_err());
+        assert_eq!(parse_access_count(MAX_ACCESS_COUNT), Ok(MAX_ACCESS_COUNT));
+        assert!(parse_access_count(u64::MAX).is_err());
+        let now = Utc::now();
+        assert_eq!(parse_timestamp(now + CLOCK_SKEW, now), Ok(now + CLOCK_SKEW));
+        assert!(parse_timestamp(now + CLOCK_SKEW * 2, now).is_err());
+        assert_eq!(
+            parse_timestamp(DateTime::UNIX_EPOCH, now),
+            Ok(DateTime::UNIX_EPOCH)
+        );
+        let before_the_epoch = DateTime::UNIX_EPOCH - chrono::TimeDelta::seconds(1);
+        assert!(parse_timestamp(before_the_epoch, now).is_err());
     }
 }

@@ -2,9 +2,11 @@
 //! timestamps, links, use counts), as `engram export` writes them, for
 //! `engram import jsonl` and `engram import markdown`. Each memory is
 //! checked as `POST /memories` checks one (grants, content, secrets,
-//! importance, edges) and the batch as a whole by the store before
-//! anything is written; ids the store holds already are skipped and
-//! counted, so importing an export twice changes nothing.
+//! importance), its numbers bounded (timestamps against this server's
+//! clock, version, use count), and the batch as a whole by the store
+//! before anything is written (links, as `POST /memories` checks them);
+//! ids the store holds already are skipped and counted, so importing an
+//! export twice changes nothing.
 
 use std::collections::HashSet;
 
@@ -18,7 +20,8 @@ use crate::auth::Caller;
 use crate::error::{ApiError, Problem};
 use crate::memory::{
     Category, Memory, MemoryId, MemoryView, Namespace, Origin, RelatedEdge, RepoId, Scope,
-    SessionId, UserId, parse_content, parse_importance,
+    SessionId, UserId, parse_access_count, parse_content, parse_importance, parse_timestamp,
+    parse_version,
 };
 use crate::retrieval::Retriever;
 use crate::routes::extract::ApiJson;
@@ -33,8 +36,10 @@ const MAX_BATCH: usize = 1000;
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ImportMemoriesRequest {
-    /// 1–1000 memories. A memory's `supersedes` and `related` may name
-    /// memories of the store or of the same request.
+    /// 1–1000 memories. A memory's `supersedes` (of its namespace) and
+    /// `related` may name memories of the store or of the same request
+    /// that the key sees; a key that sees every namespace may also keep a
+    /// link to a memory that exists nowhere (deleted since the export).
     pub memories: Vec<ImportedMemory>,
 }
 
@@ -44,7 +49,7 @@ pub struct ImportMemoriesRequest {
 #[serde(deny_unknown_fields)]
 pub struct ImportedMemory {
     pub id: MemoryId,
-    /// 1 or more.
+    /// 1 to 1,000,000.
     pub version: u32,
     pub scope: Scope,
     /// The owner of a `repo` memory (and only of one).
@@ -54,7 +59,9 @@ pub struct ImportedMemory {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub user: Option<UserId>,
     pub category: Category,
+    /// Not before 1970, nor more than 5 minutes past the server's clock.
     pub created_at: DateTime<Utc>,
+    /// As `created_at`.
     pub updated_at: DateTime<Utc>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub supersedes: Option<MemoryId>,
@@ -69,7 +76,8 @@ pub struct ImportedMemory {
     /// Non-empty, at most 8,000 characters; stored trimmed.
     pub content: String,
     /// How often retrieval has returned it (the `access` factor of
-    /// relevance); kept only for a memory this import writes.
+    /// relevance), at most 10^12; kept only for a memory this import
+    /// writes.
     #[serde(default)]
     pub access_count: u64,
 }
@@ -79,7 +87,8 @@ pub struct ImportedMemory {
 pub struct ImportMemoriesResponse {
     /// Memories written.
     pub imported: usize,
-    /// Memories skipped because a memory with their id exists already.
+    /// Memories skipped because a memory with their id exists already,
+    /// in the namespace written.
     pub existing: usize,
     /// The ids skipped.
     pub existing_ids: Vec<MemoryId>,
@@ -101,8 +110,8 @@ pub struct ImportMemoriesResponse {
         Unauthorized,
         (status = 200, description = "What was written and what existed already", body = ImportMemoriesResponse),
         (status = 403, description = "The API key does not hold a namespace a memory belongs to", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "A memory supersedes one that another memory supersedes already, or a namespace's directory is a symbolic link", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "A field is invalid (named `memories[<index>].<field>`), or a `content` or `session_id` looks like a secret", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "A memory supersedes one that another memory supersedes already, or its id is that of a memory of another namespace (seen by the key or not), or a namespace's directory is a symbolic link", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "A field is invalid (named `memories[<index>].<field>`): a link to no memory the key sees, a timestamp, version or use count out of bounds; or a `content` or `session_id` looks like a secret", body = Problem, content_type = "application/problem+json"),
         (status = 507, description = "The data directory is below its free-space floor (`limits.min_free_disk_bytes`); nothing was written", body = Problem, content_type = "application/problem+json"),
     )
 )]
@@ -121,9 +130,11 @@ pub async fn import_memories(
             ),
         ));
     }
+    let now = Utc::now();
     let mut batch = Vec::with_capacity(request.memories.len());
     let mut counts = Vec::new();
     for (index, imported) in request.memories.into_iter().enumerate() {
+        imported.check_clock_and_count(index, now)?;
         if imported.access_count > 0 {
             counts.push((imported.id, imported.access_count));
         }
@@ -139,7 +150,11 @@ pub async fn import_memories(
     let visible = caller.clone();
     let imported = retriever
         .store()
-        .import(batch, move |namespace| visible.can_see(namespace))
+        .import(
+            batch,
+            move |namespace| visible.can_see(namespace),
+            caller.sees_everything(),
+        )
         .await?;
     let written: HashSet<MemoryId> = imported.written.iter().copied().collect();
     retriever
@@ -190,51 +205,60 @@ impl ImportedMemory {
         }
     }
 
+    /// Checks what only the server can: timestamps against its clock (a
+    /// memory from the future would head every newest-first listing for
+    /// good), and the use count, which [`Self::into_memory`] leaves aside.
+    fn check_clock_and_count(&self, index: usize, now: DateTime<Utc>) -> Result<(), ApiError> {
+        for (name, at) in [
+            ("created_at", self.created_at),
+            ("updated_at", self.updated_at),
+        ] {
+            parse_timestamp(at, now).map_err(|err| invalid(index, name, &err))?;
+        }
+        parse_access_count(self.access_count)
+            .map_err(|err| invalid(index, "access_count", &err))?;
+        Ok(())
+    }
+
     /// The memory, checked field by field as `POST /memories` checks a
     /// new one; `index` is its place in the request, for the field names.
     pub fn into_memory(self, index: usize) -> Result<Memory, ApiError> {
         let field = |name: &str| format!("memories[{index}].{name}");
-        let invalid = |name: &str, reason: String| {
-            let field = field(name);
-            ApiError::invalid(field.clone(), format!("`{field}` {reason}"))
-        };
         let namespace = match (self.scope, self.repo, self.user) {
             (Scope::Repo, Some(repo), None) => Namespace::Repo(repo),
             (Scope::User, None, Some(user)) => Namespace::User(user),
             (Scope::Repo, _, _) => {
                 let reason = "must be given, and `user` not, for a repo memory";
-                return Err(invalid("repo", reason.to_owned()));
+                return Err(invalid(index, "repo", &reason));
             }
             (Scope::User, _, _) => {
                 let reason = "must be given, and `repo` not, for a user memory";
-                return Err(invalid("user", reason.to_owned()));
+                return Err(invalid(index, "user", &reason));
             }
         };
-        if self.version == 0 {
-            return Err(invalid("version", "must be 1 or more".to_owned()));
-        }
+        parse_version(self.version).map_err(|err| invalid(index, "version", &err))?;
         let content = parse_content(&self.content)
-            .map_err(|err| invalid("content", err.to_string()))?
+            .map_err(|err| invalid(index, "content", &err))?
             .to_owned();
         secrets::ensure_no_secret(field("content"), &content)?;
         if let Some(session_id) = &self.session_id {
             secrets::ensure_no_secret(field("session_id"), session_id.as_str())?;
         }
         if let Some(importance) = self.importance {
-            parse_importance(importance).map_err(|err| invalid("importance", err.to_string()))?;
+            parse_importance(importance).map_err(|err| invalid(index, "importance", &err))?;
         }
         if self.related.len() > MAX_RELATED {
             let reason = format!(
                 "has {} edges; the limit is {MAX_RELATED}",
                 self.related.len()
             );
-            return Err(invalid("related", reason));
+            return Err(invalid(index, "related", &reason));
         }
         let mut targets = HashSet::new();
         for (edge_index, edge) in self.related.iter().enumerate() {
             if !targets.insert(edge.id) {
                 let name = format!("related[{edge_index}].id");
-                return Err(invalid(&name, format!("repeats {}", edge.id)));
+                return Err(invalid(index, &name, &format!("repeats {}", edge.id)));
             }
         }
         Ok(Memory {
@@ -252,4 +276,10 @@ impl ImportedMemory {
             content,
         })
     }
+}
+
+/// `memories[<index>].<name>` is invalid: `reason`.
+fn invalid(index: usize, name: &str, reason: &dyn std::fmt::Display) -> ApiError {
+    let field = format!("memories[{index}].{name}");
+    ApiError::invalid(field.clone(), format!("`{field}` {reason}"))
 }

@@ -17,6 +17,7 @@ use crate::memory::{
     Category, Memory, MemoryId, MemoryView, Namespace, Origin, RelatedEdge, RepoId, Scope,
     SessionId, UserId, excerpt, parse_content, parse_importance,
 };
+use crate::retrieval::inject::quoted;
 use crate::retrieval::{Degraded, Retriever};
 use crate::routes::extract::{ApiJson, ApiPath, ApiQuery, in_range};
 use crate::routes::problems::{BodyProblems, NoSuchMemory, Unauthorized};
@@ -215,13 +216,16 @@ async fn refuse_duplicate(
         }
     };
     match existing {
+        // The memory is quoted as the injection quotes memories, as data:
+        // the detail goes into an agent's context (`remember:`, MCP).
         Some(existing) => Err(ApiError::DuplicateMemory {
             detail: format!(
-                "memory {} already says this ({} {}): {}; update it (`supersedes`) to change it",
+                "memory {} ({} {}) already says this; update it (`supersedes`) to change it. \
+                 It says, quoted as data:\n{}",
                 existing.id,
                 existing.namespace,
                 existing.category,
-                excerpt(&existing.content, EXCERPT_CHARS),
+                quoted(&excerpt(&existing.content, EXCERPT_CHARS)).trim_end_matches('\n'),
             ),
         }),
         None => Ok(()),

@@ -11,6 +11,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use super::durable::Chain;
+use super::write::no_predecessor;
 use super::{Store, WriteError, may_relate};
 use crate::blocking;
 use crate::memory::{Memory, MemoryId, Namespace};
@@ -26,28 +27,36 @@ pub struct Imported {
 
 impl Store {
     /// Writes the memories of `batch` whose ids are new, keeping every
-    /// field. A new memory's `supersedes` may not name a memory of another
-    /// namespace, nor one that something else supersedes; its `related`
-    /// edges may not name a memory of a namespace it may not link to
-    /// ([`may_relate`]). A link to a memory neither the store nor the batch
-    /// holds in a namespace `visible` admits is kept as written, as a
-    /// memory file keeps a link to a memory since deleted: the store
-    /// ignores it until such a memory is there (and so an export of a
-    /// store with deleted memories comes back whole). Fields are named
+    /// field, for a caller that sees the namespaces `visible` admits
+    /// (every one when `sees_everything`). The links are checked as
+    /// `POST /memories` checks them: a `supersedes` names a memory of the
+    /// namespace written that nothing else supersedes, and a `related`
+    /// edge a memory that namespace may link to ([`may_relate`]), held by
+    /// the store or the batch; one the caller cannot see reads as one
+    /// that does not exist. A caller that sees everything may also keep a
+    /// link to a memory that exists nowhere, as a memory file keeps a link
+    /// to a memory since deleted (the store ignores it until such a
+    /// memory is there), so an export of a whole store comes back whole;
+    /// for any other caller that would tell an id it cannot see from a
+    /// missing one. An id the store holds in the namespace written is
+    /// skipped as existing; one it holds elsewhere is refused, saying no
+    /// more than that the id is taken. Fields are named
     /// `memories[<index>].<field>`.
     pub async fn import(
         &self,
         batch: Vec<Memory>,
         visible: impl Fn(&Namespace) -> bool + Send + 'static,
+        sees_everything: bool,
     ) -> Result<Imported, WriteError> {
         let store = self.clone();
-        blocking::run(move || store.import_blocking(batch, &visible)).await
+        blocking::run(move || store.import_blocking(batch, &visible, sees_everything)).await
     }
 
     fn import_blocking(
         &self,
         batch: Vec<Memory>,
         visible: &dyn Fn(&Namespace) -> bool,
+        sees_everything: bool,
     ) -> Result<Imported, WriteError> {
         let _writer = self.lock_writer();
         let mut imported = Imported::default();
@@ -59,10 +68,23 @@ impl Store {
                 if !seen.insert(memory.id) {
                     return Err(invalid(index, "id", format!("repeats {}", memory.id)));
                 }
-                if view.by_id.contains_key(&memory.id) {
-                    imported.existing.push(memory.id);
-                } else {
-                    new.push((index, memory));
+                match view.by_id.get(&memory.id) {
+                    None => new.push((index, memory)),
+                    Some(held) if held.namespace == memory.namespace => {
+                        imported.existing.push(memory.id);
+                    }
+                    // Whether the caller may see the memory that holds it
+                    // or not: the answer must not say where it is.
+                    Some(_) => {
+                        return Err(WriteError::Conflict {
+                            field: format!("memories[{index}].id"),
+                            reason: format!(
+                                "{} is the id of another memory; an import keeps ids, so this \
+                                 memory cannot come in under it",
+                                memory.id
+                            ),
+                        });
+                    }
                 }
             }
             let batch_owner: HashMap<MemoryId, &Namespace> = new
@@ -74,21 +96,24 @@ impl Store {
                     .get(&id)
                     .map(|memory| &memory.namespace)
                     .or_else(|| batch_owner.get(&id).copied())
-                    .filter(|namespace| visible(namespace))
+            };
+            let target = |id: MemoryId| match owner(id) {
+                Some(namespace) if visible(namespace) => Target::Seen(namespace),
+                None if sees_everything => Target::Nowhere,
+                _ => Target::Unseen,
             };
             let mut superseded = HashSet::new();
             for (index, memory) in &new {
                 if let Some(predecessor) = memory.supersedes {
-                    if owner(predecessor).is_some_and(|owner| *owner != memory.namespace) {
-                        return Err(invalid(
-                            *index,
-                            "supersedes",
-                            format!("names a memory of another namespace: {predecessor}"),
-                        ));
+                    let field = format!("memories[{index}].supersedes");
+                    match target(predecessor) {
+                        Target::Seen(namespace) if *namespace == memory.namespace => {}
+                        Target::Nowhere => {}
+                        _ => return Err(no_predecessor(field, &memory.namespace, predecessor)),
                     }
                     if view.successor(predecessor).is_some() || !superseded.insert(predecessor) {
                         return Err(WriteError::Conflict {
-                            field: format!("memories[{index}].supersedes"),
+                            field,
                             reason: format!(
                                 "names {predecessor}, which another memory supersedes already"
                             ),
@@ -96,12 +121,17 @@ impl Store {
                     }
                 }
                 for (edge_index, edge) in memory.related.iter().enumerate() {
-                    if owner(edge.id).is_some_and(|target| !may_relate(&memory.namespace, target)) {
+                    let linkable = match target(edge.id) {
+                        Target::Seen(namespace) => may_relate(&memory.namespace, namespace),
+                        Target::Nowhere => true,
+                        Target::Unseen => false,
+                    };
+                    if !linkable {
                         return Err(invalid(
                             *index,
                             &format!("related[{edge_index}].id"),
                             format!(
-                                "names a memory {} may not link to: {}",
+                                "names no memory {} may link to: {}",
                                 memory.namespace, edge.id
                             ),
                         ));
@@ -117,6 +147,18 @@ impl Store {
         self.inner.changes.record(imported.written.iter().copied());
         Ok(imported)
     }
+}
+
+/// Where a link of an imported memory leads, as the caller may know it.
+enum Target<'a> {
+    /// To a memory of this namespace, which the caller sees.
+    Seen(&'a Namespace),
+    /// To no memory anywhere, for a caller that sees everything: kept as
+    /// written.
+    Nowhere,
+    /// To no memory the caller sees: missing, or in a namespace it does
+    /// not hold; the two read alike.
+    Unseen,
 }
 
 fn invalid(index: usize, field: &str, reason: String) -> WriteError {

@@ -96,18 +96,12 @@ impl Store {
         let version = match new.supersedes {
             None => 1,
             Some(predecessor_id) => {
-                let invalid = |reason: String| WriteError::Invalid {
-                    field: "supersedes".to_owned(),
-                    reason,
-                };
-                // A memory of another namespace is as absent as no memory:
-                // the answer must not tell that the id exists elsewhere.
                 let predecessor = view
                     .by_id
                     .get(&predecessor_id)
                     .filter(|predecessor| predecessor.namespace == *namespace)
                     .ok_or_else(|| {
-                        invalid(format!("names no memory of {namespace}: {predecessor_id}"))
+                        no_predecessor("supersedes".to_owned(), namespace, predecessor_id)
                     })?;
                 if let Some(successor) = view.successor(predecessor_id) {
                     return Err(WriteError::Conflict {
@@ -118,7 +112,20 @@ impl Store {
                         ),
                     });
                 }
-                predecessor.version + 1
+                // Only a hand-edited file can hold a version this high
+                // (an import is bounded well below it); wrapping would
+                // write a version 0, which no store reads back.
+                predecessor
+                    .version
+                    .checked_add(1)
+                    .ok_or_else(|| WriteError::Conflict {
+                        field: "supersedes".to_owned(),
+                        reason: format!(
+                            "names {predecessor_id}, at version {}, the highest a chain can reach; \
+                         write a new memory instead",
+                            predecessor.version
+                        ),
+                    })?
             }
         };
         for (index, edge) in new.related.iter().enumerate() {
@@ -144,5 +151,15 @@ impl Store {
         let removed = self.write_view().remove(id);
         self.inner.changes.record([id]);
         Ok(removed)
+    }
+}
+
+/// A `supersedes` (named `field`) that names no memory a write to
+/// `namespace` may supersede. A memory of another namespace is as absent
+/// as no memory: the answer must not tell that the id exists elsewhere.
+pub(super) fn no_predecessor(field: String, namespace: &Namespace, id: MemoryId) -> WriteError {
+    WriteError::Invalid {
+        field,
+        reason: format!("names no memory of {namespace}: {id}"),
     }
 }

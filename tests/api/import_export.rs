@@ -6,7 +6,11 @@
 //! PostgreSQL: across backends), and again into the same store with
 //! nothing changed; `POST /memories/import` refuses a bad batch naming the
 //! field and writing nothing; instructions files and a mem0 export become
-//! memories with no model, idempotently.
+//! memories with no model, idempotently. What a limited key may import is
+//! in `grants`; the bounds on imported numbers in `bounds`.
+
+mod bounds;
+mod grants;
 
 use std::path::Path;
 use std::process::{Command, Output};
