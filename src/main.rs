@@ -64,6 +64,10 @@ enum Command {
     Hook(engram::client::hook::HookArgs),
     /// Merge Engram's hooks into a coding agent's settings file.
     Setup(engram::client::setup::SetupArgs),
+    /// Check that the agents' hooks and MCP server can reach Engram: the
+    /// URL answers, the settings hold Engram's entries and the binary they
+    /// run exists; print the hook log's last lines. Exits 1 on a problem.
+    Doctor(engram::client::doctor::DoctorArgs),
     /// MCP over stdio, bridged to a running Engram's `/mcp`.
     Mcp(engram::client::bridge::BridgeArgs),
     /// Bring memories into a running Engram: agents' transcripts,
@@ -89,6 +93,7 @@ fn main() -> ExitCode {
     match args.command.unwrap_or(Command::Serve(args.serve)) {
         Command::Hook(hook) => engram::client::hook::run(&hook),
         Command::Setup(setup) => engram::client::setup::run(&setup),
+        Command::Doctor(doctor) => engram::client::doctor::run(&doctor),
         Command::Mcp(bridge) => engram::client::bridge::run(&bridge),
         Command::Import(import) => engram::client::import::run(&import),
         Command::Export(export) => engram::client::export::run(&export),
