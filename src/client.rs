@@ -5,6 +5,8 @@
 
 /// `engram mcp`: MCP over stdio, bridged to a running Engram's `/mcp`.
 pub mod bridge;
+/// `engram doctor`: whether the agents' entries can reach Engram.
+pub mod doctor;
 /// `engram export`: every memory, whole, as JSON Lines or memory files.
 pub mod export;
 /// `engram hook`: coding-agent hooks that call a running Engram.

@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use engram::app::{App, shutdown_signal};
 use engram::config::Config;
 
@@ -16,10 +16,11 @@ use engram::config::Config;
 /// for one in a section (e.g. ENGRAM_LIMITS__MAX_BODY_BYTES=2097152), then
 /// the flags of `serve`.
 #[derive(Parser)]
-#[command(version, args_conflicts_with_subcommands = true)]
+#[command(version)]
 struct Args {
-    /// The YAML configuration file.
-    #[arg(long, env = "ENGRAM_CONFIG", value_name = "FILE")]
+    /// The YAML configuration file (before or after the command:
+    /// `engram --config FILE serve`, `engram serve --config FILE`).
+    #[arg(long, env = "ENGRAM_CONFIG", value_name = "FILE", global = true)]
     config: Option<PathBuf>,
     /// `serve`'s flags, for `engram` run without a command.
     #[command(flatten)]
@@ -37,6 +38,21 @@ struct ServeArgs {
     /// The data directory (the `data_dir` key, ENGRAM_DATA_DIR).
     #[arg(long, value_name = "DIR")]
     data_dir: Option<PathBuf>,
+}
+
+impl ServeArgs {
+    /// These flags, each filled from `outer` where not given: `engram
+    /// --listen A serve` and `engram serve --listen A` are one command.
+    fn or(self, outer: Self) -> Self {
+        Self {
+            listen: self.listen.or(outer.listen),
+            data_dir: self.data_dir.or(outer.data_dir),
+        }
+    }
+
+    fn is_given(&self) -> bool {
+        self.listen.is_some() || self.data_dir.is_some()
+    }
 }
 
 /// What `engram healthcheck` asks.
@@ -64,6 +80,10 @@ enum Command {
     Hook(engram::client::hook::HookArgs),
     /// Merge Engram's hooks into a coding agent's settings file.
     Setup(engram::client::setup::SetupArgs),
+    /// Check that the agents' hooks and MCP server can reach Engram: the
+    /// URL answers, the settings hold Engram's entries and the binary they
+    /// run exists; print the hook log's last lines. Exits 1 on a problem.
+    Doctor(engram::client::doctor::DoctorArgs),
     /// MCP over stdio, bridged to a running Engram's `/mcp`.
     Mcp(engram::client::bridge::BridgeArgs),
     /// Bring memories into a running Engram: agents' transcripts,
@@ -86,9 +106,22 @@ fn main() -> ExitCode {
         }
         Err(err) => err.exit(),
     };
-    match args.command.unwrap_or(Command::Serve(args.serve)) {
+    let command = match args.command {
+        None => Command::Serve(args.serve),
+        Some(Command::Serve(flags)) => Command::Serve(flags.or(args.serve)),
+        Some(_) if args.serve.is_given() => Args::command()
+            .error(
+                clap::error::ErrorKind::ArgumentConflict,
+                "--listen and --data-dir are `serve`'s flags: give them after `serve`, or with \
+                 no command",
+            )
+            .exit(),
+        Some(command) => command,
+    };
+    match command {
         Command::Hook(hook) => engram::client::hook::run(&hook),
         Command::Setup(setup) => engram::client::setup::run(&setup),
+        Command::Doctor(doctor) => engram::client::doctor::run(&doctor),
         Command::Mcp(bridge) => engram::client::bridge::run(&bridge),
         Command::Import(import) => engram::client::import::run(&import),
         Command::Export(export) => engram::client::export::run(&export),
@@ -172,6 +205,9 @@ fn print_yaml(value: &impl serde::Serialize) -> ExitCode {
 #[tokio::main]
 async fn serve(config: Config) -> ExitCode {
     engram::telemetry::init(&config.log);
+    for warning in config.warnings() {
+        tracing::warn!("{warning}");
+    }
     let result = match App::build(config).await {
         Ok(app) => app.run_until_stopped(shutdown_signal()).await,
         Err(err) => Err(err),

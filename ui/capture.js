@@ -1,22 +1,47 @@
 // Capture: its mode (what writes memories), the queue, the latest passes
 // and what each wrote (and took in model tokens), the failed triggers with
 // their errors and a retry, the model usage and daily budgets, and the
-// numbers of /stats.
+// numbers of /stats. In agent-driven mode (no classifier) the agent
+// writes: its latest writes take the place of the queue and the passes,
+// and the classifier's budgets are left out.
 
 import { get, post } from './api.js';
 import {
-  h, memoryLink, num, shortId, time, when,
+  clip, h, memoryLink, namespaceOf, num, shortId, time, when,
 } from './dom.js';
+
+/** How many of the agent's latest writes are shown. */
+const AGENT_WRITES = 20;
 import { notify } from './dialogs.js';
 
 /** Renders the capture page. */
 export async function captureView() {
   const [triggers, stats] = await Promise.all([get('/triggers?limit=50'), get('/stats')]);
+  const agentDriven = triggers.mode === 'agent';
   return h('section', { class: 'capture' },
     h('h1', { tabindex: '-1' }, 'Capture'),
     h('p', { id: 'capture-mode', class: 'capture-mode', 'data-mode': triggers.mode },
-      h('strong', null, triggers.mode === 'agent' ? 'Agent-driven capture. ' : 'Classifier capture. '), triggers.mode_summary),
+      h('strong', null, agentDriven ? 'Agent-driven capture. ' : 'Classifier capture. '), triggers.mode_summary),
     h('div', { class: 'actions' }, h('a', { class: 'button quiet', href: `#/capture?t=${Date.now()}` }, 'Refresh')),
+    agentDriven ? await agentWrites() : classifierSections(triggers),
+    !agentDriven || triggers.failed.length ? failedSection(triggers) : null,
+    stats.models ? usageSection(stats.models, agentDriven) : null,
+    statsSection(stats));
+}
+
+/** The agent's latest writes: the newest memories written on request
+ * (the MCP `remember` tool, `remember:` prompts, the API), not by a pass. */
+async function agentWrites() {
+  const page = await get(`/memories?limit=${AGENT_WRITES}`);
+  const written = page.memories.filter((m) => m.trigger === 'manual');
+  return section('Latest agent writes', 'agent-writes', written, ['memory', 'owner', 'category', 'written'], (m) => [
+    memoryLink(m.id, clip(m.content, 120)), namespaceOf(m), m.category, time(m.created_at),
+  ], 'No memory written by an agent yet: it writes with the MCP tool `remember` (or a `remember:` prompt).');
+}
+
+/** The queue and the latest passes of the classifier. */
+function classifierSections(triggers) {
+  return [
     section('Queue', 'queue', triggers.queued, ['state', 'trigger', 'owner', 'accepted', 'attempts', 'window'], (t) => [
       h('span', { class: `badge state-${t.state}` }, t.state.replace('_', ' ')),
       triggerCell(t), owner(t), time(t.accepted_at), String(t.attempts), preview(t),
@@ -27,13 +52,16 @@ export async function captureView() {
       passUsage(t.usage),
       t.error ? h('span', { class: 'error-text' }, t.error) : '',
     ], 'No pass has finished since the service started.'),
-    section('Failed (queue/failed/)', 'failed', triggers.failed, ['trigger', 'owner', 'accepted', 'attempts', 'error', ''], (t) => [
-      triggerCell(t), owner(t), time(t.accepted_at), String(t.attempts),
-      h('span', { class: 'error-text' }, t.last_error || ''),
-      h('button', { type: 'button', class: 'retry', 'data-id': t.id, onclick: (event) => retry(t, event.currentTarget) }, 'Retry'),
-    ], 'No trigger has failed.', triggers.failed_more ? 'More are in queue/failed/ than shown.' : null),
-    stats.models ? usageSection(stats.models) : null,
-    statsSection(stats));
+  ];
+}
+
+/** The triggers that failed for good, each with a retry. */
+function failedSection(triggers) {
+  return section('Failed (queue/failed/)', 'failed', triggers.failed, ['trigger', 'owner', 'accepted', 'attempts', 'error', ''], (t) => [
+    triggerCell(t), owner(t), time(t.accepted_at), String(t.attempts),
+    h('span', { class: 'error-text' }, t.last_error || ''),
+    h('button', { type: 'button', class: 'retry', 'data-id': t.id, onclick: (event) => retry(t, event.currentTarget) }, 'Retry'),
+  ], 'No trigger has failed.', triggers.failed_more ? 'More are in queue/failed/ than shown.' : null);
 }
 
 /** A pass's classifier call: tokens in and out, and its cost where priced. */
@@ -48,8 +76,9 @@ function money(cost) {
   return cost === null || cost === undefined ? '—' : cost.toFixed(cost < 1 ? 4 : 2);
 }
 
-/** Today's model calls by kind and model, and the daily budgets. */
-function usageSection(models) {
+/** Today's model calls by kind and model, and the daily budgets: the
+ * classifier's (capture's, and per pair) only when there is one. */
+function usageSection(models, agentDriven) {
   const budget = (name, b) => {
     const limit = b.limit ? `${b.used.toLocaleString()} of ${b.limit.toLocaleString()} tokens` : `${b.used.toLocaleString()} tokens (unlimited)`;
     return h('li', { class: b.exhausted ? 'warning' : null },
@@ -59,9 +88,9 @@ function usageSection(models) {
   return h('section', { 'aria-labelledby': 'usage-title', id: 'usage' },
     h('h2', { id: 'usage-title' }, `Model usage today (${models.day}, UTC)`),
     h('ul', { class: 'budgets' },
-      budget('Capture budget', models.budgets.capture),
+      agentDriven ? null : budget('Capture budget', models.budgets.capture),
       budget('Retrieval budget', models.budgets.retrieval),
-      models.budgets.capture_per_pair ? h('li', { class: pairs.length ? 'warning' : null },
+      !agentDriven && models.budgets.capture_per_pair ? h('li', { class: pairs.length ? 'warning' : null },
         `Per pair: ${models.budgets.capture_per_pair.toLocaleString()} tokens`,
         pairs.length ? ` — spent by ${pairs.map((p) => `${p.repo}/${p.user}`).join(', ')} until ${when(models.renews_at)}` : '') : null),
     models.today.length

@@ -51,7 +51,12 @@ use crate::mcp::Catalogue;
 #[derive(Args, Debug)]
 pub struct BridgeArgs {
     /// The running Engram to serve (its API root; `/mcp` is added).
-    #[arg(long, env = "ENGRAM_URL", default_value = "http://127.0.0.1:8080")]
+    #[arg(
+        long,
+        env = "ENGRAM_URL",
+        hide_env_values = true,
+        default_value = "http://127.0.0.1:8080"
+    )]
     pub url: String,
     /// The repo id for calls that name none (default: the git checkout's
     /// directory name of the current directory).

@@ -201,7 +201,7 @@ pub struct HookArgs {
     #[arg(value_enum)]
     pub event: Event,
     /// Engram's base URL.
-    #[arg(long, env = "ENGRAM_URL", default_value = DEFAULT_URL)]
+    #[arg(long, env = "ENGRAM_URL", hide_env_values = true, default_value = DEFAULT_URL)]
     pub url: String,
     /// The repo id (default: the git checkout's directory name of the agent's cwd).
     #[arg(long)]

@@ -57,7 +57,7 @@ pub enum Error {
 #[derive(Debug, clap::Args)]
 pub struct ServerArgs {
     /// Engram's base URL.
-    #[arg(long, env = "ENGRAM_URL", default_value = DEFAULT_URL)]
+    #[arg(long, env = "ENGRAM_URL", hide_env_values = true, default_value = DEFAULT_URL)]
     pub url: String,
 }
 
@@ -115,9 +115,12 @@ impl Api {
         if let Some(key) = &self.key {
             request = request.bearer_auth(key);
         }
-        let failed = |source| Error::Request {
+        // An error names the URL without its userinfo: `ENGRAM_URL` may
+        // carry a password, and errors are printed and logged.
+        let url = redact_userinfo(&url).into_owned();
+        let failed = |source: reqwest::Error| Error::Request {
             url: url.clone(),
-            source,
+            source: source.without_url(),
         };
         let response = request.send().await.map_err(failed)?;
         let status = response.status();

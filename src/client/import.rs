@@ -154,31 +154,44 @@ fn read_text(path: &Path) -> Result<String, Error> {
     Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
 
-/// The directories in `dir`, by name, each with its files, sorted; none
-/// when `dir` does not exist.
-fn list_dirs(dir: &Path) -> Result<Vec<(String, Vec<PathBuf>)>, Error> {
-    let read = |path: &Path| {
-        std::fs::read_dir(path).map_err(|source| Error::Read {
-            path: path.to_owned(),
-            source,
-        })
-    };
+/// The regular files in `dir`, sorted; none when `dir` does not exist.
+fn list_files(dir: &Path) -> Result<Vec<PathBuf>, Error> {
     if !dir.is_dir() {
         return Ok(Vec::new());
     }
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|source| Error::Read {
+            path: dir.to_owned(),
+            source,
+        })?
+        .flatten()
+        .filter(|file| file.file_type().is_ok_and(|kind| kind.is_file()))
+        .map(|file| file.path())
+        .collect();
+    files.sort();
+    Ok(files)
+}
+
+/// The directories in `dir`, by name, each with its files, sorted; none
+/// when `dir` does not exist.
+fn list_dirs(dir: &Path) -> Result<Vec<(String, Vec<PathBuf>)>, Error> {
+    if !dir.is_dir() {
+        return Ok(Vec::new());
+    }
+    let entries = std::fs::read_dir(dir).map_err(|source| Error::Read {
+        path: dir.to_owned(),
+        source,
+    })?;
     let mut listed = Vec::new();
-    for entry in read(dir)?.flatten() {
+    for entry in entries.flatten() {
         let path = entry.path();
         if !entry.file_type().is_ok_and(|kind| kind.is_dir()) {
             continue;
         }
-        let mut files: Vec<PathBuf> = read(&path)?
-            .flatten()
-            .filter(|file| file.file_type().is_ok_and(|kind| kind.is_file()))
-            .map(|file| file.path())
-            .collect();
-        files.sort();
-        listed.push((entry.file_name().to_string_lossy().into_owned(), files));
+        listed.push((
+            entry.file_name().to_string_lossy().into_owned(),
+            list_files(&path)?,
+        ));
     }
     listed.sort();
     Ok(listed)

@@ -19,8 +19,14 @@
 //!   never reached through a link ([`files`]).
 //! - A file about to change is first copied to
 //!   `<file>.engram-backup-<UTC time>`, readable by its owner only, keeping
-//!   the newest few; the new text is written to a temporary file and
-//!   renamed over it, so a crash leaves one or the other.
+//!   the newest few: beside the file, or for a shared project file under
+//!   the state directory, out of the checkout that `git add -A` commits;
+//!   the new text is written to a temporary file and renamed over it, so
+//!   a crash leaves one or the other. A new file of the user's own (user
+//!   and local scope) is created readable by the user only.
+//! - After writing, the report says whether Engram answers at the URL the
+//!   entries call ([`doctor::server`]; a warning, not a failure: setup may
+//!   come first) and where the hooks log their failures.
 //! - Every file is read, merged and rendered before any is written: a file
 //!   that does not parse, has an unexpected shape or cannot be edited in
 //!   place is an error, and nothing is written.
@@ -39,12 +45,16 @@ use std::process::ExitCode;
 
 pub use merge::{Change, Entry, WrongShape};
 
-use crate::client::hook::project;
+use crate::client::doctor;
+use crate::client::hook::{self, project};
 use crate::client::http::DEFAULT_URL;
 use agents::{Agent, Dirs};
 use files::Links;
 use json_edit::EditError;
 use merge::{Document, Format, shell_quote};
+
+/// The mode of a new file of the user's own: settings hold keys and tokens.
+const PRIVATE_MODE: u32 = 0o600;
 
 /// Which of the agent's configuration files to change (each agent's
 /// files for each scope: [`agents`], and docs/agents.md).
@@ -63,6 +73,17 @@ pub enum Scope {
     /// (`.claude/settings.local.json`, and the project's entry in
     /// `~/.claude.json`; Claude Code only).
     Local,
+}
+
+impl Scope {
+    /// The name on the command line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::User => "user",
+            Self::Project => "project",
+            Self::Local => "local",
+        }
+    }
 }
 
 /// `engram setup`'s arguments.
@@ -112,6 +133,11 @@ pub enum Error {
     NoHooks { agent: &'static str },
     #[error("Engram does not serve {agent}'s hooks, so with --no-mcp there is nothing to write")]
     NothingToDo { agent: &'static str },
+    #[error(
+        "no place outside the checkout for the backups of its files: set HOME or \
+         XDG_STATE_HOME; nothing was changed"
+    )]
+    NoBackupDir,
     #[error("finding the engram binary")]
     Exe(#[source] io::Error),
     #[error("{0} is not a valid repo or user id")]
@@ -189,6 +215,12 @@ struct Target {
     /// directory that is checked.
     links: Links,
     root: PathBuf,
+    /// Whether the file is the user's own (user and local scope): a new
+    /// one is created readable by the user only.
+    private: bool,
+    /// Where its backups go: beside it when `None`; a shared project
+    /// file's, under the state directory, out of the checkout.
+    backups: Option<PathBuf>,
 }
 
 /// Runs setup and prints its report; exits 1 with the reason on stderr
@@ -228,7 +260,7 @@ pub fn setup(
     env: impl Fn(&str) -> Option<String>,
 ) -> Result<Outcome, Error> {
     let program = program::choose(args.scope, exe, env("PATH").as_deref());
-    let targets = targets(args, &program.command, cwd, env)?;
+    let targets = targets(args, &program.command, cwd, &env)?;
     let report = if args.print {
         let mut snippets = String::new();
         for target in &targets {
@@ -249,12 +281,44 @@ pub fn setup(
     } else {
         let mut report = apply(&targets)?;
         report.push_str(&program.note);
+        report.push_str(&reachability(args, &env));
         report
     };
     Ok(Outcome {
         report,
         warnings: program.warnings,
     })
+}
+
+/// What the report says of Engram at the URL the entries call (a warning
+/// when nothing answers: setup may come before the server), and where
+/// the hooks log their failures, since the agent shows none of them.
+fn reachability(args: &SetupArgs, env: &impl Fn(&str) -> Option<String>) -> String {
+    let url = args
+        .url
+        .clone()
+        .or_else(|| env("ENGRAM_URL"))
+        .unwrap_or_else(|| DEFAULT_URL.to_owned());
+    let mut lines = match crate::client::runtime() {
+        Ok(runtime) => match runtime.block_on(doctor::server::check(&url)) {
+            finding if finding.problem => format!("warning: {}\n", finding.text),
+            finding => format!("{}.\n", finding.text),
+        },
+        Err(err) => format!(
+            "warning: Engram at {} was not asked ({err})\n",
+            crate::client::http::redact_userinfo(&url)
+        ),
+    };
+    if args.agent.hook_agent().is_some()
+        && let Some(log) = hook::log::default_path(env)
+    {
+        lines.push_str(&format!(
+            "The hooks log their failures to {} (the agent shows none); `engram doctor` \
+             checks all this again.\n",
+            log.display()
+        ));
+    }
+    lines
 }
 
 /// The files `args` asks to change, each with its entries.
@@ -276,12 +340,24 @@ fn targets(
     };
     let dirs = Dirs::new(cwd, &env);
     let root = dirs.project.clone();
-    let target = |path, format, entries, links| Target {
+    let backup_root = match args.scope {
+        Scope::Project => Some(
+            hook::log::state_dir(&env)
+                .ok_or(Error::NoBackupDir)?
+                .join("backups"),
+        ),
+        Scope::User | Scope::Local => None,
+    };
+    let target = |path: PathBuf, format, entries, links| Target {
+        backups: backup_root
+            .as_deref()
+            .map(|backup_root| mirrored(backup_root, &cwd.join(&path))),
         path,
         format,
         entries,
         links,
         root: root.clone(),
+        private: args.scope != Scope::Project,
     };
     let mut targets = Vec::new();
     match args.agent.hook_agent() {
@@ -376,6 +452,19 @@ fn options(args: &SetupArgs) -> Result<Vec<String>, Error> {
     Ok(options)
 }
 
+/// The directory under `root` that mirrors the one holding `file`:
+/// `<root>/home/ana/forge/.codex/` for `/home/ana/forge/.codex/config.toml`.
+fn mirrored(root: &Path, file: &Path) -> PathBuf {
+    let parts = file
+        .parent()
+        .into_iter()
+        .flat_map(Path::components)
+        .filter(|part| matches!(part, std::path::Component::Normal(_)));
+    let mut dir = root.to_path_buf();
+    dir.extend(parts);
+    dir
+}
+
 /// The top of the git checkout holding `cwd`, or `cwd` outside one: where
 /// project files live.
 fn project_root(cwd: &Path) -> PathBuf {
@@ -436,7 +525,7 @@ fn apply(targets: &[Target]) -> Result<String, Error> {
             report.push_str(&format!("(a link to {}) ", found.real.display()));
         }
         if let Some(existing) = &found.existing {
-            let backup = files::back_up(path, existing)?;
+            let backup = files::back_up(path, existing, target.backups.as_deref())?;
             report.push_str(&format!(
                 "changed (backup: {}, readable by you only; the newest {} are kept",
                 backup.path.display(),
@@ -449,7 +538,11 @@ fn apply(targets: &[Target]) -> Result<String, Error> {
         } else {
             report.push_str("created\n");
         }
-        let mode = found.existing.as_ref().map(|existing| existing.mode);
+        let mode = match &found.existing {
+            Some(existing) => Some(existing.mode),
+            None if target.private => Some(PRIVATE_MODE),
+            None => None,
+        };
         files::write_atomically(&found.real, &rendered, mode)?;
         report.push_str(&lines);
     }

@@ -5,6 +5,35 @@ use super::{Backend, Config, EmbeddingProvider, Error, bounds};
 use crate::memory::RepoId;
 
 impl Config {
+    /// What start-up warns of: allowed, but likely not meant. An
+    /// `api_key_env` naming a variable that is unset sends the upstream's
+    /// requests with no key: right for a local server that needs none, a
+    /// refusal on every call from a hosted one.
+    pub fn warnings(&self) -> Vec<String> {
+        let unset = |key: &str, var: &str, base_url: &str| {
+            format!(
+                "{key} names {var}, which is unset or empty: requests to {base_url} go without \
+                 a key (right only for a server that needs none); set {var}, or name the \
+                 variable that holds the key"
+            )
+        };
+        let mut warnings = Vec::new();
+        let embedding = &self.embedding;
+        if embedding.provider == EmbeddingProvider::Openai && embedding.api_key.is_none() {
+            warnings.push(unset(
+                "embedding.api_key_env",
+                &embedding.api_key_env,
+                &embedding.base_url,
+            ));
+        }
+        if let Some(llm) = &self.llm
+            && llm.api_key.is_none()
+        {
+            warnings.push(unset("llm.api_key_env", &llm.api_key_env, &llm.base_url));
+        }
+        warnings
+    }
+
     /// Range checks that types alone cannot express.
     pub fn validate(&self) -> Result<(), Error> {
         let key_error = |key: &str, reason: &str| {

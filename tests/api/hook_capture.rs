@@ -114,6 +114,8 @@ async fn remember_prompts_write_repo_and_user_memories_with_no_model(backend: Ba
     assert_eq!(written.len(), 3, "{written:?}");
     assert_eq!(written[1]["user"], "ana");
     assert_eq!(written[1]["scope"], "user");
+    // Read later by an agent, "I" would be the agent: the memory says who.
+    assert_eq!(written[1]["content"], "The user prefers table-driven tests");
     assert_eq!(
         written[0]["content"],
         "the forge CLI is built with make cli"

@@ -18,6 +18,7 @@ use crate::hooks::{
     remember_and_expect, run, start_engram,
 };
 use crate::setup_agents::{backups, cli_or_skip, printed};
+use crate::setup_private::backup_place;
 use crate::upstream::Behaviour;
 
 const SESSION: &str = "60340f6a-7c26-4eef-abda-b20a6b5720ba";
@@ -157,7 +158,13 @@ async fn setup_gemini_writes_its_hooks_beside_the_mcp_server_in_one_settings_fil
         text.contains("lint-prompt"),
         "the team's hook stays: {text}"
     );
-    assert_eq!(backups(&settings), 1, "one file, backed up once");
+    // A shared file's backup is kept out of the checkout.
+    assert_eq!(backups(&settings), 0);
+    assert_eq!(
+        backups(&backup_place(&project, &settings)),
+        1,
+        "one file, backed up once"
+    );
     assert!(
         !project.cwd.join("GEMINI.md").exists(),
         "its hooks serve it: no instructions"

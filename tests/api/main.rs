@@ -39,6 +39,8 @@ mod retrieve;
 mod secrets;
 mod setup;
 mod setup_agents;
+mod setup_doctor;
+mod setup_private;
 mod similar;
 mod site_guard;
 mod store;

@@ -12,6 +12,7 @@ use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
 use serde_json::{Value, json};
 
 use crate::hooks::{Project, engram, printed_context, remember_and_expect, run, start_engram};
+use crate::setup_private::backup_place;
 
 const EVENTS: [(&str, &str); 4] = [
     ("SessionStart", "session-start"),
@@ -198,7 +199,9 @@ async fn setup_for_codex_writes_its_hooks_file_and_refuses_what_is_not_json() {
         ),
         "{written}"
     );
-    assert_eq!(backups(&config).len(), 1);
+    // A shared file's backup is kept out of the checkout.
+    assert!(backups(&config).is_empty());
+    assert_eq!(backups(&backup_place(&project, &config)).len(), 1);
     let again = setup(&project, &["codex", "--scope", "project"]).await;
     assert_eq!(
         String::from_utf8_lossy(&again.stdout)

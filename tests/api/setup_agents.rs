@@ -14,6 +14,7 @@ use std::process::{Command, Output, Stdio};
 use serde_json::{Value, json};
 
 use crate::hooks::{Project, engram, run};
+use crate::setup_private::backup_place;
 
 async fn setup(project: &Project, args: &[&str]) -> Output {
     let mut command = engram(project);
@@ -229,7 +230,9 @@ async fn setup_merges_into_each_agents_files_keeping_their_comments_and_servers(
         let written = read_jsonc(path);
         assert!(written[key]["docs"].is_object(), "{agent}: {text}");
         assert!(written[key]["engram"].is_object(), "{agent}: {text}");
-        assert_eq!(backups(path), 1, "{agent}");
+        // A shared file's backup is kept out of the checkout.
+        assert_eq!(backups(path), 0, "{agent}");
+        assert_eq!(backups(&backup_place(&project, path)), 1, "{agent}");
         let again = setup(&project, &[agent, "--scope", "project"]).await;
         assert!(
             String::from_utf8_lossy(&again.stdout).contains("nothing changed"),
@@ -246,7 +249,8 @@ async fn setup_merges_into_each_agents_files_keeping_their_comments_and_servers(
         agents.starts_with("# Forge\n\nRun `make check` before pushing.\n\n<!-- engram:begin"),
         "{agents}"
     );
-    assert_eq!(backups(&agents_md), 1);
+    assert_eq!(backups(&agents_md), 0);
+    assert_eq!(backups(&backup_place(&project, &agents_md)), 1);
 }
 
 #[tokio::test]

@@ -231,10 +231,11 @@ impl Call {
         if request.content.is_empty() {
             return "Engram remembered nothing: nothing follows `remember:`.".to_owned();
         }
+        let content = remember::told_of_the_user(request.content);
         let body = json!({
             "scope": request.scope,
             "category": request.category(),
-            "content": request.content,
+            "content": content,
             "importance": REQUESTED_IMPORTANCE,
             "session_id": self.session_id,
             "dedupe": true,
@@ -248,7 +249,7 @@ impl Call {
                      stored; there is no need to call `remember` for it.",
                     memory["category"].as_str().unwrap_or_default(),
                     memory["id"].as_str().unwrap_or_default(),
-                    crate::memory::excerpt(request.content, CONFIRMATION_CHARS),
+                    crate::memory::excerpt(&content, CONFIRMATION_CHARS),
                 )
             }
             // What was said is at fault (a secret, a duplicate, too long):

@@ -24,11 +24,18 @@ const MAX_LOG_BYTES: u64 = 1024 * 1024;
 /// Where the log goes unless `--log-file` says otherwise:
 /// `$XDG_STATE_HOME/engram/hook.log`, else `~/.local/state/engram/hook.log`.
 pub fn default_path(env: impl Fn(&str) -> Option<String>) -> Option<PathBuf> {
+    Some(state_dir(env)?.join("hook.log"))
+}
+
+/// The agent-side commands' own directory for what they keep (the hook
+/// log, setup's backups of project files): `$XDG_STATE_HOME/engram`,
+/// else `~/.local/state/engram`.
+pub fn state_dir(env: impl Fn(&str) -> Option<String>) -> Option<PathBuf> {
     let state = env("XDG_STATE_HOME")
         .filter(|dir| Path::new(dir).is_absolute())
         .map(PathBuf::from)
         .or_else(|| env("HOME").map(|home| Path::new(&home).join(".local/state")))?;
-    Some(state.join("engram").join("hook.log"))
+    Some(state.join("engram"))
 }
 
 /// The log's mode: the owner's alone.

@@ -37,6 +37,78 @@ impl Request<'_> {
     }
 }
 
+/// `content` as the memory says it: the user's own first person at its
+/// start ("I prefer …", "I'm …", "My …") told of the user ("The user
+/// prefers …"), since an agent reads the memory later, and to it "I"
+/// would be itself. Anything else is kept as written.
+pub fn told_of_the_user(content: &str) -> String {
+    let Some((first, rest)) = content.split_once(' ') else {
+        return content.to_owned();
+    };
+    let subject = match first {
+        "I" | "i" => "The user",
+        "I'm" | "I’m" | "i'm" => return format!("The user is {rest}"),
+        "I've" | "I’ve" => return format!("The user has {rest}"),
+        "I'd" | "I’d" => return format!("The user would {rest}"),
+        "My" | "my" => return format!("The user's {rest}"),
+        _ => return content.to_owned(),
+    };
+    let mut told = subject.to_owned();
+    let mut rest = rest;
+    // "I always use …": the adverb stays, the verb after it agrees.
+    while let Some((word, tail)) = rest.split_once(' ') {
+        if !is_adverb(word) {
+            break;
+        }
+        told.push(' ');
+        told.push_str(word);
+        rest = tail;
+    }
+    let (verb, tail) = rest.split_once(' ').unwrap_or((rest, ""));
+    let letters = verb.trim_end_matches(|c: char| !c.is_alphabetic());
+    told.push(' ');
+    told.push_str(&third_person(letters));
+    told.push_str(&verb[letters.len()..]);
+    if !tail.is_empty() {
+        told.push(' ');
+        told.push_str(tail);
+    }
+    told
+}
+
+fn is_adverb(word: &str) -> bool {
+    word.ends_with("ly")
+        || matches!(
+            word,
+            "always" | "never" | "often" | "also" | "still" | "just" | "sometimes" | "rather"
+        )
+}
+
+/// `verb` as said of "the user" rather than by "I".
+fn third_person(verb: &str) -> String {
+    let vowel_before_y = verb
+        .strip_suffix('y')
+        .is_some_and(|stem| stem.ends_with(['a', 'e', 'i', 'o', 'u']));
+    match verb {
+        "am" => "is".to_owned(),
+        "have" => "has".to_owned(),
+        "don't" | "don’t" => "doesn't".to_owned(),
+        "was" | "can" | "will" | "would" | "should" | "must" | "may" | "might" | "could" => {
+            verb.to_owned()
+        }
+        _ if ["s", "x", "z", "o", "sh", "ch"]
+            .iter()
+            .any(|end| verb.ends_with(end)) =>
+        {
+            format!("{verb}es")
+        }
+        _ if verb.ends_with('y') && !vowel_before_y => {
+            format!("{}ies", &verb[..verb.len() - 1])
+        }
+        _ => format!("{verb}s"),
+    }
+}
+
 /// The request in `prompt`, if it is one.
 pub fn parse(prompt: &str) -> Option<Request<'_>> {
     let text = prompt.trim_start();
@@ -129,6 +201,29 @@ mod tests {
         assert_eq!(parsed("remember:"), Some((Scope::Repo, "")));
         assert_eq!(parsed("#remember"), Some((Scope::Repo, "")));
         assert_eq!(parsed("#remember for me"), Some((Scope::User, "")));
+    }
+
+    #[test]
+    fn the_users_first_person_is_told_of_the_user() {
+        for (said, told) in [
+            (
+                "I prefer table-driven tests",
+                "The user prefers table-driven tests",
+            ),
+            ("I always use tabs", "The user always uses tabs"),
+            ("I'm a backend developer", "The user is a backend developer"),
+            ("My editor is Helix", "The user's editor is Helix"),
+            ("I don't like mocks", "The user doesn't like mocks"),
+            ("I push to a fork", "The user pushes to a fork"),
+            ("I study Go", "The user studies Go"),
+            ("I enjoy Rust", "The user enjoys Rust"),
+            ("I prefer, always, tabs", "The user prefers, always, tabs"),
+            ("tabs over spaces", "tabs over spaces"),
+            ("Ideas go in docs/", "Ideas go in docs/"),
+            ("I", "I"),
+        ] {
+            assert_eq!(told_of_the_user(said), told, "{said:?}");
+        }
     }
 
     #[test]

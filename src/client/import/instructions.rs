@@ -28,6 +28,12 @@ pub const MAX_PARAGRAPH_CHARS: usize = 600;
 /// The shortest item taken, in characters: shorter ones are labels.
 const MIN_ITEM_CHARS: usize = 12;
 
+/// How the lines an agent writes about the file itself begin: they say
+/// what the file is for, not how to work (Claude Code's `/init` opens
+/// CLAUDE.md with "This file provides guidance to Claude Code
+/// (claude.ai/code) when working with code in this repository.").
+const ABOUT_THE_FILE: &[&str] = &["This file provides guidance to "];
+
 /// The problem type of a near-duplicate refused by `dedupe`.
 const DUPLICATE: &str = "urn:engram:problem:duplicate-memory";
 
@@ -107,20 +113,22 @@ pub fn conventions(text: &str) -> Vec<String> {
     let mut current: Option<String> = None;
     let mut in_code = false;
     let mut in_comment = false;
-    let flush = |current: &mut Option<String>,
-                 heading: &Option<String>,
-                 items: &mut Vec<String>| {
-        if let Some(item) = current.take() {
-            let item = item.trim().to_owned();
-            if item.chars().count() >= MIN_ITEM_CHARS && item.chars().count() <= MAX_PARAGRAPH_CHARS
-            {
-                items.push(match heading {
-                    Some(heading) => format!("{heading}: {item}"),
-                    None => item,
-                });
+    let flush =
+        |current: &mut Option<String>, heading: &Option<String>, items: &mut Vec<String>| {
+            if let Some(item) = current.take() {
+                let item = item.trim().to_owned();
+                let about_the_file = ABOUT_THE_FILE.iter().any(|start| item.starts_with(start));
+                if item.chars().count() >= MIN_ITEM_CHARS
+                    && item.chars().count() <= MAX_PARAGRAPH_CHARS
+                    && !about_the_file
+                {
+                    items.push(match heading {
+                        Some(heading) => format!("{heading}: {item}"),
+                        None => item,
+                    });
+                }
             }
-        }
-    };
+        };
     for line in skip_front_matter(text).lines() {
         let trimmed = line.trim();
         if trimmed.starts_with("```") || trimmed.starts_with("~~~") {
@@ -237,6 +245,19 @@ This repo is the forge build service, written in Go.\n\n\
                 "Testing: Never mock the database.",
                 "Testing: Keep fixtures small and named.",
             ]
+        );
+    }
+
+    #[test]
+    fn the_line_claude_codes_init_opens_with_is_not_a_convention() {
+        let text = "# CLAUDE.md\n\n\
+This file provides guidance to Claude Code (claude.ai/code) when working with code in this \
+repository.\n\n\
+## Commands\n\n\
+- `make test` runs every test.\n";
+        assert_eq!(
+            conventions(text),
+            vec!["Commands: `make test` runs every test."]
         );
     }
 

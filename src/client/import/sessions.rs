@@ -4,7 +4,9 @@
 //! - Claude Code: `~/.claude/projects/<encoded project path>/<session
 //!   id>.jsonl` (`$CLAUDE_CONFIG_DIR/projects` when set); the encoded
 //!   path is the project's absolute path with every character that is
-//!   not a letter or digit made `-`, and each line carries the `cwd`.
+//!   not a letter or digit made `-`, and each line carries the `cwd`. One
+//!   project's folder, given itself, is read as well: its own `.jsonl`
+//!   files are sessions too.
 //! - Codex: `~/.codex/sessions/YYYY/MM/DD/rollout-<time>-<id>.jsonl`
 //!   (`$CODEX_HOME/sessions` when set), whose first line is a
 //!   `session_meta` holding the session's `id` and `cwd`.
@@ -38,6 +40,22 @@ impl Agent {
         match self {
             Self::ClaudeCode => Format::ClaudeCode,
             Self::Codex => Format::Codex,
+        }
+    }
+
+    /// Where the agent keeps its transcripts, said when none were found.
+    pub fn layout(self) -> &'static str {
+        match self {
+            Self::ClaudeCode => {
+                "Claude Code keeps them as <folder>/<project folder>/<session id>.jsonl \
+                 (~/.claude/projects by default): pass that folder, or one project's folder \
+                 in it, as --transcripts"
+            }
+            Self::Codex => {
+                "Codex keeps them as <folder>/YYYY/MM/DD/rollout-<time>-<id>.jsonl \
+                 (~/.codex/sessions by default): pass that folder, or any folder below it, \
+                 as --transcripts"
+            }
         }
     }
 }
@@ -77,6 +95,11 @@ pub fn find(agent: Agent, root: &Path) -> Result<Vec<Session>, Error> {
     let mut files = Vec::new();
     match agent {
         Agent::ClaudeCode => {
+            files.extend(
+                super::list_files(root)?
+                    .into_iter()
+                    .filter(|path| path.extension() == Some("jsonl".as_ref())),
+            );
             for (_, project_files) in super::list_dirs(root)? {
                 files.extend(
                     project_files

@@ -116,8 +116,17 @@ pub async fn run(args: &TranscriptArgs, agent: Agent) -> Result<String, Error> {
         .since
         .map(|day| day.and_hms_opt(0, 0, 0).unwrap_or_default().and_utc());
 
+    let found = sessions::find(agent, &root)?;
+    let none_found = found.is_empty().then(|| {
+        format!(
+            "\nno {} transcripts found in {}: {}",
+            agent.as_str(),
+            root.display(),
+            agent.layout()
+        )
+    });
     let mut pending = Vec::new();
-    for session in sessions::find(agent, &root)? {
+    for session in found {
         if project_dir
             .as_deref()
             .is_some_and(|dir| !sessions::belongs_to(&session, dir))
@@ -129,8 +138,9 @@ pub async fn run(args: &TranscriptArgs, agent: Agent) -> Result<String, Error> {
         let sent = state.sent(&url, &key);
         pending.push(unsent(agent, session, key, sent, args.repo.as_deref())?);
     }
+    let none_found = none_found.unwrap_or_default();
     if args.dry_run {
-        return Ok(dry_run(&api, &pending).await);
+        return Ok(dry_run(&api, &pending).await + &none_found);
     }
 
     let mut budget = Budget::read(&api).await?;
@@ -183,7 +193,7 @@ pub async fn run(args: &TranscriptArgs, agent: Agent) -> Result<String, Error> {
     }
     Ok(format!(
         "sent {triggers} compactions from {} sessions (~{tokens} classifier prompt tokens \
-         estimated, existing memories not counted); {idle} sessions had nothing new",
+         estimated, existing memories not counted); {idle} sessions had nothing new{none_found}",
         total - idle
     ))
 }
@@ -402,8 +412,9 @@ async fn dry_run(api: &Api, pending: &[Pending]) -> String {
         tokens += estimate;
         windows += session.windows.len();
     }
-    let cost = match api.get("/stats").await {
-        Ok(stats) => classifier_cost_per_token(&stats).map_or_else(
+    let stats = api.get("/stats").await;
+    let cost = match &stats {
+        Ok(stats) => classifier_cost_per_token(stats).map_or_else(
             || "cost unknown (no classifier price shown in /stats yet)".to_owned(),
             |rate| {
                 format!(
@@ -414,10 +425,23 @@ async fn dry_run(api: &Api, pending: &[Pending]) -> String {
         ),
         Err(err) => format!("cost unknown (/stats: {err})"),
     };
+    // The real run hands every window to the server's classifier.
+    let classifier = match stats
+        .as_ref()
+        .map(|stats| stats["capture"]["enabled"].as_bool())
+    {
+        Ok(Some(true)) => "The real run hands them to this Engram's classifier.",
+        Ok(Some(false)) => {
+            "The real run needs a classifier, and this Engram has none (no `llm` configured: \
+             capture is agent-driven): it would be refused until `llm` is configured on the \
+             server."
+        }
+        _ => "The real run needs a classifier (`llm`) configured on the server.",
+    };
     lines.push(format!(
         "dry run: {} sessions, {messages} messages, {windows} compactions, ~{tokens} classifier \
          prompt tokens (its instructions and the messages; the existing memories it is shown \
-         come on top); {cost}; nothing was sent",
+         come on top); {cost}; nothing was sent. {classifier}",
         lines.len()
     ));
     lines.join("\n")

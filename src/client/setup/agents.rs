@@ -82,11 +82,7 @@ impl Agent {
     fn no_such_scope(self, scope: Scope) -> Error {
         Error::NoSuchScope {
             agent: self.as_str(),
-            scope: match scope {
-                Scope::User => "user",
-                Scope::Project => "project",
-                Scope::Local => "local",
-            },
+            scope: scope.as_str(),
         }
     }
 

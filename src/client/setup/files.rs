@@ -11,13 +11,17 @@
 //!   its target gets the new text.
 //! - A new version is written to a fresh temporary file beside the real
 //!   file, with the real file's mode from the start, then renamed over it.
+//! - A new file of the user's own (user or local scope) is created `0600`,
+//!   an existing one keeps its mode: settings hold keys and tokens.
 //! - A backup is created readable by its owner only (never wider than the
-//!   original, never wider than `0600`): settings hold keys and tokens.
-//!   Only the newest [`BACKUPS_KEPT`] backups of a file are kept.
+//!   original, never wider than `0600`). Only the newest [`BACKUPS_KEPT`]
+//!   backups of a file are kept. A shared project file's backups are kept
+//!   out of the checkout (under the state directory), where `git add -A`
+//!   would commit them.
 
 use std::fs;
 use std::io::{self, Read, Write};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use chrono::Utc;
@@ -175,10 +179,7 @@ pub fn write_atomically(path: &Path, text: &str, mode: Option<u32>) -> Result<()
         path: path.to_owned(),
         source,
     };
-    let dir = path
-        .parent()
-        .filter(|dir| !dir.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
+    let dir = parent_dir(path);
     fs::create_dir_all(dir).map_err(failed)?;
     let mut name = path.file_name().unwrap_or_default().to_owned();
     name.push(format!(".engram-tmp-{}", std::process::id()));
@@ -229,12 +230,27 @@ pub struct Backup {
 }
 
 /// Copies `original`, the text of the file at `path`, to
-/// `<path>.engram-backup-<UTC time>` beside it, readable by its owner
+/// `<name>.engram-backup-<UTC time>` in `dir` (created its owner's only
+/// when missing), beside the file when `None`, readable by its owner
 /// only, and removes all but the newest [`BACKUPS_KEPT`] backups.
-pub fn back_up(path: &Path, original: &Existing) -> Result<Backup, Error> {
+pub fn back_up(path: &Path, original: &Existing, dir: Option<&Path>) -> Result<Backup, Error> {
     let mode = original.mode & BACKUP_MODE_MAX;
     let stamp = Utc::now().format("%Y%m%dT%H%M%S%.3fZ").to_string();
     let prefix = backup_prefix(path);
+    let dir = match dir {
+        Some(dir) => {
+            fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir)
+                .map_err(|source| Error::Write {
+                    path: dir.to_owned(),
+                    source,
+                })?;
+            dir
+        }
+        None => parent_dir(path),
+    };
     let mut attempt = 0;
     let (backup, mut file) = loop {
         let suffix = if attempt == 0 {
@@ -242,7 +258,7 @@ pub fn back_up(path: &Path, original: &Existing) -> Result<Backup, Error> {
         } else {
             format!("-{attempt}")
         };
-        let backup = path.with_file_name(format!("{prefix}{stamp}{suffix}"));
+        let backup = dir.join(format!("{prefix}{stamp}{suffix}"));
         let opened = fs::OpenOptions::new()
             .write(true)
             .create_new(true)
@@ -268,7 +284,7 @@ pub fn back_up(path: &Path, original: &Existing) -> Result<Backup, Error> {
     };
     file.write_all(original.text.as_bytes()).map_err(failed)?;
     file.sync_all().map_err(failed)?;
-    let removed = prune_backups(path, &prefix).map_err(failed)?;
+    let removed = prune_backups(dir, &prefix).map_err(failed)?;
     Ok(Backup {
         path: backup,
         removed,
@@ -282,14 +298,17 @@ fn backup_prefix(path: &Path) -> String {
     )
 }
 
-/// Removes all but the newest [`BACKUPS_KEPT`] backups of `path` (their
-/// names sort by time), and narrows the kept ones that an older setup
-/// left readable by others. Returns how many it removed.
-fn prune_backups(path: &Path, prefix: &str) -> io::Result<usize> {
-    let dir = path
-        .parent()
+/// The directory holding `path`.
+fn parent_dir(path: &Path) -> &Path {
+    path.parent()
         .filter(|dir| !dir.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
+        .unwrap_or(Path::new("."))
+}
+
+/// Removes all but the newest [`BACKUPS_KEPT`] backups named `prefix…` in
+/// `dir` (their names sort by time), and narrows the kept ones that an
+/// older setup left readable by others. Returns how many it removed.
+fn prune_backups(dir: &Path, prefix: &str) -> io::Result<usize> {
     let mut backups: Vec<(String, fs::Metadata)> = Vec::new();
     for entry in fs::read_dir(dir)? {
         let entry = entry?;

@@ -40,7 +40,7 @@ fn agent_timeout(agent: Agent) -> u64 {
 const CURSOR_HOOKS_VERSION: u64 = 1;
 
 /// The name the MCP server entry goes by.
-const MCP_SERVER_NAME: &str = "engram";
+pub const MCP_SERVER_NAME: &str = "engram";
 /// The variables a Codex MCP server may see: Codex starts servers with a
 /// short list of its own, and the bridge reads these.
 const MCP_ENV_VARS: [&str; 2] = ["ENGRAM_API_KEY", "ENGRAM_URL"];
@@ -466,14 +466,11 @@ fn same_toml_value(a: &toml_edit::Value, b: &toml_edit::Value) -> bool {
 
 /// Whether `command` runs Engram's hook for the same agent and event as
 /// `entry`: a program named `engram…` with `hook <agent> <event>` after it.
-fn is_engram_hook(command: &str, entry: &Entry) -> bool {
+pub fn is_engram_hook(command: &str, entry: &Entry) -> bool {
     let Entry::Hook { agent, event, .. } = entry else {
         return false;
     };
-    let (program, rest) = match command.strip_prefix('\'') {
-        Some(quoted) => quoted.split_once('\'').unwrap_or((quoted, "")),
-        None => command.split_once(' ').unwrap_or((command, "")),
-    };
+    let (program, rest) = split_command(command);
     let named_engram = Path::new(program)
         .file_name()
         .is_some_and(|name| name.to_string_lossy().starts_with("engram"));
@@ -482,6 +479,15 @@ fn is_engram_hook(command: &str, entry: &Entry) -> bool {
         && words.next() == Some("hook")
         && words.next() == Some(agent.as_str())
         && words.next() == Some(event.as_str())
+}
+
+/// A hook's `command` as setup writes it: the program (quoted when it
+/// needs to be, unquoted here) and the words after it.
+pub fn split_command(command: &str) -> (&str, &str) {
+    match command.strip_prefix('\'') {
+        Some(quoted) => quoted.split_once('\'').unwrap_or((quoted, "")),
+        None => command.split_once(' ').unwrap_or((command, "")),
+    }
 }
 
 /// `text` quoted for a POSIX shell when it needs to be.

@@ -29,9 +29,19 @@ pub struct Program {
 /// from and `path_var` the `PATH` it runs with.
 pub fn choose(scope: Scope, exe: &Path, path_var: Option<&str>) -> Program {
     if scope != Scope::Project {
+        let note = if is_in_build_dir(exe) {
+            format!(
+                "Note: the entries run {}, in a cargo build directory: `cargo clean` or a \
+                 rebuild elsewhere leaves the agent without it. `cargo install --path <engram \
+                 checkout>` installs a copy in ~/.cargo/bin; run setup again with that one.\n",
+                exe.display()
+            )
+        } else {
+            String::new()
+        };
         return Program {
             command: exe.to_string_lossy().into_owned(),
-            note: String::new(),
+            note,
             warnings: Vec::new(),
         };
     }
@@ -70,6 +80,27 @@ pub fn choose(scope: Scope, exe: &Path, path_var: Option<&str>) -> Program {
     }
 }
 
+/// Where `program` is, when it names an executable file: a path as it
+/// stands, a bare name as a shell finds it on `path_var`.
+pub fn resolve(program: &str, path_var: Option<&str>) -> Option<PathBuf> {
+    if program.contains('/') {
+        let path = PathBuf::from(program);
+        is_executable_file(&path).then_some(path)
+    } else {
+        find_on_path(program, path_var)
+    }
+}
+
+/// Whether `exe` is where cargo builds: `…/target/[<triple>/]debug/` or
+/// `…/release/`.
+fn is_in_build_dir(exe: &Path) -> bool {
+    let profile = exe
+        .parent()
+        .and_then(Path::file_name)
+        .is_some_and(|name| name == "debug" || name == "release");
+    profile && exe.components().any(|part| part.as_os_str() == "target")
+}
+
 /// The first executable file named `name` in the directories of
 /// `path_var`, as a shell would find it.
 fn find_on_path(name: &str, path_var: Option<&str>) -> Option<PathBuf> {
@@ -105,6 +136,24 @@ mod tests {
         let program = choose(Scope::Project, exe, Some(""));
         assert_eq!(program.command, "engram");
         assert!(program.warnings[0].contains("not on PATH"), "{program:?}");
+    }
+
+    #[test]
+    fn a_binary_in_a_build_directory_is_said_to_be_one() {
+        for exe in [
+            "/home/ana/engram/target/release/engram",
+            "/home/ana/engram/target/x86_64-unknown-linux-gnu/debug/engram",
+        ] {
+            let program = choose(Scope::User, Path::new(exe), None);
+            assert_eq!(program.command, exe);
+            assert!(
+                program.note.contains("cargo build directory"),
+                "{program:?}"
+            );
+            assert!(program.note.contains("cargo install"), "{program:?}");
+        }
+        let installed = choose(Scope::User, Path::new("/home/ana/.cargo/bin/engram"), None);
+        assert_eq!(installed.note, "");
     }
 
     #[test]

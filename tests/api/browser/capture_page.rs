@@ -169,11 +169,23 @@ async fn the_capture_page_says_capture_is_agent_driven_without_an_llm() {
     else {
         return;
     };
+    let write = json!({"scope": "repo", "repo": "forge", "user": "ana",
+        "category": "project-conventions", "content": "Deploys go through Helm."});
+    let (status, _) = served
+        .call(Method::POST, "/memories", Some(&write), None)
+        .await;
+    assert_eq!(status, 201);
     browser.open(&served.ui("#/capture")).await;
     let said = browser.texts("#capture-mode").await;
     assert_eq!(said.len(), 1, "{said:?}");
     for part in ["Agent-driven capture.", "remember tool", "not classified"] {
         assert!(said[0].contains(part), "{part:?} missing from {said:?}");
     }
+    // What the agent wrote is what there is to see; no classifier budget.
+    let writes = browser.texts("#agent-writes td a").await;
+    assert_eq!(writes, ["Deploys go through Helm."]);
+    let page = browser.texts("main").await.join("\n");
+    assert!(!page.contains("Capture budget"), "{page}");
+    assert!(!page.contains("Recent passes"), "{page}");
     end(browser, served).await;
 }
