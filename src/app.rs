@@ -149,6 +149,7 @@ impl App {
             capture_stats.clone(),
             recent_triggers.clone(),
             wake.clone(),
+            meter.clone(),
             llm.is_some(),
         );
         let mut background = vec![indexer];

@@ -1,8 +1,10 @@
 //! Capture: conversation windows in, memories out, off the request path.
 //!
 //! `POST /turns` and `POST /compactions` hand a window to [`Capture::enqueue`],
-//! which stores it durably ([`backlog`]: in `queue/`, or in PostgreSQL's
-//! shared queue) and answers at once; the
+//! which redacts the secrets of its window (the guard's placeholders, as
+//! on the way to a model, so no secret rests on disk), stores it durably
+//! ([`backlog`]: in `queue/`, or in PostgreSQL's shared queue) and
+//! answers at once; the
 //! [`worker::Worker`] classifies it later with the classifier model, guards
 //! what comes back (secrets, near-duplicates, limits) and writes the
 //! memories. Nothing accepted is lost: a trigger leaves the queue only after
@@ -33,6 +35,7 @@ use utoipa::ToSchema;
 
 use crate::blocking;
 use crate::store::NamespacePair;
+use crate::usage::Meter;
 use backlog::Backlog;
 pub use mode::CaptureMode;
 use queue::{EnqueueStatus, QueuedTrigger, Trigger};
@@ -120,6 +123,9 @@ pub struct Capture {
     /// The latest passes, which the worker logs.
     recent: Arc<RecentTriggers>,
     wake: Arc<Notify>,
+    /// Whose triggers the daily token budgets hold: those are not dropped
+    /// for their pair's capacity.
+    meter: Meter,
     enabled: bool,
 }
 
@@ -129,6 +135,7 @@ impl Capture {
         stats: Arc<CaptureStats>,
         recent: Arc<RecentTriggers>,
         wake: Arc<Notify>,
+        meter: Meter,
         enabled: bool,
     ) -> Self {
         Self {
@@ -136,6 +143,7 @@ impl Capture {
             stats,
             recent,
             wake,
+            meter,
             enabled,
         }
     }
@@ -160,7 +168,14 @@ impl Capture {
     }
 
     async fn store(&self, trigger: Trigger) -> Result<EnqueueStatus, queue::Error> {
-        let enqueued = self.queue.enqueue(trigger).await;
+        // Before anything is written: the secret guard scans the whole
+        // window, which is CPU work for a large compaction.
+        let trigger = blocking::run(move || trigger.redacted()).await;
+        let held = !self
+            .meter
+            .capture_gate()
+            .admits(&trigger.repo, &trigger.user);
+        let enqueued = self.queue.enqueue(trigger, held).await;
         let refusals = match &enqueued {
             Err(queue::Error::OverBudget { .. } | queue::Error::TooLarge { .. }) => {
                 Some(&self.stats.refused_over_budget)

@@ -47,11 +47,12 @@ impl Claimed {
 }
 
 impl Backlog {
-    /// Stores `trigger` durably (or drops it, by the queue's rules).
-    pub async fn enqueue(&self, trigger: Trigger) -> Result<EnqueueStatus, Error> {
+    /// Stores `trigger` durably (or drops it, by the queue's rules);
+    /// `held`: a daily token budget holds its pair.
+    pub async fn enqueue(&self, trigger: Trigger, held: bool) -> Result<EnqueueStatus, Error> {
         match self {
-            Self::Files(queue) => queue.enqueue(trigger).await,
-            Self::Postgres(shared) => shared.enqueue(&trigger).await,
+            Self::Files(queue) => queue.enqueue(trigger, held).await,
+            Self::Postgres(shared) => shared.enqueue(&trigger, held).await,
         }
     }
 
@@ -104,6 +105,13 @@ impl Backlog {
         .await;
     }
 
+    /// A daily token budget holds the trigger's pair: it waits in the
+    /// queue again, its attempts unchanged, to be taken once the budget
+    /// renews.
+    pub async fn hold(&self, claimed: Claimed) {
+        self.settle(claimed, Settle::Hold).await;
+    }
+
     /// The trigger will not be tried again: it joins the failed ones, with
     /// its error.
     pub async fn fail(&self, claimed: Claimed, error: String) {
@@ -123,6 +131,7 @@ impl Backlog {
                 let queue = queue.clone();
                 blocking::run(move || match how {
                     Settle::Done => queue.finish(&trigger),
+                    Settle::Hold => queue.hold(trigger),
                     Settle::Retry { error, after } => {
                         queue.retry_later(trigger, error, Instant::now() + after);
                     }

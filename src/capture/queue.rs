@@ -10,8 +10,10 @@
 //!
 //! The in-memory state mirrors the directory: triggers waiting, in flight,
 //! or waiting out a retry backoff. Turn triggers coalesce (a newer one of
-//! the same session replaces a waiting older one) and are dropped when the
-//! queue is full. Compactions are never dropped, but they are bounded: one
+//! the same session replaces a waiting older one) and are dropped when
+//! their pair's triggers fill its capacity (unless a daily token budget
+//! holds the pair: those wait anyway) or the queue holds its byte budget
+//! ([`admits_turn`]). Compactions are never dropped, but they are bounded: one
 //! that would take a session's or the whole queue's files past their byte
 //! budget is refused ([`Error::OverBudget`]) for the client to send again
 //! later, and no trigger is written while the disk is below its floor.
@@ -31,6 +33,7 @@ mod replay;
 mod state;
 pub mod summary;
 
+use std::borrow::Cow;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read};
 use std::os::unix::fs::OpenOptionsExt;
@@ -46,9 +49,10 @@ use uuid::Uuid;
 
 use crate::disk::LowSpace;
 use crate::memory::{RepoId, SessionId, UserId};
+use crate::secrets;
 use crate::store::{NamespacePair, atomic};
 use crate::window::Speaker;
-pub(crate) use enqueue::check_budgets;
+pub(crate) use enqueue::{admits_turn, check_budgets};
 use log::Log;
 use state::{State, Waiting};
 use summary::TriggerSummary;
@@ -103,6 +107,19 @@ impl Trigger {
             user: self.user.clone(),
         }
     }
+
+    /// The trigger with each secret of its window replaced by a
+    /// placeholder naming its kind ([`secrets::redact`], the guard that
+    /// text leaving for a model goes through): what the queue stores, so
+    /// that a secret pasted into a conversation never rests on disk.
+    pub fn redacted(mut self) -> Self {
+        for line in &mut self.window {
+            if let Cow::Owned(redacted) = secrets::redact(&line.text) {
+                line.text = redacted;
+            }
+        }
+        self
+    }
 }
 
 /// Where a queued trigger stands.
@@ -134,7 +151,8 @@ pub enum EnqueueStatus {
     /// Stored in place of a waiting older turn of the same session (whose
     /// window this one's contains).
     Coalesced,
-    /// The queue was full; this turn will not be processed.
+    /// Its pair's triggers filled their capacity, or the queue its byte
+    /// budget; this turn will not be processed.
     Dropped,
 }
 
@@ -184,7 +202,8 @@ pub enum Error {
 /// The queue's bounds, from the configuration.
 #[derive(Clone, Copy, Debug)]
 pub struct Limits {
-    /// Turn triggers waiting beyond this many are dropped.
+    /// Triggers of one (repo, user) pair waiting beyond which the pair's
+    /// new turns are dropped, unless a daily token budget holds the pair.
     pub capacity: usize,
     /// The most bytes of stored triggers one session may have queued.
     pub session_bytes: u64,
@@ -306,6 +325,21 @@ impl Queue {
                 trigger,
                 accepted: 0,
                 not_before: Some(at),
+            },
+        );
+    }
+
+    /// The trigger waits again, as it was (its record in the log stands),
+    /// and its pair is free: a daily token budget holds the pair, so it is
+    /// not taken before the budget renews.
+    pub fn hold(&self, trigger: Trigger) {
+        self.release(&trigger);
+        self.lock().waiting.insert(
+            trigger.id,
+            Waiting {
+                trigger,
+                accepted: 0,
+                not_before: None,
             },
         );
     }

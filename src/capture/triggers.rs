@@ -30,6 +30,10 @@ pub enum PassResult {
     Retrying,
     /// Failed for good; it is in `queue/failed/`.
     Failed,
+    /// Stopped before its next classifier call by a spent daily token
+    /// budget; it waits in the queue for the budget to renew, and what its
+    /// passes so far wrote is kept.
+    Held,
 }
 
 /// One finished capture pass.
@@ -66,7 +70,7 @@ impl RecentTriggers {
         usage: Option<Metered>,
     ) {
         let mut summary = TriggerSummary::of(trigger);
-        if result != PassResult::Processed {
+        if matches!(result, PassResult::Retrying | PassResult::Failed) {
             // This pass failed too.
             summary.attempts += 1;
         }

@@ -15,11 +15,16 @@
 //! lease of one that died has passed) writes into the same ids, so it
 //! never writes a memory twice.
 //!
-//! Before a trigger is taken, the daily token budgets are checked (the
-//! whole capture's and its pair's): past one, the trigger stays queued
-//! (nothing is dropped; turns keep coalescing) and the worker wakes by
-//! itself when the budget renews, at midnight UTC. After each classifier
-//! call the day's usage is saved, before the trigger leaves the queue.
+//! Before every classifier call, not only before a trigger is taken, the
+//! daily token budgets are checked (the whole capture's and its pair's):
+//! past one, the trigger goes back to the queue with the passes it ran
+//! recorded (no attempt counted), it and the others of its pair stay
+//! queued (turns keep coalescing), and the worker wakes by itself when the
+//! budget renews, at midnight UTC. So the call that crosses a budget
+//! finishes, and the next one waits (up to `max_concurrent` calls of
+//! different pairs may be in flight when it is crossed). After each
+//! classifier call the day's usage is saved, before the trigger leaves the
+//! queue.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -66,6 +71,19 @@ pub enum Step {
     Retrying,
     /// It failed for good and was moved to `queue/failed/`.
     Failed,
+    /// A daily token budget was spent before its next pass: back in the
+    /// queue until it renews, the passes run so far (which wrote this many
+    /// memories) recorded.
+    Held { written: usize },
+}
+
+/// How a trigger's passes ended.
+enum Passes {
+    /// All ran; the memories written, in order.
+    Done(Vec<MemoryId>),
+    /// A daily token budget was spent before the next one; the memories
+    /// the passes before it wrote.
+    Held(Vec<MemoryId>),
 }
 
 pub struct Worker {
@@ -184,7 +202,16 @@ impl Worker {
         let outcome = self.passes(&trigger, &mut usage).await;
         let stats = &self.deps.stats;
         match outcome {
-            Ok(written) => {
+            Ok(Passes::Held(written)) => {
+                tracing::info!(trigger.id = %trigger.id, memories.written = written.len(), "a daily token budget is spent; the trigger waits in the queue for it to renew, its passes so far kept");
+                self.deps.queue.hold(claimed).await;
+                let count = written.len();
+                self.deps
+                    .recent
+                    .record(&trigger, PassResult::Held, written, None, usage);
+                Step::Held { written: count }
+            }
+            Ok(Passes::Done(written)) => {
                 self.deps.queue.finish(claimed).await;
                 stats.processed.fetch_add(1, Ordering::Relaxed);
                 tracing::info!(trigger.id = %trigger.id, memories.written = written.len(), duration_ms = started.elapsed().as_millis(), "capture pass finished");
@@ -239,13 +266,14 @@ impl Worker {
 
     /// The passes over the trigger's messages not yet classified: as many
     /// as the model's context window needs, each recorded in the ledger
-    /// once its memories are written. The memories written, in order;
+    /// once its memories are written, and each only while the daily token
+    /// budgets admit the trigger's pair. The memories written, in order;
     /// what the passes' model calls took is summed into `usage`.
     async fn passes(
         &self,
         trigger: &Trigger,
         usage: &mut Option<Metered>,
-    ) -> Result<Vec<MemoryId>, Fault> {
+    ) -> Result<Passes, Fault> {
         let marks = ledger::marks(&trigger.window);
         let (ledger, session) = (self.deps.ledger.clone(), Session::of(trigger));
         let mut seen = blocking::run(move || ledger.seen(&session)).await;
@@ -260,6 +288,12 @@ impl Worker {
         };
         let mut written = Vec::new();
         while from < marks.len() {
+            // Checked before every call: one large trigger's passes would
+            // otherwise run far past a budget spent by its first.
+            let gate = self.deps.llm.meter().capture_gate();
+            if !gate.admits(&trigger.repo, &trigger.user) {
+                return Ok(Passes::Held(written));
+            }
             let shown = classify::existing_memories(
                 &self.deps.embedder,
                 &self.deps.index,
@@ -307,7 +341,7 @@ impl Worker {
             .await;
             from = prompt.covers;
         }
-        Ok(written)
+        Ok(Passes::Done(written))
     }
 
     /// Guards and writes the classified memories of the pass from message

@@ -4,13 +4,24 @@
 //! The bytes go to a temporary file in the target's directory (so the rename
 //! never crosses file systems), which is fsynced, renamed over the target, and
 //! then the directory itself is fsynced so the rename survives power loss.
+//!
+//! What it writes is the owner's alone: files are made `0600` and
+//! directories `0700` (narrowed further by the umask, never widened), as
+//! the data directory's files hold conversation text and memories.
 
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, DirBuilder, File, OpenOptions};
 use std::io::{self, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 /// The prefix of temporary files; the loader ignores and sweeps them.
 pub const TEMP_PREFIX: &str = ".tmp-";
+
+/// The mode of the files written here: read and written by the owner only.
+pub const FILE_MODE: u32 = 0o600;
+
+/// The mode of the directories made here: entered by the owner only.
+pub const DIR_MODE: u32 = 0o700;
 
 /// Writes `bytes` to `path` atomically and durably, creating parent
 /// directories as needed.
@@ -51,7 +62,11 @@ pub fn remove(path: &Path) -> io::Result<()> {
 }
 
 fn write_temp_then_rename(temp: &Path, path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let mut file = OpenOptions::new().write(true).create_new(true).open(temp)?;
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(FILE_MODE)
+        .open(temp)?;
     file.write_all(bytes)?;
     file.sync_all()?;
     drop(file);
@@ -84,7 +99,7 @@ pub fn create_dir_all_durably(dir: &Path) -> io::Result<()> {
 /// Creates `dir` (its parent must exist) and fsyncs the parent; a `dir`
 /// that already exists is not an error.
 pub fn create_dir_durably(dir: &Path) -> io::Result<()> {
-    match fs::create_dir(dir) {
+    match DirBuilder::new().mode(DIR_MODE).create(dir) {
         Ok(()) => {}
         Err(err) if err.kind() == io::ErrorKind::AlreadyExists => return Ok(()),
         Err(err) => return Err(err),
@@ -116,6 +131,18 @@ mod tests {
             .map(|entry| entry.unwrap().file_name())
             .collect();
         assert_eq!(names, ["file.md"]);
+    }
+
+    #[test]
+    fn files_and_directories_are_the_owners_alone() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("new/nested/file.md");
+        write(&path, b"one").unwrap();
+        let mode = |path: &Path| fs::metadata(path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&path), FILE_MODE);
+        assert_eq!(mode(path.parent().unwrap()), DIR_MODE);
+        assert_eq!(mode(&dir.path().join("new")), DIR_MODE);
     }
 
     #[test]

@@ -69,6 +69,7 @@ async fn memories(app: &TestApp, repo: &str) -> Vec<String> {
 over_both_backends!(
     a_turn_becomes_memories_that_retrieval_finds,
     newer_turns_of_a_session_coalesce_and_a_full_queue_drops_turns_not_compactions,
+    a_pair_that_fills_its_capacity_drops_its_own_turns_not_another_pairs,
     a_chain_of_three_versions_and_hallucinations_cleared,
     fenced_garbage_and_secret_replies,
     pairs_run_in_parallel_and_each_pair_in_order,
@@ -183,6 +184,46 @@ async fn newer_turns_of_a_session_coalesce_and_a_full_queue_drops_turns_not_comp
         "the replaced one was not"
     );
     assert!(prompts.iter().any(|p| p.contains("compaction trigger")));
+}
+
+async fn a_pair_that_fills_its_capacity_drops_its_own_turns_not_another_pairs(backend: Backend) {
+    let app = app_over(&backend, |config| {
+        config.capture.queue_capacity = 2;
+    })
+    .await;
+    let upstream = &app.upstream;
+    upstream.set_chat(Behaviour::Delay(Duration::from_millis(800)), "[]");
+    accept(&app, "/turns", &turn("busy", "forge", "first")).await;
+    wait_until("the first trigger to reach the classifier", || {
+        !upstream.chat_requests().is_empty()
+    })
+    .await;
+    for session in ["s1", "s2"] {
+        assert_eq!(
+            accept(&app, "/turns", &turn(session, "forge", "waits")).await["status"],
+            "queued"
+        );
+    }
+    assert_eq!(
+        accept(&app, "/turns", &turn("s3", "forge", "full")).await["status"],
+        "dropped",
+        "forge's turns fill its capacity"
+    );
+    for session in ["w1", "w2"] {
+        assert_eq!(
+            accept(&app, "/turns", &turn(session, "web", "another pair")).await["status"],
+            "queued",
+            "web has a capacity of its own"
+        );
+    }
+
+    let stats = settled(&app, 5).await;
+    assert_eq!(stats["capture"]["dropped"], 1, "{stats:#}");
+    let metrics = app.get("/metrics").await.text;
+    assert!(
+        metrics.contains("engram_capture_triggers_total{outcome=\"dropped\"} 1"),
+        "{metrics}"
+    );
 }
 
 /// The `engram` binary over `dir` on a free loopback port, with its base URL.

@@ -210,3 +210,104 @@ async fn a_link_planted_in_the_queue_is_skipped_and_counted_not_followed() {
         "not moved"
     );
 }
+
+/// The AWS key pair and the GitHub token of the issue's review, as a
+/// developer pastes them into a conversation.
+const ACCESS_KEY_ID: &str = "AKIAIOSFODNN7EXAMPLE";
+const SECRET_ACCESS_KEY: &str = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY";
+const GITHUB_TOKEN: &str = "ghp_pzNNybuXMVp0OeCQVSVkZepp1U9NvGyxT5Lj";
+
+/// Every file under the data directory (`.cache/` aside) that holds one of
+/// the secrets above.
+fn files_holding_a_secret(app: &TestApp) -> Vec<String> {
+    app.files()
+        .into_iter()
+        .filter(|file| {
+            let bytes = std::fs::read(app.data_dir.join(file)).unwrap();
+            let text = String::from_utf8_lossy(&bytes);
+            [ACCESS_KEY_ID, SECRET_ACCESS_KEY, GITHUB_TOKEN]
+                .iter()
+                .any(|secret| text.contains(secret))
+        })
+        .collect()
+}
+
+/// Files and directories under `dir` whose mode lets anyone but the owner
+/// in, with their modes; the derived `.cache/` (vectors and counts, no
+/// text) aside.
+fn open_to_others(dir: &std::path::Path) -> Vec<(String, u32)> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut open = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.file_name().is_some_and(|name| name == ".cache") {
+            continue;
+        }
+        let meta = std::fs::symlink_metadata(&path).unwrap();
+        let mode = meta.permissions().mode() & 0o777;
+        if mode & 0o077 != 0 {
+            open.push((path.display().to_string(), mode));
+        }
+        if meta.is_dir() {
+            open.extend(open_to_others(&path));
+        }
+    }
+    open
+}
+
+#[tokio::test]
+async fn a_windows_secrets_never_rest_on_disk_and_capture_files_are_the_owners_alone() {
+    let app = TestApp::builder()
+        .llm()
+        .config(|config| config.llm.as_mut().unwrap().classifier_timeout_ms = 5_000)
+        .spawn()
+        .await;
+    let upstream = &app.upstream;
+    upstream.set_chat(
+        Behaviour::Delay(std::time::Duration::from_millis(500)),
+        r#"[{"content": "Deploys to the staging bucket use the CI's AWS keys.", "scope": "repo", "category": "project-conventions"}]"#,
+    );
+    let window = json!({"session_id": "s1", "repo": "forge", "user": "ana", "messages": [
+        {"role": "user", "content": format!(
+            "Deploy with aws_access_key_id = {ACCESS_KEY_ID} and \
+             aws_secret_access_key = {SECRET_ACCESS_KEY}; the CI pushes with \
+             GITHUB_TOKEN={GITHUB_TOKEN}")},
+        {"role": "assistant", "content": "Noted: staging deploys use the CI's keys."},
+    ]});
+    let (status, _, body) = post_raw(&app, "/turns", &window).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+
+    // Queued and in flight: what is on disk is the window redacted.
+    crate::helpers::wait_until("the trigger to reach the classifier", || {
+        !upstream.chat_requests().is_empty()
+    })
+    .await;
+    assert!(
+        app.files().iter().any(|file| file.starts_with("queue/")),
+        "the trigger is on disk: {:?}",
+        app.files()
+    );
+    assert_eq!(files_holding_a_secret(&app), Vec::<String>::new());
+    assert_eq!(open_to_others(&app.data_dir), Vec::new());
+
+    // Processed: its log segment is gone, and so is its window.
+    crate::helpers::settled(&app, 1).await;
+    let stats = app.get("/stats").await.json;
+    assert_eq!(stats["capture"]["written"], 1, "{stats:#}");
+    let segments: Vec<String> = app
+        .files()
+        .into_iter()
+        .filter(|file| file.starts_with("queue/") && file.ends_with(".log"))
+        .collect();
+    assert_eq!(
+        segments,
+        Vec::<String>::new(),
+        "no processed segment is kept"
+    );
+    assert_eq!(files_holding_a_secret(&app), Vec::<String>::new());
+    assert_eq!(
+        open_to_others(&app.data_dir),
+        Vec::new(),
+        "memory files and the ledger too"
+    );
+}

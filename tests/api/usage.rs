@@ -17,6 +17,8 @@ use crate::upstream::{Behaviour, usage_of};
 over_both_backends!(
     the_replies_usage_is_counted_by_kind_model_and_pair_priced_and_shown,
     past_the_capture_budget_triggers_wait_and_go_once_it_is_raised,
+    past_the_capture_budget_no_sessions_turn_is_dropped,
+    a_large_compaction_stops_after_the_call_that_crosses_the_budget,
     a_pair_past_its_own_budget_waits_while_other_pairs_go,
     past_the_retrieval_budget_retrieve_searches_the_plain_query,
     the_days_totals_survive_a_restart_on_the_same_data_directory,
@@ -262,6 +264,113 @@ async fn past_the_capture_budget_triggers_wait_and_go_once_it_is_raised(backend:
     let stats = settled(&raised, 2).await;
     assert_eq!(row(&stats, "classifier")["calls"], 3, "{stats:#}");
     assert_eq!(upstream.chat_requests().len(), 3);
+}
+
+async fn past_the_capture_budget_no_sessions_turn_is_dropped(backend: Backend) {
+    let app = app_on(&backend, |config| {
+        config.capture.daily_token_budget = 1;
+        config.capture.queue_capacity = 2;
+    })
+    .await;
+    let upstream = &app.upstream;
+    upstream.set_chat(Behaviour::Answer, "[]");
+    accept(&app, "/turns", &turn("s1", "first")).await;
+    settled(&app, 1).await;
+
+    // Held by the budget, every session's turn waits, of this pair and of
+    // another: more of them than the capacity that drops.
+    for n in 0..6 {
+        let mut held = turn(&format!("held-{n}"), "waits for the budget");
+        if n % 2 == 1 {
+            held["repo"] = json!("web");
+        }
+        assert_eq!(
+            accept(&app, "/turns", &held).await["status"],
+            "queued",
+            "turn {n}"
+        );
+    }
+    let stats = app.get("/stats").await.json;
+    assert_eq!(stats["capture"]["dropped"], 0, "{stats:#}");
+    assert_eq!(stats["capture"]["queue_depth"], 6);
+    assert_eq!(upstream.chat_requests().len(), 1, "no call past the budget");
+}
+
+/// A compaction of `messages` user messages of about `tokens` tokens each,
+/// every one its own words.
+fn long_compaction(messages: usize, tokens: usize) -> Value {
+    let lines: Vec<Value> = (0..messages)
+        .map(|n| {
+            let words: Vec<String> = (0..tokens).map(|w| format!("m{n}w{w}")).collect();
+            json!({"role": "user", "content": format!("Message {n}: {}", words.join(" "))})
+        })
+        .collect();
+    json!({"session_id": "long", "repo": "forge", "user": "ana", "messages": lines})
+}
+
+async fn a_large_compaction_stops_after_the_call_that_crosses_the_budget(backend: Backend) {
+    const BUDGET: u64 = 6_000;
+    let small_passes = |config: &mut Config| {
+        config.llm.as_mut().unwrap().context_tokens = 4096;
+        config.capture.context_tokens = 0;
+    };
+    let app = app_on(&backend, |config| {
+        small_passes(config);
+        config.capture.daily_token_budget = BUDGET;
+    })
+    .await;
+    let upstream = app.upstream.clone();
+    upstream.set_chat(Behaviour::Answer, "[]");
+    accept(&app, "/compactions", &long_compaction(40, 300)).await;
+    wait_until_async("the budget to hold the compaction", async || {
+        app.get("/triggers").await.json["recent"][0]["result"] == "held"
+    })
+    .await;
+
+    let calls: Vec<u64> = upstream
+        .chat_requests()
+        .iter()
+        .map(|messages| {
+            let (prompt, completion) = reported(messages, "[]");
+            prompt + completion
+        })
+        .collect();
+    let (last, before) = calls.split_last().unwrap();
+    assert!(
+        before.iter().sum::<u64>() < BUDGET && before.iter().sum::<u64>() + last >= BUDGET,
+        "every call but the last was made under the budget, and the last crossed it: {calls:?}"
+    );
+    let stats = app.get("/stats").await.json;
+    assert_eq!(stats["capture"]["processed"], 0, "{stats:#}");
+    assert_eq!(stats["capture"]["queue_depth"], 1);
+    let queued = &app.get("/triggers").await.json["queued"][0];
+    assert_eq!(queued["state"], "waiting", "{queued:#}");
+    assert_eq!(queued["attempts"], 0, "a held trigger did not fail");
+
+    // Raised, the rest is classified, and what was classified before is
+    // not sent again.
+    let held_calls = calls.len();
+    let raised = metered(&backend)
+        .on(app.into_ground())
+        .config(small_passes)
+        .config(|config| config.capture.daily_token_budget = 1_000_000)
+        .spawn()
+        .await;
+    settled(&raised, 1).await;
+    let prompts: Vec<String> = upstream
+        .chat_requests()
+        .iter()
+        .map(|messages| contents(messages)[1].clone())
+        .collect();
+    assert!(prompts.len() > held_calls, "{} calls", prompts.len());
+    for n in 0..40 {
+        let message = format!("Message {n}: ");
+        let sent = prompts
+            .iter()
+            .filter(|prompt| prompt.contains(&message))
+            .count();
+        assert_eq!(sent, 1, "message {n} was sent {sent} times");
+    }
 }
 
 async fn a_pair_past_its_own_budget_waits_while_other_pairs_go(backend: Backend) {

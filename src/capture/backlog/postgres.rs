@@ -7,7 +7,7 @@
 //!   short transaction), so accepts of one session see one another:
 //!   coalescing and the session's byte budget are decided on its triggers
 //!   as they are. Accepts of different sessions do not wait for one
-//!   another: the capacity and the total byte budget are checked against
+//!   another: the pair's capacity and the total byte budget are checked against
 //!   the queue as committed, so accepts committing at the same moment may
 //!   together pass them, by at most one trigger per other accept in
 //!   flight (see `docs/scaling.md`).
@@ -32,8 +32,8 @@ use tokio_postgres::types::ToSql;
 use uuid::Uuid;
 
 use crate::capture::queue::{
-    EnqueueStatus, Error, Kind, Limits, QueueState, QueuedTrigger, Trigger, check_budgets,
-    summary::TriggerSummary, to_json,
+    EnqueueStatus, Error, Kind, Limits, QueueState, QueuedTrigger, Trigger, admits_turn,
+    check_budgets, summary::TriggerSummary, to_json,
 };
 use crate::causes::error_chain;
 use crate::memory::{RepoId, UserId};
@@ -126,7 +126,7 @@ impl Shared {
 
     /// Stores `trigger` (or drops it) by files mode's rules, committed
     /// before it returns.
-    pub async fn enqueue(&self, trigger: &Trigger) -> Result<EnqueueStatus, Error> {
+    pub async fn enqueue(&self, trigger: &Trigger, held: bool) -> Result<EnqueueStatus, Error> {
         let json = to_json(trigger);
         let bytes = json.len() as u64;
         let body = String::from_utf8(json).expect("JSON is UTF-8");
@@ -169,8 +169,9 @@ impl Shared {
         // holds its messages.
         let coalesced = replaced > 0;
         if is_turn {
+            let pair_waiting = usize::try_from(queued.pair_waiting).unwrap_or(usize::MAX);
             if !coalesced
-                && usize::try_from(queued.waiting).unwrap_or(usize::MAX) >= self.limits.capacity
+                && !admits_turn(self.limits, trigger, pair_waiting, queued.total_bytes, held)
             {
                 return Ok(EnqueueStatus::Dropped);
             }
@@ -288,12 +289,16 @@ impl Shared {
         }
     }
 
-    /// Ends a claim: the trigger is done, tried again after a backoff, or
-    /// failed for good. Errors are logged: the claim then lapses, and the
+    /// Ends a claim: the trigger is done, held for a budget, tried again
+    /// after a backoff, or failed for good. Errors are logged: the claim then lapses, and the
     /// trigger is taken again (and its memories not written twice).
     pub async fn settle(&self, id: Uuid, lease: &Lease, how: Settle) {
         let statement = match &how {
             Settle::Done => "DELETE FROM engram_triggers WHERE id = $1 AND claim = $2",
+            Settle::Hold => {
+                "UPDATE engram_triggers SET claimed_by = NULL, claim = NULL, lease_until = NULL \
+                 WHERE id = $1 AND claim = $2"
+            }
             Settle::Retry { .. } => {
                 "UPDATE engram_triggers SET attempts = attempts + 1, last_error = $3, \
                  not_before = now() + make_interval(secs => $4), \
@@ -309,7 +314,9 @@ impl Shared {
         let settled = async {
             let client = self.database.connection().await?;
             let changed = match &how {
-                Settle::Done => client.execute(statement, &[&id, &lease.claim]).await,
+                Settle::Done | Settle::Hold => {
+                    client.execute(statement, &[&id, &lease.claim]).await
+                }
                 Settle::Retry { error, after } => {
                     client
                         .execute(statement, &[&id, &lease.claim, error, &after.as_secs_f64()])
@@ -462,7 +469,12 @@ impl Shared {
 /// How a claim ends.
 pub enum Settle {
     Done,
-    Retry { error: String, after: Duration },
+    /// Given back unchanged: a daily token budget holds the pair.
+    Hold,
+    Retry {
+        error: String,
+        after: Duration,
+    },
     Fail(String),
 }
 

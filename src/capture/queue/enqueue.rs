@@ -1,19 +1,22 @@
 //! Accepting a trigger: a turn replaces a waiting older turn of its
-//! session or is dropped when the queue is full; a compaction is never
-//! dropped but is refused past a byte budget; and what is accepted is
-//! durable in the log before the caller hears so.
+//! session, or is dropped when its pair's triggers fill their capacity or
+//! the queue holds its byte budget ([`admits_turn`], the rule of both
+//! queues); a compaction is never dropped but is refused past a byte
+//! budget; and what is accepted is durable in the log before the caller
+//! hears so.
 
 use std::{fs, io};
 
 use uuid::Uuid;
 
-use super::state::{State, Waiting, is_of_session, session_key};
+use super::state::{SessionKey, State, Waiting, is_of_pair, is_of_session, session_key};
 use super::{EnqueueStatus, Error, Kind, Limits, Queue, Trigger, file_name, to_json};
 use crate::disk;
 
 impl Queue {
     /// Stores `trigger` (or not) by the coalescing, capacity and budget
-    /// rules, and returns once it is durable.
+    /// rules, and returns once it is durable. `held`: a daily token budget
+    /// holds the trigger's pair, so its turns wait whatever their number.
     ///
     /// Group commit: the decision is taken under the lock, the trigger is
     /// appended to the log outside it, the accepts that arrive together
@@ -26,9 +29,9 @@ impl Queue {
     /// and the bookkeeping after it would leave the trigger durable but
     /// unseen until a restart, and its reservation held. `Capture::enqueue`
     /// runs it on a task of its own for that reason.
-    pub async fn enqueue(&self, trigger: Trigger) -> Result<EnqueueStatus, Error> {
+    pub async fn enqueue(&self, trigger: Trigger, held: bool) -> Result<EnqueueStatus, Error> {
         let json = to_json(&trigger);
-        let Some(accepted) = self.reserve(&trigger, json.len() as u64)? else {
+        let Some(accepted) = self.reserve(&trigger, json.len() as u64, held)? else {
             return Ok(EnqueueStatus::Dropped);
         };
         // One `statvfs`: quick enough for an async worker.
@@ -96,8 +99,9 @@ impl Queue {
     }
 
     /// Takes `trigger` into account as pending, or refuses it: `None` is a
-    /// turn dropped for a full queue; a compaction past a budget is an error.
-    fn reserve(&self, trigger: &Trigger, bytes: u64) -> Result<Option<u64>, Error> {
+    /// turn dropped by [`admits_turn`]; a compaction past a budget is an
+    /// error.
+    fn reserve(&self, trigger: &Trigger, bytes: u64, held: bool) -> Result<Option<u64>, Error> {
         let mut state = self.lock();
         let key = session_key(trigger);
         let replaces = trigger.kind == Kind::Turn
@@ -107,11 +111,22 @@ impl Queue {
                 .pending
                 .values()
                 .any(|(pending, kind)| *kind == Kind::Turn && *pending == key));
-        if !replaces
-            && trigger.kind == Kind::Turn
-            && state.waiting.len() + state.pending.len() >= self.limits.capacity
-        {
-            return Ok(None);
+        if !replaces && trigger.kind == Kind::Turn {
+            let (pair, _) = &key;
+            let of_pair = |(other, _): &SessionKey| other == pair;
+            let pair_waiting = state
+                .waiting
+                .values()
+                .filter(|waiting| is_of_pair(&waiting.trigger, pair))
+                .count()
+                + state
+                    .pending
+                    .values()
+                    .filter(|(key, _)| of_pair(key))
+                    .count();
+            if !admits_turn(self.limits, trigger, pair_waiting, state.total_bytes, held) {
+                return Ok(None);
+            }
         }
         if trigger.kind == Kind::Compaction {
             self.check_budgets(&state, trigger, bytes)?;
@@ -150,6 +165,49 @@ impl Queue {
             state.total_bytes,
         )
     }
+}
+
+/// Whether a turn that replaces none may be queued beside the
+/// `pair_waiting` triggers its pair has waiting (in flight ones aside) and
+/// the `total_bytes` the whole queue holds: the one drop rule of both of
+/// capture's queues. A turn is dropped when its pair's triggers fill
+/// `capture.queue_capacity` (a team's pairs each have their own; and a
+/// pair a daily token budget holds (`held`) is not counted against it,
+/// as its triggers wait anyway), or when the queue already holds
+/// `capture.queue_bytes`, the bound of everything queued. Each drop is
+/// logged at `warn`, naming its reason.
+pub(crate) fn admits_turn(
+    limits: Limits,
+    trigger: &Trigger,
+    pair_waiting: usize,
+    total_bytes: u64,
+    held: bool,
+) -> bool {
+    let full = if total_bytes >= limits.total_bytes {
+        Some(("capture.queue_bytes", total_bytes, limits.total_bytes))
+    } else if !held && pair_waiting >= limits.capacity {
+        Some((
+            "capture.queue_capacity",
+            pair_waiting as u64,
+            limits.capacity as u64,
+        ))
+    } else {
+        None
+    };
+    let Some((key, queued, limit)) = full else {
+        return true;
+    };
+    tracing::warn!(
+        trigger.id = %trigger.id,
+        repo = %trigger.repo,
+        user = %trigger.user,
+        session_id = %trigger.session_id,
+        config.key = key,
+        queued,
+        limit,
+        "dropped a turn trigger: the queue holds {queued} against `{key}` of {limit}; the session's next turn brings its messages again"
+    );
+    false
 }
 
 /// Whether a compaction of `trigger_bytes` fits beside the `session_bytes`

@@ -17,9 +17,12 @@
 //! At start the segments are read in order, each up to its first record
 //! that is short or fails its checksum (a torn tail, never acknowledged). A
 //! trigger is live from its accepted record until a gone record for it is
-//! durable. A segment is deleted once it is not the one being written, no
-//! live trigger's latest record is in it, and every older segment is
-//! deleted (its gone records may speak for triggers of older segments).
+//! durable. A segment is deleted once no live trigger's latest record is
+//! in it and every older segment is deleted (its gone records may speak
+//! for triggers of older segments). The segment rounds are appended to
+//! goes too once that holds and no round is being written (the next
+//! round starts a new one): a processed trigger's window does not wait on
+//! disk for its segment to fill.
 //! When more than [`MAX_SEGMENTS`] are kept, the live triggers of the
 //! oldest are moved to their own files (`<id>.json`, which the queue reads
 //! at start beside the log) so that it can go.
@@ -294,6 +297,10 @@ impl Log {
                 writer.writing = false;
                 // A thread that gathered into a round meanwhile may lead now.
                 self.round_done.notify_all();
+                drop(writer);
+                // Now that no round is being written, the segment written
+                // last may go too.
+                self.tidy();
                 return;
             }
             drop(self.write_open_round(writer));
@@ -391,6 +398,7 @@ impl Log {
         let file = OpenOptions::new()
             .append(true)
             .create_new(true)
+            .mode(atomic::FILE_MODE)
             .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits().cast_signed())
             .open(self.dir.join(segment_name(sequence)))?;
         atomic::sync_dir(&self.dir)?;

@@ -3,6 +3,8 @@
 //! not parse is set aside in `queue/failed/`.
 
 use std::fs::{self, File};
+use std::io;
+use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
@@ -28,10 +30,12 @@ impl Queue {
         limits: Limits,
         sync_file: SyncFile,
     ) -> Result<Self, Error> {
-        fs::create_dir_all(dir).map_err(|source| Error::Write {
-            path: dir.to_owned(),
-            source,
-        })?;
+        atomic::create_dir_all_durably(dir)
+            .and_then(|()| owners_alone(dir))
+            .map_err(|source| Error::Write {
+                path: dir.to_owned(),
+                source,
+            })?;
         let (log, logged) = Log::open(dir, sync_file).map_err(|source| Error::Read {
             path: dir.to_owned(),
             source,
@@ -45,7 +49,7 @@ impl Queue {
         };
         match queue.failed_dir_state() {
             FailedDir::Missing => {
-                fs::create_dir(queue.failed_dir()).map_err(|source| Error::Write {
+                atomic::create_dir_durably(&queue.failed_dir()).map_err(|source| Error::Write {
                     path: queue.failed_dir(),
                     source,
                 })?;
@@ -134,4 +138,15 @@ impl Queue {
         }
         state.resume(trigger, bytes);
     }
+}
+
+/// Narrows `dir` to its owner, as [`atomic`] makes directories: a queue
+/// directory an earlier version made open to others (`0755`) keeps the
+/// files in it, written before their modes were narrowed too, from them.
+fn owners_alone(dir: &Path) -> io::Result<()> {
+    let mode = fs::metadata(dir)?.permissions().mode();
+    if mode & 0o077 == 0 {
+        return Ok(());
+    }
+    fs::set_permissions(dir, fs::Permissions::from_mode(mode & atomic::DIR_MODE))
 }

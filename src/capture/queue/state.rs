@@ -82,11 +82,16 @@ pub(super) fn session_key(trigger: &Trigger) -> SessionKey {
     (trigger.pair(), trigger.session_id.clone())
 }
 
+/// Whether `trigger` is of `pair`, compared in place.
+pub(super) fn is_of_pair(trigger: &Trigger, pair: &NamespacePair) -> bool {
+    trigger.repo == pair.repo && trigger.user == pair.user
+}
+
 /// Whether `trigger` is of the session `key`, compared in place: the scans
 /// under the queue's lock clone nothing.
 pub(super) fn is_of_session(trigger: &Trigger, key: &SessionKey) -> bool {
-    let ((pair, session), t) = (key, trigger);
-    t.session_id == *session && t.repo == pair.repo && t.user == pair.user
+    let (pair, session) = key;
+    trigger.session_id == *session && is_of_pair(trigger, pair)
 }
 
 pub(super) struct Waiting {

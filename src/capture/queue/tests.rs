@@ -25,12 +25,18 @@ fn trigger(kind: Kind, session: &str, repo: &str) -> Trigger {
     }
 }
 
-/// Accepts `trigger` from a thread, as a request's task would.
+/// Accepts `trigger` from a thread, as a request's task would, its pair
+/// not held by a budget.
 fn enqueue(queue: &Queue, trigger: Trigger) -> Result<EnqueueStatus, Error> {
+    enqueue_held(queue, trigger, false)
+}
+
+/// [`enqueue`], its pair held by a daily token budget or not.
+fn enqueue_held(queue: &Queue, trigger: Trigger, held: bool) -> Result<EnqueueStatus, Error> {
     tokio::runtime::Builder::new_current_thread()
         .build()
         .unwrap()
-        .block_on(queue.enqueue(trigger))
+        .block_on(queue.enqueue(trigger, held))
 }
 
 fn limits(capacity: usize) -> Limits {
@@ -443,4 +449,65 @@ fn a_trigger_both_in_its_own_file_and_in_the_log_keeps_the_copy_with_more_attemp
         "the stale file goes"
     );
     assert!(dir.path().join(file_name(moved.id)).is_file());
+}
+
+#[test]
+fn each_pair_has_its_own_capacity_and_a_pair_held_by_a_budget_drops_no_turn() {
+    let dir = tempfile::tempdir().unwrap();
+    let queue = Queue::open(dir.path(), limits(2)).unwrap();
+    for session in ["s1", "s2"] {
+        assert_eq!(
+            enqueue(&queue, trigger(Kind::Turn, session, "r")).unwrap(),
+            EnqueueStatus::Queued
+        );
+    }
+    assert_eq!(
+        enqueue(&queue, trigger(Kind::Turn, "s3", "r")).unwrap(),
+        EnqueueStatus::Dropped,
+        "the pair's capacity is full"
+    );
+    for session in ["s4", "s5"] {
+        assert_eq!(
+            enqueue(&queue, trigger(Kind::Turn, session, "other")).unwrap(),
+            EnqueueStatus::Queued,
+            "another pair's turns are not dropped for it"
+        );
+    }
+    for session in ["s6", "s7", "s8"] {
+        assert_eq!(
+            enqueue_held(&queue, trigger(Kind::Turn, session, "r"), true).unwrap(),
+            EnqueueStatus::Queued,
+            "held by a budget, the pair's turns wait whatever their number"
+        );
+    }
+    assert_eq!(queue.depth(), 7);
+}
+
+#[test]
+fn a_turn_is_dropped_once_the_queue_holds_its_byte_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let limits = Limits {
+        total_bytes: 3_000,
+        ..limits(10)
+    };
+    let queue = Queue::open(dir.path(), limits).unwrap();
+    let big = |session| with_text(trigger(Kind::Turn, session, "r"), 1_000);
+    for session in ["s1", "s2", "s3"] {
+        assert_eq!(
+            enqueue_held(&queue, big(session), true).unwrap(),
+            EnqueueStatus::Queued,
+            "room left, or the first past it"
+        );
+    }
+    assert!(queue.bytes() >= 3_000);
+    assert_eq!(
+        enqueue_held(&queue, big("s4"), true).unwrap(),
+        EnqueueStatus::Dropped,
+        "held or not, a full queue takes no new turn"
+    );
+    assert_eq!(
+        enqueue(&queue, big("s1")).unwrap(),
+        EnqueueStatus::Coalesced,
+        "one that replaces an older one is still taken"
+    );
 }

@@ -15,9 +15,10 @@ pub(super) const LOCK_SESSION: &str = "SELECT pg_advisory_xact_lock($1, hashtext
 pub(super) const REPLACE_TURN: &str = "DELETE FROM engram_triggers \
      WHERE kind = 'turn' AND repo = $1 AND user_id = $2 AND session_id = $3 \
        AND failed_at IS NULL AND (lease_until IS NULL OR lease_until < now())";
-/// The live triggers: those waiting (not leased) against the capacity, and
-/// the bytes of one session and of all.
-pub(super) const READ_QUEUED: &str = "SELECT count(*) FILTER (WHERE lease_until IS NULL OR lease_until < now()), \
+/// The live triggers: those of the pair waiting (not leased) against its
+/// capacity, and the bytes of one session and of all.
+pub(super) const READ_QUEUED: &str = "SELECT count(*) FILTER \
+            (WHERE repo = $1 AND user_id = $2 AND (lease_until IS NULL OR lease_until < now())), \
             coalesce(sum(bytes) FILTER \
             (WHERE repo = $1 AND user_id = $2 AND session_id = $3), 0)::bigint, \
             coalesce(sum(bytes), 0)::bigint \
@@ -52,7 +53,8 @@ pub(super) fn session_key(trigger: &Trigger) -> String {
 
 /// The live triggers as an accept sees them (a row of [`READ_QUEUED`]).
 pub(super) struct Queued {
-    pub(super) waiting: i64,
+    /// The pair's triggers waiting (not leased).
+    pub(super) pair_waiting: i64,
     pub(super) session_bytes: u64,
     pub(super) total_bytes: u64,
 }
@@ -61,7 +63,7 @@ impl Queued {
     pub(super) fn of(row: &tokio_postgres::Row) -> Self {
         let bytes = |at: usize| u64::try_from(row.get::<_, i64>(at)).unwrap_or(0);
         Self {
-            waiting: row.get(0),
+            pair_waiting: row.get(0),
             session_bytes: bytes(1),
             total_bytes: bytes(2),
         }

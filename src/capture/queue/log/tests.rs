@@ -242,7 +242,15 @@ fn segments_go_once_their_triggers_are_gone_oldest_first() {
         "the oldest segment is live, so it and every later one stay (the 7th holds the gone records)"
     );
     log.forget(triggers[0].id).unwrap();
-    assert_eq!(log.segments(), 1, "only the one being written is kept");
+    assert_eq!(
+        log.segments(),
+        0,
+        "the one written last goes too: nothing in it is live, and no round is being written"
+    );
+    assert!(
+        segment_files(dir.path()).is_empty(),
+        "no window stays on disk"
+    );
     assert!(live_ids(dir.path()).is_empty());
     drop(log);
     let (log, replayed) = Log::open(dir.path(), synced()).unwrap();

@@ -1,5 +1,6 @@
 //! Segment upkeep: a segment no live trigger needs is deleted, oldest
-//! first, and while too many are kept the oldest one's live triggers move
+//! first (the one being written too, once no round is being written to
+//! it), and while too many are kept the oldest one's live triggers move
 //! to their own files so that it can go.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -29,9 +30,20 @@ impl Log {
         };
         loop {
             let next = {
-                let writer = self.lock();
+                let mut writer = self.lock();
                 let active = writer.active.as_ref().map(|active| active.sequence);
                 match writer.segments.first_key_value() {
+                    // Retired while no round is being written (no writer
+                    // holds it): the next round starts a new segment, and
+                    // this one, with the windows of processed triggers in
+                    // it, goes now rather than once it has grown full.
+                    Some((sequence, live))
+                        if Some(*sequence) == active && live.is_empty() && !writer.writing =>
+                    {
+                        let sequence = *sequence;
+                        writer.active = None;
+                        Some((sequence, None))
+                    }
                     Some((sequence, _)) if Some(*sequence) == active => None,
                     Some((sequence, live)) if live.is_empty() => Some((*sequence, None)),
                     Some((sequence, live)) if writer.segments.len() > self.max_segments => {
