@@ -7,12 +7,18 @@
 //! as if the work had run in place: a request's `CatchPanicLayer` answers
 //! a 500 problem and logs it once, and a long-lived task's `JoinHandle`
 //! reports it. A panic never becomes an error value, an empty result or a
-//! default. See `error.rs` for the whole policy.
+//! default. See `error.rs` for the whole policy. [`run`] carries the
+//! request's [`CommitPoint`] over to the blocking thread, and
+//! [`run_to_end`] to its task.
+
+use crate::commit_point::CommitPoint;
 
 /// Runs `work` on the blocking pool and returns its value; a panic in it
 /// is resumed here.
 pub async fn run<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> T {
-    match tokio::task::spawn_blocking(work).await {
+    // The work may commit a change of the request handing it over.
+    let point = CommitPoint::current();
+    match tokio::task::spawn_blocking(move || CommitPoint::within(point, work)).await {
         Ok(value) => value,
         Err(err) if err.is_panic() => std::panic::resume_unwind(err.into_panic()),
         // Blocking tasks cannot be aborted: only a runtime shutting down
@@ -26,6 +32,13 @@ pub async fn run<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -
 /// timeout) does not stop `work`: for steps that must not be cut short
 /// half-way, such as a durable write and the bookkeeping after it.
 pub async fn run_to_end<T: Send + 'static>(work: impl Future<Output = T> + Send + 'static) -> T {
+    let point = CommitPoint::current();
+    let work = async move {
+        match point {
+            Some(point) => point.scope(work).await,
+            None => work.await,
+        }
+    };
     match tokio::spawn(work).await {
         Ok(value) => value,
         Err(err) if err.is_panic() => std::panic::resume_unwind(err.into_panic()),

@@ -19,6 +19,10 @@
 //!   capture and the indexer keep their work and retry it with backoff.
 //! - **Disk faults** (a file that cannot be read or written) are a 5xx, or
 //!   `507` when the disk is full; nothing accepted is lost.
+//! - **Database faults** (postgres mode: down, hung, out of connections)
+//!   are a `503` with `Retry-After` that changed nothing, for every route
+//!   that needs the database; a commit the database never confirmed is
+//!   the one `504`, saying its outcome is unknown.
 //! - Errors are typed (a `thiserror` enum per component), never `String`s.
 
 use axum::http::{HeaderValue, StatusCode, header};
@@ -29,6 +33,7 @@ use utoipa::ToSchema;
 use crate::capture::queue;
 use crate::causes::error_chain;
 use crate::secrets;
+use crate::store::postgres;
 use crate::{disk, store};
 
 /// The media type of every error body.
@@ -93,6 +98,18 @@ pub enum ApiError {
     /// the change was not committed; retrying shortly may succeed.
     #[error("the database cannot be reached, so nothing was changed; retry shortly")]
     DatabaseUnavailable(#[source] store::Error),
+    /// The database did not confirm a write's commit and could not be
+    /// asked whether it was made: the one answer that does not say what
+    /// happened, and says so (never a `503`, which means nothing changed).
+    #[error(
+        "the database did not confirm the change to memory {id} in time: it may have been made; \
+         read the memory (GET /memories/{id}) once the database answers, before writing it again"
+    )]
+    CommitUnconfirmed {
+        id: crate::memory::MemoryId,
+        #[source]
+        cause: store::Error,
+    },
     /// Turns and compactions need a classifier model and none is
     /// configured: capture is agent-driven.
     #[error(
@@ -212,6 +229,11 @@ impl ApiError {
                 "database-unavailable",
                 "The database cannot be reached",
             ),
+            Self::CommitUnconfirmed { .. } => (
+                StatusCode::GATEWAY_TIMEOUT,
+                "commit-unconfirmed",
+                "The database did not confirm the change",
+            ),
             Self::Timeout { .. } => (
                 StatusCode::SERVICE_UNAVAILABLE,
                 "timeout",
@@ -263,7 +285,10 @@ impl ApiError {
                 tracing::error!(error = %error_chain(cause.as_ref()), "request failed");
             }
             Self::DatabaseUnavailable(cause) => {
-                tracing::warn!(error = %error_chain(cause), "the database cannot be reached; the write is refused");
+                tracing::warn!(error = %error_chain(cause), "the database cannot be reached; the request is refused");
+            }
+            Self::CommitUnconfirmed { cause, .. } => {
+                tracing::error!(error = %error_chain(cause), "the database did not confirm a commit; its outcome is unknown");
             }
             _ => {}
         }
@@ -323,6 +348,12 @@ impl IntoResponse for ApiError {
 impl From<store::Error> for ApiError {
     fn from(err: store::Error) -> Self {
         match &err {
+            store::Error::Database(postgres::Error::Unconfirmed { id }) => {
+                Self::CommitUnconfirmed {
+                    id: *id,
+                    cause: err,
+                }
+            }
             store::Error::Database(database) if database.is_unavailable() => {
                 Self::DatabaseUnavailable(err)
             }
@@ -367,9 +398,8 @@ impl From<queue::Error> for ApiError {
                 field: "id".to_owned(),
                 detail: err.to_string(),
             },
-            queue::Error::Write { .. } | queue::Error::Read { .. } | queue::Error::Database(_) => {
-                Self::internal(err)
-            }
+            queue::Error::Database(database) => store::Error::Database(database).into(),
+            queue::Error::Write { .. } | queue::Error::Read { .. } => Self::internal(err),
         }
     }
 }

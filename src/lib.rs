@@ -17,6 +17,9 @@ pub mod causes;
 /// The agent-side commands (`engram hook`, `setup`, `mcp`, `healthcheck`):
 /// clients of the HTTP API, never of the data directory.
 pub mod client;
+/// A request's commit point: the request timeout answers `503` only
+/// before it.
+pub mod commit_point;
 /// Configuration: defaults, YAML file, environment; validated at start.
 pub mod config;
 /// Free disk space: the floor below which writes are refused.

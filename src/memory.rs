@@ -413,9 +413,22 @@ impl Memory {
 /// The longest memory content, in characters.
 pub const MAX_CONTENT_CHARS: usize = 8_000;
 
-/// Checks memory content: non-empty after trimming and within the limit.
-/// Returns the trimmed content, the form in which it is stored.
+/// Checks memory content to be written: non-empty after trimming, within
+/// the limit, and free of U+0000 (PostgreSQL's text cannot hold it, so
+/// both backends refuse it alike). Returns the trimmed content, the form
+/// in which it is stored.
 pub fn parse_content(content: &str) -> Result<&str, ParseError> {
+    if content.contains('\0') {
+        return Err(ParseError(
+            "must not contain the character U+0000 (NUL)".to_owned(),
+        ));
+    }
+    parse_stored_content(content)
+}
+
+/// [`parse_content`] for content stored already (a memory file): one
+/// written before U+0000 was refused is still read, never dropped.
+pub fn parse_stored_content(content: &str) -> Result<&str, ParseError> {
     let trimmed = content.trim();
     if trimmed.is_empty() {
         return Err(ParseError("must not be empty".to_owned()));
@@ -546,6 +559,8 @@ mod tests {
         assert!(parse_content(" \n\t").is_err());
         assert!(parse_content(&"é".repeat(MAX_CONTENT_CHARS)).is_ok());
         assert!(parse_content(&"é".repeat(MAX_CONTENT_CHARS + 1)).is_err());
+        assert!(parse_content("before\0after").is_err(), "NUL is refused");
+        assert_eq!(parse_stored_content("before\0after"), Ok("before\0after"));
     }
 
     #[test]

@@ -45,6 +45,7 @@ use utoipa_axum::routes;
 use utoipa_swagger_ui::SwaggerUi;
 
 use crate::auth::{self, ApiKeys};
+use crate::commit_point::CommitPoint;
 use crate::error::{ApiError, NotAFault, Problem};
 use crate::metrics::Metrics;
 use crate::routes::extract::BodyDeadline;
@@ -283,7 +284,10 @@ struct Timeouts {
 /// Bounds the whole request, and its body from the request's start (the
 /// JSON extractor enforces the body's deadline). A timeout that strikes
 /// while the handler still waits for the body is the client's: `408`, not
-/// `503`, whichever limit is shorter.
+/// `503`, whichever limit is shorter. Either means nothing changed: a
+/// request whose write has passed its commit point
+/// ([`crate::commit_point`]) is answered with the write's outcome instead,
+/// however long that takes.
 async fn enforce_timeouts(
     State(limits): State<Timeouts>,
     mut request: Request,
@@ -291,8 +295,12 @@ async fn enforce_timeouts(
 ) -> Response {
     let body = BodyDeadline::new(tokio::time::Instant::now() + limits.body);
     request.extensions_mut().insert(body.clone());
-    match tokio::time::timeout(limits.request, next.run(request)).await {
+    let point = CommitPoint::default();
+    let handling = point.scope(next.run(request));
+    tokio::pin!(handling);
+    match tokio::time::timeout(limits.request, &mut handling).await {
         Ok(response) => response,
+        Err(_) if !point.time_out() => handling.await,
         Err(_) if body.still_arriving() => ApiError::BodyTimeout.into_response(),
         Err(_) => ApiError::Timeout {
             limit_ms: u64::try_from(limits.request.as_millis()).unwrap_or(u64::MAX),

@@ -29,7 +29,10 @@ pub struct PostgresConfig {
     /// How long opening a connection, or waiting for a free one, may take,
     /// in ms.
     pub connect_timeout_ms: u64,
-    /// How long one statement may run before the server cancels it, in ms.
+    /// How long one statement may run before the server cancels it, in
+    /// ms; a write's transaction, from its `BEGIN`, gets as long to commit
+    /// (timed by the replica too: a hung server cancels nothing) before
+    /// it is abandoned, uncommitted.
     pub statement_timeout_ms: u64,
     /// How often the change log is read even without a notification, in
     /// ms: a lost notification delays a change by at most this much.
@@ -55,6 +58,10 @@ impl Default for PostgresConfig {
 impl PostgresConfig {
     pub fn connect_timeout(&self) -> std::time::Duration {
         std::time::Duration::from_millis(self.connect_timeout_ms)
+    }
+
+    pub fn statement_timeout(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(self.statement_timeout_ms)
     }
 
     pub fn catch_up(&self) -> std::time::Duration {

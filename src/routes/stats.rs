@@ -141,12 +141,21 @@ pub struct IndexStatsView {
     /// The memories' passages with a vector of their own (the sentences of
     /// memories of several; 0 with `retrieval.passage_weight` 0).
     pub passages: usize,
-    /// Texts embedded since start: whole memories and passages.
-    pub embedded: u64,
-    /// Vectors taken from the embedding cache instead.
-    pub cache_hits: u64,
-    /// Embedding batches that failed and were retried.
-    pub failed_batches: u64,
+    /// Texts embedded since start: whole memories and passages. Counted
+    /// over every namespace, so only for keys that see every namespace:
+    /// with `cache_hits`, it would tell a limited key whether another
+    /// namespace holds a text it writes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub embedded: Option<u64>,
+    /// Vectors taken from the embedding cache instead (in postgres mode,
+    /// the cache all replicas share): only for keys that see every
+    /// namespace.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cache_hits: Option<u64>,
+    /// Embedding batches that failed and were retried: only for keys that
+    /// see every namespace.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failed_batches: Option<u64>,
     /// How long the start-up build took, in ms; null until it is done.
     pub startup_ms: Option<u64>,
 }
@@ -277,9 +286,9 @@ impl StatsResponse {
             pending_words: store.pending_change_count(IndexStage::Words),
             words_only: snapshot.words_only(),
             passages: snapshot.passages(),
-            embedded: indexer.embedded,
-            cache_hits: indexer.cache_hits,
-            failed_batches: indexer.failed_batches,
+            embedded: everything.then_some(indexer.embedded),
+            cache_hits: everything.then_some(indexer.cache_hits),
+            failed_batches: everything.then_some(indexer.failed_batches),
             startup_ms: indexer.startup_ms,
         };
         Self {

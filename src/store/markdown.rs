@@ -9,8 +9,8 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::memory::{
-    Category, Memory, MemoryId, Namespace, Origin, RelatedEdge, Scope, SessionId, parse_content,
-    parse_importance,
+    Category, Memory, MemoryId, Namespace, Origin, RelatedEdge, Scope, SessionId, parse_importance,
+    parse_stored_content,
 };
 
 /// Why a memory file could not be read.
@@ -84,7 +84,7 @@ pub fn parse(text: &str, namespace: Namespace) -> Result<Memory, Error> {
     if let Some(importance) = front.importance {
         parse_importance(importance).map_err(|err| invalid("importance", err.to_string()))?;
     }
-    let content = parse_content(body).map_err(|err| invalid("content", err.to_string()))?;
+    let content = parse_stored_content(body).map_err(|err| invalid("content", err.to_string()))?;
 
     Ok(Memory {
         id: front.id,

@@ -16,8 +16,10 @@
 //! - The connection string holds a password: it is never logged, and no
 //!   error here repeats it.
 
+mod commit;
 pub mod embeddings;
 pub mod follow;
+pub mod prune;
 mod rows;
 pub mod schema;
 pub mod usage;
@@ -59,6 +61,18 @@ pub enum Error {
     SchemaTooNew { database: i64, binary: i64 },
     #[error("a row of {table} cannot be used: {reason}")]
     Row { table: &'static str, reason: String },
+    /// The database did not answer a write before its commit within
+    /// `statement_timeout_ms`: the transaction was abandoned uncommitted.
+    #[error("PostgreSQL did not answer within {} ms; the write was abandoned, uncommitted", after.as_millis())]
+    Unanswered { after: Duration },
+    /// The request was answered (timed out) before its write could
+    /// commit: the write was rolled back.
+    #[error("the request timed out before its write committed; the write was rolled back")]
+    CalledOff,
+    /// The database did not confirm a commit, and could not be asked
+    /// whether it was made: the change may or may not be in.
+    #[error("PostgreSQL did not confirm the commit of the change to memory {id}")]
+    Unconfirmed { id: MemoryId },
 }
 
 impl Error {
@@ -67,7 +81,10 @@ impl Error {
     /// query it refused: the request may succeed if retried shortly.
     pub fn is_unavailable(&self) -> bool {
         match self {
-            Self::Closed | Self::Pool(deadpool_postgres::PoolError::Timeout(_)) => true,
+            Self::Closed
+            | Self::Unanswered { .. }
+            | Self::CalledOff
+            | Self::Pool(deadpool_postgres::PoolError::Timeout(_)) => true,
             Self::Pool(deadpool_postgres::PoolError::Backend(err)) | Self::Query(err) => {
                 unreachable(err)
             }
@@ -303,55 +320,68 @@ impl Database {
     }
 
     /// Commits `memory` and its change, unless `check_chain` and another
-    /// replica changed its chain meanwhile.
+    /// replica changed its chain meanwhile. What it answers is what
+    /// happened (see [`commit`]).
     pub async fn write(
         &self,
         memory: &Memory,
         check_chain: bool,
     ) -> Result<Result<(), Refusal>, Error> {
-        let mut client = self.pool.get().await?;
-        let tx = client.transaction().await?;
-        let seq = next_sequence(&tx).await?;
+        let writing = self.begin_write().await?;
+        let client = writing.client();
+        let seq = writing.answered(next_sequence(client)).await?;
         if let Some(predecessor) = memory.supersedes.filter(|_| check_chain) {
             let (scope, owner) = rows::namespace_columns(&memory.namespace);
-            let present = tx
-                .query_opt(
+            let present = writing
+                .answered(client.query_opt(
                     "SELECT 1 FROM engram_memories WHERE id = $1 AND scope = $2 AND owner = $3",
                     &[&predecessor.as_uuid(), &scope, &owner],
-                )
+                ))
                 .await?;
             if present.is_none() {
+                writing.roll_back().await?;
                 return Ok(Err(Refusal::PredecessorGone));
             }
-            let successor = tx
-                .query_opt(
+            let successor = writing
+                .answered(client.query_opt(
                     "SELECT id FROM engram_memories WHERE supersedes = $1 LIMIT 1",
                     &[&predecessor.as_uuid()],
-                )
+                ))
                 .await?;
             if let Some(successor) = successor {
+                writing.roll_back().await?;
                 return Ok(Err(Refusal::Superseded(MemoryId::from_uuid(
                     successor.get(0),
                 ))));
             }
         }
-        match rows::insert(&tx, memory).await {
+        match writing.answered(rows::insert(client, memory)).await {
             Err(Error::Query(err)) if err.code() == Some(&SqlState::UNIQUE_VIOLATION) => {
+                writing.roll_back().await?;
                 return Ok(Err(Refusal::Exists));
             }
             inserted => inserted?,
         }
-        log_change(&tx, seq, memory.id, &memory.namespace, "write").await?;
-        tx.commit().await?;
+        writing
+            .answered(log_change(
+                client,
+                seq,
+                memory.id,
+                &memory.namespace,
+                "write",
+            ))
+            .await?;
+        writing.commit(seq, memory.id).await?;
         Ok(Ok(()))
     }
 
-    /// Which of `ids` have a row now.
+    /// Which of `ids` have a row now, if the database answers within
+    /// `statement_timeout_ms` (the follower asks holding the store's
+    /// writer lock).
     pub async fn present(&self, ids: &[MemoryId]) -> Result<HashSet<MemoryId>, Error> {
         let ids: Vec<uuid::Uuid> = ids.iter().map(|id| id.as_uuid()).collect();
-        let client = self.pool.get().await?;
-        let rows = client
-            .query("SELECT id FROM engram_memories WHERE id = ANY($1)", &[&ids])
+        let rows = self
+            .answered("SELECT id FROM engram_memories WHERE id = ANY($1)", &[&ids])
             .await?;
         Ok(rows
             .iter()
@@ -360,24 +390,26 @@ impl Database {
     }
 
     /// Deletes `id` and logs it; nothing to do when another replica
-    /// deleted it first.
+    /// deleted it first. What it answers is what happened (see
+    /// [`commit`]).
     pub async fn delete(&self, id: MemoryId) -> Result<(), Error> {
-        let mut client = self.pool.get().await?;
-        let tx = client.transaction().await?;
-        let seq = next_sequence(&tx).await?;
-        let deleted = tx
-            .query_opt(
+        let writing = self.begin_write().await?;
+        let client = writing.client();
+        let seq = writing.answered(next_sequence(client)).await?;
+        let deleted = writing
+            .answered(client.query_opt(
                 "DELETE FROM engram_memories WHERE id = $1 RETURNING scope, owner",
                 &[&id.as_uuid()],
-            )
+            ))
             .await?;
         let Some(deleted) = deleted else {
-            return Ok(()); // rolled back: no number is used
+            return writing.roll_back().await; // no number is used
         };
         let namespace = rows::namespace(deleted.get(0), deleted.get(1))?;
-        log_change(&tx, seq, id, &namespace, "delete").await?;
-        tx.commit().await?;
-        Ok(())
+        writing
+            .answered(log_change(client, seq, id, &namespace, "delete"))
+            .await?;
+        writing.commit(seq, id).await
     }
 }
 
@@ -392,8 +424,10 @@ fn client_config(settings: &PostgresConfig) -> Result<tokio_postgres::Config, Er
     config
         .connect_timeout(settings.connect_timeout())
         .application_name("engram")
+        // A transaction whose client is gone (cut off mid-write) holds
+        // the log's head, and with it every replica's writes, no longer.
         .options(format!(
-            "-c statement_timeout={}",
+            "-c statement_timeout={0} -c idle_in_transaction_session_timeout={0}",
             settings.statement_timeout_ms
         ));
     Ok(config)
@@ -401,32 +435,34 @@ fn client_config(settings: &PostgresConfig) -> Result<tokio_postgres::Config, Er
 
 /// Takes the log's next number, locking its head row until the
 /// transaction ends (see the module's invariants).
-async fn next_sequence(tx: &tokio_postgres::Transaction<'_>) -> Result<i64, Error> {
-    Ok(tx
+async fn next_sequence(client: &tokio_postgres::Client) -> Result<i64, tokio_postgres::Error> {
+    client
         .query_one(
             "UPDATE engram_log_head SET seq = seq + 1 RETURNING seq",
             &[],
         )
         .await?
-        .get(0))
+        .try_get(0)
 }
 
 /// Appends a change to the log and wakes the followers at commit.
 async fn log_change(
-    tx: &tokio_postgres::Transaction<'_>,
+    client: &tokio_postgres::Client,
     seq: i64,
     id: MemoryId,
     namespace: &crate::memory::Namespace,
     kind: &str,
-) -> Result<(), Error> {
+) -> Result<(), tokio_postgres::Error> {
     let (scope, owner) = rows::namespace_columns(namespace);
-    tx.execute(
-        "INSERT INTO engram_changes (seq, memory_id, scope, owner, kind) \
-         VALUES ($1, $2, $3, $4, $5)",
-        &[&seq, &id.as_uuid(), &scope, &owner, &kind],
-    )
-    .await?;
-    tx.execute("SELECT pg_notify($1, $2)", &[&CHANNEL, &seq.to_string()])
+    client
+        .execute(
+            "INSERT INTO engram_changes (seq, memory_id, scope, owner, kind) \
+             VALUES ($1, $2, $3, $4, $5)",
+            &[&seq, &id.as_uuid(), &scope, &owner, &kind],
+        )
+        .await?;
+    client
+        .execute("SELECT pg_notify($1, $2)", &[&CHANNEL, &seq.to_string()])
         .await?;
     Ok(())
 }

@@ -27,8 +27,13 @@ impl Drop for Served {
 impl Served {
     /// Asks the process to stop, as a service manager does (SIGTERM).
     pub fn terminate(&self) {
+        self.signal(rustix::process::Signal::TERM);
+    }
+
+    /// Sends the process `signal`.
+    pub fn signal(&self, signal: rustix::process::Signal) {
         let pid = rustix::process::Pid::from_child(&self.child);
-        rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
+        rustix::process::kill_process(pid, signal).unwrap();
     }
 
     /// How the process ended, once it has.

@@ -33,6 +33,8 @@ mod mcp_typescript;
 mod memories;
 mod operations;
 mod pipeline;
+mod replica_faults;
+mod replica_hung;
 mod replica_ops;
 mod replicas;
 mod retrieve;

@@ -29,7 +29,7 @@ const QUICK_TO_GIVE_UP: &str = "store: { postgres: { connect_timeout_ms: 300 } }
 const MAX_LOAD_WRITES: usize = 2_000;
 
 /// `/readyz`'s status and its body.
-async fn readiness(replica: &Replica) -> (u16, Value) {
+pub async fn readiness(replica: &Replica) -> (u16, Value) {
     let response = reqwest::get(format!("{}/readyz", replica.url()))
         .await
         .unwrap();
@@ -40,7 +40,7 @@ async fn readiness(replica: &Replica) -> (u16, Value) {
 }
 
 /// One request with `key` (if any): its status, headers and JSON body.
-async fn call(
+pub async fn call(
     base: &str,
     method: Method,
     path: &str,
@@ -65,7 +65,7 @@ async fn call(
     )
 }
 
-fn memory(repo: &str, content: &str) -> Value {
+pub fn memory(repo: &str, content: &str) -> Value {
     json!({"scope": "repo", "repo": repo, "category": "patterns", "content": content})
 }
 
@@ -458,4 +458,65 @@ async fn a_text_one_replica_embedded_is_not_embedded_again_by_another() {
         calls,
         "B made no embedding call"
     );
+}
+
+#[tokio::test]
+async fn a_limited_key_cannot_tell_from_stats_whether_another_namespace_holds_a_text() {
+    let Some(database) = pg_cluster::database().await else {
+        return;
+    };
+    let upstream = Upstream::start().await;
+    let yaml = format!(
+        "auth: {{ keys: [ {{ sha256: '{}' }}, {{ sha256: '{}', repos: [forge], users: [ana] }} ] }}\n\
+         embedding: {{ provider: openai, base_url: '{}', model: fake-embedding, dimensions: {} }}",
+        digest(ROOT),
+        digest(LIMITED),
+        upstream.base_url,
+        Vectors::SMALL.dimensions
+    );
+    let a = Replica::start_with(&database, &yaml).await;
+    let stats = async |key: &str| {
+        call(a.url(), Method::GET, "/stats", Some(key), None)
+            .await
+            .2
+    };
+    let guessed = "Deploys use the blue pipeline.";
+    let (status, _, _) = call(
+        a.url(),
+        Method::POST,
+        "/memories",
+        Some(ROOT),
+        Some(&memory("secret", guessed)),
+    )
+    .await;
+    assert_eq!(status, 201);
+    let indexed = async |memories: u64| {
+        wait_until_async("the memories are indexed", async || {
+            let index = &stats(ROOT).await["index"];
+            index["memories"] == memories && index["pending"] == 0
+        })
+        .await;
+    };
+    indexed(1).await;
+    // The guess, written where the limited key may write: the shared
+    // embedding cache holds its vector already.
+    let (status, _, _) = call(
+        a.url(),
+        Method::POST,
+        "/memories",
+        Some(LIMITED),
+        Some(&memory("forge", guessed)),
+    )
+    .await;
+    assert_eq!(status, 201);
+    indexed(2).await;
+
+    let index = &stats(ROOT).await["index"];
+    assert_eq!(index["cache_hits"], 1, "{index}");
+    assert_eq!(index["embedded"], 1, "{index}");
+    let index = &stats(LIMITED).await["index"];
+    assert_eq!(index["memories"], 1, "{index}");
+    for counter in ["cache_hits", "embedded", "failed_batches"] {
+        assert!(index.get(counter).is_none(), "{counter} in {index}");
+    }
 }

@@ -2,8 +2,9 @@
 //! a change made on one reaches the other's listings, reads and
 //! retrievals by the change log, a memory acknowledged by a replica killed
 //! right after is kept, a replica started late starts from the database, a cached answer is not served once another replica changed
-//! its namespace, replicas reconnect after the database restarts, and a
-//! database migrated past this binary stops start-up.
+//! its namespace, replicas reconnect after the database restarts, a
+//! replica cut off past the pruned change log takes in the snapshot, and
+//! a database migrated past this binary stops start-up.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -73,6 +74,14 @@ impl Replica {
 
     pub fn url(&self) -> &str {
         &self.served.base_url
+    }
+
+    /// Stops the replica's process where it stands (SIGSTOP), or lets it
+    /// go on (SIGCONT): a replica cut off from everything meanwhile.
+    pub fn pause(&self, paused: bool) {
+        use rustix::process::Signal;
+        self.served
+            .signal(if paused { Signal::STOP } else { Signal::CONT });
     }
 
     /// Its `/metrics`, as text.
@@ -361,4 +370,43 @@ async fn run_to_exit(dir: &Path, database: &TestDatabase) -> std::process::Outpu
     tokio::task::spawn_blocking(move || command.output().unwrap())
         .await
         .unwrap()
+}
+
+#[tokio::test]
+async fn a_replica_cut_off_past_the_pruned_change_log_takes_in_the_snapshot() {
+    let Some(database) = pg_cluster::database().await else {
+        return;
+    };
+    let a = Replica::start_with(&database, "store: {postgres: {catch_up_ms: 100}}").await;
+    let b = Replica::start_with(&database, "store: {postgres: {catch_up_ms: 100}}").await;
+    let kept = a.write("forge", "Kept throughout.").await;
+    let forgotten = a.write("forge", "Forgotten while A was stopped.").await;
+    b.await_presence(&forgotten, true).await;
+
+    a.pause(true);
+    let written = b.write("forge", "Written while A was stopped.").await;
+    assert_eq!(b.forget(&forgotten).await, 204);
+    // Every change is older than the log keeps them; a replica starting
+    // prunes the log as it connects.
+    let admin = pg_cluster::connect(&database.url).await;
+    admin
+        .batch_execute("UPDATE engram_changes SET at = now() - interval '8 days'")
+        .await
+        .unwrap();
+    let _c = Replica::start(&database).await;
+    wait_until_async("the change log is pruned", async || {
+        let changes: i64 = admin
+            .query_one("SELECT count(*) FROM engram_changes", &[])
+            .await
+            .unwrap()
+            .get(0);
+        changes == 0
+    })
+    .await;
+
+    a.pause(false);
+    a.await_presence(&written, true).await;
+    a.await_presence(&forgotten, false).await;
+    assert_eq!(a.status_of(&kept).await, 200);
+    wait_until_async("A is ready", async || is_ready(a.url()).await).await;
 }

@@ -53,19 +53,19 @@ impl Collector for StatsCollector {
                 "index_embedded",
                 "Texts embedded by the indexer",
                 Counter,
-                index.embedded,
+                index.embedded.unwrap_or_default(),
             ),
             (
                 "index_cache_hits",
                 "Vectors taken from the on-disk embedding cache",
                 Counter,
-                index.cache_hits,
+                index.cache_hits.unwrap_or_default(),
             ),
             (
                 "index_failed_batches",
                 "Embedding batches that failed and were retried",
                 Counter,
-                index.failed_batches,
+                index.failed_batches.unwrap_or_default(),
             ),
             (
                 "store_skipped_files",

@@ -12,20 +12,25 @@
 //! did change goes into the view and the index by the path synced file
 //! changes take ([`Store::take_in`]), which also ends the cached
 //! retrievals of its namespaces. When the connection drops (the database
-//! restarted), the follower reconnects by itself, with backoff, and goes
-//! on from its cursor.
+//! restarted), or the database stops answering (a read of the log gets no
+//! answer within its limit), the follower marks itself disconnected
+//! (`/readyz` answers `503`), reconnects by itself, with backoff, and goes
+//! on from its cursor. A replica cut off so long that the log was pruned
+//! past its cursor ([`prune`]) takes in the database's snapshot instead,
+//! as a replica starting does; and the follower prunes the log itself
+//! (on connecting, then hourly).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio_postgres::{AsyncMessage, NoTls};
 use tokio_util::sync::CancellationToken;
 
-use super::{CHANNEL, Database, Error, rows};
+use super::{CHANNEL, Database, Error, prune, rows};
 use crate::blocking;
 use crate::memory::{Memory, MemoryId};
 use crate::store::Store;
@@ -57,6 +62,7 @@ pub fn spawn(
         store,
         database,
         cursor,
+        pruned_at: None,
     };
     tokio::spawn(follower.run(stop))
 }
@@ -65,6 +71,8 @@ struct Follower {
     store: Store,
     database: Database,
     cursor: u64,
+    /// When this replica last pruned the change log.
+    pruned_at: Option<Instant>,
 }
 
 impl Follower {
@@ -99,7 +107,12 @@ impl Follower {
         stop: &CancellationToken,
         backoff: &mut Duration,
     ) -> Result<(), Error> {
-        let (client, mut connection) = self.database.client_config.connect(NoTls).await?;
+        let settings = &self.database.settings;
+        let (client, mut connection) = answered_within(
+            settings.connect_timeout(),
+            self.database.client_config.connect(NoTls),
+        )
+        .await?;
         let wake = Arc::new(Notify::new());
         let closed = CancellationToken::new();
         // The connection's messages (notifications among them) arrive
@@ -127,7 +140,14 @@ impl Follower {
             .listen_and_follow(&client, stop, &wake, &closed, backoff)
             .await;
         drop(client);
-        if let Err(err) = driver.await {
+        // A server that does not answer never ends the connection: it is
+        // closed here, whatever it still waits for.
+        if result.is_err() {
+            driver.abort();
+        }
+        if let Err(err) = driver.await
+            && !err.is_cancelled()
+        {
             tracing::error!(error = %err, "the change log's connection task failed");
         }
         result
@@ -141,7 +161,11 @@ impl Follower {
         closed: &CancellationToken,
         backoff: &mut Duration,
     ) -> Result<(), Error> {
-        client.batch_execute(&format!("LISTEN {CHANNEL}")).await?;
+        answered_within(
+            self.database.settings.connect_timeout(),
+            client.batch_execute(&format!("LISTEN {CHANNEL}")),
+        )
+        .await?;
         self.database
             .replication
             .connected
@@ -150,6 +174,7 @@ impl Follower {
         let period = self.database.settings.catch_up();
         loop {
             self.catch_up(client).await?;
+            self.prune_when_due(client).await;
             tokio::select! {
                 () = wake.notified() => {}
                 () = tokio::time::sleep(period) => {}
@@ -162,10 +187,24 @@ impl Follower {
     /// Reads and applies every change after the cursor; the first time it
     /// is done, the replica has caught up with the log.
     async fn catch_up(&mut self, client: &tokio_postgres::Client) -> Result<(), Error> {
-        let (head, oldest_unapplied_age) = read_head(client, self.cursor).await?;
+        let settings = self.database.settings.clone();
+        // The head is read at least every `catch_up_ms`, in no time: an
+        // answer that does not come within `connect_timeout_ms` is a
+        // database that does not answer, which `/readyz` then says.
+        let (head, oldest_unapplied_age) =
+            answered_within(settings.connect_timeout(), read_head(client, self.cursor)).await?;
         self.database.replication.heard(head, oldest_unapplied_age);
+        // The change after the cursor is committed (the head is past it)
+        // but gone from the log: pruned while this replica was cut off.
+        if head > self.cursor && oldest_unapplied_age.is_none() {
+            self.reload().await?;
+        }
         loop {
-            let changes = read_changes(client, self.cursor).await?;
+            let changes = answered_within(
+                settings.statement_timeout(),
+                read_changes(client, self.cursor),
+            )
+            .await?;
             let Some(last) = changes.last().map(|change| change.seq) else {
                 break;
             };
@@ -190,6 +229,80 @@ impl Follower {
             );
         }
         Ok(())
+    }
+}
+
+impl Follower {
+    /// Takes in the database's snapshot, as a replica starting would, when
+    /// the log no longer holds the changes after the cursor.
+    async fn reload(&mut self) -> Result<(), Error> {
+        let settings = &self.database.settings;
+        let snapshot =
+            answered_within(settings.statement_timeout(), self.database.snapshot()).await?;
+        tracing::warn!(
+            change = self.cursor,
+            head = snapshot.cursor,
+            "the change log no longer holds the changes after this replica's cursor (pruned while it was cut off); took in the database's snapshot instead"
+        );
+        let store = self.store.clone();
+        blocking::run(move || take_in_snapshot(&store, snapshot.memories)).await;
+        self.cursor = snapshot.cursor;
+        self.database.replication.applied(snapshot.cursor);
+        Ok(())
+    }
+
+    /// Prunes the change log when it is time ([`prune::PRUNE_EVERY`]); a
+    /// failure is logged and tried again next time.
+    async fn prune_when_due(&mut self, client: &tokio_postgres::Client) {
+        if self
+            .pruned_at
+            .is_some_and(|at| at.elapsed() < prune::PRUNE_EVERY)
+        {
+            return;
+        }
+        self.pruned_at = Some(Instant::now());
+        let limit = self.database.settings.statement_timeout();
+        match answered_within(limit, prune::prune_change_log(client)).await {
+            Ok(0) => {}
+            Ok(pruned) => tracing::info!(changes = pruned, "pruned the change log"),
+            Err(err) => tracing::warn!(
+                error = %crate::causes::error_chain(&err),
+                "could not prune the change log; tried again in an hour"
+            ),
+        }
+    }
+}
+
+/// Makes the view hold exactly `memories` (blocking: it takes the store's
+/// writer lock).
+fn take_in_snapshot(store: &Store, memories: Vec<Memory>) {
+    let _writer = store.lock_writer();
+    let current: HashSet<MemoryId> = memories.iter().map(|memory| memory.id).collect();
+    let removals: Vec<MemoryId> = store
+        .read()
+        .by_id
+        .keys()
+        .filter(|id| !current.contains(id))
+        .copied()
+        .collect();
+    let upserts: Vec<Memory> = memories
+        .into_iter()
+        .filter(|memory| store.get(memory.id).as_deref() != Some(memory))
+        .collect();
+    store.take_in(&mut store.write_view(), removals, upserts);
+}
+
+/// `query`'s answer, or [`Error::Unanswered`] once `limit` has passed.
+async fn answered_within<T, E>(
+    limit: Duration,
+    query: impl Future<Output = Result<T, E>>,
+) -> Result<T, Error>
+where
+    Error: From<E>,
+{
+    match tokio::time::timeout(limit, query).await {
+        Ok(answer) => Ok(answer?),
+        Err(_) => Err(Error::Unanswered { after: limit }),
     }
 }
 

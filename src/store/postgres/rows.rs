@@ -47,37 +47,35 @@ pub(super) fn sequence(seq: i64) -> Result<u64, Error> {
 }
 
 /// Inserts `memory`'s row.
-pub(super) async fn insert(
-    tx: &tokio_postgres::Transaction<'_>,
-    memory: &Memory,
-) -> Result<(), Error> {
+pub(super) async fn insert(client: &tokio_postgres::Client, memory: &Memory) -> Result<(), Error> {
     let (scope, owner) = namespace_columns(&memory.namespace);
     let related = serde_json::to_value(&memory.related).map_err(|err| Error::Row {
         table: "engram_memories",
         reason: format!("the edges do not serialize: {err}"),
     })?;
-    tx.execute(
-        &format!(
-            "INSERT INTO engram_memories ({COLUMNS}) \
+    client
+        .execute(
+            &format!(
+                "INSERT INTO engram_memories ({COLUMNS}) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)"
-        ),
-        &[
-            &memory.id.as_uuid(),
-            &scope,
-            &owner,
-            &i64::from(memory.version),
-            &memory.category.as_str(),
-            &memory.created_at,
-            &memory.updated_at,
-            &memory.supersedes.map(MemoryId::as_uuid),
-            &related,
-            &memory.importance,
-            &memory.session_id.as_ref().map(SessionId::as_str),
-            &memory.trigger.as_str(),
-            &memory.content,
-        ],
-    )
-    .await?;
+            ),
+            &[
+                &memory.id.as_uuid(),
+                &scope,
+                &owner,
+                &i64::from(memory.version),
+                &memory.category.as_str(),
+                &memory.created_at,
+                &memory.updated_at,
+                &memory.supersedes.map(MemoryId::as_uuid),
+                &related,
+                &memory.importance,
+                &memory.session_id.as_ref().map(SessionId::as_str),
+                &memory.trigger.as_str(),
+                &memory.content,
+            ],
+        )
+        .await?;
     Ok(())
 }
 
