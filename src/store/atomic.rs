@@ -87,7 +87,8 @@ fn temp_path(path: &Path) -> PathBuf {
 /// Creates `dir` and any missing parents, fsyncing each parent whose
 /// listing changed, so a new namespace directory survives a crash.
 pub fn create_dir_all_durably(dir: &Path) -> io::Result<()> {
-    if dir.is_dir() {
+    // A relative path's last parent is the empty path: the working directory.
+    if dir.as_os_str().is_empty() || dir.is_dir() {
         return Ok(());
     }
     if let Some(parent) = dir.parent() {
