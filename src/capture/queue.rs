@@ -318,28 +318,26 @@ impl Queue {
                 tracing::warn!(error = %err, "could not record a failed attempt; the trigger keeps its old record");
             }
         }
-        self.release(&trigger);
-        self.lock().waiting.insert(
-            trigger.id,
-            Waiting {
-                trigger,
-                accepted: 0,
-                not_before: Some(at),
-            },
-        );
+        self.wait_again(trigger, Some(at));
     }
 
     /// The trigger waits again, as it was (its record in the log stands),
     /// and its pair is free: a daily token budget holds the pair, so it is
     /// not taken before the budget renews.
     pub fn hold(&self, trigger: Trigger) {
+        self.wait_again(trigger, None);
+    }
+
+    /// Frees the trigger's pair and puts the trigger back among the
+    /// waiting, not taken before `not_before`.
+    fn wait_again(&self, trigger: Trigger, not_before: Option<Instant>) {
         self.release(&trigger);
         self.lock().waiting.insert(
             trigger.id,
             Waiting {
                 trigger,
                 accepted: 0,
-                not_before: None,
+                not_before,
             },
         );
     }
