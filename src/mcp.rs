@@ -14,9 +14,10 @@
 //! a model can read and act on ([`problem_result`]); only an unknown tool
 //! is a protocol error.
 //!
-//! `Host` is checked as for every route (`http.allowed_hosts`, see
-//! `routes::site_guard`), and any `Origin` against `mcp.allowed_origins`
-//! (DNS-rebinding protection).
+//! `Host` and `Origin` are checked as for every route (DNS-rebinding and
+//! cross-site protection, `routes::site_guard`): the service's own origin
+//! (on loopback, any loopback name at its port) and `mcp.allowed_origins`
+//! may call the tools.
 
 pub mod schema;
 
@@ -82,18 +83,17 @@ pub fn router(state: &AppState) -> Router<AppState> {
 pub fn service(state: &AppState) -> StreamableHttpService<Tools, NeverSessionManager> {
     let tools = Tools::new(state.clone());
     let config = &state.config;
-    // `Host` is checked for every route in front of the router
-    // (`routes::site_guard`); the origins here are checked for every method.
-    let mut http = StreamableHttpServerConfig::default()
+    // `Host` and `Origin` are checked for every route in front of the
+    // router (`routes::site_guard`), by one rule; the transport's own checks
+    // would refuse what that rule lets in (every `Origin`, with an empty
+    // list). Stateless, `/mcp` answers `POST` alone, which that rule covers.
+    let http = StreamableHttpServerConfig::default()
         .with_legacy_session_mode(false)
         .with_json_response(true)
         .with_sse_keep_alive(None)
         .with_max_request_body_bytes(config.limits.max_body_bytes)
         .disable_allowed_hosts()
-        .with_allowed_origins(config.mcp.allowed_origins.clone());
-    if config.mcp.allowed_origins.is_empty() {
-        http = http.enforce_origin_validation();
-    }
+        .disable_allowed_origins();
     StreamableHttpService::new(
         move || Ok(tools.clone()),
         Arc::new(NeverSessionManager::default()),

@@ -52,14 +52,16 @@ pub struct Cors {
     pub allowed_origins: Vec<String>,
 }
 
-/// The MCP endpoint at `/mcp`. Its `Host` values are `http.allowed_hosts`,
-/// as for every route; browsers are refused unless their origin is listed
-/// here, whatever the method.
+/// The MCP endpoint at `/mcp`. Its `Host` values are `http.allowed_hosts`
+/// and its origins those of every route (`routes::site_guard`): a browser
+/// page is refused unless it is Engram's own or its origin is listed here.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Mcp {
     /// Browser origins (`https://app.example.com`, `http://localhost:*`)
     /// that may call `/mcp`. None by default: a request that carries an
-    /// `Origin` (only browsers send one) is refused.
+    /// `Origin` (only browsers send one) other than Engram's own (on a
+    /// loopback `listen` address, any loopback name at its port) is
+    /// refused.
     pub allowed_origins: Vec<String>,
 }

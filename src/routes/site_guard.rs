@@ -11,16 +11,26 @@
 //!   at all (not a browser: HTTP/1.0 tools, in-process calls) is let
 //!   through; every browser sends one.
 //! - A state-changing request (any method but `GET`, `HEAD`, `OPTIONS`)
-//!   that carries an `Origin` other than the service's own (`http://` or
-//!   `https://` plus its `Host`) or a configured one (`cors.allowed_origins`,
-//!   `mcp.allowed_origins`) is refused with `403`, whatever its content
-//!   type: a "simple" `text/plain` POST needs no preflight, so CORS alone
-//!   would let it through. One without `Origin` but marked
-//!   `Sec-Fetch-Site: cross-site` or `same-site` is refused too.
+//!   that carries an `Origin` other than the service's own or a configured
+//!   one (`cors.allowed_origins`, `mcp.allowed_origins`) is refused with
+//!   `403`, whatever its content type: a "simple" `text/plain` POST needs
+//!   no preflight, so CORS alone would let it through. One without
+//!   `Origin` but marked `Sec-Fetch-Site: cross-site` or `same-site` is
+//!   refused too. This is the one `Origin` check, `/mcp`'s included.
+//!
+//! The service's own origin is `http://` or `https://` plus its `Host`;
+//! on a service listening on loopback, also any loopback name (`localhost`,
+//! `127.0.0.0/8`, `[::1]`) at the port the request came to, when the
+//! `Host` is a loopback name too: that port on this machine is this
+//! service, whatever name the page used (what the MCP conformance suite's
+//! DNS-rebinding scenario checks). A page on another loopback port is
+//! another program's, and needs `mcp.allowed_origins` or
+//! `cors.allowed_origins` (`http://localhost:6274`).
 //!
 //! `/healthz` and `/readyz` are exempt: container health checks call them
 //! under whatever name the container has, and they disclose nothing.
 
+use std::net::IpAddr;
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
@@ -42,6 +52,9 @@ const EXEMPT_PATHS: [&str; 2] = ["/healthz", "/readyz"];
 pub struct SiteGuard {
     hosts: Arc<[HostPattern]>,
     origins: Arc<[OriginPattern]>,
+    /// Whether the service listens on a loopback address, where any
+    /// loopback name at its port is its own origin.
+    loopback: bool,
 }
 
 /// An allowed `Host`: a name, and a port unless any port will do.
@@ -76,6 +89,7 @@ enum Origin {
 impl SiteGuard {
     pub fn from_config(config: &Config) -> Self {
         let listen = config.listen.ip();
+        let loopback = listen.is_loopback();
         let listen = (!listen.is_unspecified()).then(|| listen.to_string());
         let hosts = LOOPBACK_NAMES
             .iter()
@@ -93,7 +107,11 @@ impl SiteGuard {
             .chain(&config.mcp.allowed_origins)
             .filter_map(|origin| parse_origin_pattern(origin))
             .collect();
-        Self { hosts, origins }
+        Self {
+            hosts,
+            origins,
+            loopback,
+        }
     }
 
     /// Why the request must be refused, if it must.
@@ -130,7 +148,7 @@ impl SiteGuard {
                 let origin = parse_origin(text);
                 let allowed = origin.as_ref().is_some_and(|origin| {
                     host.as_ref()
-                        .is_some_and(|host| is_same_origin(origin, host))
+                        .is_some_and(|host| is_same_origin(origin, host, self.loopback))
                         || self.origins.iter().any(|pattern| pattern.admits(origin))
                 });
                 (!allowed).then(|| {
@@ -237,16 +255,27 @@ impl OriginPattern {
 }
 
 /// Whether `origin` is the service itself as reached through `host`: a
-/// page the service served (the memory browser, Swagger UI).
-fn is_same_origin(origin: &Origin, (name, port): &(String, Option<u16>)) -> bool {
+/// page the service served (the memory browser, Swagger UI), under the
+/// same name or, on a `loopback` service, under any loopback name.
+fn is_same_origin(origin: &Origin, (name, port): &(String, Option<u16>), loopback: bool) -> bool {
     match origin {
         Origin::Null => false,
         Origin::Site {
             scheme,
             name: origin_name,
             port: origin_port,
-        } => origin_name == name && port.or_else(|| default_port(scheme)) == Some(*origin_port),
+        } => {
+            let same_name =
+                origin_name == name || (loopback && is_loopback(origin_name) && is_loopback(name));
+            same_name && port.or_else(|| default_port(scheme)) == Some(*origin_port)
+        }
     }
+}
+
+/// `localhost`, or an address in `127.0.0.0/8` or `::1` (names come
+/// lower-cased and without IPv6 brackets from `parse_host`).
+fn is_loopback(name: &str) -> bool {
+    name == "localhost" || name.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
 #[cfg(test)]
@@ -339,5 +368,39 @@ mod tests {
             &[host, ("sec-fetch-site", "same-origin")]
         ));
         assert!(!refused(&guard, &Method::POST, &[host]), "not a browser");
+    }
+
+    #[test]
+    fn a_loopback_service_answers_its_own_port_under_any_loopback_name() {
+        let loopback = guard(|config| config.listen = "127.0.0.1:8080".parse().unwrap());
+        let post = |guard: &SiteGuard, host: &str, origin: &str| {
+            refused(guard, &Method::POST, &[("host", host), ("origin", origin)])
+        };
+        for (host, origin) in [
+            ("127.0.0.1:8080", "http://127.0.0.1:8080"),
+            ("127.0.0.1:8080", "http://localhost:8080"),
+            ("localhost:8080", "http://127.0.0.1:8080"),
+            ("localhost:8080", "http://[::1]:8080"),
+            ("[::1]:8080", "http://127.0.0.2:8080"),
+            ("localhost", "http://127.0.0.1"),
+        ] {
+            assert!(!post(&loopback, host, origin), "{host} {origin}");
+        }
+        for (host, origin) in [
+            ("127.0.0.1:8080", "http://localhost:3000"),
+            ("127.0.0.1:8080", "http://localhost"),
+            ("127.0.0.1:8080", "http://localhost.attacker.example:8080"),
+            ("127.0.0.1:8080", "http://10.0.0.1:8080"),
+        ] {
+            assert!(post(&loopback, host, origin), "{host} {origin}");
+        }
+        // Listening on every address, a loopback name is only itself.
+        let everywhere = guard(|config| config.listen = "0.0.0.0:8080".parse().unwrap());
+        assert!(!post(
+            &everywhere,
+            "localhost:8080",
+            "http://localhost:8080"
+        ));
+        assert!(post(&everywhere, "localhost:8080", "http://127.0.0.1:8080"));
     }
 }

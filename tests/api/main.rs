@@ -29,6 +29,7 @@ mod import_export;
 mod lifecycle;
 mod mcp;
 mod mcp_bridge;
+mod mcp_conformance;
 mod mcp_typescript;
 mod memories;
 mod operations;

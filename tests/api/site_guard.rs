@@ -301,3 +301,72 @@ async fn configured_hosts_and_origins_are_answered() {
     assert_eq!(written.status, 201, "{}", written.body);
     app.stop().await;
 }
+
+/// The MCP conformance suite's DNS-rebinding scenario, and a browser-based
+/// MCP client served by the service itself: on a loopback service, a
+/// loopback `Origin` at the service's own port is its own page, under any
+/// loopback name, for `/mcp` as for every route. Another port is another
+/// program's page.
+#[tokio::test]
+async fn a_loopback_service_takes_writes_from_its_port_under_any_loopback_name() {
+    let (app, addr) = start(|_| {}).await;
+    let base = app.base_url.clone();
+    let port = addr.port();
+    let host = format!("127.0.0.1:{port}");
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "probe", "version": "1"}}})
+    .to_string();
+    let mcp = |origin: String| {
+        let host = host.clone();
+        let initialize = initialize.clone();
+        async move {
+            raw(
+                addr,
+                "POST",
+                "/mcp",
+                &[
+                    ("Host", &host),
+                    ("Origin", &origin),
+                    ("Content-Type", "application/json"),
+                    ("Accept", "application/json, text/event-stream"),
+                ],
+                &initialize,
+            )
+            .await
+        }
+    };
+    for origin in [
+        format!("http://127.0.0.1:{port}"),
+        format!("http://localhost:{port}"),
+        format!("http://[::1]:{port}"),
+    ] {
+        let answered = mcp(origin.clone()).await;
+        assert_eq!(answered.status, 200, "{origin}: {}", answered.body);
+        assert!(answered.body.contains("serverInfo"), "{}", answered.body);
+    }
+    mcp(format!("http://localhost:{}", port.wrapping_add(1)))
+        .await
+        .assert_refused("another loopback port");
+    mcp(format!("http://attacker.example:{port}"))
+        .await
+        .assert_refused("another site at the same port");
+
+    let written = raw(
+        addr,
+        "POST",
+        "/memories",
+        &[
+            ("Host", &host),
+            ("Origin", &format!("http://localhost:{port}")),
+            ("Content-Type", "application/json"),
+        ],
+        &json!({"scope": "repo", "repo": "forge", "category": "patterns",
+            "content": "Deploys go out on Fridays."})
+        .to_string(),
+    )
+    .await;
+    assert_eq!(written.status, 201, "{}", written.body);
+    assert_eq!(memory_count(&base).await, 1);
+    app.stop().await;
+}

@@ -1,0 +1,110 @@
+//! `/mcp` against the official MCP conformance suite
+//! (`@modelcontextprotocol/conformance`), over a real port: the server
+//! scenarios that apply to a stateless Streamable HTTP server offering
+//! tools alone ([`SCENARIOS`]).
+//!
+//! The suite and the Node release it needs (22 or later; it reads
+//! `fs.globSync`) are the package `tests/mcp-conformance`, installed by
+//! `npm ci --prefix tests/mcp-conformance` (`.ci/run` does); the test runs
+//! that package's `node`, not the one on `PATH`. Without them the test
+//! prints why it is skipped and passes, except under CI (`CI` set), where
+//! it fails. The suite sends no API key, so Engram runs without one, as a
+//! local install does. Files only: the transport is under test.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use crate::helpers::TestApp;
+
+/// The server scenarios that apply to Engram, and why each does:
+/// - `server-initialize`: the handshake;
+/// - `ping`;
+/// - `tools-list`: every tool has a name, a description and an input
+///   schema;
+/// - `dns-rebinding-protection`: a foreign `Host` and `Origin` are refused,
+///   a loopback one at the server's own port is answered.
+///
+/// Left out: the scenarios that call the suite's own test tools
+/// (`tools-call-*`, `json-schema-2020-12`, `elicitation-*`), resources,
+/// prompts, completion and logging (Engram offers none of them), and the
+/// SSE ones (`server-sse-polling`, `server-sse-multiple-streams`), which
+/// need sessions and event streams a stateless JSON server does not keep.
+const SCENARIOS: [&str; 4] = [
+    "server-initialize",
+    "ping",
+    "tools-list",
+    "dns-rebinding-protection",
+];
+
+/// The package's directory.
+fn package_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp-conformance")
+}
+
+/// The package's Node release.
+fn node() -> PathBuf {
+    package_dir().join("node_modules/.bin/node")
+}
+
+/// The suite's command line.
+fn suite() -> PathBuf {
+    package_dir().join("node_modules/@modelcontextprotocol/conformance/dist/index.js")
+}
+
+/// Why the suite cannot run here, if it cannot.
+fn missing() -> Option<&'static str> {
+    if !suite().is_file() {
+        return Some(
+            "the MCP conformance suite is not installed (npm ci --prefix tests/mcp-conformance)",
+        );
+    }
+    let runs = Command::new(node())
+        .arg("--version")
+        .output()
+        .is_ok_and(|output| output.status.success());
+    (!runs).then_some(
+        "the conformance package's node does not run (npm ci --prefix tests/mcp-conformance)",
+    )
+}
+
+/// The suite's run of one server scenario against `url`.
+async fn run_scenario(url: String, scenario: &'static str) -> Output {
+    tokio::task::spawn_blocking(move || {
+        Command::new(node())
+            .arg(suite())
+            .args(["server", "--url", &url, "--scenario", scenario])
+            .current_dir(package_dir())
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn the_official_conformance_suite_passes_the_server_scenarios_that_apply() {
+    if let Some(why) = missing() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "the MCP conformance suite cannot run under CI: {why}"
+        );
+        let _ = writeln!(
+            std::io::stderr(),
+            "the_official_conformance_suite_passes_the_server_scenarios_that_apply: skipped: {why}"
+        );
+        return;
+    }
+    let app = TestApp::builder().embedder().serve().await;
+    let url = format!("{}/mcp", app.base_url);
+    for scenario in SCENARIOS {
+        let output = run_scenario(url.clone(), scenario).await;
+        assert!(
+            output.status.success(),
+            "{scenario} failed:\n{}\n{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    app.stop().await;
+}
