@@ -6,21 +6,27 @@
 //!
 //! The text is first normalised (NFKC, invisible format characters
 //! dropped), so fullwidth or zero-width-split keys read like plain ones.
-//! Then three passes, each in its own module:
-//! - [`detectors`]: provider key formats by their prefixes, bearer tokens,
-//!   private key blocks, passwords in URLs and in URL queries under a
-//!   secret's name, values assigned to a password, secret, token or
-//!   credential name in several languages (`DB_PASSWORD=hunter2`,
-//!   `Passwort: …`, "the password is …"), user and password pairs,
-//!   credential flags, JWTs, and long random-looking tokens ([`tokens`]
-//!   says which are random, [`values`] which values are real);
-//! - [`spaced`]: provider keys with whitespace between their characters;
+//! Then four passes, each in its own module:
+//! - [`detectors`]: provider key formats by their prefixes (AWS ids also
+//!   written backwards), bearer tokens, private key blocks, passwords in
+//!   URLs and in URL queries under a secret's name, values assigned to a
+//!   password, secret, token or credential name in the languages of
+//!   [`words`] (`DB_PASSWORD=hunter2`, `Passwort: …`, "the password for
+//!   the db is …", "密码是…"), hex values named as a secret ("auth token
+//!   9f86…"), user and password pairs (`login: admin / …`), credential
+//!   flags, JWTs, and long random-looking tokens ([`tokens`] says which are
+//!   random, [`values`] which values are real);
+//! - [`spaced`]: provider keys with whitespace between their characters,
+//!   or split into string literals joined in code;
+//! - [`homoglyphs`]: provider keys with Cyrillic or Greek look-alike
+//!   letters;
 //! - [`encoded`]: base64 that decodes to text holding a secret.
 //!
 //! False positives cost a lost memory, so everything coding memories and
 //! conversations mention all the time passes: commit hashes, UUIDs, paths,
 //! URLs without credentials (ids in their paths too), package integrity
-//! hashes, image digests, `data:` URIs, identifiers in any case, prose
+//! hashes, image digests, `data:` URIs, SSH public keys and IPFS content
+//! ids ([`public_ids`]), identifiers in any case, prose
 //! about passwords and tokens, references (`${DB_PASSWORD}`,
 //! `settings.db_password`), code (`auth_token: Default::default()`,
 //! `pub frag_token: __u32`), placeholders (`<password>`, `***`), and test
@@ -33,12 +39,17 @@
 
 mod detectors;
 mod encoded;
+mod homoglyphs;
+mod public_ids;
 mod spaced;
 mod tokens;
 mod values;
+mod words;
 
 #[cfg(test)]
 mod fixture_tests;
+#[cfg(test)]
+mod shape_tests;
 #[cfg(test)]
 mod tests;
 
@@ -200,11 +211,12 @@ fn findings(text: &str) -> Vec<Finding> {
     found
 }
 
-/// The findings of the detectors and of the spaced-out pass: what
-/// [`encoded`] looks for in decoded text.
+/// The findings of the detectors and of the spaced-out and look-alike
+/// passes: what [`encoded`] looks for in decoded text.
 fn plain_findings(text: &str) -> Vec<Finding> {
     let mut found = detectors::findings(text);
     found.extend(spaced::findings(text));
+    found.extend(homoglyphs::findings(text));
     found
 }
 

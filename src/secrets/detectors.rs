@@ -10,9 +10,11 @@ use regex::{Captures, Regex, RegexSet};
 use super::tokens::secret_is_random_token;
 use super::values::{
     any_match, assigned_value_is_real, aws_key_id_is_real, command_password_is_real,
-    flag_value_is_real, judge_value, query_value_is_real, secret_looks_random, spoken_pair_is_real,
-    stated_value_is_real, url_password_is_real,
+    flag_value_is_real, hex_secret_is_real, judge_value, query_value_is_real,
+    reversed_aws_key_id_is_real, secret_looks_random, spoken_pair_is_real, stated_value_is_real,
+    url_password_is_real,
 };
+use super::words::{self, SHORT_PASSWORD_NAMES, Script};
 use super::{Finding, SecretKind};
 
 /// A second look at a match, for what a pattern cannot say: that a value is
@@ -33,17 +35,6 @@ pub struct Detector {
 
 const ASCII_WORD_BOUNDARY: &str = r"(?-u:\b)";
 
-/// Words for a password, matched ASCII case-insensitively: English (also
-/// "pass word"), German, Dutch, Norwegian, Danish, Finnish, Portuguese,
-/// French, Czech, and the ASCII spellings of Spanish, Swedish, Polish,
-/// Hungarian and Turkish ones.
-const PASSWORD_WORDS: &str = r"pass(?:[ \t]?word|wd|phrase)?|pwd|passwort|kennwort|wachtwoord|passord|adgangskode|salasana|senha|palavra-passe|mot[ \t]de[ \t]passe|contrasena|losenord|haslo|jelszo|sifre|heslo";
-
-/// The same words in scripts or with letters beyond ASCII, matched with
-/// Unicode case folding (few texts hold them, so the cost stays small).
-const UNICODE_PASSWORD_WORDS: &str =
-    r"contraseña|lösenord|hasło|jelszó|şifre|пароль|κωδικός|パスワード|密码|密碼|비밀번호";
-
 /// Words for a user name, in the same languages.
 const USER_WORDS: &str =
     r"user(?:[ _-]?name)?|login|benutzer(?:name)?|utilisateur|identifiant|usuario|gebruiker";
@@ -63,6 +54,16 @@ const VALUE: &str = r#"(?:"(?P<double>[^"\n]*)"|'(?P<single>[^'\n]*)'|[A-Za-z_][
 
 /// A value said in prose: also in backticks ("the password is `…`").
 const PROSE_VALUE: &str = r#"(?:"(?P<double>[^"\n]*)"|'(?P<single>[^'\n]*)'|`(?P<backtick>[^`\n]*)`|(?P<bare>[^\s"'`,;()\[\]{}<>&]+))"#;
+
+/// A value said in a language written without spaces: also in corner
+/// brackets (`「…」`), and bare only in ASCII, as the text around it is
+/// not ("密码是Hunter2024。").
+const UNSPACED_VALUE: &str = r#"(?:"(?P<double>[^"\n]*)"|'(?P<single>[^'\n]*)'|`(?P<backtick>[^`\n]*)`|「(?P<corner>[^」\n]*)」|(?P<bare>[!-~&&[^"'`,;()\[\]{}<>&]]+))"#;
+
+/// Names of a secret whose value may follow with no `=` or "is" at all
+/// ("auth token 9f86…", "unseal key 4b22…"): a hex value after one is
+/// a secret (a hex value after other words is a hash or an id).
+const HEX_SECRET_NAMES: &str = r"(?:auth(?:entication|orization)?|access|api|bearer|session|refresh|root|vault|unseal|recovery|master|admin|secret|private|signing|encryption|client|webhook|deploy)[ \t_-]?(?:token|key|secret)|token|secret|password|passphrase";
 
 /// Every provider pattern of [`DETECTORS`] without word boundaries, as one
 /// set.
@@ -89,8 +90,19 @@ pub static DETECTORS: LazyLock<Vec<Detector>> = LazyLock::new(|| {
         spaced_out: Some(compile(&pattern.replace(ASCII_WORD_BOUNDARY, ""))),
         confirms,
     };
+    let ascii_words = format!(
+        "{}|{SHORT_PASSWORD_NAMES}",
+        words::password_words(None, true)
+    );
+    let unicode_words = words::password_words(None, false);
     // A whole word: `Pass` must not stand for the start of `Passwort`.
-    let password = format!("(?:(?i-u:{PASSWORD_WORDS})(?-u:\\b)|(?i:{UNICODE_PASSWORD_WORDS}))");
+    let password = format!("(?:(?i-u:{ascii_words})(?-u:\\b)|(?i:{unicode_words}))");
+    let ascii_spaced = words::password_words(Some(Script::Spaced), true);
+    let unicode_spaced = words::password_words(Some(Script::Spaced), false);
+    let spaced_is = words::is_words(Script::Spaced);
+    let of = words::of_words();
+    let unspaced_words = words::password_words(Some(Script::Unspaced), false);
+    let unspaced_is = words::is_words(Script::Unspaced);
     vec![
         // The whole block, to its end (or the text's): its body is the key.
         detector(
@@ -114,6 +126,12 @@ pub static DETECTORS: LazyLock<Vec<Detector>> = LazyLock::new(|| {
             SecretKind::AwsAccessKeyId,
             r"(?-u:\b)(?:AKIA|ASIA)(?:[-_.]?[A-Z0-9]){16}(?-u:\b)",
             aws_key_id_is_real,
+        ),
+        // Written backwards, so that a scanner reading forwards misses it.
+        detector(
+            SecretKind::AwsAccessKeyId,
+            r"(?-u:\b)[A-Z0-9]{16}(?:AIKA|AISA)(?-u:\b)",
+            reversed_aws_key_id_is_real,
         ),
         detector(
             SecretKind::AwsSecretAccessKey,
@@ -192,15 +210,26 @@ pub static DETECTORS: LazyLock<Vec<Detector>> = LazyLock::new(|| {
             ),
             spoken_pair_is_real,
         ),
+        // `login: admin / hunter22`, "log in with ana / S3cret!": a user and
+        // a password split by a slash with blanks around it (without them,
+        // `owner/repo` is a path).
+        detector(
+            SecretKind::UserAndPassword,
+            &format!(
+                r#"(?-u:\b)(?:(?i-u:{USER_WORDS})[ \t]*:|(?i-u:log[ \t]?in|sign[ \t]?in|{USER_WORDS})[ \t]+(?i-u:with|as|using|mit|als|avec|con|com))[ \t]*["'`]?[^\s/"'`:,;]+["'`]?[ \t]+/[ \t]+{VALUE}"#
+            ),
+            spoken_pair_is_real,
+        ),
         // `DB_PASSWORD=…`, `"token": "…"`, `pwd := …`, `Passwort: …`,
         // `const API_TOKEN: &str = "…"`: the
         // name may end a longer one (`PGPASSWORD`, `client_secret`) or take
         // a `_key` or `_value` suffix, never another (`password_hash`,
-        // `token_count`).
+        // `token_count`). A service account's `private_key_id` goes with
+        // its key.
         detector(
             SecretKind::PasswordAssignment,
             &format!(
-                r#"(?P<name>(?i-u:{PASSWORD_WORDS}|secret|token|credentials?|api[_-]?key|private[_-]?key)|(?i:{UNICODE_PASSWORD_WORDS}))(?i-u:[_-]?(?:key|value|string))?["']?[ \t]*(?:{TYPE_ANNOTATION}=|:=|==|[:=])[ \t]*{VALUE}"#
+                r#"(?P<name>(?i-u:{ascii_words}|secret|token|credentials?|api[_-]?key|private[_-]?key(?:[_-]?id)?)|(?i:{unicode_words}))(?i-u:[_-]?(?:key|value|string))?["']?[ \t]*(?:{TYPE_ANNOTATION}=|:=|==|[:=])[ \t]*{VALUE}"#
             ),
             assigned_value_is_real,
         ),
@@ -222,13 +251,31 @@ pub static DETECTORS: LazyLock<Vec<Detector>> = LazyLock::new(|| {
             r"[A-Za-z0-9+/_=-]{32,}",
             secret_is_random_token,
         ),
-        // "the admin password is Sup3rS3cret!", "das Passwort ist …"; after
-        // random tokens, which are the more telling label for a long value.
+        // "auth token 9f86…", "unseal key is 4b22…": a hex value (which no
+        // random-token check takes) named as a secret.
         detector(
             SecretKind::PasswordAssignment,
             &format!(
-                r#"(?:(?-u:\b)(?i-u:pass(?:[ \t]?word|phrase)|secret|token|credentials?|api[ _-]?key|passwort|kennwort|wachtwoord|passord|adgangskode|salasana|senha|palavra-passe|mot[ \t]de[ \t]passe|contrasena|losenord|haslo|jelszo|sifre|heslo)|(?i:{UNICODE_PASSWORD_WORDS}))[ \t]+(?i:is[ \t]+now|(?:set|changed)[ \t]+to|is|was|ist|lautet|war|est|était|es|era|é|è|är|er|jest|je|это)[ \t]+{PROSE_VALUE}"#
+                r#"(?-u:\b)(?i-u:{HEX_SECRET_NAMES})(?:[ \t]*[:=][ \t]*|[ \t]+(?i-u:(?:is|was)[ \t]+)?)["'`]?(?P<secret>[0-9A-Fa-f]{{32,}})(?-u:\b)"#
             ),
+            hex_secret_is_real,
+        ),
+        // "the admin password is Sup3rS3cret!", "das Passwort ist …", "la
+        // contraseña del servidor es …" ([`words`] holds each language's
+        // words); after random tokens, which are the more telling label for
+        // a long value.
+        detector(
+            SecretKind::PasswordAssignment,
+            &format!(
+                r#"(?:(?-u:\b)(?i-u:{ascii_spaced}|secret|token|credentials?|api[ _-]?key)|(?i:{unicode_spaced}))(?:[ \t]+(?i:{of})(?:[ \t]+[^\s"'`,;:=()\[\]{{}}<>&]+){{1,3}})?[ \t]+(?i:{spaced_is})[ \t]+{PROSE_VALUE}"#
+            ),
+            stated_value_is_real,
+        ),
+        // "密码是Hunter2024", "パスワードは「…」", "비밀번호는 …": the particle
+        // and the value may touch the word.
+        detector(
+            SecretKind::PasswordAssignment,
+            &format!(r#"(?:{unspaced_words})[ \t]*(?:{unspaced_is})[ \t]*{UNSPACED_VALUE}"#),
             stated_value_is_real,
         ),
     ]
@@ -251,12 +298,56 @@ pub fn findings(text: &str) -> Vec<Finding> {
     found
 }
 
+/// The provider keys found in `rewritten`, a copy of `text` with pieces
+/// taken out or letters read as others, placed back in `text` through
+/// `origin` (the offset in `text` of each byte of `rewritten`). Each
+/// provider's `pattern` is run; a match counts where it holds a digit, as
+/// random keys do, where `counts` accepts its place in `text` (given that
+/// span and the match), and where its detector confirms it.
+pub fn provider_findings(
+    text: &str,
+    rewritten: &str,
+    origin: &[usize],
+    pattern: fn(&Detector) -> Option<&Regex>,
+    counts: impl Fn(std::ops::Range<usize>, &str) -> bool,
+) -> Vec<Finding> {
+    let mut found = Vec::new();
+    for (rank, detector) in DETECTORS.iter().enumerate() {
+        if detector.spaced_out.is_none() {
+            continue;
+        }
+        let Some(pattern) = pattern(detector) else {
+            continue;
+        };
+        for captures in pattern.captures_iter(rewritten) {
+            let Some(whole) = captures.get(0) else {
+                continue;
+            };
+            let (start, last) = (origin[whole.start()], origin[whole.end() - 1]);
+            let end = last + text[last..].chars().next().map_or(1, char::len_utf8);
+            if whole.as_str().bytes().any(|b| b.is_ascii_digit())
+                && counts(start..end, whole.as_str())
+                && (detector.confirms)(rewritten, &captures)
+            {
+                found.push(Finding {
+                    kind: detector.kind,
+                    span: start..end,
+                    rank,
+                });
+            }
+        }
+    }
+    found
+}
+
 /// The bytes of a match that hold the secret: its value group where the
 /// pattern has one, else the whole match.
 pub fn secret_span(found: &Captures<'_>) -> std::ops::Range<usize> {
-    ["secret", "double", "single", "backtick", "argument", "bare"]
-        .into_iter()
-        .find_map(|group| found.name(group))
-        .or_else(|| found.get(0))
-        .map_or(0..0, |matched| matched.range())
+    [
+        "secret", "double", "single", "backtick", "corner", "argument", "bare",
+    ]
+    .into_iter()
+    .find_map(|group| found.name(group))
+    .or_else(|| found.get(0))
+    .map_or(0..0, |matched| matched.range())
 }

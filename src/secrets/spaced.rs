@@ -1,58 +1,63 @@
-//! Provider keys written with whitespace between their characters or
-//! groups (`g h p _ …`): the provider patterns run again over the text with
-//! its whitespace taken out.
+//! Provider keys written in pieces: with whitespace between their
+//! characters or groups (`g h p _ …`), or as string literals joined in code
+//! (`"AKIAIOSF" + "ODNN7EXAMPLE"`). The provider patterns run again over
+//! the text with its whitespace and its literals' joints taken out.
+
+use std::sync::LazyLock;
+
+use regex::Regex;
 
 use super::Finding;
-use super::detectors::{DETECTORS, SPACED_OUT};
+use super::detectors::{SPACED_OUT, provider_findings};
 
-/// Joining words can fake a prefix, so a match counts only where a word
-/// starts in the text, where it spans whitespace (else the detectors' own
-/// pass judged it), and where it holds a digit, as random keys do and
-/// joined prose rarely does.
+/// Where one string literal ends and the next begins: the quotes, and a
+/// concatenation operator between them (`+`, PHP's `.`, Lua's `..`, SQL's
+/// `||`) or nothing (adjacent literals in C and Python).
+static JOINT: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r#""\s*(?:\+|\.\.?|\|\|)?\s*"|'\s*(?:\+|\.\.?|\|\|)?\s*'"#)
+        .expect("the joint pattern is valid")
+});
+
+/// Joining pieces can fake a prefix, so a match counts only where a word
+/// starts in the text and where it spans something taken out (else the
+/// detectors' own pass judged it); and, as every rewritten match, where it
+/// holds a digit, as random keys do and joined prose rarely does.
 pub fn findings(text: &str) -> Vec<Finding> {
-    if !text.contains(char::is_whitespace) {
+    if !text.contains(|c: char| c.is_whitespace() || c == '"' || c == '\'') {
         return Vec::new();
     }
-    let joined: String = text.chars().filter(|c| !c.is_whitespace()).collect();
+    // The bytes of joints; most texts hold no quotes, and so none.
+    let mut removed = Vec::new();
+    if text.contains(['"', '\'']) {
+        for joint in JOINT.find_iter(text) {
+            removed.resize(text.len(), false);
+            removed[joint.range()].fill(true);
+        }
+    }
+    let kept = |&(at, c): &(usize, char)| !c.is_whitespace() && removed.get(at) != Some(&true);
+    let joined: String = text.char_indices().filter(kept).map(|(_, c)| c).collect();
     // One pass decides whether any provider shape is there at all; the
     // offsets are worked out only then.
-    if !SPACED_OUT.is_match(&joined) {
+    if joined.len() == text.len() || !SPACED_OUT.is_match(&joined) {
         return Vec::new();
     }
     // The offset in `text` of each byte of `joined`.
     let origin: Vec<usize> = text
         .char_indices()
-        .filter(|(_, c)| !c.is_whitespace())
+        .filter(kept)
         .flat_map(|(at, c)| at..at + c.len_utf8())
         .collect();
-    let mut found = Vec::new();
-    for (rank, detector) in DETECTORS.iter().enumerate() {
-        let Some(pattern) = &detector.spaced_out else {
-            continue;
-        };
-        for captures in pattern.captures_iter(&joined) {
-            let Some(whole) = captures.get(0) else {
-                continue;
-            };
-            let (start, last) = (origin[whole.start()], origin[whole.end() - 1]);
-            let end = last + text[last..].chars().next().map_or(1, char::len_utf8);
-            let starts_a_word = text[..start]
+    provider_findings(
+        text,
+        &joined,
+        &origin,
+        |detector| detector.spaced_out.as_ref(),
+        |span, matched| {
+            let starts_a_word = text[..span.start]
                 .chars()
                 .next_back()
                 .is_none_or(|before| !before.is_alphanumeric());
-            let spans_whitespace = end - start > whole.len();
-            if starts_a_word
-                && spans_whitespace
-                && whole.as_str().bytes().any(|b| b.is_ascii_digit())
-                && (detector.confirms)(&joined, &captures)
-            {
-                found.push(Finding {
-                    kind: detector.kind,
-                    span: start..end,
-                    rank,
-                });
-            }
-        }
-    }
-    found
+            starts_a_word && span.len() > matched.len()
+        },
+    )
 }

@@ -1,13 +1,15 @@
 //! Whether a long run of token characters is a random secret, or one of
 //! the random-looking things ordinary text holds: commit hashes, UUIDs,
 //! identifiers, paths, ids in URLs, package integrity hashes
-//! (`sha512-…`), image digests and `data:` URIs, and the test data of code:
-//! alphabets written out, constant names, and base64 of counting bytes or
-//! of words.
+//! (`sha512-…`), image digests and `data:` URIs, SSH public keys and IPFS
+//! content ids ([`public_ids`](super::public_ids)), and the test data of
+//! code: alphabets written out, constant names, and base64 of counting
+//! bytes or of words.
 
 use regex::Captures;
 
 use super::encoded::decode_base64;
+use super::public_ids::is_public_id;
 use super::values::secret;
 
 /// The shortest run judged as a generic token.
@@ -39,7 +41,8 @@ const WORD_DELIMITERS: [char; 9] = ['"', '\'', '`', '<', '>', '(', ')', '[', ']'
 pub fn secret_is_random_token(text: &str, found: &Captures<'_>) -> bool {
     // A commit hash or UUID in a URL path would otherwise lend its digits
     // and entropy to the mixed-case path around it.
-    let telling: Vec<&str> = secret(found)
+    let run = secret(found);
+    let telling: Vec<&str> = run
         .split('/')
         .filter(|segment| !is_hex_id(segment))
         .collect();
@@ -54,6 +57,7 @@ pub fn secret_is_random_token(text: &str, found: &Captures<'_>) -> bool {
         && !is_alphabet_run(bytes)
         && !is_constant_name(&token)
         && !encodes_a_pattern(&token)
+        && !is_public_id(run)
         && found
             .get(0)
             .is_none_or(|run| !in_benign_context(text, run.range()))

@@ -16,6 +16,10 @@ const MIN_VALUE_CHARS: usize = 4;
 /// Values said in prose ("the password is …") are judged from this length.
 const MIN_PROSE_VALUE_CHARS: usize = 6;
 
+/// Random hex of 32 digits or more uses at least this many of the sixteen
+/// (fewer than one in a million such values does not).
+const MIN_HEX_DISTINCT_DIGITS: usize = 10;
+
 /// URL query values under a secret's name are judged from this length:
 /// shorter ones are codes and flags (`?code=200`, `?auth=1`).
 const MIN_QUERY_VALUE_CHARS: usize = 8;
@@ -119,6 +123,43 @@ pub fn secret_looks_random(_: &str, found: &Captures<'_>) -> bool {
 pub fn aws_key_id_is_real(_: &str, found: &Captures<'_>) -> bool {
     let id = secret(found);
     !id.contains(['-', '_', '.']) || id.bytes().any(|b| b.is_ascii_digit())
+}
+
+/// An AWS access key id written backwards: as the split forms, it must
+/// hold a digit, so that no capitalised word ending in `AIKA` counts.
+pub fn reversed_aws_key_id_is_real(_: &str, found: &Captures<'_>) -> bool {
+    secret(found).bytes().any(|b| b.is_ascii_digit())
+}
+
+/// A hex value named as a secret: random hex mixes digits and letters and
+/// uses most of the sixteen digits; test patterns (`deadbeef` repeated,
+/// counting bytes `000102…`) do not.
+pub fn hex_secret_is_real(_: &str, found: &Captures<'_>) -> bool {
+    let hex = secret(found).as_bytes();
+    let mut seen = [false; 256];
+    for &b in hex {
+        seen[usize::from(b.to_ascii_lowercase())] = true;
+    }
+    let distinct = seen.iter().filter(|&&seen| seen).count();
+    let counting = hex
+        .chunks_exact(2)
+        .map(|pair| {
+            std::str::from_utf8(pair)
+                .ok()
+                .and_then(|pair| u8::from_str_radix(pair, 16).ok())
+        })
+        .collect::<Option<Vec<u8>>>()
+        .is_some_and(|bytes| {
+            let steps = bytes
+                .windows(2)
+                .filter(|pair| pair[0].wrapping_add(1) == pair[1])
+                .count();
+            steps * 2 >= bytes.len().saturating_sub(1)
+        });
+    hex.iter().any(u8::is_ascii_digit)
+        && hex.iter().any(u8::is_ascii_alphabetic)
+        && distinct >= MIN_HEX_DISTINCT_DIGITS
+        && !counting
 }
 
 pub fn url_password_is_real(_: &str, found: &Captures<'_>) -> bool {
@@ -269,6 +310,7 @@ fn quoted_value<'t>(found: &Captures<'t>) -> Option<&'t str> {
         .name("double")
         .or_else(|| found.name("single"))
         .or_else(|| found.name("backtick"))
+        .or_else(|| found.name("corner"))
         .or_else(|| found.name("argument"))
         .map(|quoted| quoted.as_str())
 }
@@ -314,10 +356,15 @@ fn ends_entry(text: &str, at: usize) -> bool {
 }
 
 /// `ends_entry`, or the value closed its sentence (`hunter2.`) or a
-/// parenthesis.
+/// parenthesis, or text in another script follows it ("密码是Hunter2024。":
+/// a bare value of a language written without spaces is ASCII alone).
 fn ends_clause(text: &str, at: usize) -> bool {
     let value = &text[..at];
-    value.ends_with(['.', '!', '?']) || ends_entry(text, at) || text[at..].starts_with(')')
+    let rest = &text[at..];
+    value.ends_with(['.', '!', '?'])
+        || ends_entry(text, at)
+        || rest.starts_with(')')
+        || rest.chars().next().is_some_and(|c| !c.is_ascii())
 }
 
 fn is_placeholder(value: &str) -> bool {
