@@ -12,7 +12,7 @@ use super::values::{
     any_match, assigned_value_is_real, aws_key_id_is_real, command_password_is_real,
     flag_value_is_real, hex_secret_is_real, judge_value, query_value_is_real,
     reversed_aws_key_id_is_real, secret_looks_random, spoken_pair_is_real, stated_value_is_real,
-    url_password_is_real,
+    unspaced_value_is_real, url_password_is_real,
 };
 use super::words::{self, SHORT_PASSWORD_NAMES, Script};
 use super::{Finding, SecretKind};
@@ -276,7 +276,7 @@ pub static DETECTORS: LazyLock<Vec<Detector>> = LazyLock::new(|| {
         detector(
             SecretKind::PasswordAssignment,
             &format!(r#"(?:{unspaced_words})[ \t]*(?:{unspaced_is})[ \t]*{UNSPACED_VALUE}"#),
-            stated_value_is_real,
+            unspaced_value_is_real,
         ),
     ]
 });

@@ -23,6 +23,8 @@ fn passwords_said_in_languages_without_spaces_are_found() {
         "パスワードはSakura2024です",
         "パスワードは「Sakura#2024」です",
         "비밀번호는 Bom2024! 입니다",
+        "密码是Hunter2024 请记住",
+        "密码是Hunter2024 helm release",
     ] {
         assert_secret(text, SecretKind::PasswordAssignment);
     }
@@ -33,6 +35,7 @@ fn prose_about_passwords_in_languages_without_spaces_passes() {
     for text in [
         "密码是必填项",
         "密码是 6-12 位",
+        "密码是 SHA256 哈希",
         "パスワードは8文字以上です",
         "パスワードは必須です",
         "비밀번호는 필수입니다",

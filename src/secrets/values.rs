@@ -218,12 +218,35 @@ pub fn assigned_value_is_real(text: &str, found: &Captures<'_>) -> bool {
 /// A value said in prose is a secret when it looks like one (a digit or a
 /// symbol) and ends its clause: "the password is 8-char minimum" is prose.
 pub fn stated_value_is_real(text: &str, found: &Captures<'_>) -> bool {
+    stated_value_ending(text, found, ends_clause)
+}
+
+/// [`stated_value_is_real`] in a language written without spaces, where an
+/// ASCII value glued to its particle is the particle's complement however
+/// the sentence goes on ("密码是Hunter2024 请记住"); one set apart by blanks
+/// must still end its clause ("密码是 SHA256 哈希" is prose).
+pub fn unspaced_value_is_real(text: &str, found: &Captures<'_>) -> bool {
+    let touches_particle = found
+        .name("bare")
+        .is_some_and(|bare| !text[..bare.start()].ends_with([' ', '\t']));
+    stated_value_ending(text, found, |text, at| {
+        touches_particle || ends_clause(text, at)
+    })
+}
+
+/// A stated value's verdict: quoted, any literal counts; bare, a literal
+/// with a digit or a symbol counts where `ends` accepts what follows it.
+fn stated_value_ending(
+    text: &str,
+    found: &Captures<'_>,
+    ends: impl Fn(&str, usize) -> bool,
+) -> bool {
     if let Some(quoted) = quoted_value(found) {
         return is_literal(quoted, MIN_PROSE_VALUE_CHARS);
     }
     found.name("bare").is_some_and(|bare| {
         let value = bare.as_str().trim_end_matches(['.', '!', '?']);
-        ends_clause(text, bare.end())
+        ends(text, bare.end())
             && !value.bytes().all(|b| b.is_ascii_digit())
             && has_digit_or_symbol(value)
             && is_literal(value, MIN_PROSE_VALUE_CHARS)
