@@ -3,6 +3,9 @@
 //! starts. Those that reach Engram do so through its HTTP API, so none of
 //! them opens the data directory the service owns.
 
+/// The coding agents Engram serves: one entry per agent, read by every
+/// command below.
+pub mod agent;
 /// `engram mcp`: MCP over stdio, bridged to a running Engram's `/mcp`.
 pub mod bridge;
 /// `engram doctor`: whether the agents' entries can reach Engram.

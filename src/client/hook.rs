@@ -30,6 +30,10 @@
 //! stdout adds context for `UserPromptSubmit` and `SessionStart`; exit 0
 //! with nothing on stdout changes nothing for `Stop` and `PreCompact`.
 //!
+//! What differs between agents (each event's name, how the output adds
+//! context, what the prompt hook can do, how the prompt is cleaned and the
+//! transcript read) is the agent's entry in [`crate::client::agent`].
+//!
 //! Gemini CLI's hooks (its hooks reference) take the same base input and
 //! output under their own event names: `SessionStart`, `BeforeAgent` (the
 //! prompt), `AfterAgent` (a turn ended; the answer is `prompt_response`)
@@ -68,6 +72,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use super::agent::{Agent, Event, Hooks, PromptHook};
 use super::http::{self, DEFAULT_URL};
 use crate::causes::error_chain;
 use call::Call;
@@ -85,117 +90,11 @@ save it with Engram's `remember` tool: one fact per memory, scope `repo` for thi
 code or git records, never secrets. The user may also type `remember: …` (or \
 `remember for me: …`) to store a fact directly.";
 
-/// A coding agent whose hooks Engram serves.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Agent {
-    /// Anthropic's Claude Code.
-    ClaudeCode,
-    /// OpenAI's Codex CLI.
-    Codex,
-    /// Google's Gemini CLI.
-    Gemini,
-    /// Cursor's agent ([`cursor`]).
-    Cursor,
-}
-
-impl Agent {
-    /// The name on the command line.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::ClaudeCode => "claude-code",
-            Self::Codex => "codex",
-            Self::Gemini => "gemini",
-            Self::Cursor => "cursor",
-        }
-    }
-
-    /// How the agent writes the transcript its hooks name, when Engram
-    /// reads it: Cursor's is not read (its format is not documented), its
-    /// window comes from the hooks themselves ([`cursor`]).
-    pub fn transcript_format(self) -> Option<Format> {
-        match self {
-            Self::ClaudeCode => Some(Format::ClaudeCode),
-            Self::Codex => Some(Format::Codex),
-            Self::Gemini => Some(Format::Gemini),
-            Self::Cursor => None,
-        }
-    }
-
-    /// The events whose hooks `engram setup` writes for the agent:
-    /// Cursor's compaction hook only observes, and no window reaches it.
-    pub fn events(self) -> &'static [Event] {
-        match self {
-            Self::Cursor => &[Event::SessionStart, Event::UserPromptSubmit, Event::Stop],
-            Self::ClaudeCode | Self::Codex | Self::Gemini => &Event::ALL,
-        }
-    }
-
-    /// `event`'s name in the agent's configuration and hook input.
-    pub fn event_name(self, event: Event) -> &'static str {
-        match (self, event) {
-            (Self::ClaudeCode | Self::Codex, _) | (Self::Gemini, Event::SessionStart) => {
-                event.hook_event_name()
-            }
-            (Self::Gemini, Event::UserPromptSubmit) => "BeforeAgent",
-            (Self::Gemini, Event::Stop) => "AfterAgent",
-            (Self::Gemini, Event::PreCompact) => "PreCompress",
-            (Self::Cursor, Event::SessionStart) => "sessionStart",
-            (Self::Cursor, Event::UserPromptSubmit) => "beforeSubmitPrompt",
-            (Self::Cursor, Event::Stop) => "afterAgentResponse",
-            (Self::Cursor, Event::PreCompact) => "preCompact",
-        }
-    }
-}
-
-/// A hook event Engram answers.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Event {
-    /// A session starts, resumes or restarts after a compaction.
-    SessionStart,
-    /// The user sent a prompt; the agent has not answered yet.
-    UserPromptSubmit,
-    /// The agent finished its answer: a turn completed.
-    Stop,
-    /// The agent is about to compact its context.
-    PreCompact,
-}
-
-impl Event {
-    /// Every event, in the order a session meets them.
-    pub const ALL: [Self; 4] = [
-        Self::SessionStart,
-        Self::UserPromptSubmit,
-        Self::Stop,
-        Self::PreCompact,
-    ];
-
-    /// The name on the command line.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::SessionStart => "session-start",
-            Self::UserPromptSubmit => "user-prompt-submit",
-            Self::Stop => "stop",
-            Self::PreCompact => "pre-compact",
-        }
-    }
-
-    /// The event's name in Claude Code's and Codex's configuration and hook
-    /// input ([`Agent::event_name`] gives each agent's).
-    fn hook_event_name(self) -> &'static str {
-        match self {
-            Self::SessionStart => "SessionStart",
-            Self::UserPromptSubmit => "UserPromptSubmit",
-            Self::Stop => "Stop",
-            Self::PreCompact => "PreCompact",
-        }
-    }
-}
-
 /// `engram hook`'s arguments. The API key comes only from `ENGRAM_API_KEY`.
 #[derive(Debug, clap::Args)]
 pub struct HookArgs {
     /// The agent running the hook.
-    #[arg(value_enum)]
+    #[arg(value_parser = with_hooks())]
     pub agent: Agent,
     /// The hook event.
     #[arg(value_enum)]
@@ -218,9 +117,23 @@ pub struct HookArgs {
     pub log_file: Option<PathBuf>,
 }
 
+/// The agents of the table whose hooks Engram serves, as the command
+/// line takes them.
+fn with_hooks() -> impl clap::builder::TypedValueParser<Value = Agent> {
+    use clap::ValueEnum;
+    use clap::builder::TypedValueParser;
+    let served = Agent::ALL
+        .iter()
+        .filter(|agent| agent.hooks().is_some())
+        .filter_map(ValueEnum::to_possible_value);
+    clap::builder::PossibleValuesParser::new(served).try_map(|name| Agent::from_str(&name, false))
+}
+
 /// Why a hook did nothing. Logged, never shown to the agent.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    #[error("Engram serves no hooks of {0}")]
+    NoHooks(&'static str),
     #[error("reading the hook input")]
     Stdin(#[source] io::Error),
     #[error("the hook input is not the JSON expected")]
@@ -346,13 +259,15 @@ fn answer(
     env: impl Fn(&str) -> Option<String>,
     log_path: Option<&Path>,
 ) -> Result<Option<String>, Error> {
+    let hooks = args
+        .agent
+        .hooks()
+        .ok_or(Error::NoHooks(args.agent.as_str()))?;
     let mut payload: Payload = serde_json::from_slice(input).map_err(Error::Payload)?;
-    if args.agent == Agent::Gemini {
-        payload.prompt = payload
-            .prompt
-            .map(|prompt| transcript::gemini::without_injected(&prompt));
+    if let Some(clean) = hooks.clean_prompt {
+        payload.prompt = payload.prompt.map(|prompt| clean(&prompt));
     }
-    let expected = args.agent.event_name(args.event);
+    let expected = hooks.name(args.event);
     if let Some(found) = payload.hook_event_name.as_deref()
         && found != expected
     {
@@ -366,9 +281,10 @@ fn answer(
         .build()
         .map_err(Error::Runtime)?;
     let budget = Duration::from_millis(args.timeout_ms);
-    let mut call = Call::new(args, &payload, env, log_path)?;
+    let mut call = Call::new(args, hooks, &payload, env, log_path)?;
     let to_read = ToRead::new(
         args,
+        hooks,
         &payload,
         !call.names_a_user(),
         call.session_id(),
@@ -424,6 +340,7 @@ struct Found {
 impl ToRead {
     fn new(
         args: &HookArgs,
+        hooks: &Hooks,
         payload: &Payload,
         user_from_passwd: bool,
         session_id: &str,
@@ -433,8 +350,8 @@ impl ToRead {
             .transcript_path
             .clone()
             .zip(args.agent.transcript_format());
-        let kept_prompt = match (args.agent, log_path.and_then(cursor::prompts_dir)) {
-            (Agent::Cursor, Some(dir)) => {
+        let kept_prompt = match (hooks.prompt, log_path.and_then(cursor::prompts_dir)) {
+            (PromptHook::KeepsForTheAnswer, Some(dir)) => {
                 let file = cursor::Step::file(&dir, session_id);
                 let turn_id = payload.turn_id.clone();
                 match (args.event, turn_id, &payload.prompt) {

@@ -1,8 +1,10 @@
 //! `engram import <source>`: memories brought into a running Engram over
 //! its HTTP API, from
 //!
-//! - an agent's transcripts (`claude-code`, `codex`): each session's new
-//!   messages sent to capture as a compaction, resumably ([`transcripts`]);
+//! - an agent's transcripts (`claude-code`, `codex`: one command per agent
+//!   whose entry in [`crate::client::agent`] has an import): each
+//!   session's new messages sent to capture as a compaction, resumably
+//!   ([`transcripts`]);
 //! - instructions files (`agents-md`): their bullets and short paragraphs
 //!   as repo conventions, with no model ([`instructions`]);
 //! - an `engram export` (`jsonl`, `markdown`): whole memories, ids and
@@ -23,8 +25,10 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use super::agent::Agent;
 use super::http::{self, ServerArgs};
 use crate::causes::error_chain;
+use sessions::Importable;
 
 /// The most of one input file read.
 const MAX_FILE_BYTES: u64 = 256 * 1024 * 1024;
@@ -39,12 +43,10 @@ pub struct ImportArgs {
 /// Where the memories come from.
 #[derive(Debug, clap::Subcommand)]
 pub enum Source {
-    /// Claude Code's session transcripts (~/.claude/projects/*/*.jsonl),
-    /// each session's new messages sent to capture as a compaction.
-    ClaudeCode(transcripts::TranscriptArgs),
-    /// Codex's session transcripts (~/.codex/sessions/**/rollout-*.jsonl),
-    /// each session's new messages sent to capture as a compaction.
-    Codex(transcripts::TranscriptArgs),
+    /// An agent's session transcripts: one command per agent whose entry
+    /// has an import.
+    #[command(flatten)]
+    Transcripts(AgentTranscripts),
     /// Instructions files (CLAUDE.md, AGENTS.md, .cursor/rules/*.mdc, ...):
     /// their bullets and short paragraphs as repo conventions, no model.
     AgentsMd(instructions::InstructionsArgs),
@@ -55,6 +57,72 @@ pub enum Source {
     Markdown(FileArgs),
     /// mem0's exported memories (its `get_all` JSON).
     Mem0(mem0::Mem0Args),
+}
+
+/// `engram import <agent>`: the agent, and the backfill's arguments.
+#[derive(Debug)]
+pub struct AgentTranscripts {
+    pub agent: Agent,
+    pub args: transcripts::TranscriptArgs,
+}
+
+impl clap::FromArgMatches for AgentTranscripts {
+    fn from_arg_matches(matches: &clap::ArgMatches) -> Result<Self, clap::Error> {
+        Self::from_arg_matches_mut(&mut matches.clone())
+    }
+
+    fn from_arg_matches_mut(matches: &mut clap::ArgMatches) -> Result<Self, clap::Error> {
+        use clap::error::ErrorKind;
+        let Some((name, mut args)) = matches.remove_subcommand() else {
+            return Err(clap::Error::raw(
+                ErrorKind::MissingSubcommand,
+                "a subcommand is required but one was not provided",
+            ));
+        };
+        let agent = Importable::named(&name)
+            .map(Importable::agent)
+            .ok_or_else(|| {
+                clap::Error::raw(
+                    ErrorKind::InvalidSubcommand,
+                    format!("the subcommand '{name}' wasn't recognized"),
+                )
+            })?;
+        let args = transcripts::TranscriptArgs::from_arg_matches_mut(&mut args)?;
+        Ok(Self { agent, args })
+    }
+
+    fn update_from_arg_matches(&mut self, matches: &clap::ArgMatches) -> Result<(), clap::Error> {
+        *self = Self::from_arg_matches(matches)?;
+        Ok(())
+    }
+}
+
+impl clap::Subcommand for AgentTranscripts {
+    fn augment_subcommands(command: clap::Command) -> clap::Command {
+        importable().fold(command, |command, agent| {
+            let sub = clap::Command::new(agent.as_str());
+            let sub = <transcripts::TranscriptArgs as clap::Args>::augment_args(sub);
+            command.subcommand(sub.about(agent.about()).long_about(None))
+        })
+    }
+
+    fn augment_subcommands_for_update(command: clap::Command) -> clap::Command {
+        importable().fold(command, |command, agent| {
+            let sub = clap::Command::new(agent.as_str());
+            let sub = <transcripts::TranscriptArgs as clap::Args>::augment_args_for_update(sub);
+            command.subcommand(sub.about(agent.about()).long_about(None))
+        })
+    }
+
+    fn has_subcommand(name: &str) -> bool {
+        Importable::named(name).is_some()
+    }
+}
+
+/// The agents whose past sessions `engram import` reads, in the table's
+/// order.
+fn importable() -> impl Iterator<Item = Importable> {
+    Agent::ALL.into_iter().filter_map(Importable::of)
 }
 
 /// A file or directory to import, and where to.
@@ -120,8 +188,9 @@ pub fn run(args: &ImportArgs) -> ExitCode {
 /// Imports from `source` and says what was done.
 async fn import(source: &Source) -> Result<String, Error> {
     match source {
-        Source::ClaudeCode(args) => transcripts::run(args, transcripts::Agent::ClaudeCode).await,
-        Source::Codex(args) => transcripts::run(args, transcripts::Agent::Codex).await,
+        Source::Transcripts(AgentTranscripts { agent, args }) => {
+            transcripts::run(args, *agent).await
+        }
         Source::AgentsMd(args) => instructions::run(args).await,
         Source::Jsonl(args) => {
             let memories = whole::read_jsonl(&args.path)?;

@@ -5,13 +5,15 @@
 //! the file where it keeps its MCP servers (JSON, JSON with comments, or
 //! Codex's TOML), and either its four hooks, in its hooks file (the agents
 //! whose hooks `engram hook` serves), or a block of instructions to call
-//! Engram's tools, in its instructions file ([`agents`] says which agent
-//! gets what, where). Invariants:
+//! Engram's tools, in its instructions file (the agent's entry in
+//! [`crate::client::agent`] says which agent gets what, where, in which
+//! dialect). Invariants:
 //! - Idempotent: an entry already present as wanted is left alone, so a
 //!   second run changes nothing and writes nothing.
-//! - Only Engram's entries are touched ([`merge`]); the rest of a file
-//!   keeps its bytes (JSON, comments included, through [`json_edit`];
-//!   TOML through toml_edit; Markdown outside Engram's marked block).
+//! - Only Engram's entries are touched ([`merge`], [`instructions`]); the
+//!   rest of a file keeps its bytes ([`document`]: JSON, comments
+//!   included, through [`json_edit`]; TOML through toml_edit; Markdown
+//!   outside Engram's marked block).
 //! - Shared (project) files run the command `engram` from `PATH`, never
 //!   this machine's path to the binary ([`program`]); private files run
 //!   the binary setup ran from.
@@ -32,7 +34,7 @@
 //!   place is an error, and nothing is written.
 //! - `--print` writes nothing: it prints each file's snippet.
 
-pub mod agents;
+pub mod document;
 pub mod files;
 pub mod instructions;
 pub mod json_edit;
@@ -45,46 +47,17 @@ use std::process::ExitCode;
 
 pub use merge::{Change, Entry, WrongShape};
 
+use crate::client::agent::{Agent, Dirs, Missing, Scope};
 use crate::client::doctor;
 use crate::client::hook::{self, project};
 use crate::client::http::DEFAULT_URL;
-use agents::{Agent, Dirs};
+use document::{Document, Format};
 use files::Links;
 use json_edit::EditError;
-use merge::{Document, Format, shell_quote};
+use merge::{MCP_SERVER_NAME, shell_quote, shell_words};
 
 /// The mode of a new file of the user's own: settings hold keys and tokens.
 const PRIVATE_MODE: u32 = 0o600;
-
-/// Which of the agent's configuration files to change (each agent's
-/// files for each scope: [`agents`], and docs/agents.md).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Scope {
-    /// The user's own settings, for every project (`~/.claude/settings.json`
-    /// and `~/.claude.json`, `~/.codex/`, `~/.cursor/mcp.json`,
-    /// `~/.gemini/settings.json`, VS Code's user `mcp.json`,
-    /// `~/.config/opencode/`).
-    User,
-    /// The project's shared settings in the git checkout
-    /// (`.claude/settings.json` and `.mcp.json`, `.codex/`, `.cursor/`,
-    /// `.gemini/settings.json`, `.vscode/mcp.json`, `opencode.json`).
-    Project,
-    /// The project's settings for this machine only
-    /// (`.claude/settings.local.json`, and the project's entry in
-    /// `~/.claude.json`; Claude Code only).
-    Local,
-}
-
-impl Scope {
-    /// The name on the command line.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::User => "user",
-            Self::Project => "project",
-            Self::Local => "local",
-        }
-    }
-}
 
 /// `engram setup`'s arguments.
 #[derive(Debug, clap::Args)]
@@ -309,7 +282,7 @@ fn reachability(args: &SetupArgs, env: &impl Fn(&str) -> Option<String>) -> Stri
             crate::client::http::redact_userinfo(&url)
         ),
     };
-    if args.agent.hook_agent().is_some()
+    if args.agent.hooks().is_some()
         && let Some(log) = hook::log::default_path(env)
     {
         lines.push_str(&format!(
@@ -359,35 +332,42 @@ fn targets(
         root: root.clone(),
         private: args.scope != Scope::Project,
     };
+    let missing = |missing| match missing {
+        Missing::Home => Error::NoHome,
+        Missing::Scope => Error::NoSuchScope {
+            agent: args.agent.as_str(),
+            scope: args.scope.as_str(),
+        },
+    };
     let mut targets = Vec::new();
-    match args.agent.hook_agent() {
-        Some(agent) => {
+    match args.agent.hooks() {
+        Some(hooks) => {
             let hook_options: String = options
                 .iter()
                 .map(|option| format!(" {}", shell_quote(option)))
                 .collect();
-            let hooks = agent
-                .events()
+            let entries = hooks
+                .events
                 .iter()
                 .map(|&event| Entry::Hook {
-                    agent,
+                    agent: args.agent,
                     event,
                     command: format!(
                         "{} hook {} {}{hook_options}",
                         shell_quote(program),
-                        agent.as_str(),
+                        args.agent.as_str(),
                         event.as_str()
                     ),
                 })
                 .collect();
             let path = match &args.file {
                 Some(file) => file.clone(),
-                None => args.agent.hooks_file(args.scope, &dirs)?,
+                None => args.agent.hooks_file(args.scope, &dirs).map_err(missing)?,
             };
             targets.push(target(
                 path,
-                Format::Json(args.agent.hooks_dialect()),
-                hooks,
+                Format::Json(hooks.dialect),
+                entries,
                 hooks_links,
             ));
         }
@@ -399,7 +379,7 @@ fn targets(
         None => {}
     }
     if !args.no_mcp {
-        let file = args.agent.mcp_file(args.scope, &dirs)?;
+        let file = args.agent.mcp_file(args.scope, &dirs).map_err(missing)?;
         let mut bridge_args = vec!["mcp".to_owned()];
         bridge_args.extend(options);
         let server = Entry::McpServer {
@@ -412,9 +392,18 @@ fn targets(
         // merged once, so that neither write undoes the other.
         match targets.iter_mut().find(|hooks| hooks.path == file.path) {
             Some(shared) => shared.entries.push(server),
-            None => targets.push(target(file.path, file.format, vec![server], mcp_links)),
+            None => targets.push(target(
+                file.path,
+                file.format.into(),
+                vec![server],
+                mcp_links,
+            )),
         }
-        if let Some((path, starts_with)) = args.agent.instructions_file(args.scope, &dirs)? {
+        if let Some((path, starts_with)) = args
+            .agent
+            .instructions_file(args.scope, &dirs)
+            .map_err(missing)?
+        {
             let entry = Entry::Instructions {
                 text: instructions::TEXT,
             };
@@ -465,12 +454,6 @@ fn mirrored(root: &Path, file: &Path) -> PathBuf {
     dir
 }
 
-/// The top of the git checkout holding `cwd`, or `cwd` outside one: where
-/// project files live.
-fn project_root(cwd: &Path) -> PathBuf {
-    project::checkout_root(cwd).unwrap_or_else(|| cwd.to_path_buf())
-}
-
 /// Merges each target's entries into its file (created if absent), writes
 /// the files that changed, and returns the report. Every file is read,
 /// merged and rendered before the first is written.
@@ -497,7 +480,7 @@ fn apply(targets: &[Target]) -> Result<String, Error> {
                 Change::Updated => "updated",
                 Change::Unchanged => "kept",
             };
-            let (what, runs) = entry.describe();
+            let (what, runs) = describe(entry);
             lines.push_str(&format!("  {verb:<8}{what:<17} {runs}\n"));
         }
         let rendered = if changed {
@@ -547,4 +530,23 @@ fn apply(targets: &[Target]) -> Result<String, Error> {
         report.push_str(&lines);
     }
     Ok(report)
+}
+
+/// An entry as the report shows it: what it is, and what it runs.
+fn describe(entry: &Entry) -> (&'static str, String) {
+    match entry {
+        Entry::Hook {
+            agent,
+            event,
+            command,
+        } => (
+            agent.hooks().map_or("hook", |hooks| hooks.name(*event)),
+            command.clone(),
+        ),
+        Entry::McpServer { program, args, .. } => (
+            "MCP server",
+            format!("{MCP_SERVER_NAME}: {}", shell_words(program, args)),
+        ),
+        Entry::Instructions { .. } => ("instructions", instructions::DESCRIPTION.to_owned()),
+    }
 }

@@ -14,8 +14,9 @@
 use std::path::Path;
 use std::time::Instant;
 
+use engram::client::agent::Agent;
 use engram::client::http::ServerArgs;
-use engram::client::import::transcripts::{self, Agent, TranscriptArgs};
+use engram::client::import::transcripts::{self, TranscriptArgs};
 use engram_fake_upstream::{Chat, Setup, Upstream};
 use serde_json::json;
 

@@ -1,5 +1,5 @@
 //! What `engram doctor` finds of Engram in the agents' settings files, for
-//! each agent and scope ([`agents`]): whose files hold one of Engram's
+//! each agent and scope (the table of [`crate::client::agent`]): whose files hold one of Engram's
 //! entries, whether every hook setup writes for that agent is there, and
 //! whether the program each entry runs exists (a path, or a command on
 //! `PATH`). The files are only read: a link is followed, and a file that
@@ -8,16 +8,15 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use clap::ValueEnum;
 use serde_json::Value;
 
 use super::Finding;
 use crate::causes::error_chain;
-use crate::client::hook::{self, Event};
-use crate::client::setup::agents::{Agent, Dirs, McpFile};
+use crate::client::agent::{Agent, Dirs, Event, HookLayout, McpFormat, Resolved, Scope};
 use crate::client::setup::files::{self, Links};
-use crate::client::setup::merge::{self, Entry, Format, JsonDialect, MCP_SERVER_NAME};
-use crate::client::setup::{Scope, json_edit, program};
+use crate::client::setup::json_edit::{self, JsonDialect};
+use crate::client::setup::merge::{self, Entry, MCP_SERVER_NAME};
+use crate::client::setup::program;
 
 /// What the agents' settings hold.
 pub struct Settings {
@@ -46,7 +45,7 @@ pub fn inspect(cwd: &Path, env: &impl Fn(&str) -> Option<String>) -> Settings {
         urls: BTreeSet::new(),
     };
     let mut seen: Vec<(Agent, PathBuf)> = Vec::new();
-    for &agent in Agent::value_variants() {
+    for agent in Agent::ALL {
         for scope in [Scope::User, Scope::Project, Scope::Local] {
             let found = match find(agent, scope, &dirs) {
                 Ok(found) => found,
@@ -99,12 +98,12 @@ fn judge(
         ),
     };
     let mut findings = Vec::new();
-    if let Some(hook_agent) = agent.hook_agent() {
-        let missing: Vec<&str> = hook_agent
-            .events()
+    if let Some(hooks) = agent.hooks() {
+        let missing: Vec<&str> = hooks
+            .events
             .iter()
             .filter(|event| !found.hooks.contains(event))
-            .map(|&event| hook_agent.event_name(event))
+            .map(|&event| hooks.name(event))
             .collect();
         if !missing.is_empty() {
             let file = agent
@@ -156,18 +155,18 @@ fn judge(
 /// file there); a file that cannot be read or parsed is a finding.
 fn find(agent: Agent, scope: Scope, dirs: &Dirs) -> Result<Found, Finding> {
     let mut found = Found::default();
-    if let Some(hook_agent) = agent.hook_agent()
+    if let Some(hooks) = agent.hooks()
         && let Ok(path) = agent.hooks_file(scope, dirs)
-        && let Some(document) = read_json(&path, agent.hooks_dialect(), dirs)?
+        && let Some(document) = read_json(&path, hooks.dialect, dirs)?
     {
-        for &event in hook_agent.events() {
+        for &event in hooks.events {
             let entry = Entry::Hook {
-                agent: hook_agent,
+                agent,
                 event,
                 command: String::new(),
             };
-            let name = hook_agent.event_name(event);
-            for command in hook_commands(&document, hook_agent, name) {
+            let name = hooks.name(event);
+            for command in hook_commands(&document, hooks.layout, name) {
                 if merge::is_engram_hook(command, &entry) {
                     let (program, rest) = merge::split_command(command);
                     // `hook <agent> <event>`, then the options.
@@ -193,16 +192,15 @@ fn find(agent: Agent, scope: Scope, dirs: &Dirs) -> Result<Found, Finding> {
 }
 
 /// The commands of the hooks for the event `name` in a hooks document:
-/// in groups (`{"hooks": [handler…]}`), or (Cursor's) the handlers
-/// themselves.
-fn hook_commands<'a>(document: &'a Value, agent: hook::Agent, name: &str) -> Vec<&'a str> {
+/// in groups (`{"hooks": [handler…]}`), or the handlers themselves, as
+/// the agent's `layout` has them.
+fn hook_commands<'a>(document: &'a Value, layout: HookLayout, name: &str) -> Vec<&'a str> {
     let listed = document["hooks"][name].as_array().into_iter().flatten();
-    let handlers: Vec<&Value> = if agent == hook::Agent::Cursor {
-        listed.collect()
-    } else {
-        listed
+    let handlers: Vec<&Value> = match layout {
+        HookLayout::Versioned { .. } => listed.collect(),
+        HookLayout::Grouped { .. } => listed
             .flat_map(|group| group["hooks"].as_array().into_iter().flatten())
-            .collect()
+            .collect(),
     };
     handlers
         .into_iter()
@@ -211,9 +209,9 @@ fn hook_commands<'a>(document: &'a Value, agent: hook::Agent, name: &str) -> Vec
 }
 
 /// The program and arguments of the MCP server `engram` in `file`.
-fn mcp_server(file: &McpFile, dirs: &Dirs) -> Result<Option<(String, Vec<String>)>, Finding> {
+fn mcp_server(file: &Resolved, dirs: &Dirs) -> Result<Option<(String, Vec<String>)>, Finding> {
     let words: Vec<String> = match file.format {
-        Format::Json(dialect) => {
+        McpFormat::Json(dialect) => {
             let Some(document) = read_json(&file.path, dialect, dirs)? else {
                 return Ok(None);
             };
@@ -241,7 +239,7 @@ fn mcp_server(file: &McpFile, dirs: &Dirs) -> Result<Option<(String, Vec<String>
                 _ => Vec::new(),
             }
         }
-        Format::Toml => {
+        McpFormat::Toml => {
             let Some(text) = read(&file.path, dirs)? else {
                 return Ok(None);
             };
@@ -264,7 +262,6 @@ fn mcp_server(file: &McpFile, dirs: &Dirs) -> Result<Option<(String, Vec<String>
                 .filter_map(|arg| arg.as_str().map(str::to_owned));
             program.map(str::to_owned).into_iter().chain(args).collect()
         }
-        Format::Markdown { .. } => Vec::new(),
     };
     Ok(words
         .split_first()

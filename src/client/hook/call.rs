@@ -7,10 +7,9 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use super::transcript::{self, Message, Role};
-use super::{
-    Agent, Error, Event, Found, GUIDANCE, HookArgs, Payload, cursor, log, project, remember, what,
-};
+use super::{Error, Found, GUIDANCE, HookArgs, Payload, cursor, log, project, remember, what};
 use crate::causes::error_chain;
+use crate::client::agent::{Agent, ContextOutput, Event, Hooks, PromptHook};
 use crate::client::http::{self, Api};
 
 /// The longest turn id Engram accepts.
@@ -39,6 +38,7 @@ pub(super) struct Call {
     user: Option<String>,
     window: Result<Vec<Message>, Error>,
     agent: Agent,
+    hooks: &'static Hooks,
     log_path: Option<PathBuf>,
 }
 
@@ -47,6 +47,7 @@ impl Call {
     /// comes from [`Call::found`].
     pub(super) fn new(
         args: &HookArgs,
+        hooks: &'static Hooks,
         payload: &Payload,
         env: impl Fn(&str) -> Option<String>,
         log_path: Option<&Path>,
@@ -70,6 +71,7 @@ impl Call {
             user,
             window: Ok(Vec::new()),
             agent: args.agent,
+            hooks,
             log_path: log_path.map(Path::to_path_buf),
         })
     }
@@ -117,10 +119,10 @@ impl Call {
     ) -> Result<Option<String>, Error> {
         let mut window = std::mem::replace(&mut self.window, Ok(Vec::new()))?;
         match args.event {
-            // Cursor's prompt hook cannot add context: it stores what a
-            // `remember:` prompt asks (a failure is logged by `remember`)
+            // A prompt hook that cannot add context (Cursor's) stores what
+            // a `remember:` prompt asks (a failure is logged by `remember`)
             // and lets the prompt go on.
-            Event::UserPromptSubmit if self.agent == Agent::Cursor => {
+            Event::UserPromptSubmit if self.hooks.prompt == PromptHook::KeepsForTheAnswer => {
                 if let Some(request) = payload.prompt.as_deref().and_then(remember::parse) {
                     self.remember(&request, args.event).await;
                 }
@@ -277,13 +279,13 @@ impl Call {
 
     /// The agent's output that adds `text` to its context.
     fn context(&self, event: Event, text: &str) -> String {
-        if self.agent == Agent::Cursor {
-            return json!({"additional_context": text}).to_string();
-        }
-        let output = json!({"hookSpecificOutput": {
-            "hookEventName": self.agent.event_name(event),
-            "additionalContext": text,
-        }});
+        let output = match self.hooks.context {
+            ContextOutput::AdditionalContext => json!({"additional_context": text}),
+            ContextOutput::HookSpecific => json!({"hookSpecificOutput": {
+                "hookEventName": self.hooks.name(event),
+                "additionalContext": text,
+            }}),
+        };
         output.to_string()
     }
 

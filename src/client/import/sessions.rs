@@ -1,5 +1,6 @@
-//! Where each agent keeps its session transcripts, and what each session
-//! is: its id, the project it ran in, and its file.
+//! Where each agent keeps its session transcripts (its entry's
+//! [`Import`]), and what each session is: its id, the project it ran in,
+//! and its file. The layouts ([`SessionFiles`]):
 //!
 //! - Claude Code: `~/.claude/projects/<encoded project path>/<session
 //!   id>.jsonl` (`$CLAUDE_CONFIG_DIR/projects` when set); the encoded
@@ -17,46 +18,58 @@ use std::time::SystemTime;
 use serde_json::Value;
 
 use super::Error;
+use crate::client::agent::{Agent, Import, SessionFiles};
 use crate::client::hook::transcript::Format;
 
-/// An agent whose past sessions `engram import` reads.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Agent {
-    ClaudeCode,
-    Codex,
+/// An agent whose past sessions `engram import` reads: its entry's
+/// [`Import`], and how its transcripts are written.
+#[derive(Clone, Copy, Debug)]
+pub struct Importable {
+    agent: Agent,
+    import: &'static Import,
+    format: Format,
 }
 
-impl Agent {
+impl Importable {
+    /// `agent`, when its entry says where its past sessions are.
+    pub fn of(agent: Agent) -> Option<Self> {
+        Some(Self {
+            agent,
+            import: agent.import()?,
+            format: agent.transcript_format()?,
+        })
+    }
+
+    /// The agent importable as `name` on the command line.
+    pub fn named(name: &str) -> Option<Self> {
+        Agent::ALL
+            .into_iter()
+            .filter(|agent| agent.as_str() == name)
+            .find_map(Self::of)
+    }
+
+    pub fn agent(self) -> Agent {
+        self.agent
+    }
+
     /// The name on the command line, and in the import's state.
     pub fn as_str(self) -> &'static str {
-        match self {
-            Self::ClaudeCode => "claude-code",
-            Self::Codex => "codex",
-        }
+        self.agent.as_str()
+    }
+
+    /// What `engram import --help` says of it.
+    pub fn about(self) -> &'static str {
+        self.import.about
     }
 
     /// How the agent writes its transcripts.
     pub fn transcript_format(self) -> Format {
-        match self {
-            Self::ClaudeCode => Format::ClaudeCode,
-            Self::Codex => Format::Codex,
-        }
+        self.format
     }
 
     /// Where the agent keeps its transcripts, said when none were found.
     pub fn layout(self) -> &'static str {
-        match self {
-            Self::ClaudeCode => {
-                "Claude Code keeps them as <folder>/<project folder>/<session id>.jsonl \
-                 (~/.claude/projects by default): pass that folder, or one project's folder \
-                 in it, as --transcripts"
-            }
-            Self::Codex => {
-                "Codex keeps them as <folder>/YYYY/MM/DD/rollout-<time>-<id>.jsonl \
-                 (~/.codex/sessions by default): pass that folder, or any folder below it, \
-                 as --transcripts"
-            }
-        }
+        self.import.layout
     }
 }
 
@@ -65,18 +78,12 @@ impl Agent {
 const META_LINES: usize = 50;
 
 /// Where `agent` keeps its transcripts, by its environment.
-pub fn default_root(agent: Agent, env: impl Fn(&str) -> Option<String>) -> Option<PathBuf> {
-    let home = || env("HOME").map(PathBuf::from);
-    match agent {
-        Agent::ClaudeCode => env("CLAUDE_CONFIG_DIR")
-            .map(PathBuf::from)
-            .or_else(|| Some(home()?.join(".claude")))
-            .map(|dir| dir.join("projects")),
-        Agent::Codex => env("CODEX_HOME")
-            .map(PathBuf::from)
-            .or_else(|| Some(home()?.join(".codex")))
-            .map(|dir| dir.join("sessions")),
-    }
+pub fn default_root(agent: Importable, env: impl Fn(&str) -> Option<String>) -> Option<PathBuf> {
+    let import = agent.import;
+    env(import.dir_var)
+        .map(PathBuf::from)
+        .or_else(|| Some(PathBuf::from(env("HOME")?).join(import.home_dir)))
+        .map(|dir| dir.join(import.folder))
 }
 
 /// One session's transcript.
@@ -91,10 +98,11 @@ pub struct Session {
 }
 
 /// The sessions under `root`, sorted by file, with their metadata read.
-pub fn find(agent: Agent, root: &Path) -> Result<Vec<Session>, Error> {
+pub fn find(agent: Importable, root: &Path) -> Result<Vec<Session>, Error> {
+    let layout = agent.import.sessions;
     let mut files = Vec::new();
-    match agent {
-        Agent::ClaudeCode => {
+    match layout {
+        SessionFiles::ByProject => {
             files.extend(
                 super::list_files(root)?
                     .into_iter()
@@ -108,10 +116,13 @@ pub fn find(agent: Agent, root: &Path) -> Result<Vec<Session>, Error> {
                 );
             }
         }
-        Agent::Codex => walk(root, &mut files),
+        SessionFiles::Rollouts => walk(root, &mut files),
     }
     files.sort();
-    files.into_iter().map(|path| session(agent, path)).collect()
+    files
+        .into_iter()
+        .map(|path| session(layout, path))
+        .collect()
 }
 
 /// Every `rollout-*.jsonl` file under `dir`, at any depth.
@@ -134,7 +145,7 @@ fn walk(dir: &Path, files: &mut Vec<PathBuf>) {
     }
 }
 
-fn session(agent: Agent, path: PathBuf) -> Result<Session, Error> {
+fn session(layout: SessionFiles, path: PathBuf) -> Result<Session, Error> {
     let read_failed = |source| Error::Read {
         path: path.clone(),
         source,
@@ -152,14 +163,14 @@ fn session(agent: Agent, path: PathBuf) -> Result<Session, Error> {
         .file_stem()
         .map(|stem| stem.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let (id, cwd) = match agent {
-        Agent::ClaudeCode => {
+    let (id, cwd) = match layout {
+        SessionFiles::ByProject => {
             let cwd = entries
                 .filter_map(|entry| entry["cwd"].as_str().map(PathBuf::from))
                 .next();
             (stem, cwd)
         }
-        Agent::Codex => {
+        SessionFiles::Rollouts => {
             let meta = entries
                 .into_iter()
                 .find(|entry| entry["type"] == "session_meta")

@@ -1,5 +1,5 @@
-//! `engram import claude-code` and `engram import codex`: a backfill of an
-//! agent's past sessions. Each session's messages since what was last sent
+//! `engram import <agent>` (`claude-code`, `codex`: the agents whose entry
+//! has an import): a backfill of an agent's past sessions. Each session's messages since what was last sent
 //! (see [`state`](super::state)) go to capture as compactions
 //! (`POST /compactions`, which are never dropped) for the session's
 //! project and the user, tool output stripped as the hook strips it, in
@@ -22,13 +22,12 @@ use chrono::{DateTime, NaiveDate, Utc};
 use serde_json::{Value, json};
 
 use super::Error;
-use super::sessions::{self, Session};
+use super::sessions::{self, Importable, Session};
 use super::state::{self, State};
+use crate::client::agent::Agent;
 use crate::client::hook::project;
 use crate::client::hook::transcript::{self, MAX_WINDOW_BYTES, Message};
 use crate::client::http::{self, Api, ServerArgs};
-
-pub use super::sessions::Agent;
 
 /// The problem type of `POST /compactions` with no classifier.
 const CAPTURE_DISABLED: &str = "urn:engram:problem:capture-disabled";
@@ -91,6 +90,12 @@ struct Pending {
 }
 
 pub async fn run(args: &TranscriptArgs, agent: Agent) -> Result<String, Error> {
+    let agent = Importable::of(agent).ok_or_else(|| {
+        Error::Usage(format!(
+            "Engram does not import {}'s transcripts",
+            agent.as_str()
+        ))
+    })?;
     let env = |var: &str| std::env::var(var).ok();
     let root = match &args.transcripts {
         Some(root) => root.clone(),
@@ -204,7 +209,7 @@ fn absolute(path: &Path) -> PathBuf {
 
 /// What of `session` is not sent yet, cut into windows.
 fn unsent(
-    agent: Agent,
+    agent: Importable,
     session: Session,
     key: String,
     sent: u64,

@@ -1,43 +1,37 @@
-//! Merging Engram's entries into an agent's settings: its four hooks into
-//! a JSON hooks file, the MCP server `engram` into the agent's JSON or
-//! TOML file of servers, in the shape that agent reads, and the
-//! instructions into a Markdown file ([`instructions`]).
+//! Merging Engram's entries into an agent's settings: its hooks into a
+//! JSON hooks file, laid out as the agent's entry says
+//! ([`HookLayout`]), and the MCP server `engram` into the agent's JSON or
+//! TOML file of servers, in the shape that agent reads ([`ServerStyle`]).
+//! The entries themselves ([`Entry`]) are this module's; the
+//! instructions' Markdown block is merged by
+//! [`instructions`](super::instructions), and a whole file is read and
+//! written by [`document`](super::document).
 //!
 //! Only Engram's entries are touched: a hook is recognised by its command
 //! (a program named `engram…` run as `hook <agent> <event>`), the MCP
 //! server by its name, so one written by an older setup or another install
 //! is updated in place, and every other key, hook, group and server stays
-//! as it was. A JSON file is written back through [`json_edit`], which
-//! keeps every byte of what did not change (comments too, in the dialects
-//! that have them); TOML through `toml_edit`, which keeps layout and
-//! comments.
+//! as it was.
 
+use std::borrow::Cow;
 use std::path::Path;
 
 use serde_json::{Map, Value, json};
 use toml_edit::DocumentMut;
 
-use super::Error;
-use super::instructions;
-pub use super::json_edit::JsonDialect;
-use super::json_edit::{self, EditError};
-use crate::client::hook::{Agent, Event};
+use crate::client::agent::{Agent, Event, HookLayout, ServerStyle, TimeUnit};
 
 /// The agents' own time limit for one hook run, in seconds: a backstop,
 /// since `engram hook` keeps to its own, shorter budget.
 const AGENT_TIMEOUT_S: u64 = 10;
 
-/// [`AGENT_TIMEOUT_S`] in the unit `agent` reads: Gemini CLI's `timeout`
-/// is in milliseconds, Claude Code's and Codex's in seconds.
-fn agent_timeout(agent: Agent) -> u64 {
-    match agent {
-        Agent::ClaudeCode | Agent::Codex | Agent::Cursor => AGENT_TIMEOUT_S,
-        Agent::Gemini => AGENT_TIMEOUT_S * 1000,
+/// [`AGENT_TIMEOUT_S`] in the unit the agent reads.
+fn agent_timeout(unit: TimeUnit) -> u64 {
+    match unit {
+        TimeUnit::Seconds => AGENT_TIMEOUT_S,
+        TimeUnit::Milliseconds => AGENT_TIMEOUT_S * 1000,
     }
 }
-
-/// The version of Cursor's hooks file that its hooks reference documents.
-const CURSOR_HOOKS_VERSION: u64 = 1;
 
 /// The name the MCP server entry goes by.
 pub const MCP_SERVER_NAME: &str = "engram";
@@ -51,14 +45,14 @@ const MCP_ENV_VARS: [&str; 2] = ["ENGRAM_API_KEY", "ENGRAM_URL"];
 #[error("`{at}` is not {expected}")]
 pub struct WrongShape {
     at: String,
-    expected: &'static str,
+    expected: Cow<'static, str>,
 }
 
 impl WrongShape {
-    pub(super) fn new(at: impl Into<String>, expected: &'static str) -> Self {
+    pub(super) fn new(at: impl Into<String>, expected: impl Into<Cow<'static, str>>) -> Self {
         Self {
             at: at.into(),
-            expected,
+            expected: expected.into(),
         }
     }
 }
@@ -82,132 +76,6 @@ pub enum Entry {
     },
     /// The block of instructions to use Engram's tools, in a Markdown file.
     Instructions { text: &'static str },
-}
-
-/// How an agent spells a stdio MCP server in JSON.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ServerStyle {
-    /// `{"type": "stdio", "command": …, "args": […]}` (Claude Code, VS Code).
-    Typed,
-    /// `{"command": …, "args": […]}` (Cursor, Gemini CLI; Codex's TOML).
-    Untyped,
-    /// `{"type": "local", "command": [program, args…], "enabled": true}`
-    /// (OpenCode).
-    Local,
-}
-
-impl Entry {
-    /// The entry as the report shows it: what it is, and what it runs.
-    pub fn describe(&self) -> (&'static str, String) {
-        match self {
-            Self::Hook {
-                agent,
-                event,
-                command,
-            } => (agent.event_name(*event), command.clone()),
-            Self::McpServer { program, args, .. } => (
-                "MCP server",
-                format!("{MCP_SERVER_NAME}: {}", shell_words(program, args)),
-            ),
-            Self::Instructions { .. } => ("instructions", instructions::DESCRIPTION.to_owned()),
-        }
-    }
-}
-
-/// The format of a settings file.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Format {
-    Json(JsonDialect),
-    Toml,
-    /// An instructions file; a new one starts with `starts_with` (front
-    /// matter, where the agent reads one).
-    Markdown {
-        starts_with: &'static str,
-    },
-}
-
-/// A configuration file as read, to merge entries into.
-pub enum Document {
-    /// A JSON file: its text (`None` when empty or new), the value it
-    /// holds, and the value wanted.
-    Json {
-        dialect: JsonDialect,
-        text: Option<String>,
-        before: Value,
-        after: Value,
-    },
-    Toml(DocumentMut),
-    Markdown(String),
-}
-
-impl Document {
-    /// A new, empty file.
-    pub fn empty(format: Format) -> Self {
-        match format {
-            Format::Json(dialect) => Self::Json {
-                dialect,
-                text: None,
-                before: Value::Object(Map::new()),
-                after: Value::Object(Map::new()),
-            },
-            Format::Toml => Self::Toml(DocumentMut::new()),
-            Format::Markdown { starts_with } => Self::Markdown(starts_with.to_owned()),
-        }
-    }
-
-    /// The file at `path`, which holds `text`.
-    pub fn parse(format: Format, text: &str, path: &Path) -> Result<Self, Error> {
-        if text.trim().is_empty() {
-            return Ok(Self::empty(format));
-        }
-        match format {
-            Format::Json(dialect) => json_edit::parse(text, dialect)
-                .map(|value| Self::Json {
-                    dialect,
-                    text: Some(text.to_owned()),
-                    before: value.clone(),
-                    after: value,
-                })
-                .map_err(|source| Error::Parse {
-                    path: path.to_owned(),
-                    source,
-                }),
-            Format::Toml => text
-                .parse()
-                .map(Self::Toml)
-                .map_err(|source| Error::ParseToml {
-                    path: path.to_owned(),
-                    source,
-                }),
-            Format::Markdown { .. } => Ok(Self::Markdown(text.to_owned())),
-        }
-    }
-
-    pub fn merge(&mut self, entry: &Entry) -> Result<Change, WrongShape> {
-        match self {
-            Self::Json { after, .. } => merge(after, entry),
-            Self::Toml(document) => merge_toml(document, entry),
-            Self::Markdown(text) => instructions::merge(text, entry),
-        }
-    }
-
-    /// The file's new text: a JSON file that had text keeps every byte
-    /// outside Engram's changes; a new one is pretty-printed.
-    pub fn render(&self) -> Result<String, EditError> {
-        match self {
-            Self::Json {
-                dialect,
-                text: Some(text),
-                before,
-                after,
-            } => json_edit::rewrite(text, before, after, *dialect),
-            Self::Json {
-                text: None, after, ..
-            } => Ok(format!("{}\n", pretty(after))),
-            Self::Toml(document) => Ok(document.to_string()),
-            Self::Markdown(text) => Ok(text.clone()),
-        }
-    }
 }
 
 /// What merging one entry did.
@@ -240,21 +108,27 @@ pub fn merge(document: &mut Value, entry: &Entry) -> Result<Change, WrongShape> 
             return Err(WrongShape::new("the file", "Markdown, for instructions"));
         }
     };
-    let name = agent.event_name(event);
-    if agent == Agent::Cursor {
-        return merge_cursor_hook(root, name, command, entry);
-    }
-    let hooks = root
+    let hooks = agent
+        .hooks()
+        .ok_or_else(|| WrongShape::new("the file", "a file of hooks Engram serves"))?;
+    let name = hooks.name(event);
+    let timeout = match hooks.layout {
+        HookLayout::Versioned { version } => {
+            return merge_listed_hook(root, version, name, command, entry);
+        }
+        HookLayout::Grouped { timeout } => agent_timeout(timeout),
+    };
+    let listed = root
         .entry("hooks")
         .or_insert_with(|| Value::Object(Map::new()))
         .as_object_mut()
         .ok_or_else(|| WrongShape::new("hooks", "an object"))?;
-    let groups = hooks
+    let groups = listed
         .entry(name)
         .or_insert_with(|| Value::Array(Vec::new()))
         .as_array_mut()
         .ok_or_else(|| WrongShape::new(format!("hooks.{name}"), "a list"))?;
-    let wanted = json!({"type": "command", "command": command, "timeout": agent_timeout(agent)});
+    let wanted = json!({"type": "command", "command": command, "timeout": timeout});
     let mut change = Change::Added;
     for group in groups.iter_mut() {
         let Some(handlers) = group.get_mut("hooks").and_then(Value::as_array_mut) else {
@@ -286,21 +160,22 @@ pub fn merge(document: &mut Value, entry: &Entry) -> Result<Change, WrongShape> 
     Ok(change)
 }
 
-/// Merges one hook into Cursor's hooks file, whose lists hold the
-/// handlers themselves (no groups), under `"version": 1`. A handler is
+/// Merges one hook into a hooks file whose lists hold the handlers
+/// themselves (no groups), under its `"version"` (Cursor's). A handler is
 /// written with its `command` only, the one field Cursor's reference has
 /// documented from the start; a `timeout` or other key added by hand stays.
-fn merge_cursor_hook(
+fn merge_listed_hook(
     root: &mut Map<String, Value>,
+    wanted_version: u64,
     name: &str,
     command: &str,
     entry: &Entry,
 ) -> Result<Change, WrongShape> {
     let version = root
         .entry("version")
-        .or_insert_with(|| json!(CURSOR_HOOKS_VERSION));
-    if version.as_u64() != Some(CURSOR_HOOKS_VERSION) {
-        return Err(WrongShape::new("version", "1"));
+        .or_insert_with(|| json!(wanted_version));
+    if version.as_u64() != Some(wanted_version) {
+        return Err(WrongShape::new("version", wanted_version.to_string()));
     }
     let handlers = root
         .entry("hooks")
@@ -405,7 +280,7 @@ fn merge_json_server(
 /// as Codex reads it (`[mcp_servers.engram]` with `command`, `args` and
 /// the variables the bridge needs passed through, `env_vars`). Other keys
 /// of an existing table stay.
-fn merge_toml(document: &mut DocumentMut, entry: &Entry) -> Result<Change, WrongShape> {
+pub fn merge_toml(document: &mut DocumentMut, entry: &Entry) -> Result<Change, WrongShape> {
     let Entry::McpServer {
         at, program, args, ..
     } = entry
@@ -504,16 +379,12 @@ pub fn shell_quote(text: &str) -> String {
 }
 
 /// `program args…` as a shell would take it.
-fn shell_words(program: &str, args: &[String]) -> String {
+pub fn shell_words(program: &str, args: &[String]) -> String {
     std::iter::once(program)
         .chain(args.iter().map(String::as_str))
         .map(shell_quote)
         .collect::<Vec<_>>()
         .join(" ")
-}
-
-fn pretty(document: &Value) -> String {
-    serde_json::to_string_pretty(document).unwrap_or_else(|_| document.to_string())
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::Scope;
+use crate::client::agent::Scope;
 
 /// The command name written into shared files.
 pub const SHARED_COMMAND: &str = "engram";
