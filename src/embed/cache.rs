@@ -13,7 +13,7 @@
 //! taken, and a new file gets its header with the first vectors appended.
 
 use std::collections::HashMap;
-use std::fs::{self, File, OpenOptions};
+use std::fs::{File, OpenOptions};
 use std::io::{self, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
@@ -139,12 +139,8 @@ impl EmbeddingCache {
             bytes.extend_from_slice(&key.0);
             bytes.extend(vector.iter().flat_map(|value| value.to_le_bytes()));
         }
-        let result = self
-            .path
-            .parent()
-            .map_or(Ok(()), fs::create_dir_all)
-            .and_then(|()| atomic::write(&self.path, &bytes))
-            .and_then(|()| self.open_append());
+        // `atomic::write` makes the directories too, the owner's alone.
+        let result = atomic::write(&self.path, &bytes).and_then(|()| self.open_append());
         match result {
             Ok(file) => self.file = Some(file),
             Err(err) => self.disable(&err),
@@ -222,6 +218,8 @@ fn parse_header<'a>(bytes: &'a [u8], model_key: &str) -> Option<(usize, &'a [u8]
 
 #[cfg(test)]
 mod tests {
+    use std::fs;
+
     use super::*;
 
     #[test]
@@ -265,6 +263,18 @@ mod tests {
         cache.append([(ContentKey::of("again"), &[0.0f32, 1.0][..])]);
         drop(cache);
         assert_eq!(EmbeddingCache::open(dir.path(), "m", Some(2)).1.len(), 1);
+    }
+
+    #[test]
+    fn the_cache_is_the_owners_alone() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let cache_dir = dir.path().join(".cache");
+        let (cache, _) = EmbeddingCache::open(&cache_dir, "m", Some(2));
+        let mode = |path: &Path| fs::metadata(path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&cache_dir), 0o700);
+        assert_eq!(mode(cache.path.parent().unwrap()), 0o700);
+        assert_eq!(mode(&cache.path), 0o600);
     }
 
     #[test]
