@@ -206,15 +206,12 @@ mod tests {
         let weights = Weights {
             similarity: 0.5,
             recency: 0.5,
-            importance: 0.0,
-            access: 0.0,
+            ..Weights::ZERO
         };
         assert!((scores.relevance(&weights) - 0.75).abs() < 1e-12);
         let similarity_only = Weights {
             similarity: 0.2,
-            recency: 0.0,
-            importance: 0.0,
-            access: 0.0,
+            ..Weights::ZERO
         };
         assert!((scores.relevance(&similarity_only) - 1.0).abs() < 1e-12);
     }

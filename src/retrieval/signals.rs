@@ -3,9 +3,9 @@
 //! the [`Scores`] field its weight applies to. The configuration's
 //! [`Weights`], a request's [`WeightsRequest`], their checks and
 //! overrides, the weighted mean ([`Scores::relevance`]) and the bench's
-//! similarity-only runs all come from [`relevance_signals!`]'s one call;
-//! a signal's own score is computed in [`Scores::of`](super::rank).
-//! docs/guides/adding-a-retrieval-signal.md says how to add one.
+//! similarity-only runs all come from `relevance_signals!`'s one call;
+//! a signal's own score is computed in `Scores::of` ([`super::rank`]).
+//! `docs/guides/adding-a-retrieval-signal.md` says how to add one.
 
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -38,8 +38,9 @@ macro_rules! relevance_signals {
         }
 
         impl Weights {
-            /// Every weight 0 (not a valid setting on its own).
-            const ZERO: Self = Self { $($name: 0.0,)+ };
+            /// Every weight 0 (not a valid setting on its own): what
+            /// weights that name only some signals start from.
+            pub const ZERO: Self = Self { $($name: 0.0,)+ };
 
             /// Each weight with its key in the configuration
             /// (`weights.recency`), in the order of the declaration.
