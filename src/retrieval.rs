@@ -33,6 +33,7 @@ pub mod plan;
 pub mod rank;
 pub mod request;
 pub mod search;
+pub mod signals;
 pub mod similar;
 pub mod stats;
 pub mod suggestions;
@@ -41,12 +42,11 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use chrono::Utc;
 use tokio::time::Instant as Deadline;
 
 use crate::blocking;
 use crate::causes::error_chain;
-use crate::config::{self, Weights};
+use crate::config;
 use crate::embed::{self, Embedder};
 use crate::index::{Index, lexical};
 use crate::llm::Llm;
@@ -60,7 +60,7 @@ use assemble::{Found, assemble, millis, nothing};
 use cache::{TurnCache, TurnKey};
 use expand::Expansion;
 use plan::Plan;
-use rank::{Boost, Ranked};
+use rank::Boost;
 use search::Candidate;
 use stats::RetrievalStats;
 
@@ -582,35 +582,16 @@ impl Retriever {
             text: None,
             all_versions: false,
         };
-        let weights = Weights {
-            similarity: 0.0,
-            ..request.tuning.weights
-        };
-        let now = Utc::now();
         let page = inner.store.list(&listing, MAX_FILTERED, None, |_| true);
-        let mut ranked: Vec<Ranked> = page
-            .memories
-            .into_iter()
-            .filter(|memory| {
-                request.filters.admit(memory) && !request.exclude_ids.contains(&memory.id)
-            })
-            .map(|memory| {
-                let scores = Scores::of(&memory, 0.0, inner.access.get(memory.id), now);
-                let relevance = scores.relevance(&weights);
-                Ranked {
-                    memory,
-                    scores,
-                    relevance,
-                    reason: Reason::Filter,
-                }
-            })
-            .filter(|ranked| ranked.relevance >= request.tuning.min_relevance)
-            .collect();
-        ranked.sort_by(|a, b| {
-            b.relevance
-                .total_cmp(&a.relevance)
-                .then_with(|| b.memory.created_at.cmp(&a.memory.created_at))
+        let admitted = page.memories.into_iter().filter(|memory| {
+            request.filters.admit(memory) && !request.exclude_ids.contains(&memory.id)
         });
+        let mut ranked = rank::without_query(
+            admitted,
+            &request.tuning.weights,
+            request.tuning.min_relevance,
+            &inner.access,
+        );
         let total_matches = ranked.len();
         ranked.truncate(request.tuning.top_k);
         let timings = Timings {

@@ -80,9 +80,11 @@ function hit(memory) {
       memory.version > 1 ? h('span', null, `v${memory.version}`) : null),
     h('p', null, memoryLink(memory.id, excerpt(memory.content, 300))),
     h('dl', { class: 'scores' },
-      ['match', 'similarity', 'lexical', 'conversation', 'recency', 'importance', 'access', 'context_boost']
-        .filter((name) => typeof scores[name] === 'number')
-        .map((name) => [h('dt', null, name.replace('_', ' ')), h('dd', null, num(scores[name]))])),
+      // Every score the service sent, in its order: a new signal shows up
+      // without a change here.
+      Object.entries(scores)
+        .filter(([, value]) => typeof value === 'number')
+        .map(([name, value]) => [h('dt', null, name.replace('_', ' ')), h('dd', null, num(value))])),
     h('p', { class: 'reason' }, h('span', { class: 'muted' }, 'Why: '), reason(memory.reason)));
 }
 

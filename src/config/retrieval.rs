@@ -5,6 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::bounds;
+use crate::retrieval::signals::{Weights, WeightsRequest};
 
 /// The default daily budget of the retrieval model: a HyDE call is at most
 /// about 3,500 tokens (a 12,000-character window and the prompt), and a
@@ -96,37 +97,12 @@ impl Default for Retrieval {
     }
 }
 
-/// How much each factor counts in a memory's relevance; each 0..1, not all
-/// zero. They are normalised by their sum.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields, default)]
-pub struct Weights {
-    pub similarity: f64,
-    pub recency: f64,
-    pub importance: f64,
-    pub access: f64,
-}
-
-impl Default for Weights {
-    fn default() -> Self {
-        Self {
-            similarity: 0.6,
-            recency: 0.2,
-            importance: 0.15,
-            access: 0.05,
-        }
-    }
-}
-
+/// The weights' check; the signals themselves are declared in
+/// [`crate::retrieval::signals`].
 impl Weights {
     /// The first weight outside 0..1, or that all are zero.
     pub fn check(&self) -> Result<(), SettingError> {
-        let named = [
-            ("weights.similarity", self.similarity),
-            ("weights.recency", self.recency),
-            ("weights.importance", self.importance),
-            ("weights.access", self.access),
-        ];
+        let named = self.named();
         for (field, weight) in named {
             within(field, weight, 0.0..=1.0)?;
         }
@@ -175,10 +151,7 @@ pub struct RetrievalOverrides {
     pub hypothesis_count: Option<usize>,
     pub token_budget: Option<usize>,
     pub min_relevance: Option<f64>,
-    pub similarity: Option<f64>,
-    pub recency: Option<f64>,
-    pub importance: Option<f64>,
-    pub access: Option<f64>,
+    pub weights: WeightsRequest,
 }
 
 /// A retrieval setting outside its limits. `field` is its name within
@@ -228,19 +201,13 @@ fn within<T: PartialOrd + Copy + std::fmt::Display>(
 impl Retrieval {
     /// The configured defaults with a request's `overrides` applied, checked.
     pub fn tuning(&self, overrides: &RetrievalOverrides) -> Result<Tuning, SettingError> {
-        let weights = self.weights;
         let tuning = Tuning {
             top_k: overrides.top_k.unwrap_or(self.top_k),
             hop_depth: overrides.hop_depth.unwrap_or(self.hop_depth),
             hypothesis_count: overrides.hypothesis_count.unwrap_or(self.hypothesis_count),
             token_budget: overrides.token_budget.unwrap_or(self.token_budget),
             min_relevance: overrides.min_relevance.unwrap_or(self.min_relevance),
-            weights: Weights {
-                similarity: overrides.similarity.unwrap_or(weights.similarity),
-                recency: overrides.recency.unwrap_or(weights.recency),
-                importance: overrides.importance.unwrap_or(weights.importance),
-                access: overrides.access.unwrap_or(weights.access),
-            },
+            weights: self.weights.overridden(&overrides.weights),
         };
         tuning.check()?;
         Ok(tuning)

@@ -137,7 +137,10 @@ fn a_request_overrides_the_configured_retrieval_within_the_same_limits() {
     let settings = configured
         .tuning(&RetrievalOverrides {
             top_k: Some(7),
-            recency: Some(0.0),
+            weights: WeightsRequest {
+                recency: Some(0.0),
+                ..WeightsRequest::default()
+            },
             ..RetrievalOverrides::default()
         })
         .unwrap();
@@ -154,10 +157,12 @@ fn a_request_overrides_the_configured_retrieval_within_the_same_limits() {
     assert_eq!(err.field(), "hop_depth");
     assert_eq!(err.to_string(), "must be between 0 and 3, got 4");
     let no_weights = configured.tuning(&RetrievalOverrides {
-        similarity: Some(0.0),
-        recency: Some(0.0),
-        importance: Some(0.0),
-        access: Some(0.0),
+        weights: WeightsRequest {
+            similarity: Some(0.0),
+            recency: Some(0.0),
+            importance: Some(0.0),
+            access: Some(0.0),
+        },
         ..RetrievalOverrides::default()
     });
     assert_eq!(no_weights.unwrap_err(), SettingError::AllWeightsZero);

@@ -1,7 +1,8 @@
 //! The ranking stage, and weighted relevance: how well a memory matches,
 //! how recent, how important and how often used it is, each 0..1, combined
 //! by weights normalised by their sum (so the result is 0..1 too), plus a
-//! small lift for memories like the request's `context_boost`.
+//! small lift for memories like the request's `context_boost`. The
+//! signals and their weights are declared in [`super::signals`].
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -86,6 +87,41 @@ pub fn rank(
     ranked
 }
 
+/// `memories` (what the filters admit, without a query) by the weighted
+/// relevance of all but similarity, those at `min_relevance` or above,
+/// best first; ties newest first.
+pub fn without_query(
+    memories: impl Iterator<Item = Arc<Memory>>,
+    weights: &Weights,
+    min_relevance: f64,
+    access: &AccessCounts,
+) -> Vec<Ranked> {
+    let weights = Weights {
+        similarity: 0.0,
+        ..*weights
+    };
+    let now = Utc::now();
+    let mut ranked: Vec<Ranked> = memories
+        .map(|memory| {
+            let scores = Scores::of(&memory, 0.0, access.get(memory.id), now);
+            let relevance = scores.relevance(&weights);
+            Ranked {
+                memory,
+                scores,
+                relevance,
+                reason: Reason::Filter,
+            }
+        })
+        .filter(|ranked| ranked.relevance >= min_relevance)
+        .collect();
+    ranked.sort_by(|a, b| {
+        b.relevance
+            .total_cmp(&a.relevance)
+            .then_with(|| b.memory.created_at.cmp(&a.memory.created_at))
+    });
+    ranked
+}
+
 /// Most relevant first; ties in a fixed order (by id).
 pub fn by_relevance(ranked: &mut [Ranked]) {
     ranked.sort_by(|a, b| {
@@ -116,21 +152,6 @@ impl Scores {
             access: ((accesses + 1.0).log10() / ACCESS_LOG_SCALE).min(1.0),
             context_boost: None,
         }
-    }
-
-    /// The weighted mean of the scores, 0..1. `weights` are checked (0..1,
-    /// not all zero) where they enter; a retrieval without a query drops the
-    /// similarity weight, and with nothing left, recency alone ranks.
-    pub fn relevance(&self, weights: &Weights) -> f64 {
-        let total = weights.similarity + weights.recency + weights.importance + weights.access;
-        if total == 0.0 {
-            return self.recency;
-        }
-        let sum = weights.similarity * self.matched
-            + weights.recency * self.recency
-            + weights.importance * self.importance
-            + weights.access * self.access;
-        (sum / total).clamp(0.0, 1.0)
     }
 }
 
@@ -185,15 +206,12 @@ mod tests {
         let weights = Weights {
             similarity: 0.5,
             recency: 0.5,
-            importance: 0.0,
-            access: 0.0,
+            ..Weights::ZERO
         };
         assert!((scores.relevance(&weights) - 0.75).abs() < 1e-12);
         let similarity_only = Weights {
             similarity: 0.2,
-            recency: 0.0,
-            importance: 0.0,
-            access: 0.0,
+            ..Weights::ZERO
         };
         assert!((scores.relevance(&similarity_only) - 1.0).abs() < 1e-12);
     }

@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::blocking;
-use crate::index::{Hit, Snapshot, lexical};
+use crate::index::{Hit, LexicalHit, Snapshot, lexical};
 use crate::memory::{Category, Memory, MemoryId};
 use crate::store::Store;
 
@@ -88,22 +88,75 @@ pub async fn candidates(
     query: Query,
     weighing: Weighing,
 ) -> Vec<Candidate> {
-    let lexical_weight = weighing.lexical;
     let Query {
         vectors,
         hypotheses,
         moved_from,
         terms,
     } = query;
-    let unmoved = vectors.len() - moved_from.len();
+    let texts = Texts {
+        hypotheses,
+        unmoved: vectors.len() - moved_from.len(),
+        moved_from,
+    };
+    let (dense, sparse) = scan(snapshot, request, vectors, terms, weighing).await;
+    let closest: Vec<f32> = dense
+        .iter()
+        .take(fusion::SPREAD_SAMPLE)
+        .map(|hit| hit.similarity)
+        .collect();
+    let (evidence, best_similarity) = evidence(
+        &dense,
+        &sparse,
+        weighing.min_similarity,
+        request.tuning.top_k,
+    );
+    let best_lexical = sparse.first().map_or(1.0, |hit| hit.score);
+    let by_head = merge(store, request, evidence, &texts, best_lexical);
+    let mut candidates = fused(by_head, weighing.lexical, &closest, best_similarity);
+    if weighing.conversation > 0.0 {
+        lift_by_conversation(&mut candidates, weighing.conversation);
+    }
+    by_fused_score(&mut candidates);
+    candidates
+}
+
+/// Which text each query vector stands for: the first `hypotheses` are
+/// HyDE hypotheses, the rest up to `unmoved` queries, and each after that
+/// the text `moved_from` names, moved toward a best match.
+struct Texts {
+    hypotheses: usize,
+    unmoved: usize,
+    moved_from: Vec<usize>,
+}
+
+impl Texts {
+    /// The text query vector `query` searched for, and whether it was moved.
+    fn of(&self, query: usize) -> (usize, bool) {
+        if query >= self.unmoved {
+            (self.moved_from[query - self.unmoved], true)
+        } else {
+            (query, false)
+        }
+    }
+}
+
+/// The vector search (by whole texts and passages) and the lexical search
+/// over the request's namespaces, in one pass over `snapshot`; off the
+/// async workers unless the scan is small.
+async fn scan(
+    snapshot: Arc<Snapshot>,
+    request: &Request,
+    vectors: Vec<Vec<f32>>,
+    terms: Vec<lexical::Term>,
+    weighing: Weighing,
+) -> (Vec<Hit>, Vec<LexicalHit>) {
     let namespaces = request.pair.namespaces();
     let limit = (request.tuning.top_k * CANDIDATE_FACTOR).max(MIN_CANDIDATES);
     let filters = request.filters.clone();
-    let lexical_limit = if lexical_weight > 0.0 { limit } else { 0 };
+    let lexical_limit = if weighing.lexical > 0.0 { limit } else { 0 };
     #[expect(clippy::cast_possible_truncation, reason = "a weight, 0..1")]
     let passage_weight = weighing.passage as f32;
-    #[expect(clippy::cast_possible_truncation, reason = "a cosine, 0..1")]
-    let min_similarity = weighing.min_similarity as f32;
     let small = snapshot.is_small_search(&namespaces, vectors.len());
     let scan = move || {
         let admit = |_: MemoryId, category: Category| filters.admit_category(category);
@@ -113,19 +166,48 @@ pub async fn candidates(
         )
     };
     // A small scan costs less than a hand-off's two thread wake-ups.
-    let (dense, sparse) = if small {
+    if small {
         scan()
     } else {
         blocking::run(scan).await
-    };
+    }
+}
 
-    let mut by_head: HashMap<MemoryId, Candidate> = HashMap::new();
-    let best_lexical = sparse.first().map_or(1.0, |hit| hit.score);
-    let closest: Vec<f32> = dense
-        .iter()
-        .take(fusion::SPREAD_SAMPLE)
-        .map(|hit| hit.similarity)
-        .collect();
+/// One hit of either search, with its rank in its own list.
+enum Evidence<'a> {
+    /// `faint`: below `min_similarity`, kept only for a store no larger
+    /// than `top_k`.
+    Dense {
+        rank: usize,
+        hit: &'a Hit,
+        faint: bool,
+    },
+    Lexical {
+        rank: usize,
+        hit: &'a LexicalHit,
+    },
+}
+
+impl Evidence<'_> {
+    fn id(&self) -> MemoryId {
+        match self {
+            Self::Dense { hit, .. } => hit.id,
+            Self::Lexical { hit, .. } => hit.id,
+        }
+    }
+}
+
+/// The hits in the order they count: the vector hits at `min_similarity`
+/// or above, the lexical hits, then the faint vector hits; and the best
+/// passing cosine (1 when none passes).
+fn evidence<'a>(
+    dense: &'a [Hit],
+    sparse: &'a [LexicalHit],
+    min_similarity: f64,
+    top_k: usize,
+) -> (Vec<Evidence<'a>>, f32) {
+    #[expect(clippy::cast_possible_truncation, reason = "a cosine, 0..1")]
+    let min_similarity = min_similarity as f32;
     // A store no larger than `top_k` answers with all of it, best first:
     // no floor tells a faint match from an unrelated one (on the coding
     // set a fifth of prompts' own memory scores under 0.1, some under 0,
@@ -135,34 +217,59 @@ pub async fn candidates(
     // of a small store is in the vector list, so its length tells. A faint
     // hit only adds a memory nothing else found; it is no evidence for
     // one that was.
-    let whole_store = dense.len() <= request.tuning.top_k;
-    let (dense, faint): (Vec<&Hit>, Vec<&Hit>) = dense
+    let whole_store = dense.len() <= top_k;
+    let (passing, faint): (Vec<&Hit>, Vec<&Hit>) = dense
         .iter()
         .partition(|hit| hit.similarity >= min_similarity);
     let faint = if whole_store { faint } else { Vec::new() };
-    let best_similarity = dense.first().map_or(1.0, |hit| hit.similarity);
-    let passing = dense.len();
+    let best_similarity = passing.first().map_or(1.0, |hit| hit.similarity);
+    let ranked_before_faint = passing.len();
     // Faint hits come last, ranked after the passing ones.
-    let hits = dense
+    let evidence = passing
         .into_iter()
         .enumerate()
-        .map(|(rank, hit)| (hit.id, Some((rank, hit)), None, false))
+        .map(|(rank, hit)| Evidence::Dense {
+            rank,
+            hit,
+            faint: false,
+        })
         .chain(
             sparse
                 .iter()
                 .enumerate()
-                .map(|(rank, hit)| (hit.id, None, Some((rank, hit)), false)),
+                .map(|(rank, hit)| Evidence::Lexical { rank, hit }),
         )
         .chain(
             faint
                 .into_iter()
                 .enumerate()
-                .map(|(rank, hit)| (hit.id, Some((passing + rank, hit)), None, true)),
-        );
-    for (id, dense_hit, lexical_hit, faint) in hits {
+                .map(|(rank, hit)| Evidence::Dense {
+                    rank: ranked_before_faint + rank,
+                    hit,
+                    faint: true,
+                }),
+        )
+        .collect();
+    (evidence, best_similarity)
+}
+
+/// The evidence gathered by the head of each memory's chain (the current
+/// version stands in for a matched old one), leaving out deleted memories,
+/// the request's exclusions and what its filters refuse.
+fn merge(
+    store: &Store,
+    request: &Request,
+    evidence: Vec<Evidence<'_>>,
+    texts: &Texts,
+    best_lexical: f32,
+) -> HashMap<MemoryId, Candidate> {
+    let mut by_head: HashMap<MemoryId, Candidate> = HashMap::new();
+    for evidence in evidence {
+        let id = evidence.id();
         let Some(head) = store.head_of(id) else {
             continue; // deleted since the snapshot was taken
         };
+        let faint = matches!(evidence, Evidence::Dense { faint: true, .. });
         if request.exclude_ids.contains(&head.id)
             || !request.filters.admit(&head)
             || (faint && by_head.contains_key(&head.id))
@@ -170,8 +277,24 @@ pub async fn candidates(
             continue;
         }
         let matched_version = (head.id != id).then_some(id);
-        let candidate = by_head.entry(head.id).or_insert_with(|| Candidate {
-            memory: head,
+        let candidate = by_head
+            .entry(head.id)
+            .or_insert_with(|| Candidate::found(head, matched_version));
+        match evidence {
+            Evidence::Dense { rank, hit, .. } => {
+                candidate.take_dense(rank, hit, matched_version, texts);
+            }
+            Evidence::Lexical { rank, hit } => candidate.take_lexical(rank, hit, best_lexical),
+        }
+    }
+    by_head
+}
+
+impl Candidate {
+    /// A memory before any evidence is taken into account.
+    fn found(memory: Arc<Memory>, matched_version: Option<MemoryId>) -> Self {
+        Self {
+            memory,
             similarity: 0.0,
             lexical: 0.0,
             fused: 0.0,
@@ -186,62 +309,80 @@ pub async fn candidates(
                 passage: false,
                 feedback: false,
             },
-        });
-        if let Some((rank, hit)) = dense_hit
-            && candidate.dense.is_none_or(|best| rank < best.rank)
-        {
-            candidate.dense = Some(fusion::Dense { rank });
-            candidate.similarity = hit.similarity;
-            let feedback = hit.query >= unmoved;
-            let text = if feedback {
-                moved_from[hit.query - unmoved]
-            } else {
-                hit.query
-            };
-            candidate.reason = if text < hypotheses {
-                Reason::Hypothesis {
-                    hypothesis: text,
-                    found_by: FoundBy::Vector,
-                    matched_version,
-                    vector_pending: false,
-                    passage: hit.passage,
-                    feedback,
-                }
-            } else {
-                Reason::Query {
-                    found_by: FoundBy::Vector,
-                    matched_version,
-                    vector_pending: false,
-                    passage: hit.passage,
-                    feedback,
-                }
-            };
-        }
-        if let Some((rank, hit)) = lexical_hit
-            && candidate.lexical_match.is_none_or(|best| rank < best.rank)
-        {
-            candidate.lexical_match = Some(fusion::Lexical {
-                rank,
-                coverage: hit.coverage,
-                matched_idf: hit.matched_idf,
-                matched_terms: hit.matched_terms,
-            });
-            candidate.lexical = hit.score / best_lexical;
-            candidate.vector_pending = hit.vector_pending;
-            if candidate.dense.is_none() {
-                // Found by its words alone: still say how close it is in
-                // meaning.
-                candidate.similarity = candidate.similarity.max(hit.similarity);
-            }
         }
     }
+
+    /// A vector hit, kept when it ranks better than the one before: its
+    /// similarity and the text it matched become the memory's.
+    fn take_dense(
+        &mut self,
+        rank: usize,
+        hit: &Hit,
+        matched_version: Option<MemoryId>,
+        texts: &Texts,
+    ) {
+        if self.dense.is_some_and(|best| best.rank <= rank) {
+            return;
+        }
+        self.dense = Some(fusion::Dense { rank });
+        self.similarity = hit.similarity;
+        let (text, feedback) = texts.of(hit.query);
+        self.reason = if text < texts.hypotheses {
+            Reason::Hypothesis {
+                hypothesis: text,
+                found_by: FoundBy::Vector,
+                matched_version,
+                vector_pending: false,
+                passage: hit.passage,
+                feedback,
+            }
+        } else {
+            Reason::Query {
+                found_by: FoundBy::Vector,
+                matched_version,
+                vector_pending: false,
+                passage: hit.passage,
+                feedback,
+            }
+        };
+    }
+
+    /// A lexical hit, kept when it ranks better than the one before.
+    fn take_lexical(&mut self, rank: usize, hit: &LexicalHit, best_lexical: f32) {
+        if self.lexical_match.is_some_and(|best| best.rank <= rank) {
+            return;
+        }
+        self.lexical_match = Some(fusion::Lexical {
+            rank,
+            coverage: hit.coverage,
+            matched_idf: hit.matched_idf,
+            matched_terms: hit.matched_terms,
+        });
+        self.lexical = hit.score / best_lexical;
+        self.vector_pending = hit.vector_pending;
+        if self.dense.is_none() {
+            // Found by its words alone: still say how close it is in
+            // meaning.
+            self.similarity = self.similarity.max(hit.similarity);
+        }
+    }
+}
+
+/// The candidates with their fused match score and which search found
+/// them.
+fn fused(
+    by_head: HashMap<MemoryId, Candidate>,
+    lexical_weight: f64,
+    closest: &[f32],
+    best_similarity: f32,
+) -> Vec<Candidate> {
     let best_coverage = by_head
         .values()
         .filter_map(|candidate| candidate.lexical_match)
         .map(|lexical| lexical.coverage)
         .fold(0.0, f32::max);
-    let share = fusion::words_share(lexical_weight, &closest, best_coverage);
-    let mut candidates: Vec<Candidate> = by_head
+    let share = fusion::words_share(lexical_weight, closest, best_coverage);
+    by_head
         .into_values()
         .map(|mut candidate| {
             candidate.fused = fusion::fuse(
@@ -259,25 +400,32 @@ pub async fn candidates(
                 .set_found_by(found_by, candidate.vector_pending);
             candidate
         })
-        .collect();
-    if weighing.conversation > 0.0 {
-        let scores = conversation::scores(
-            candidates
-                .iter()
-                .map(|candidate| (&*candidate.memory, candidate.lexical)),
-        );
-        for (candidate, score) in candidates.iter_mut().zip(scores) {
-            if let Some(score) = score {
-                candidate.conversation = Some(score);
-                candidate.fused = conversation::lift(candidate.fused, score, weighing.conversation);
-            }
+        .collect()
+}
+
+/// Lifts each candidate with a session by how well its conversation's
+/// words match, at `weight`.
+fn lift_by_conversation(candidates: &mut [Candidate], weight: f64) {
+    let scores = conversation::scores(
+        candidates
+            .iter()
+            .map(|candidate| (&*candidate.memory, candidate.lexical)),
+    );
+    for (candidate, score) in candidates.iter_mut().zip(scores) {
+        if let Some(score) = score {
+            candidate.conversation = Some(score);
+            candidate.fused = conversation::lift(candidate.fused, score, weight);
         }
     }
+}
+
+/// Best fused score first; ties by similarity, then in a fixed order (by
+/// id).
+fn by_fused_score(candidates: &mut [Candidate]) {
     candidates.sort_by(|a, b| {
         b.fused
             .total_cmp(&a.fused)
             .then_with(|| b.similarity.total_cmp(&a.similarity))
             .then_with(|| a.memory.id.cmp(&b.memory.id))
     });
-    candidates
 }

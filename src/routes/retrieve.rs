@@ -13,6 +13,7 @@ use crate::auth::Caller;
 use crate::config::{Config, RetrievalOverrides, bounds};
 use crate::error::{ApiError, Problem};
 use crate::memory::{Category, MemoryId, MemoryView, RepoId, Scope, UserId};
+pub use crate::retrieval::signals::WeightsRequest;
 use crate::retrieval::{Degraded, Filters, Input, Outcome, Request, Retriever};
 use crate::routes::extract::{self, ApiJson, in_range};
 use crate::routes::problems::{BodyProblems, Unauthorized};
@@ -65,16 +66,6 @@ pub struct RetrieveRequest {
     /// Text (e.g. the current task) whose similarity lifts memories by up
     /// to 0.1 relevance; at most 10,000 characters.
     pub context_boost: Option<String>,
-}
-
-/// Weights of the relevance factors, each 0..1, not all zero.
-#[derive(Debug, Default, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct WeightsRequest {
-    pub similarity: Option<f64>,
-    pub recency: Option<f64>,
-    pub importance: Option<f64>,
-    pub access: Option<f64>,
 }
 
 /// Which memories may be returned.
@@ -142,7 +133,6 @@ fn parse(request: RetrieveRequest, config: &Config, caller: &Caller) -> Result<R
         .as_deref()
         .map(|text| extract::bounded_text("context_boost", text, MAX_QUERY_CHARS))
         .transpose()?;
-    let weights = request.weights.unwrap_or_default();
     let tuning = config
         .retrieval
         .tuning(&RetrievalOverrides {
@@ -151,10 +141,7 @@ fn parse(request: RetrieveRequest, config: &Config, caller: &Caller) -> Result<R
             hypothesis_count: request.hypothesis_count,
             token_budget: request.token_budget,
             min_relevance: request.min_relevance,
-            similarity: weights.similarity,
-            recency: weights.recency,
-            importance: weights.importance,
-            access: weights.access,
+            weights: request.weights.unwrap_or_default(),
         })
         .map_err(|err| {
             let field = err.field();

@@ -123,7 +123,7 @@ async fn similarities(set: &Set, embedder: EmbedderChoice) -> Result<Vec<Vec<f64
             "query": prompt,
             "top_k": ALL,
             "hop_depth": 0,
-            "weights": {"similarity": 1.0, "recency": 0.0, "importance": 0.0, "access": 0.0},
+            "weights": engram::config::Weights::similarity_only(),
         });
         let answer = client.retrieve(&request).await?;
         if answer["degraded"] != Value::Null {

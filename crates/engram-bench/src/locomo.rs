@@ -167,7 +167,7 @@ pub async fn locomo(
             "top_k": 10,
             "hop_depth": 0,
             "token_budget": 128_000,
-            "weights": {"similarity": 1.0, "recency": 0.0, "importance": 0.0, "access": 0.0},
+            "weights": engram::config::Weights::similarity_only(),
         });
         let started = Instant::now();
         let answer = client.retrieve(&body).await?;

@@ -175,7 +175,7 @@ pub async fn longmemeval(report: &mut Report, settings: Settings) -> Result {
             "top_k": RANKED,
             "hop_depth": 0,
             "token_budget": 128_000,
-            "weights": {"similarity": 1.0, "recency": 0.0, "importance": 0.0, "access": 0.0},
+            "weights": engram::config::Weights::similarity_only(),
         });
         let (answer, took) = retrieve(&client, &ranked).await?;
         ranked_latencies.push(took);

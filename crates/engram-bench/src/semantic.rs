@@ -129,7 +129,7 @@ async fn run(
             "query": item.question,
             "top_k": TOP_K,
             "hop_depth": 0,
-            "weights": {"similarity": 1.0, "recency": 0.0, "importance": 0.0, "access": 0.0},
+            "weights": engram::config::Weights::similarity_only(),
         });
         let answer = client.retrieve(&request).await?;
         if answer["degraded"] != Value::Null {
