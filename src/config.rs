@@ -16,17 +16,18 @@ mod http;
 mod load;
 mod postgres;
 mod retrieval;
+pub mod signals;
 #[cfg(test)]
 mod tests;
 mod upstream;
 mod validate;
 
-pub use crate::retrieval::signals::{Weights, WeightsRequest};
 pub use access::{Auth, Cors, KeyGrant, Mcp};
 pub use background::{CaptureConfig, StoreConfig};
 pub use http::{Http, parse_host};
 pub use postgres::{Backend, DatabaseUrl, PostgresConfig};
 pub use retrieval::{Retrieval, RetrievalOverrides, SettingError, Tuning};
+pub use signals::{Weights, WeightsRequest};
 pub use upstream::{Embedding, EmbeddingProvider, Llm, Price};
 
 use std::collections::BTreeMap;

@@ -33,7 +33,6 @@ pub mod plan;
 pub mod rank;
 pub mod request;
 pub mod search;
-pub mod signals;
 pub mod similar;
 pub mod stats;
 pub mod suggestions;

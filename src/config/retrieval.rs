@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::bounds;
-use crate::retrieval::signals::{Weights, WeightsRequest};
+use super::signals::{Weights, WeightsRequest};
 
 /// The default daily budget of the retrieval model: a HyDE call is at most
 /// about 3,500 tokens (a 12,000-character window and the prompt), and a

@@ -2,7 +2,8 @@
 //! how recent, how important and how often used it is, each 0..1, combined
 //! by weights normalised by their sum (so the result is 0..1 too), plus a
 //! small lift for memories like the request's `context_boost`. The
-//! signals and their weights are declared in [`super::signals`].
+//! signals and their weights are declared in [`crate::config::signals`];
+//! the weighted mean expands that list here.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -10,12 +11,37 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 
 use crate::config::Weights;
+use crate::config::signals::with_relevance_signals;
 use crate::index::cosine;
 use crate::memory::{Memory, MemoryId};
 
 use super::access::AccessCounts;
 use super::outcome::{Reason, Scores};
 use super::search::Candidate;
+
+/// Expands the list of signals into the weighted mean over a memory's
+/// scores, each weight applied to its signal's score.
+macro_rules! relevance {
+    ($($(#[doc = $doc:literal])* $name:ident = $default:literal => $score:ident;)+) => {
+        impl Scores {
+            /// The weighted mean of the scores, 0..1. `weights` are checked
+            /// (0..1, not all zero) where they enter; a retrieval without a
+            /// query drops the similarity weight, and with nothing left,
+            /// recency alone ranks.
+            pub fn relevance(&self, weights: &Weights) -> f64 {
+                let applied = [$((weights.$name, self.$score),)+];
+                let total: f64 = applied.iter().map(|(weight, _)| weight).sum();
+                if total == 0.0 {
+                    return self.recency;
+                }
+                let sum: f64 = applied.iter().map(|(weight, score)| weight * score).sum();
+                (sum / total).clamp(0.0, 1.0)
+            }
+        }
+    };
+}
+
+with_relevance_signals!(relevance);
 
 /// Age at which recency reaches 0; it falls linearly until then.
 const RECENCY_HORIZON_DAYS: f64 = 365.0;

@@ -10,10 +10,10 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::auth::Caller;
+pub use crate::config::WeightsRequest;
 use crate::config::{Config, RetrievalOverrides, bounds};
 use crate::error::{ApiError, Problem};
 use crate::memory::{Category, MemoryId, MemoryView, RepoId, Scope, UserId};
-pub use crate::retrieval::signals::WeightsRequest;
 use crate::retrieval::{Degraded, Filters, Input, Outcome, Request, Retriever};
 use crate::routes::extract::{self, ApiJson, in_range};
 use crate::routes::problems::{BodyProblems, Unauthorized};

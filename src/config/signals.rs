@@ -1,20 +1,38 @@
-//! The relevance signals, declared once: each one's name (its key under
-//! `retrieval.weights` and a request's `weights`), its default weight and
-//! the [`Scores`] field its weight applies to. The configuration's
-//! [`Weights`], a request's [`WeightsRequest`], their checks and
-//! overrides, the weighted mean ([`Scores::relevance`]) and the bench's
-//! similarity-only runs all come from `relevance_signals!`'s one call;
-//! a signal's own score is computed in `Scores::of` ([`super::rank`]).
+//! The relevance signals, declared once in [`with_relevance_signals!`]:
+//! each one's name (its key under `retrieval.weights` and a request's
+//! `weights`), its default weight and the `scores` field its weight
+//! applies to. The configuration's [`Weights`], a request's
+//! [`WeightsRequest`], their checks and overrides and the bench's
+//! similarity-only runs expand the list here; the weighted mean over a
+//! memory's scores expands it in `retrieval::rank`, where the scores are.
 //! `docs/guides/adding-a-retrieval-signal.md` says how to add one.
 
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use super::outcome::Scores;
+/// The list of relevance signals, handed to `$then!`: each line is
+/// `name = default weight => scores field;`. The one place a signal is
+/// declared; each layer that needs the list expands it with a macro of
+/// its own.
+macro_rules! with_relevance_signals {
+    ($then:ident) => {
+        $then! {
+            /// How well it matches the query (`scores.match`).
+            similarity = 0.6 => matched;
+            /// How new it is.
+            recency = 0.2 => recency;
+            /// Its own `importance`.
+            importance = 0.15 => importance;
+            /// How often it was retrieved before.
+            access = 0.05 => access;
+        }
+    };
+}
+pub(crate) use with_relevance_signals;
 
 /// Expands the list of signals into the weights' two types and what
-/// iterates them. Each line is `name = default weight => scores field`.
-macro_rules! relevance_signals {
+/// iterates them.
+macro_rules! weights {
     ($($(#[doc = $doc:literal])* $name:ident = $default:literal => $score:ident;)+) => {
         /// How much each factor counts in a memory's relevance; each 0..1,
         /// not all zero. They are normalised by their sum.
@@ -53,11 +71,6 @@ macro_rules! relevance_signals {
             pub fn overridden(self, request: &WeightsRequest) -> Self {
                 Self { $($name: request.$name.unwrap_or(self.$name),)+ }
             }
-
-            /// Each weight with the score it applies to.
-            fn applied_to(&self, scores: &Scores) -> [(f64, f64); COUNT] {
-                [$((self.$name, scores.$score),)+]
-            }
         }
 
         /// How many signals there are.
@@ -65,16 +78,7 @@ macro_rules! relevance_signals {
     };
 }
 
-relevance_signals! {
-    /// How well it matches the query (`scores.match`).
-    similarity = 0.6 => matched;
-    /// How new it is.
-    recency = 0.2 => recency;
-    /// Its own `importance`.
-    importance = 0.15 => importance;
-    /// How often it was retrieved before.
-    access = 0.05 => access;
-}
+with_relevance_signals!(weights);
 
 impl Weights {
     /// Ranking by the match alone: the bench's quality runs.
@@ -84,20 +88,5 @@ impl Weights {
             similarity: 1.0,
             ..Self::ZERO
         }
-    }
-}
-
-impl Scores {
-    /// The weighted mean of the scores, 0..1. `weights` are checked (0..1,
-    /// not all zero) where they enter; a retrieval without a query drops the
-    /// similarity weight, and with nothing left, recency alone ranks.
-    pub fn relevance(&self, weights: &Weights) -> f64 {
-        let applied = weights.applied_to(self);
-        let total: f64 = applied.iter().map(|(weight, _)| weight).sum();
-        if total == 0.0 {
-            return self.recency;
-        }
-        let sum: f64 = applied.iter().map(|(weight, score)| weight * score).sum();
-        (sum / total).clamp(0.0, 1.0)
     }
 }
