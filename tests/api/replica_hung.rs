@@ -17,9 +17,10 @@ use crate::replicas::Replica;
 const GIVE_UP_QUICKLY: &str = "limits: { request_timeout_ms: 5000 }\n\
      store: { postgres: { connect_timeout_ms: 500, statement_timeout_ms: 1500 } }";
 
-/// The request timeout strikes well before the database is given up on.
+/// The request timeout strikes well before the database is given up on,
+/// whether the write waits on a pooled connection or on a new one.
 const TIME_OUT_FIRST: &str = "limits: { request_timeout_ms: 1000 }\n\
-     store: { postgres: { connect_timeout_ms: 500, statement_timeout_ms: 20000 } }";
+     store: { postgres: { connect_timeout_ms: 20000, statement_timeout_ms: 20000 } }";
 
 /// Writes `content` on `replica`: its status and problem (or memory).
 async fn write(replica: &Replica, content: &str) -> (u16, reqwest::header::HeaderMap, Value) {
