@@ -3,6 +3,12 @@
 //! Every type here is parsed once, where input enters (HTTP, front-matter,
 //! configuration), and is valid from then on: a `RepoId` can never hold `../`,
 //! so only checked ids ever become paths.
+//!
+//! It also holds the one list of a memory's own fields,
+//! [`with_memory_fields!`], through which every form of a memory (the
+//! file's front-matter, the JSON of the API and of an export, a row of
+//! PostgreSQL) is converted: a new field is listed there once. See
+//! `docs/guides/adding-a-memory-field.md`.
 
 use std::fmt;
 use std::str::FromStr;
@@ -280,6 +286,15 @@ pub enum Namespace {
 }
 
 impl Namespace {
+    /// The namespace as JSON spells it: its scope, and the repo or the
+    /// user that owns it.
+    pub fn owner_fields(&self) -> (Scope, Option<RepoId>, Option<UserId>) {
+        match self {
+            Self::Repo(repo) => (Scope::Repo, Some(repo.clone()), None),
+            Self::User(user) => (Scope::User, None, Some(user.clone())),
+        }
+    }
+
     pub fn scope(&self) -> Scope {
         match self {
             Self::Repo(_) => Scope::Repo,
@@ -312,6 +327,32 @@ pub struct RelatedEdge {
     pub id: MemoryId,
     pub relationship: Relationship,
 }
+
+/// Builds a struct literal from a value holding the same fields, moving
+/// every field a memory carries apart from its id, version, owner and
+/// content (each form spells those its own way): `with_memory_fields!(
+/// Target { id: .., version: .. } from source)`, `source` a local
+/// variable whose fields are moved. This is the one list of
+/// those fields; every conversion between [`Memory`], [`MemoryView`], the
+/// front-matter (`store::markdown`) and `ImportedMemory` (`routes::import`)
+/// goes through it, so a field added here is carried by all of them (the
+/// compiler then names each struct that lacks it).
+macro_rules! with_memory_fields {
+    ($target:ident { $($own:tt)* } from $source:ident) => {
+        $target {
+            $($own)*
+            category: $source.category,
+            created_at: $source.created_at,
+            updated_at: $source.updated_at,
+            supersedes: $source.supersedes,
+            related: $source.related,
+            importance: $source.importance,
+            session_id: $source.session_id,
+            trigger: $source.trigger,
+        }
+    };
+}
+pub(crate) use with_memory_fields;
 
 /// One immutable version of a memory. Changing a memory writes a new one
 /// that `supersedes` it.
@@ -364,26 +405,16 @@ pub struct MemoryView {
 
 impl From<&Memory> for MemoryView {
     fn from(memory: &Memory) -> Self {
-        let (repo, user) = match &memory.namespace {
-            Namespace::Repo(repo) => (Some(repo.clone()), None),
-            Namespace::User(user) => (None, Some(user.clone())),
-        };
-        Self {
+        let memory = memory.clone();
+        let (scope, repo, user) = memory.namespace.owner_fields();
+        with_memory_fields!(MemoryView {
             id: memory.id,
             version: memory.version,
-            scope: memory.namespace.scope(),
+            scope,
             repo,
             user,
-            category: memory.category,
-            created_at: memory.created_at,
-            updated_at: memory.updated_at,
-            supersedes: memory.supersedes,
-            related: memory.related.clone(),
-            importance: memory.importance,
-            session_id: memory.session_id.clone(),
-            trigger: memory.trigger,
-            content: memory.content.clone(),
-        }
+            content: memory.content,
+        } from memory)
     }
 }
 

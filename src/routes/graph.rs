@@ -15,7 +15,7 @@ use utoipa::{IntoParams, ToSchema};
 
 use crate::auth::Caller;
 use crate::error::{ApiError, Problem};
-use crate::memory::{Category, Memory, MemoryId, Namespace, Relationship, RepoId, Scope, UserId};
+use crate::memory::{Category, Memory, MemoryId, Relationship, RepoId, Scope, UserId};
 use crate::routes::extract::{ApiPath, ApiQuery, in_range};
 use crate::routes::memories::visible_memory;
 use crate::routes::problems::{NoSuchMemory, Unauthorized};
@@ -174,14 +174,11 @@ fn walk(
                 relationship,
             });
         }
-        let (repo, user) = match &memory.namespace {
-            Namespace::Repo(repo) => (Some(repo.clone()), None),
-            Namespace::User(user) => (None, Some(user.clone())),
-        };
+        let (scope, repo, user) = memory.namespace.owner_fields();
         nodes.push(GraphNode {
             id,
             version: memory.version,
-            scope: memory.namespace.scope(),
+            scope,
             repo,
             user,
             category: memory.category,

@@ -21,7 +21,7 @@ use crate::error::{ApiError, Problem};
 use crate::memory::{
     Category, Memory, MemoryId, MemoryView, Namespace, Origin, RelatedEdge, RepoId, Scope,
     SessionId, UserId, parse_access_count, parse_content, parse_importance, parse_timestamp,
-    parse_version,
+    parse_version, with_memory_fields,
 };
 use crate::retrieval::Retriever;
 use crate::routes::extract::ApiJson;
@@ -45,6 +45,9 @@ pub struct ImportMemoriesRequest {
 
 /// A whole memory, as `GET /memories` shows it, with its use count: one
 /// line of `engram export`'s JSON Lines.
+// Its fields are those of `MemoryView`, each documented for an import (the
+// OpenAPI document shows these words), and converted through
+// `with_memory_fields!`.
 #[derive(Clone, Debug, Deserialize, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ImportedMemory {
@@ -170,39 +173,16 @@ pub async fn import_memories(
 impl ImportedMemory {
     /// `memory` as an export writes it.
     pub fn from_memory(memory: &Memory, access_count: u64) -> Self {
-        let MemoryView {
-            id,
-            version,
-            scope,
-            repo,
-            user,
-            category,
-            created_at,
-            updated_at,
-            supersedes,
-            related,
-            importance,
-            session_id,
-            trigger,
-            content,
-        } = MemoryView::from(memory);
-        Self {
-            id,
-            version,
-            scope,
-            repo,
-            user,
-            category,
-            created_at,
-            updated_at,
-            supersedes,
-            related,
-            importance,
-            session_id,
-            trigger,
-            content,
+        let view = MemoryView::from(memory);
+        with_memory_fields!(ImportedMemory {
+            id: view.id,
+            version: view.version,
+            scope: view.scope,
+            repo: view.repo,
+            user: view.user,
+            content: view.content,
             access_count,
-        }
+        } from view)
     }
 
     /// Checks what only the server can: timestamps against its clock (a
@@ -261,20 +241,12 @@ impl ImportedMemory {
                 return Err(invalid(index, &name, &format!("repeats {}", edge.id)));
             }
         }
-        Ok(Memory {
+        Ok(with_memory_fields!(Memory {
             id: self.id,
             version: self.version,
             namespace,
-            category: self.category,
-            created_at: self.created_at,
-            updated_at: self.updated_at,
-            supersedes: self.supersedes,
-            related: self.related,
-            importance: self.importance,
-            session_id: self.session_id,
-            trigger: self.trigger,
             content,
-        })
+        } from self))
     }
 }
 

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::memory::{
     Category, Memory, MemoryId, Namespace, Origin, RelatedEdge, Scope, SessionId, parse_importance,
-    parse_stored_content,
+    parse_stored_content, with_memory_fields,
 };
 
 /// Why a memory file could not be read.
@@ -26,7 +26,9 @@ pub enum Error {
     Invalid { field: &'static str, reason: String },
 }
 
-/// The front-matter fields, in the order they are written.
+/// The front-matter fields, in the order they are written: a [`Memory`]
+/// without its owner (the directory) and content (the body). Its fields
+/// are converted through [`with_memory_fields!`].
 #[derive(Serialize, Deserialize)]
 struct FrontMatter {
     id: MemoryId,
@@ -48,19 +50,12 @@ struct FrontMatter {
 
 /// Renders a memory as the text of its file.
 pub fn render(memory: &Memory) -> String {
-    let front = FrontMatter {
+    let memory = memory.clone();
+    let front = with_memory_fields!(FrontMatter {
         id: memory.id,
         version: memory.version,
         scope: memory.namespace.scope(),
-        category: memory.category,
-        created_at: memory.created_at,
-        updated_at: memory.updated_at,
-        supersedes: memory.supersedes,
-        related: memory.related.clone(),
-        importance: memory.importance,
-        session_id: memory.session_id.clone(),
-        trigger: memory.trigger,
-    };
+    } from memory);
     let yaml = serde_yaml::to_string(&front).expect("front-matter always serializes to YAML");
     format!("---\n{yaml}---\n{}\n", memory.content)
 }
@@ -86,20 +81,12 @@ pub fn parse(text: &str, namespace: Namespace) -> Result<Memory, Error> {
     }
     let content = parse_stored_content(body).map_err(|err| invalid("content", err.to_string()))?;
 
-    Ok(Memory {
+    Ok(with_memory_fields!(Memory {
         id: front.id,
         version: front.version,
         namespace,
-        category: front.category,
-        created_at: front.created_at,
-        updated_at: front.updated_at,
-        supersedes: front.supersedes,
-        related: front.related,
-        importance: front.importance,
-        session_id: front.session_id,
-        trigger: front.trigger,
         content: content.to_owned(),
-    })
+    } from front))
 }
 
 fn invalid(field: &'static str, reason: String) -> Error {

@@ -307,7 +307,7 @@ impl Database {
             .get(0);
         let rows = tx
             .query(
-                &format!("SELECT {} FROM engram_memories", rows::COLUMNS),
+                &format!("SELECT {} FROM engram_memories", rows::select_list("")),
                 &[],
             )
             .await?;

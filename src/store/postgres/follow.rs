@@ -335,7 +335,7 @@ async fn read_changes(client: &tokio_postgres::Client, cursor: u64) -> Result<Ve
         "SELECT c.seq, c.memory_id, {} FROM engram_changes c \
          LEFT JOIN engram_memories m ON m.id = c.memory_id \
          WHERE c.seq > $1 ORDER BY c.seq LIMIT $2",
-        rows::JOINED_COLUMNS
+        rows::select_list("m.")
     );
     let mut changes = Vec::new();
     for row in client.query(&query, &[&after, &BATCH]).await? {

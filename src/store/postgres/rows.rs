@@ -2,20 +2,51 @@
 //! field in a column of its own, the edges as JSON. A row that does not
 //! read back as a valid memory (edited by hand in the database) is skipped
 //! with a warning, as a file that does not parse is.
+//!
+//! [`COLUMNS`] is the one list of the columns: every select list and the
+//! insert are made from it, the insert's values must match it in number
+//! (the compiler checks), and [`read`] finds each column by name.
 
 use tokio_postgres::Row;
 
 use super::Error;
 use crate::memory::{Memory, MemoryId, Namespace, Scope, SessionId};
 
-/// The columns every read selects, in the order [`read`] takes them.
-pub(super) const COLUMNS: &str = "id, scope, owner, version, category, created_at, updated_at, \
-     supersedes, related, importance, session_id, trigger, content";
+/// The columns of a memory's row, in the order every read selects them
+/// and [`insert`] writes them; `id` first.
+const COLUMNS: [&str; 13] = [
+    "id",
+    "scope",
+    "owner",
+    "version",
+    "category",
+    "created_at",
+    "updated_at",
+    "supersedes",
+    "related",
+    "importance",
+    "session_id",
+    "trigger",
+    "content",
+];
 
-/// The same columns, each qualified by `m.` (for a join).
-pub(super) const JOINED_COLUMNS: &str = "m.id, m.scope, m.owner, m.version, m.category, \
-     m.created_at, m.updated_at, m.supersedes, m.related, m.importance, m.session_id, \
-     m.trigger, m.content";
+/// The select list of [`COLUMNS`], each name after `qualifier` (`""`, or
+/// `"m."` for a join).
+pub(super) fn select_list(qualifier: &str) -> String {
+    COLUMNS
+        .iter()
+        .map(|column| format!("{qualifier}{column}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Where `column` is in a row selected with [`select_list`].
+fn position(column: &str) -> usize {
+    COLUMNS
+        .iter()
+        .position(|name| *name == column)
+        .unwrap_or_else(|| panic!("{column} is not one of rows::COLUMNS"))
+}
 
 /// `scope` and `owner` of a namespace.
 pub(super) fn namespace_columns(namespace: &Namespace) -> (&'static str, &str) {
@@ -53,72 +84,72 @@ pub(super) async fn insert(client: &tokio_postgres::Client, memory: &Memory) -> 
         table: "engram_memories",
         reason: format!("the edges do not serialize: {err}"),
     })?;
-    client
-        .execute(
-            &format!(
-                "INSERT INTO engram_memories ({COLUMNS}) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)"
-            ),
-            &[
-                &memory.id.as_uuid(),
-                &scope,
-                &owner,
-                &i64::from(memory.version),
-                &memory.category.as_str(),
-                &memory.created_at,
-                &memory.updated_at,
-                &memory.supersedes.map(MemoryId::as_uuid),
-                &related,
-                &memory.importance,
-                &memory.session_id.as_ref().map(SessionId::as_str),
-                &memory.trigger.as_str(),
-                &memory.content,
-            ],
-        )
-        .await?;
+    let placeholders: Vec<String> = (1..=COLUMNS.len()).map(|n| format!("${n}")).collect();
+    let statement = format!(
+        "INSERT INTO engram_memories ({}) VALUES ({})",
+        select_list(""),
+        placeholders.join(", ")
+    );
+    // One value per column, in the order of `COLUMNS`.
+    let values: [&(dyn tokio_postgres::types::ToSql + Sync); COLUMNS.len()] = [
+        &memory.id.as_uuid(),
+        &scope,
+        &owner,
+        &i64::from(memory.version),
+        &memory.category.as_str(),
+        &memory.created_at,
+        &memory.updated_at,
+        &memory.supersedes.map(MemoryId::as_uuid),
+        &related,
+        &memory.importance,
+        &memory.session_id.as_ref().map(SessionId::as_str),
+        &memory.trigger.as_str(),
+        &memory.content,
+    ];
+    client.execute(&statement, &values).await?;
     Ok(())
 }
 
-/// The memory of a row selected with [`COLUMNS`] (or [`JOINED_COLUMNS`]
-/// from `offset` on), or why it is not one.
+/// The memory of a row selected with [`select_list`], from `offset` on,
+/// or why it is not one.
 pub(super) fn read(row: &Row, offset: usize) -> Result<Memory, Error> {
     let invalid = |what: &str, reason: String| Error::Row {
         table: "engram_memories",
         reason: format!("{what}: {reason}"),
     };
-    let at = |column: usize| offset + column;
-    let id = MemoryId::from_uuid(row.try_get(at(0))?);
-    let version: i64 = row.try_get(at(3))?;
-    let related: serde_json::Value = row.try_get(at(8))?;
-    let session_id: Option<&str> = row.try_get(at(10))?;
+    let at = |column: &str| offset + position(column);
+    let id = MemoryId::from_uuid(row.try_get(at("id"))?);
+    let version: i64 = row.try_get(at("version"))?;
+    let related: serde_json::Value = row.try_get(at("related"))?;
+    let session_id: Option<&str> = row.try_get(at("session_id"))?;
     Ok(Memory {
         id,
         version: u32::try_from(version)
             .ok()
             .filter(|&version| version >= 1)
             .ok_or_else(|| invalid("version", format!("{version} is not a version")))?,
-        namespace: namespace(row.try_get(at(1))?, row.try_get(at(2))?)?,
+        namespace: namespace(row.try_get(at("scope"))?, row.try_get(at("owner"))?)?,
         category: row
-            .try_get::<_, &str>(at(4))?
+            .try_get::<_, &str>(at("category"))?
             .parse()
             .map_err(|err| invalid("category", format!("{err}")))?,
-        created_at: row.try_get(at(5))?,
-        updated_at: row.try_get(at(6))?,
+        created_at: row.try_get(at("created_at"))?,
+        updated_at: row.try_get(at("updated_at"))?,
         supersedes: row
-            .try_get::<_, Option<uuid::Uuid>>(at(7))?
+            .try_get::<_, Option<uuid::Uuid>>(at("supersedes"))?
             .map(MemoryId::from_uuid),
         related: serde_json::from_value(related)
             .map_err(|err| invalid("related", err.to_string()))?,
-        importance: row.try_get(at(9))?,
+        importance: row.try_get(at("importance"))?,
         session_id: session_id
             .map(str::parse)
             .transpose()
             .map_err(|err| invalid("session_id", format!("{err}")))?,
         trigger: row
-            .try_get::<_, &str>(at(11))?
+            .try_get::<_, &str>(at("trigger"))?
             .parse()
             .map_err(|err| invalid("trigger", format!("{err}")))?,
-        content: row.try_get(at(12))?,
+        content: row.try_get(at("content"))?,
     })
 }
 
