@@ -3,6 +3,15 @@
 //! secrets, per-pair ordering, retries and validation. The tests that
 //! speak only HTTP run over both backends (files, and PostgreSQL with its
 //! shared queue); the crash tests kill a files-mode process.
+//! Around it, a module each: lean capture (`lean`), the queue's bounds
+//! (`limits`, and with two replicas `replica_limits`), the queue shared by
+//! replicas (`replicas`) and `/triggers` (`triggers`).
+
+mod lean;
+mod limits;
+pub mod replica_limits;
+pub mod replicas;
+mod triggers;
 
 use std::time::Duration;
 

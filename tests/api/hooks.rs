@@ -3,6 +3,14 @@
 //! port whose only fakes are the model upstreams. What Engram received is
 //! read back from the upstream's requests and from the memories written.
 //! Files only: the hook and the agent's files are under test, not the store.
+//! Around it, a module each: Cursor's and Gemini CLI's hooks (`cursor`,
+//! `gemini`), hooks with no classifier (`capture`) and what an agent's
+//! machine may hold instead of what it should (`bounds`).
+
+mod bounds;
+mod capture;
+mod cursor;
+mod gemini;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};

@@ -2,6 +2,13 @@
 //! Streamable HTTP and over stdio, against a real service. The tools that
 //! write and read memories run over both backends; the transport's checks
 //! (keys, hosts, origins) cannot depend on the backend.
+//! Around it, a module each: the stdio bridge (`bridge`), the official
+//! conformance suite (`conformance`) and the TypeScript SDK's client
+//! (`typescript`).
+
+mod bridge;
+mod conformance;
+mod typescript;
 
 use engram::config::ApiKey;
 use reqwest::StatusCode;

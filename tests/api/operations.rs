@@ -1,7 +1,7 @@
 //! Running it: `/metrics` in Prometheus text, load shedding, slow clients,
 //! CORS, and the refusal to serve a public address without a key.
 //! Nothing here depends on the storage backend (the database's own
-//! state is in `replica_ops`).
+//! state is in `replicas::ops`).
 
 use std::time::Duration;
 

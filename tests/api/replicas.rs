@@ -5,6 +5,13 @@
 //! its namespace, replicas reconnect after the database restarts, a
 //! replica cut off past the pruned change log takes in the snapshot, and
 //! a database migrated past this binary stops start-up.
+//! Around it, a module each: database faults as the API answers them
+//! (`faults`), a database that stops answering (`hung`) and operating
+//! replicas (`ops`).
+
+mod faults;
+mod hung;
+pub mod ops;
 
 use std::path::Path;
 use std::process::{Command, Stdio};

@@ -2,6 +2,12 @@
 //! the backup, `--print`, and the written commands working as a hook and
 //! as the agent's MCP server.
 //! Setup edits the agent's files: nothing here depends on the storage backend.
+//! Around it, a module each: the other agents (`agents`), whether what
+//! setup wrote can work (`doctor`) and what it leaves on disk (`private`).
+
+pub mod agents;
+mod doctor;
+pub mod private;
 
 use std::path::{Path, PathBuf};
 use std::process::Output;
@@ -12,7 +18,7 @@ use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
 use serde_json::{Value, json};
 
 use crate::hooks::{Project, engram, printed_context, remember_and_expect, run, start_engram};
-use crate::setup_private::backup_place;
+use crate::setup::private::backup_place;
 
 const EVENTS: [(&str, &str); 4] = [
     ("SessionStart", "session-start"),

@@ -4,6 +4,9 @@
 //! budgets, which hold capture's triggers in the queue and turn retrieval
 //! to the plain query. A day written by hand in `usage.json` is files
 //! mode's; the rest runs over both backends.
+//! One budget for all replicas is in `replicas`.
+
+mod replicas;
 
 use axum::http::StatusCode;
 use engram::config::{Config, Price};

@@ -7,11 +7,11 @@ use axum::http::StatusCode;
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use crate::capture_replicas::classifier;
+use crate::capture::replicas::classifier;
 use crate::helpers::{TestApp, memory};
 use crate::pg_cluster;
-use crate::replica_ops::{call, readiness};
 use crate::replicas::Replica;
+use crate::replicas::ops::{call, readiness};
 use crate::upstream::Vectors;
 
 fn window(session: &str) -> Value {

@@ -17,8 +17,8 @@ use crate::hooks::{
     Project, assert_silent, engram, get, hook, last_prompt, memories, printed_context,
     remember_and_expect, run, start_engram,
 };
-use crate::setup_agents::{backups, cli_or_skip, printed};
-use crate::setup_private::backup_place;
+use crate::setup::agents::{backups, cli_or_skip, printed};
+use crate::setup::private::backup_place;
 use crate::upstream::Behaviour;
 
 const SESSION: &str = "60340f6a-7c26-4eef-abda-b20a6b5720ba";

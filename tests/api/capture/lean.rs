@@ -226,7 +226,7 @@ async fn an_ollama_shaped_server_with_a_small_model_reply_is_classified() {
     let upstream = &app.upstream;
     upstream.set_chat(
         Behaviour::Answer,
-        include_str!("../fixtures/classifier-replies/ollama-schema-constrained.txt"),
+        include_str!("../../fixtures/classifier-replies/ollama-schema-constrained.txt"),
     );
     accept(
         &app,

@@ -14,7 +14,7 @@ use std::process::{Command, Output, Stdio};
 use serde_json::{Value, json};
 
 use crate::hooks::{Project, engram, run};
-use crate::setup_private::backup_place;
+use crate::setup::private::backup_place;
 
 async fn setup(project: &Project, args: &[&str]) -> Output {
     let mut command = engram(project);
@@ -63,7 +63,7 @@ struct Expected {
     server: Value,
     servers_key: &'static str,
     instructions: Option<PathBuf>,
-    /// A hooks file of its own (Cursor's; tests/api/hooks_cursor.rs).
+    /// A hooks file of its own (Cursor's; tests/api/hooks/cursor.rs).
     hooks: Option<PathBuf>,
 }
 
@@ -98,7 +98,7 @@ fn expected(project: &Project, scope: &str) -> Vec<Expected> {
             ),
             server: json!({"command": command, "args": ["mcp"]}),
             servers_key: "mcpServers",
-            // Its hooks (tests/api/hooks_gemini.rs) serve it instead.
+            // Its hooks (tests/api/hooks/gemini.rs) serve it instead.
             instructions: None,
             hooks: None,
         },

@@ -14,7 +14,7 @@ use crate::hooks::{
     Project, assert_silent, engram, hook, last_prompt, memories, remember_and_expect, run,
     start_engram,
 };
-use crate::setup_agents::backups;
+use crate::setup::agents::backups;
 use crate::upstream::Behaviour;
 
 const CONVERSATION: &str = "7d1c3b52-5f0e-4a8b-9c61-2e4f8a0b9d37";

@@ -7,7 +7,7 @@
 
 use serde_json::{Value, json};
 
-use crate::capture_replicas::{calls_about, classifier, compaction, replica_with, triggers_left};
+use crate::capture::replicas::{calls_about, classifier, compaction, replica_with, triggers_left};
 use crate::helpers::{get_json, is_ready, post_json, wait_until_async};
 use crate::operations::sample;
 use crate::pg_cluster::{self, TestDatabase};

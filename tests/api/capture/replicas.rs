@@ -9,7 +9,7 @@
 
 use serde_json::{Value, json};
 
-use crate::capture_replica_limits::long_lease_replica;
+use crate::capture::replica_limits::long_lease_replica;
 use crate::helpers::{get_json, post_json, wait_until, wait_until_async};
 use crate::pg_cluster::{self, TestDatabase};
 use crate::replicas::Replica;

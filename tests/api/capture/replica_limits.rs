@@ -8,7 +8,7 @@
 use serde_json::{Value, json};
 use tokio::task::JoinSet;
 
-use crate::capture_replicas::{calls_about, classifier, compaction};
+use crate::capture::replicas::{calls_about, classifier, compaction};
 use crate::helpers::{get_json, wait_until, wait_until_async};
 use crate::pg_cluster::{self, TestDatabase};
 use crate::replicas::Replica;
