@@ -5,7 +5,7 @@
 use serde_json::{Value, json};
 
 use crate::backends::{Backend, over_both_backends};
-use crate::helpers::{TestApp, ids, memory};
+use crate::helpers::{TestApp, id, ids, memory};
 
 over_both_backends!(
     a_write_behind_a_stalled_burst_is_found_by_its_words_at_once,
@@ -17,10 +17,6 @@ over_both_backends!(
 /// In the text of every memory whose vector the tests hold back, and in
 /// no query.
 const STALLED: &str = "(held)";
-
-fn id(memory: &Value) -> String {
-    memory["id"].as_str().unwrap().to_owned()
-}
 
 /// An app whose embedder is the fake upstream, which holds back the
 /// vectors of every text marked [`STALLED`].

@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use crate::backends::{Backend, over_both_backends};
-use crate::helpers::{TestApp, TestResponse, memory};
+use crate::helpers::{TestApp, TestResponse, id, memory};
 
 over_both_backends!(
     a_limited_key_cannot_fetch_or_delete_another_namespaces_memory,
@@ -103,12 +103,8 @@ pub async fn send(
     app.send(request.unwrap()).await
 }
 
-fn ids_of(list: &Value) -> Vec<&str> {
+fn ids_of(list: &Value) -> Vec<String> {
     list.as_array().unwrap().iter().map(id).collect()
-}
-
-fn id(memory: &Value) -> &str {
-    memory["id"].as_str().unwrap()
 }
 
 async fn a_limited_key_cannot_fetch_or_delete_another_namespaces_memory(backend: Backend) {
@@ -151,7 +147,7 @@ async fn a_limited_key_lists_only_its_namespaces(backend: Backend) {
     let f = fixture(&backend).await;
     for uri in ["/memories", "/memories?text=pipeline"] {
         let listed = send(&f.app, Method::GET, uri, None, LIMITED).await.json;
-        let ids: Vec<&str> = listed["memories"]
+        let ids: Vec<String> = listed["memories"]
             .as_array()
             .unwrap()
             .iter()
@@ -218,7 +214,7 @@ async fn a_limited_key_cannot_retrieve_or_hop_into_another_namespace(backend: Ba
     let result = send(&f.app, Method::POST, "/retrieve",
         Some(json!({"turn_id": "t", "repo": "forge", "user": "ana", "query": "blue pipeline", "hop_depth": 3, "top_k": 10})), LIMITED).await;
     assert_eq!(result.status, StatusCode::OK, "{}", result.text);
-    let ids: Vec<&str> = result.json["memories"]
+    let ids: Vec<String> = result.json["memories"]
         .as_array()
         .unwrap()
         .iter()
@@ -388,7 +384,7 @@ async fn another_namespaces_ids_never_show_and_read_like_unknown_ids(backend: Ba
     for response in &seen {
         assert_eq!(response.status, StatusCode::OK, "{}", response.text);
         assert!(response.text.contains(&linked), "{}", response.text);
-        assert!(!response.text.contains(theirs), "{}", response.text);
+        assert!(!response.text.contains(&theirs), "{}", response.text);
     }
 
     // Superseding their memory reads exactly like superseding no memory.
@@ -404,7 +400,7 @@ async fn another_namespaces_ids_never_show_and_read_like_unknown_ids(backend: Ba
             .unwrap()
             .replace(predecessor, "<id>")
     };
-    let details = [refusal(theirs).await, refusal(unknown).await];
+    let details = [refusal(&theirs).await, refusal(unknown).await];
     assert_eq!(details[0], details[1]);
 }
 
@@ -445,7 +441,7 @@ async fn a_key_for_a_user_writes_its_user_memories_without_naming_a_repo(backend
     assert_eq!(written.status, StatusCode::CREATED, "{}", written.text);
     assert!(
         backend
-            .holds(&f.app.data_dir, "users/ana", id(&written.json))
+            .holds(&f.app.data_dir, "users/ana", &id(&written.json))
             .await
     );
 
@@ -505,7 +501,7 @@ async fn a_retrieval_leaves_out_an_omitted_owner_the_key_does_not_hold(backend: 
     );
 
     for (owner, only) in [
-        (json!({"user": "ana"}), ana.as_str()),
+        (json!({"user": "ana"}), ana.clone()),
         (json!({"repo": "forge"}), id(&f.mine)),
     ] {
         let mut body = json!({"turn_id": "t", "query": "blue pipeline deploys", "top_k": 10});
@@ -530,5 +526,5 @@ async fn a_retrieval_leaves_out_an_omitted_owner_the_key_does_not_hold(backend: 
 async fn created_by_root(app: &TestApp, body: Value) -> String {
     let response = send(app, Method::POST, "/memories", Some(body), ROOT).await;
     assert_eq!(response.status, StatusCode::CREATED, "{}", response.text);
-    id(&response.json).to_owned()
+    id(&response.json)
 }

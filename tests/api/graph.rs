@@ -7,16 +7,12 @@ use serde_json::{Value, json};
 
 use crate::backends::{Backend, over_both_backends};
 use crate::grants::{grant, send};
-use crate::helpers::{TestApp, memory, spawn_app};
+use crate::helpers::{TestApp, id, memory, spawn_app};
 
 over_both_backends!(
     the_graph_walks_edges_both_ways_and_versions_within_its_depth,
     a_limited_key_walks_only_through_what_it_can_see,
 );
-
-fn id(memory: &Value) -> String {
-    memory["id"].as_str().unwrap().to_owned()
-}
 
 fn node_ids(graph: &Value) -> Vec<&str> {
     graph["nodes"]

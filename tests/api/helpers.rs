@@ -248,6 +248,11 @@ fn collect_files(root: &Path, dir: &Path, files: &mut Vec<String>) {
     }
 }
 
+/// A memory's id, from its JSON.
+pub fn id(memory: &Value) -> String {
+    memory["id"].as_str().unwrap().to_owned()
+}
+
 /// The ids of a retrieval's memories, in order.
 pub fn ids(result: &Value) -> Vec<String> {
     result["memories"]

@@ -15,7 +15,7 @@ use engram::tokens::count as count_tokens;
 use serde_json::{Value, json};
 
 use crate::backends::{Backend, over_both_backends};
-use crate::helpers::{ids, memory, spawn_app};
+use crate::helpers::{id, ids, memory, spawn_app};
 
 over_both_backends!(
     finds_memories_by_meaning_and_explains_each,
@@ -24,10 +24,6 @@ over_both_backends!(
     filters_exclusions_top_k_and_min_relevance_narrow_the_result,
     weights_from_the_request_change_the_order,
 );
-
-fn id(memory: &Value) -> String {
-    memory["id"].as_str().unwrap().to_owned()
-}
 
 async fn finds_memories_by_meaning_and_explains_each(backend: Backend) {
     let app = backend.spawn_app().await;

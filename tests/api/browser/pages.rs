@@ -5,14 +5,10 @@
 //! `capture_page` and `safety`.
 
 use reqwest::Method;
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::{end, session};
-use crate::helpers::memory;
-
-fn id(memory: &Value) -> String {
-    memory["id"].as_str().unwrap().to_owned()
-}
+use crate::helpers::{id, memory};
 
 #[tokio::test]
 async fn the_list_filters_by_text_namespace_and_category() {

@@ -4,8 +4,8 @@
 
 use serde_json::{Value, json};
 
-use super::id;
 use crate::backends::{Backend, over_both_backends};
+use crate::helpers::id;
 use crate::helpers::memory;
 
 over_both_backends!(

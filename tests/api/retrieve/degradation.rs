@@ -6,8 +6,8 @@ use std::time::Duration;
 use axum::http::StatusCode;
 use serde_json::{Value, json};
 
-use super::id;
 use crate::backends::{Backend, over_both_backends};
+use crate::helpers::id;
 use crate::helpers::{
     RunningApp, get_json, ids, memory, post_json, wait_until_async, write_through_embedder_fault,
 };

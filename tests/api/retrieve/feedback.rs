@@ -8,8 +8,8 @@
 
 use serde_json::{Value, json};
 
-use super::id;
 use crate::backends::{Backend, over_both_backends};
+use crate::helpers::id;
 use crate::helpers::memory;
 
 over_both_backends!(a_question_about_several_trips_finds_the_others_through_the_first,);

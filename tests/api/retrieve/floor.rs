@@ -6,7 +6,7 @@
 
 use serde_json::{Value, json};
 
-use super::id;
+use crate::helpers::id;
 use crate::helpers::{TestApp, memory};
 
 /// The convention of a new user's first `remember:`, and a prompt that

@@ -4,8 +4,8 @@
 use axum::http::StatusCode;
 use serde_json::json;
 
-use super::id;
 use crate::backends::{Backend, over_both_backends};
+use crate::helpers::id;
 use crate::helpers::{TestApp, ids, memory, spawn_app};
 
 over_both_backends!(exact_rare_words_are_found_and_the_lexical_index_follows_deletes,);

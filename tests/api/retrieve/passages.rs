@@ -7,8 +7,8 @@
 
 use serde_json::{Value, json};
 
-use super::id;
 use crate::backends::{Backend, over_both_backends};
+use crate::helpers::id;
 use crate::helpers::{TestApp, memory, wait_until};
 
 over_both_backends!(
