@@ -131,22 +131,30 @@ async fn a_turn_becomes_memories_that_retrieval_finds(backend: Backend) {
     );
 }
 
-async fn newer_turns_of_a_session_coalesce_and_a_full_queue_drops_turns_not_compactions(
-    backend: Backend,
-) {
-    let app = app_over(&backend, |config| {
+/// An app whose queue holds two triggers a pair, with the pair of session
+/// `busy` (forge) classifying its first trigger, slowly, so that what is
+/// sent next waits behind it.
+async fn busy_pair_of_capacity_two(backend: &Backend) -> TestApp {
+    let app = app_over(backend, |config| {
         config.capture.queue_capacity = 2;
     })
     .await;
     let upstream = &app.upstream;
     upstream.set_chat(Behaviour::Delay(Duration::from_millis(800)), "[]");
-
-    // The first trigger of the pair goes in flight; the rest wait behind it.
     accept(&app, "/turns", &turn("busy", "forge", "first")).await;
     wait_until("the first trigger to reach the classifier", || {
         !upstream.chat_requests().is_empty()
     })
     .await;
+    app
+}
+
+async fn newer_turns_of_a_session_coalesce_and_a_full_queue_drops_turns_not_compactions(
+    backend: Backend,
+) {
+    // The first trigger of the pair goes in flight; the rest wait behind it.
+    let app = busy_pair_of_capacity_two(&backend).await;
+    let upstream = &app.upstream;
     assert_eq!(
         accept(&app, "/turns", &turn("s1", "forge", "one")).await["status"],
         "queued"
@@ -196,17 +204,7 @@ async fn newer_turns_of_a_session_coalesce_and_a_full_queue_drops_turns_not_comp
 }
 
 async fn a_pair_that_fills_its_capacity_drops_its_own_turns_not_another_pairs(backend: Backend) {
-    let app = app_over(&backend, |config| {
-        config.capture.queue_capacity = 2;
-    })
-    .await;
-    let upstream = &app.upstream;
-    upstream.set_chat(Behaviour::Delay(Duration::from_millis(800)), "[]");
-    accept(&app, "/turns", &turn("busy", "forge", "first")).await;
-    wait_until("the first trigger to reach the classifier", || {
-        !upstream.chat_requests().is_empty()
-    })
-    .await;
+    let app = busy_pair_of_capacity_two(&backend).await;
     for session in ["s1", "s2"] {
         assert_eq!(
             accept(&app, "/turns", &turn(session, "forge", "waits")).await["status"],
