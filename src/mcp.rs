@@ -42,7 +42,9 @@ use utoipa::ToSchema;
 
 use crate::auth::{self, Caller};
 use crate::error::ApiError;
-use crate::memory::{Category, MemoryId, MemoryView, RelatedEdge, RepoId, UserId};
+use crate::memory::{
+    Anchor, Category, CommitId, MemoryId, MemoryView, RelatedEdge, RepoId, UserId,
+};
 use crate::retrieval::Outcome;
 use crate::routes::extract::{ApiJson, ApiPath, ApiQuery, from_arguments};
 use crate::routes::memories::{
@@ -181,6 +183,11 @@ pub struct UpdateArguments {
     pub importance: Option<f64>,
     /// Kept from the old version when left out.
     pub related: Option<Vec<RelatedEdge>>,
+    /// What in the repo the new version is about; kept from the old
+    /// version when left out, `[]` drops them.
+    pub anchors: Option<Vec<Anchor>>,
+    /// The repo's HEAD now; kept from the old version when left out.
+    pub commit: Option<CommitId>,
 }
 
 /// What `forget` did.
@@ -284,6 +291,8 @@ impl Tools {
             supersedes: Some(arguments.id),
             related: arguments.related,
             session_id: None,
+            anchors: arguments.anchors,
+            commit: arguments.commit,
             dedupe: None,
         };
         self.create(request, caller).await

@@ -18,6 +18,11 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
+mod anchors;
+pub use anchors::{
+    Anchor, AnchorPath, AnchorSymbol, CommitId, ContentHash, MAX_ANCHORS, check_anchors,
+};
+
 /// Why a string was refused as an id or enum value.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
@@ -349,6 +354,8 @@ macro_rules! with_memory_fields {
             importance: $source.importance,
             session_id: $source.session_id,
             trigger: $source.trigger,
+            anchors: $source.anchors,
+            commit: $source.commit,
         }
     };
 }
@@ -370,6 +377,10 @@ pub struct Memory {
     pub importance: Option<f64>,
     pub session_id: Option<SessionId>,
     pub trigger: Origin,
+    /// What in the repo the memory is about.
+    pub anchors: Vec<Anchor>,
+    /// The repo's HEAD when the memory was written.
+    pub commit: Option<CommitId>,
     /// The fact itself, trimmed, never empty.
     pub content: String,
 }
@@ -400,6 +411,13 @@ pub struct MemoryView {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub session_id: Option<SessionId>,
     pub trigger: Origin,
+    /// What in the repo the memory is about: files, a name in each, and
+    /// their content hashes when it was written.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub anchors: Vec<Anchor>,
+    /// The repo's HEAD when the memory was written.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub commit: Option<CommitId>,
     pub content: String,
 }
 
@@ -436,6 +454,8 @@ impl Memory {
             importance: None,
             session_id: None,
             trigger: Origin::Manual,
+            anchors: Vec::new(),
+            commit: None,
             content: content.to_owned(),
         }
     }

@@ -42,7 +42,7 @@ use chrono::{DateTime, Utc};
 
 use crate::config::Defaults;
 use crate::memory::{
-    Category, Memory, MemoryId, Namespace, Origin, RelatedEdge, RepoId, Scope, SessionId, UserId,
+    Anchor, Category, CommitId, Memory, MemoryId, Namespace, Origin, RelatedEdge, RepoId, Scope, SessionId, UserId,
 };
 use changes::ChangeLog;
 use durable::Durable;
@@ -187,6 +187,8 @@ pub struct NewMemory {
     pub related: Vec<RelatedEdge>,
     pub session_id: Option<SessionId>,
     pub trigger: Origin,
+    pub anchors: Vec<Anchor>,
+    pub commit: Option<CommitId>,
 }
 
 /// Which memories a listing returns; every field narrows it.

@@ -204,6 +204,8 @@ fn check(
         })
         .take(MAX_RELATED)
         .collect();
+    // A new version of a fact is about what the old one was about.
+    let predecessor = supersedes.and_then(|id| store.get(id));
     Ok(NewMemory {
         pair: pair.clone(),
         scope,
@@ -222,6 +224,11 @@ fn check(
             Kind::Turn => Origin::Turn,
             Kind::Compaction => Origin::Compaction,
         },
+        anchors: predecessor
+            .as_ref()
+            .map(|old| old.anchors.clone())
+            .unwrap_or_default(),
+        commit: predecessor.and_then(|old| old.commit.clone()),
     })
 }
 

@@ -19,12 +19,13 @@ use utoipa::ToSchema;
 use crate::auth::Caller;
 use crate::error::{ApiError, Problem};
 use crate::memory::{
-    Category, Memory, MemoryId, MemoryView, Namespace, Origin, RelatedEdge, RepoId, Scope,
+    Anchor, Category, CommitId, Memory, MemoryId, MemoryView, Namespace, Origin, RelatedEdge, RepoId, Scope,
     SessionId, UserId, parse_access_count, parse_content, parse_importance, parse_timestamp,
     parse_version, with_memory_fields,
 };
 use crate::retrieval::Retriever;
 use crate::routes::extract::ApiJson;
+use crate::routes::memories::check_anchor_fields;
 use crate::routes::problems::{BodyProblems, Unauthorized};
 use crate::secrets;
 use crate::store::MAX_RELATED;
@@ -76,6 +77,11 @@ pub struct ImportedMemory {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub session_id: Option<SessionId>,
     pub trigger: Origin,
+    /// At most 32, each (path, symbol) once.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub anchors: Vec<Anchor>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commit: Option<CommitId>,
     /// Non-empty, at most 8,000 characters; stored trimmed.
     pub content: String,
     /// How often retrieval has returned it (the `access` factor of
@@ -241,6 +247,7 @@ impl ImportedMemory {
                 return Err(invalid(index, &name, &format!("repeats {}", edge.id)));
             }
         }
+        check_anchor_fields(&self.anchors, &field(""))?;
         Ok(with_memory_fields!(Memory {
             id: self.id,
             version: self.version,

@@ -14,8 +14,8 @@ use crate::causes::error_chain;
 use crate::config::Defaults;
 use crate::error::{ApiError, Problem};
 use crate::memory::{
-    Category, Memory, MemoryId, MemoryView, Namespace, Origin, RelatedEdge, RepoId, Scope,
-    SessionId, UserId, excerpt, parse_content, parse_importance,
+    Anchor, Category, CommitId, Memory, MemoryId, MemoryView, Namespace, Origin, RelatedEdge, RepoId, Scope,
+    SessionId, UserId, check_anchors, excerpt, parse_content, parse_importance,
 };
 use crate::retrieval::inject::quoted;
 use crate::retrieval::{Degraded, Retriever};
@@ -75,6 +75,15 @@ pub struct CreateMemoryRequest {
     pub related: Option<Vec<RelatedEdge>>,
     /// With `supersedes`, kept from the old version when left out.
     pub session_id: Option<SessionId>,
+    /// What in the repo the memory is about (at most 32): files, a name
+    /// in each that must still be there, and their content hashes now.
+    /// `engram check` judges them against a working tree. With
+    /// `supersedes`, the old version's anchors when left out; `[]` drops
+    /// them.
+    pub anchors: Option<Vec<Anchor>>,
+    /// The repo's HEAD as the memory is written. With `supersedes`, kept
+    /// from the old version when left out.
+    pub commit: Option<CommitId>,
     /// `true`: refuse the write with `409`
     /// (`urn:engram:problem:duplicate-memory`) when a current memory of the
     /// namespace written already says nearly the same (cosine similarity
@@ -108,6 +117,12 @@ fn carry_over(
     request.importance = request.importance.or(predecessor.importance);
     if request.session_id.is_none() {
         request.session_id.clone_from(&predecessor.session_id);
+    }
+    if request.anchors.is_none() {
+        request.anchors = Some(predecessor.anchors.clone());
+    }
+    if request.commit.is_none() {
+        request.commit.clone_from(&predecessor.commit);
     }
     if request.related.is_none() {
         let edges = store.edges_within(predecessor.id, |namespace| {
@@ -154,6 +169,9 @@ pub async fn create_memory(
     if let Some(related) = &request.related {
         check_related(related)?;
     }
+    if let Some(anchors) = &request.anchors {
+        check_anchor_fields(anchors, "")?;
+    }
     // Only what the write touches must be held: the namespace written (and
     // so its `supersedes`) and those its `related` edges name; an omitted
     // owner the key does not hold is simply out of reach.
@@ -177,6 +195,8 @@ pub async fn create_memory(
         related: request.related.unwrap_or_default(),
         session_id: request.session_id,
         trigger: Origin::Manual,
+        anchors: request.anchors.unwrap_or_default(),
+        commit: request.commit,
     };
     if request.dedupe == Some(true) {
         refuse_duplicate(&retriever, &new, config.capture.duplicate_threshold).await?;
@@ -230,6 +250,26 @@ async fn refuse_duplicate(
         }),
         None => Ok(()),
     }
+}
+
+/// Checks anchors to be written (their field names after `prefix`, as
+/// `memories[3].`): the list as a whole, and no secret in a path or a
+/// symbol (both are stored and shown like content).
+pub(crate) fn check_anchor_fields(anchors: &[Anchor], prefix: &str) -> Result<(), ApiError> {
+    check_anchors(anchors).map_err(|(field, reason)| {
+        let field = format!("{prefix}{field}");
+        ApiError::invalid(field.clone(), format!("`{field}` {reason}"))
+    })?;
+    for (index, anchor) in anchors.iter().enumerate() {
+        secrets::ensure_no_secret(
+            format!("{prefix}anchors[{index}].path"),
+            anchor.path.as_str(),
+        )?;
+        if let Some(symbol) = &anchor.symbol {
+            secrets::ensure_no_secret(format!("{prefix}anchors[{index}].symbol"), symbol.as_str())?;
+        }
+    }
+    Ok(())
 }
 
 fn check_related(related: &[RelatedEdge]) -> Result<(), ApiError> {

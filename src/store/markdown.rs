@@ -9,7 +9,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::memory::{
-    Category, Memory, MemoryId, Namespace, Origin, RelatedEdge, Scope, SessionId, parse_importance,
+    Anchor, Category, CommitId, Memory, MemoryId, Namespace, Origin, RelatedEdge, Scope, SessionId, parse_importance,
     parse_stored_content, with_memory_fields,
 };
 
@@ -46,6 +46,10 @@ struct FrontMatter {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     session_id: Option<SessionId>,
     trigger: Origin,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    anchors: Vec<Anchor>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    commit: Option<CommitId>,
 }
 
 /// Renders a memory as the text of its file.
@@ -139,6 +143,8 @@ mod tests {
             importance: Some(0.7),
             session_id: Some(SessionId::from_str("s-42").unwrap()),
             trigger: Origin::Turn,
+            anchors: Vec::new(),
+            commit: None,
             content: "User prefers `errors.As` over type assertions for error handling in Go."
                 .to_owned(),
         }
@@ -165,6 +171,34 @@ trigger: turn
 User prefers `errors.As` over type assertions for error handling in Go.
 ";
         assert_eq!(text, expected);
+    }
+
+    #[test]
+    fn renders_anchors_after_the_fields_every_file_has() {
+        let mut memory = sample();
+        memory.anchors = vec![
+            Anchor {
+                path: "src/db/pool.rs".parse().unwrap(),
+                symbol: Some("connect_pool".parse().unwrap()),
+                hash: Some(crate::memory::ContentHash::of(b"fn connect_pool() {}\n")),
+            },
+            Anchor {
+                path: "Cargo.toml".parse().unwrap(),
+                symbol: None,
+                hash: None,
+            },
+        ];
+        memory.commit = Some("3f9c2b7e8a1d".parse().unwrap());
+        let text = render(&memory);
+        let hash = memory.anchors[0].hash.as_ref().unwrap();
+        let expected_tail = format!(
+            "trigger: turn\nanchors:\n- path: src/db/pool.rs\n  symbol: connect_pool\n  hash: {hash}\n\
+             - path: Cargo.toml\ncommit: 3f9c2b7e8a1d\n---\n"
+        );
+        assert!(text.contains(&expected_tail), "{text}");
+        assert_eq!(parse(&text, memory.namespace.clone()).unwrap(), memory);
+        let escaping = text.replace("path: Cargo.toml", "path: ../Cargo.toml");
+        assert!(parse(&escaping, memory.namespace.clone()).is_err());
     }
 
     #[test]
@@ -224,6 +258,10 @@ User prefers `errors.As` over type assertions for error handling in Go.
             prop::sample::select(vec![Origin::Turn, Origin::Compaction, Origin::Manual]),
             "\\PC[\\PC\n]{0,200}\\PC",
             any::<bool>(),
+            (
+                prop::collection::vec(("[a-z]{1,8}(/[a-z0-9_]{1,8}){0,3}", any::<bool>()), 0..3),
+                prop::option::of("[0-9a-f]{40}"),
+            ),
         )
             .prop_map(
                 |(
@@ -238,6 +276,7 @@ User prefers `errors.As` over type assertions for error handling in Go.
                     trigger,
                     content,
                     repo,
+                    (anchors, commit),
                 )| {
                     let at = Utc.timestamp_opt(secs, 0).unwrap();
                     Memory {
@@ -265,6 +304,16 @@ User prefers `errors.As` over type assertions for error handling in Go.
                         importance,
                         session_id: session.map(|s| SessionId::from_str(&s).unwrap()),
                         trigger,
+                        anchors: anchors
+                            .into_iter()
+                            .enumerate()
+                            .map(|(n, (path, hashed))| Anchor {
+                                path: format!("{path}{n}").parse().unwrap(),
+                                symbol: hashed.then(|| "main".parse().unwrap()),
+                                hash: hashed.then(|| crate::memory::ContentHash::of(path.as_bytes())),
+                            })
+                            .collect(),
+                        commit: commit.map(|c| CommitId::from_str(&c).unwrap()),
                         content: content.trim().to_owned(),
                     }
                 },

@@ -76,6 +76,8 @@ impl Store {
             importance: new.importance,
             session_id: new.session_id,
             trigger: new.trigger,
+            anchors: new.anchors,
+            commit: new.commit,
             content: new.content,
         });
         self.persist(&memory, Chain::Checked)?;

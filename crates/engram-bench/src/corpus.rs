@@ -143,6 +143,8 @@ pub fn memories(namespace: &Namespace, count: usize, seed: u64) -> Vec<Memory> {
                 importance: Some(f64::from(u8::try_from(rng.below(11)).unwrap_or(0)) / 10.0),
                 session_id: None,
                 trigger: Origin::Manual,
+                anchors: Vec::new(),
+                commit: None,
                 content: sentence(&mut rng, serial),
             }
         })

@@ -152,6 +152,8 @@ fn convert(mem0: &Mem0Memory, args: &Mem0Args, os_user: Option<&str>) -> Result<
             .and_then(project::to_id)
             .and_then(|id| id.parse::<SessionId>().ok()),
         trigger: Origin::Manual,
+        anchors: Vec::new(),
+        commit: None,
         content: content.to_owned(),
     })
 }

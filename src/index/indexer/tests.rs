@@ -80,6 +80,8 @@ impl Run {
                 related: Vec::new(),
                 session_id: None,
                 trigger: Origin::Manual,
+                anchors: Vec::new(),
+                commit: None,
             })
             .await
             .unwrap();

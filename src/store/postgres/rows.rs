@@ -10,11 +10,11 @@
 use tokio_postgres::Row;
 
 use super::Error;
-use crate::memory::{Memory, MemoryId, Namespace, Scope, SessionId};
+use crate::memory::{CommitId, Memory, MemoryId, Namespace, Scope, SessionId};
 
 /// The columns of a memory's row, in the order every read selects them
 /// and [`insert`] writes them; `id` first.
-const COLUMNS: [&str; 13] = [
+const COLUMNS: [&str; 15] = [
     "id",
     "scope",
     "owner",
@@ -27,6 +27,8 @@ const COLUMNS: [&str; 13] = [
     "importance",
     "session_id",
     "trigger",
+    "anchors",
+    "commit_id",
     "content",
 ];
 
@@ -80,10 +82,14 @@ pub(super) fn sequence(seq: i64) -> Result<u64, Error> {
 /// Inserts `memory`'s row.
 pub(super) async fn insert(client: &tokio_postgres::Client, memory: &Memory) -> Result<(), Error> {
     let (scope, owner) = namespace_columns(&memory.namespace);
-    let related = serde_json::to_value(&memory.related).map_err(|err| Error::Row {
-        table: "engram_memories",
-        reason: format!("the edges do not serialize: {err}"),
-    })?;
+    let json = |value: serde_json::Result<serde_json::Value>, what: &str| {
+        value.map_err(|err| Error::Row {
+            table: "engram_memories",
+            reason: format!("the {what} do not serialize: {err}"),
+        })
+    };
+    let related = json(serde_json::to_value(&memory.related), "edges")?;
+    let anchors = json(serde_json::to_value(&memory.anchors), "anchors")?;
     let placeholders: Vec<String> = (1..=COLUMNS.len()).map(|n| format!("${n}")).collect();
     let statement = format!(
         "INSERT INTO engram_memories ({}) VALUES ({})",
@@ -104,6 +110,8 @@ pub(super) async fn insert(client: &tokio_postgres::Client, memory: &Memory) -> 
         &memory.importance,
         &memory.session_id.as_ref().map(SessionId::as_str),
         &memory.trigger.as_str(),
+        &anchors,
+        &memory.commit.as_ref().map(CommitId::as_str),
         &memory.content,
     ];
     client.execute(&statement, &values).await?;
@@ -122,6 +130,8 @@ pub(super) fn read(row: &Row, offset: usize) -> Result<Memory, Error> {
     let version: i64 = row.try_get(at("version"))?;
     let related: serde_json::Value = row.try_get(at("related"))?;
     let session_id: Option<&str> = row.try_get(at("session_id"))?;
+    let anchors: serde_json::Value = row.try_get(at("anchors"))?;
+    let commit: Option<&str> = row.try_get(at("commit_id"))?;
     Ok(Memory {
         id,
         version: u32::try_from(version)
@@ -149,6 +159,12 @@ pub(super) fn read(row: &Row, offset: usize) -> Result<Memory, Error> {
             .try_get::<_, &str>(at("trigger"))?
             .parse()
             .map_err(|err| invalid("trigger", format!("{err}")))?,
+        anchors: serde_json::from_value(anchors)
+            .map_err(|err| invalid("anchors", err.to_string()))?,
+        commit: commit
+            .map(str::parse)
+            .transpose()
+            .map_err(|err| invalid("commit_id", format!("{err}")))?,
         content: row.try_get(at("content"))?,
     })
 }

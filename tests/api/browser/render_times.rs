@@ -73,6 +73,8 @@ fn write_store(root: &std::path::Path) -> Vec<MemoryId> {
             importance: None,
             session_id: None,
             trigger: Origin::Manual,
+            anchors: Vec::new(),
+            commit: None,
             content: format!(
                 "Fact {n}: the **{}** rule for `{}` and {} in the {} service.",
                 words[n % words.len()],

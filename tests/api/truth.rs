@@ -1,0 +1,4 @@
+//! Memory that stays true: anchors to the code, checks against a working
+//! tree, and the lifecycle (validity, confidence, review, archive).
+
+mod anchors;
