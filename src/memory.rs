@@ -241,6 +241,11 @@ macro_rules! word_enum {
     };
 }
 
+mod lifecycle;
+pub use lifecycle::{
+    Confidence, Lifecycle, MAX_REVIEW_REASON_CHARS, Validity, parse_review_reason,
+};
+
 word_enum!(
     /// Whether a memory is true of one project or of one person.
     Scope, "scope" {
@@ -383,6 +388,9 @@ pub struct Memory {
     pub commit: Option<CommitId>,
     /// The fact itself, trimmed, never empty.
     pub content: String,
+    /// Whether it still holds, how sure Engram is of it, and whether it
+    /// was let go: not part of the version (see [`Lifecycle`]).
+    pub lifecycle: Lifecycle,
 }
 
 /// A memory: its front-matter plus its content and owner.
@@ -419,6 +427,8 @@ pub struct MemoryView {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub commit: Option<CommitId>,
     pub content: String,
+    #[serde(flatten)]
+    pub lifecycle: Lifecycle,
 }
 
 impl From<&Memory> for MemoryView {
@@ -432,6 +442,7 @@ impl From<&Memory> for MemoryView {
             repo,
             user,
             content: memory.content,
+            lifecycle: memory.lifecycle,
         } from memory)
     }
 }
@@ -457,6 +468,7 @@ impl Memory {
             anchors: Vec::new(),
             commit: None,
             content: content.to_owned(),
+            lifecycle: Lifecycle::default(),
         }
     }
 }

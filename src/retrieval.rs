@@ -121,6 +121,8 @@ struct Inner {
     /// How far the query moves toward its best match for a second search
     /// (0: one search).
     feedback: f32,
+    /// How much a changed or provisional memory's relevance is lowered.
+    standing: rank::Standing,
     cache: TurnCache<Outcome>,
     stats: RetrievalStats,
     metrics: Metrics,
@@ -151,6 +153,10 @@ impl Retriever {
                 },
                 #[expect(clippy::cast_possible_truncation, reason = "a weight, 0..1")]
                 feedback: settings.feedback_weight as f32,
+                standing: rank::Standing {
+                    changed: settings.changed_factor,
+                    provisional: settings.provisional_factor,
+                },
                 stats: RetrievalStats::default(),
                 metrics: parts.metrics,
             }),
@@ -478,6 +484,7 @@ impl Retriever {
             tuning.min_relevance,
             &inner.access,
             boost.as_ref(),
+            inner.standing,
         );
         let total_matches = ranked.len();
         ranked.truncate(tuning.top_k);
@@ -578,8 +585,7 @@ impl Retriever {
             namespaces: request.pair.namespaces(),
             scope: request.filters.scope,
             category: None,
-            text: None,
-            all_versions: false,
+            ..ListFilter::default()
         };
         let page = inner.store.list(&listing, MAX_FILTERED, None, |_| true);
         let admitted = page.memories.into_iter().filter(|memory| {
@@ -590,6 +596,7 @@ impl Retriever {
             &request.tuning.weights,
             request.tuning.min_relevance,
             &inner.access,
+            inner.standing,
         );
         let total_matches = ranked.len();
         ranked.truncate(request.tuning.top_k);

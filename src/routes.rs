@@ -9,6 +9,7 @@ pub mod extract;
 pub mod graph;
 pub mod health;
 pub mod import;
+pub mod lifecycle;
 pub mod memories;
 pub mod problems;
 pub mod retrieve;
@@ -95,6 +96,9 @@ fn api_router(keys: ApiKeys) -> OpenApiRouter<AppState> {
         .routes(routes!(memories::list_memories, memories::create_memory))
         .routes(routes!(memories::get_memory, memories::delete_memory))
         .routes(routes!(memories::find_similar_memories))
+        .routes(routes!(lifecycle::confirm_memory))
+        .routes(routes!(lifecycle::review_memory))
+        .routes(routes!(lifecycle::restore_memory))
         .routes(routes!(import::import_memories))
         .routes(routes!(graph::get_memory_graph))
         .routes(routes!(retrieve::retrieve_memories))

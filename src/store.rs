@@ -20,6 +20,7 @@ mod changes;
 pub mod confine;
 mod durable;
 mod import;
+mod lifecycle;
 mod load;
 pub mod markdown;
 pub mod postgres;
@@ -42,7 +43,8 @@ use chrono::{DateTime, Utc};
 
 use crate::config::Defaults;
 use crate::memory::{
-    Anchor, Category, CommitId, Memory, MemoryId, Namespace, Origin, RelatedEdge, RepoId, Scope, SessionId, UserId,
+    Anchor, Category, CommitId, Confidence, Memory, MemoryId, Namespace, Origin, RelatedEdge,
+    RepoId, Scope, SessionId, UserId, Validity,
 };
 use changes::ChangeLog;
 use durable::Durable;
@@ -189,6 +191,8 @@ pub struct NewMemory {
     pub trigger: Origin,
     pub anchors: Vec<Anchor>,
     pub commit: Option<CommitId>,
+    /// `provisional` for what the classifier wrote; `confirmed` otherwise.
+    pub confidence: Confidence,
 }
 
 /// Which memories a listing returns; every field narrows it.
@@ -203,6 +207,28 @@ pub struct ListFilter {
     /// Superseded versions too; by default only current memories (the
     /// heads of their chains) are listed.
     pub all_versions: bool,
+    pub validity: Option<Validity>,
+    pub confidence: Option<Confidence>,
+    pub needs_review: Option<bool>,
+    /// Archived memories only; by default they are left out.
+    pub archived: bool,
+}
+
+impl ListFilter {
+    /// Whether `memory`'s lifecycle passes the filter.
+    fn admits_lifecycle(&self, memory: &Memory) -> bool {
+        let lifecycle = &memory.lifecycle;
+        lifecycle.archived == self.archived
+            && self
+                .validity
+                .is_none_or(|validity| lifecycle.validity == validity)
+            && self
+                .confidence
+                .is_none_or(|confidence| lifecycle.confidence == confidence)
+            && self
+                .needs_review
+                .is_none_or(|needs_review| lifecycle.needs_review == needs_review)
+    }
 }
 
 /// A position in the newest-first order: the listing resumes after it.
@@ -442,6 +468,7 @@ impl Store {
                     && filter
                         .category
                         .is_none_or(|category| memory.category == category)
+                    && filter.admits_lifecycle(memory)
                     && text
                         .as_deref()
                         .is_none_or(|text| memory.content.to_lowercase().contains(text))

@@ -20,8 +20,8 @@ use crate::embed::Embedder;
 use crate::index::Index;
 use crate::llm::Llm;
 use crate::memory::{
-    Category, Memory, MemoryId, Origin, RelatedEdge, Relationship, Scope, parse_content,
-    parse_importance,
+    Category, Confidence, Memory, MemoryId, Origin, RelatedEdge, Relationship, Scope,
+    parse_content, parse_importance,
 };
 use crate::secrets::{self, SecretKind};
 use crate::store::{MAX_RELATED, NamespacePair, NewMemory, Store};
@@ -229,6 +229,8 @@ fn check(
             .map(|old| old.anchors.clone())
             .unwrap_or_default(),
         commit: predecessor.and_then(|old| old.commit.clone()),
+        // Until the same fact is captured again, or someone confirms it.
+        confidence: Confidence::Provisional,
     })
 }
 

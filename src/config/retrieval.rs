@@ -71,6 +71,12 @@ pub struct Retrieval {
     /// day; past it they are skipped and the plain query is searched for.
     /// 0 is unlimited. Not a request's to override.
     pub daily_token_budget: u64,
+    /// What a memory's relevance is multiplied by when the code it
+    /// describes changed since it was written (`validity: changed`), 0..1.
+    pub changed_factor: f64,
+    /// What a provisional memory's relevance (written by the classifier,
+    /// not yet confirmed) is multiplied by, 0..1.
+    pub provisional_factor: f64,
     pub weights: Weights,
 }
 
@@ -92,6 +98,8 @@ impl Default for Retrieval {
             min_relevance: 0.0,
             budget_ms: 2000,
             daily_token_budget: DEFAULT_RETRIEVAL_DAILY_TOKENS,
+            changed_factor: 0.8,
+            provisional_factor: 0.9,
             weights: Weights::default(),
         }
     }
@@ -222,6 +230,8 @@ impl Retrieval {
         within("passage_weight", self.passage_weight, 0.0..=1.0)?;
         within("feedback_weight", self.feedback_weight, 0.0..=1.0)?;
         within("min_similarity", self.min_similarity, 0.0..=1.0)?;
+        within("changed_factor", self.changed_factor, 0.0..=1.0)?;
+        within("provisional_factor", self.provisional_factor, 0.0..=1.0)?;
         within("cache_ttl_s", self.cache_ttl_s, 1..=86_400)?;
         within("cache_capacity", self.cache_capacity, 1..=1_000_000)?;
         within(

@@ -179,10 +179,7 @@ pub fn check_anchors(anchors: &[Anchor]) -> Result<(), (String, String)> {
     if anchors.len() > MAX_ANCHORS {
         return Err((
             "anchors".to_owned(),
-            format!(
-                "has {} anchors; the limit is {MAX_ANCHORS}",
-                anchors.len()
-            ),
+            format!("has {} anchors; the limit is {MAX_ANCHORS}", anchors.len()),
         ));
     }
     for (index, anchor) in anchors.iter().enumerate() {
@@ -207,7 +204,12 @@ mod tests {
 
     #[test]
     fn paths_stay_inside_the_working_tree() {
-        for good in ["src/db/pool.rs", "README.md", ".github/workflows/ci.yml", "a b/c"] {
+        for good in [
+            "src/db/pool.rs",
+            "README.md",
+            ".github/workflows/ci.yml",
+            "a b/c",
+        ] {
             assert!(AnchorPath::from_str(good).is_ok(), "{good}");
         }
         for bad in [
@@ -232,7 +234,10 @@ mod tests {
         let digest = "9F2C".repeat(16);
         let hash = ContentHash::from_str(&format!("sha256:{digest}")).unwrap();
         assert_eq!(hash.as_str(), format!("sha256:{}", digest.to_lowercase()));
-        assert!(ContentHash::from_str(&digest).is_err(), "the algorithm is named");
+        assert!(
+            ContentHash::from_str(&digest).is_err(),
+            "the algorithm is named"
+        );
         assert!(ContentHash::from_str("sha256:abc").is_err());
         assert_eq!(
             ContentHash::of(b"").as_str(),
@@ -262,7 +267,9 @@ mod tests {
         assert!(check_anchors(&[anchor("a"), anchor("b")]).is_ok());
         let (field, _) = check_anchors(&[anchor("a"), anchor("b"), anchor("a")]).unwrap_err();
         assert_eq!(field, "anchors[2]");
-        let many: Vec<Anchor> = (0..=MAX_ANCHORS).map(|n| anchor(&format!("f{n}"))).collect();
+        let many: Vec<Anchor> = (0..=MAX_ANCHORS)
+            .map(|n| anchor(&format!("f{n}")))
+            .collect();
         assert_eq!(check_anchors(&many).unwrap_err().0, "anchors");
     }
 }

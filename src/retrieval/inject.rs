@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::sync::{Mutex, OnceLock, PoisonError};
 
-use crate::memory::Memory;
+use crate::memory::{Memory, excerpt};
 use crate::tokens;
 
 const HEADER: &str = "## Relevant Long-Term Memories\n\n\
@@ -99,6 +99,9 @@ struct Counted {
     bytes: usize,
 }
 
+/// The longest note on a memory's label, in characters.
+const MAX_CAVEAT_CHARS: usize = 300;
+
 /// How many bytes of entries [`entry_tokens`] keeps: a few thousand
 /// entries of a few hundred bytes, or a few dozen of the longest.
 const COUNTED_BYTES: usize = 1 << 20;
@@ -130,6 +133,11 @@ fn entry(memory: &Memory) -> String {
     );
     if let Some(previous) = memory.supersedes {
         let _ = write!(entry, " *(supersedes {previous})*");
+    }
+    // On the label's line, in one line: a reason brought in by an import
+    // must not start a line of its own outside the quote.
+    if let Some(caveat) = memory.lifecycle.caveat() {
+        let _ = write!(entry, " *(note: {})*", excerpt(&caveat, MAX_CAVEAT_CHARS));
     }
     entry.push('\n');
     entry.push_str(&quoted(&memory.content));

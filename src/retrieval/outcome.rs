@@ -269,6 +269,11 @@ pub struct Scores {
     /// 0.1 to the relevance.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub context_boost: Option<f64>,
+    /// What its standing multiplied its relevance by, when below 1: the
+    /// code it describes changed (`retrieval.changed_factor`), or it is
+    /// provisional (`retrieval.provisional_factor`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub standing: Option<f64>,
 }
 
 /// Which way the followed edge points.

@@ -13,7 +13,7 @@ use chrono::{DateTime, Utc};
 use crate::config::Weights;
 use crate::config::signals::with_relevance_signals;
 use crate::index::cosine;
-use crate::memory::{Memory, MemoryId};
+use crate::memory::{Confidence, Lifecycle, Memory, MemoryId, Validity};
 
 use super::access::AccessCounts;
 use super::outcome::{Reason, Scores};
@@ -85,6 +85,7 @@ pub fn rank(
     min_relevance: f64,
     access: &AccessCounts,
     boost: Option<&Boost<'_>>,
+    standing: Standing,
 ) -> Vec<Ranked> {
     let now = Utc::now();
     let mut ranked: Vec<Ranked> = candidates
@@ -100,6 +101,7 @@ pub fn rank(
                 scores.context_boost = Some(lift);
                 relevance = (relevance + CONTEXT_LIFT * lift).min(1.0);
             }
+            let relevance = standing.apply(&memory, &mut scores, relevance);
             Ranked {
                 memory,
                 scores,
@@ -121,6 +123,7 @@ pub fn without_query(
     weights: &Weights,
     min_relevance: f64,
     access: &AccessCounts,
+    standing: Standing,
 ) -> Vec<Ranked> {
     let weights = Weights {
         similarity: 0.0,
@@ -129,8 +132,9 @@ pub fn without_query(
     let now = Utc::now();
     let mut ranked: Vec<Ranked> = memories
         .map(|memory| {
-            let scores = Scores::of(&memory, 0.0, access.get(memory.id), now);
+            let mut scores = Scores::of(&memory, 0.0, access.get(memory.id), now);
             let relevance = scores.relevance(&weights);
+            let relevance = standing.apply(&memory, &mut scores, relevance);
             Ranked {
                 memory,
                 scores,
@@ -177,7 +181,37 @@ impl Scores {
             importance: memory.importance.unwrap_or(DEFAULT_IMPORTANCE),
             access: ((accesses + 1.0).log10() / ACCESS_LOG_SCALE).min(1.0),
             context_boost: None,
+            standing: None,
         }
+    }
+}
+
+/// How much a memory's standing lowers its relevance: the code it
+/// describes changed since it was written, or nobody confirmed it yet.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Standing {
+    pub changed: f64,
+    pub provisional: f64,
+}
+
+impl Standing {
+    /// The factor for `lifecycle`, when below 1.
+    fn factor(self, lifecycle: &Lifecycle) -> Option<f64> {
+        let mut factor = 1.0;
+        if lifecycle.validity == Validity::Changed {
+            factor *= self.changed;
+        }
+        if lifecycle.confidence == Confidence::Provisional {
+            factor *= self.provisional;
+        }
+        (factor < 1.0).then_some(factor)
+    }
+
+    /// Applies the factor of `memory`'s standing to `relevance`, noting it
+    /// in `scores`.
+    fn apply(self, memory: &Memory, scores: &mut Scores, relevance: f64) -> f64 {
+        scores.standing = self.factor(&memory.lifecycle);
+        relevance * scores.standing.unwrap_or(1.0)
     }
 }
 
@@ -228,6 +262,7 @@ mod tests {
             importance: 0.0,
             access: 0.0,
             context_boost: None,
+            standing: None,
         };
         let weights = Weights {
             similarity: 0.5,

@@ -48,9 +48,13 @@ pub struct Filters {
 }
 
 impl Filters {
+    /// Whether the filters admit `memory`; a memory whose code is gone or
+    /// that was let go is never admitted (it is never injected).
     pub(super) fn admit(&self, memory: &Memory) -> bool {
-        self.scope
-            .is_none_or(|scope| memory.namespace.scope() == scope)
+        memory.lifecycle.is_injectable()
+            && self
+                .scope
+                .is_none_or(|scope| memory.namespace.scope() == scope)
             && self.admit_category(memory.category)
     }
 

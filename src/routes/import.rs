@@ -19,9 +19,10 @@ use utoipa::ToSchema;
 use crate::auth::Caller;
 use crate::error::{ApiError, Problem};
 use crate::memory::{
-    Anchor, Category, CommitId, Memory, MemoryId, MemoryView, Namespace, Origin, RelatedEdge, RepoId, Scope,
-    SessionId, UserId, parse_access_count, parse_content, parse_importance, parse_timestamp,
-    parse_version, with_memory_fields,
+    Anchor, Category, CommitId, Confidence, Lifecycle, Memory, MemoryId, MemoryView, Namespace,
+    Origin, RelatedEdge, RepoId, Scope, SessionId, UserId, Validity, parse_access_count,
+    parse_content, parse_importance, parse_review_reason, parse_timestamp, parse_version,
+    with_memory_fields,
 };
 use crate::retrieval::Retriever;
 use crate::routes::extract::ApiJson;
@@ -84,6 +85,22 @@ pub struct ImportedMemory {
     pub commit: Option<CommitId>,
     /// Non-empty, at most 8,000 characters; stored trimmed.
     pub content: String,
+    /// The lifecycle, as `GET /memories` shows it (each part optional:
+    /// `unverified`, `confirmed`, not under review, not archived when
+    /// left out).
+    #[serde(default = "Validity::unverified")]
+    pub validity: Validity,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checked_at: Option<DateTime<Utc>>,
+    #[serde(default = "Confidence::confirmed")]
+    pub confidence: Confidence,
+    #[serde(default)]
+    pub needs_review: bool,
+    /// At most 500 characters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub review_reason: Option<String>,
+    #[serde(default)]
+    pub archived: bool,
     /// How often retrieval has returned it (the `access` factor of
     /// relevance), at most 10^12; kept only for a memory this import
     /// writes.
@@ -180,6 +197,7 @@ impl ImportedMemory {
     /// `memory` as an export writes it.
     pub fn from_memory(memory: &Memory, access_count: u64) -> Self {
         let view = MemoryView::from(memory);
+        let lifecycle = view.lifecycle;
         with_memory_fields!(ImportedMemory {
             id: view.id,
             version: view.version,
@@ -187,6 +205,12 @@ impl ImportedMemory {
             repo: view.repo,
             user: view.user,
             content: view.content,
+            validity: lifecycle.validity,
+            checked_at: lifecycle.checked_at,
+            confidence: lifecycle.confidence,
+            needs_review: lifecycle.needs_review,
+            review_reason: lifecycle.review_reason,
+            archived: lifecycle.archived,
             access_count,
         } from view)
     }
@@ -196,10 +220,13 @@ impl ImportedMemory {
     /// good), and the use count, which [`Self::into_memory`] leaves aside.
     fn check_clock_and_count(&self, index: usize, now: DateTime<Utc>) -> Result<(), ApiError> {
         for (name, at) in [
-            ("created_at", self.created_at),
-            ("updated_at", self.updated_at),
+            ("created_at", Some(self.created_at)),
+            ("updated_at", Some(self.updated_at)),
+            ("checked_at", self.checked_at),
         ] {
-            parse_timestamp(at, now).map_err(|err| invalid(index, name, &err))?;
+            if let Some(at) = at {
+                parse_timestamp(at, now).map_err(|err| invalid(index, name, &err))?;
+            }
         }
         parse_access_count(self.access_count)
             .map_err(|err| invalid(index, "access_count", &err))?;
@@ -248,11 +275,25 @@ impl ImportedMemory {
             }
         }
         check_anchor_fields(&self.anchors, &field(""))?;
+        let review_reason = self
+            .review_reason
+            .map(|reason| parse_review_reason(&reason).map(str::to_owned))
+            .transpose()
+            .map_err(|err| invalid(index, "review_reason", &err))?;
+        let lifecycle = Lifecycle {
+            validity: self.validity,
+            checked_at: self.checked_at,
+            confidence: self.confidence,
+            needs_review: self.needs_review,
+            review_reason,
+            archived: self.archived,
+        };
         Ok(with_memory_fields!(Memory {
             id: self.id,
             version: self.version,
             namespace,
             content,
+            lifecycle,
         } from self))
     }
 }

@@ -14,8 +14,9 @@ use crate::causes::error_chain;
 use crate::config::Defaults;
 use crate::error::{ApiError, Problem};
 use crate::memory::{
-    Anchor, Category, CommitId, Memory, MemoryId, MemoryView, Namespace, Origin, RelatedEdge, RepoId, Scope,
-    SessionId, UserId, check_anchors, excerpt, parse_content, parse_importance,
+    Anchor, Category, CommitId, Confidence, Memory, MemoryId, MemoryView, Namespace, Origin,
+    RelatedEdge, RepoId, Scope, SessionId, UserId, Validity, check_anchors, excerpt, parse_content,
+    parse_importance,
 };
 use crate::retrieval::inject::quoted;
 use crate::retrieval::{Degraded, Retriever};
@@ -197,6 +198,8 @@ pub async fn create_memory(
         trigger: Origin::Manual,
         anchors: request.anchors.unwrap_or_default(),
         commit: request.commit,
+        // A person or an agent asked it to be written.
+        confidence: Confidence::Confirmed,
     };
     if request.dedupe == Some(true) {
         refuse_duplicate(&retriever, &new, config.capture.duplicate_threshold).await?;
@@ -316,6 +319,16 @@ pub struct ListMemoriesQuery {
     /// `supersedes`. By default only current memories (the newest version
     /// of each chain) are listed.
     pub all_versions: Option<bool>,
+    /// Only memories whose anchors are judged so (`gone`: to review or
+    /// forget).
+    pub validity: Option<Validity>,
+    pub confidence: Option<Confidence>,
+    /// `true`: only memories a change to a linked memory put under
+    /// review.
+    pub needs_review: Option<bool>,
+    /// `true`: only memories let go for disuse, which are otherwise never
+    /// listed.
+    pub archived: Option<bool>,
 }
 
 /// One page of memories, newest first.
@@ -398,6 +411,10 @@ pub async fn list_memories(
         category: query.category,
         text: query.text.filter(|text| !text.is_empty()),
         all_versions: query.all_versions.unwrap_or(false),
+        validity: query.validity,
+        confidence: query.confidence,
+        needs_review: query.needs_review,
+        archived: query.archived.unwrap_or(false),
     };
     let page = store.list(&filter, limit, after, |namespace| caller.can_see(namespace));
     Ok(Json(ListMemoriesResponse {
@@ -583,7 +600,7 @@ pub(super) fn visible_memory(
         .ok_or_else(|| no_such_memory(id))
 }
 
-fn no_such_memory(id: MemoryId) -> ApiError {
+pub(super) fn no_such_memory(id: MemoryId) -> ApiError {
     ApiError::not_found(format!("no memory has the id {id}"))
 }
 

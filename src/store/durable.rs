@@ -68,6 +68,13 @@ impl Store {
                 let path = dir.join(file_name(memory.id));
                 atomic::write(&path, markdown::render(memory).as_bytes())
                     .map_err(|source| Error::Write { path, source })?;
+                if !memory.lifecycle.is_default() {
+                    self.write_lifecycle_files(&[(
+                        &memory.namespace,
+                        memory.id,
+                        Some(&memory.lifecycle),
+                    )])?;
+                }
                 Ok(())
             }
             Durable::Postgres(database) => {
@@ -87,6 +94,9 @@ impl Store {
                 let dir = self.namespace_dir(&memory.namespace, "id", false)?;
                 let path = dir.join(file_name(memory.id));
                 atomic::remove(&path).map_err(|source| Error::Remove { path, source })?;
+                if !memory.lifecycle.is_default() {
+                    self.write_lifecycle_files(&[(&memory.namespace, memory.id, None)])?;
+                }
                 Ok(())
             }
             Durable::Postgres(database) => tokio::runtime::Handle::current()
@@ -99,7 +109,7 @@ impl Store {
     /// directory) is a link or not a directory: a write or removal there
     /// would land outside the data directory. `field` is the request field
     /// that chose the namespace.
-    fn namespace_dir(
+    pub(super) fn namespace_dir(
         &self,
         namespace: &Namespace,
         field: &str,

@@ -20,7 +20,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use crate::memory::{Memory, MemoryId, Namespace, Scope};
-use crate::store::{Error, SkippedFile, atomic, confine, markdown, may_relate};
+use crate::store::{Error, SkippedFile, atomic, confine, lifecycle, markdown, may_relate};
 
 /// Why a link is skipped.
 const LINK: &str = "a symbolic link: Engram never follows links in the data directory";
@@ -209,7 +209,7 @@ pub fn namespace_dirs(root: &Path, scope: Scope) -> Result<ScopeListing, Error> 
 /// What one entry of a namespace directory holds.
 #[derive(Debug)]
 pub enum Found {
-    Memory(Memory),
+    Memory(Box<Memory>),
     /// Not a memory, with why; `id` when the entry is named `<id>.md`.
     Unusable {
         id: Option<MemoryId>,
@@ -257,7 +257,7 @@ pub fn read_entry(entry: &Entry, namespace: &Namespace) -> Option<Found> {
             "the front-matter id {} does not match the file name",
             memory.id
         )),
-        Ok(memory) => Found::Memory(memory),
+        Ok(memory) => Found::Memory(Box::new(memory)),
     })
 }
 
@@ -272,6 +272,7 @@ impl Loader {
     /// Loads the memory files of one namespace directory.
     fn namespace(&mut self, dir: &Path, namespace: &Namespace) -> Result<(), Error> {
         let relative = namespace_path(namespace);
+        let mut lifecycles = lifecycle::read_file(dir);
         for entry in read_dir_sorted(dir)? {
             let path = format!("{relative}/{}", entry.name);
             if entry.name.starts_with(atomic::TEMP_PREFIX) {
@@ -290,9 +291,12 @@ impl Loader {
                 Some(Found::Memory(memory)) if self.owners.contains_key(&memory.id) => {
                     id_in_use(memory.id)
                 }
-                Some(Found::Memory(memory)) => {
+                Some(Found::Memory(mut memory)) => {
+                    if let Some(lifecycle) = lifecycles.remove(&memory.id) {
+                        memory.lifecycle = lifecycle;
+                    }
                     self.owners.insert(memory.id, memory.namespace.clone());
-                    self.loaded.memories.push(memory);
+                    self.loaded.memories.push(*memory);
                     if let Some(fingerprint) = fingerprint {
                         self.loaded.fingerprints.insert(path, fingerprint);
                     }

@@ -9,8 +9,8 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::memory::{
-    Anchor, Category, CommitId, Memory, MemoryId, Namespace, Origin, RelatedEdge, Scope, SessionId, parse_importance,
-    parse_stored_content, with_memory_fields,
+    Anchor, Category, CommitId, Lifecycle, Memory, MemoryId, Namespace, Origin, RelatedEdge, Scope,
+    SessionId, parse_importance, parse_stored_content, with_memory_fields,
 };
 
 /// Why a memory file could not be read.
@@ -85,11 +85,13 @@ pub fn parse(text: &str, namespace: Namespace) -> Result<Memory, Error> {
     }
     let content = parse_stored_content(body).map_err(|err| invalid("content", err.to_string()))?;
 
+    // The lifecycle is not in the file: the store keeps it beside it.
     Ok(with_memory_fields!(Memory {
         id: front.id,
         version: front.version,
         namespace,
         content: content.to_owned(),
+        lifecycle: Lifecycle::default(),
     } from front))
 }
 
@@ -145,6 +147,7 @@ mod tests {
             trigger: Origin::Turn,
             anchors: Vec::new(),
             commit: None,
+            lifecycle: Lifecycle::default(),
             content: "User prefers `errors.As` over type assertions for error handling in Go."
                 .to_owned(),
         }
@@ -310,11 +313,13 @@ User prefers `errors.As` over type assertions for error handling in Go.
                             .map(|(n, (path, hashed))| Anchor {
                                 path: format!("{path}{n}").parse().unwrap(),
                                 symbol: hashed.then(|| "main".parse().unwrap()),
-                                hash: hashed.then(|| crate::memory::ContentHash::of(path.as_bytes())),
+                                hash: hashed
+                                    .then(|| crate::memory::ContentHash::of(path.as_bytes())),
                             })
                             .collect(),
                         commit: commit.map(|c| CommitId::from_str(&c).unwrap()),
                         content: content.trim().to_owned(),
+                        lifecycle: Lifecycle::default(),
                     }
                 },
             )

@@ -375,6 +375,45 @@ impl Database {
         Ok(Ok(()))
     }
 
+    /// Sets the lifecycle of each of `memories` in its row, logging each
+    /// as a write so every replica takes it in, in one transaction. A row
+    /// deleted meanwhile is skipped. Answers each change's number.
+    pub async fn update_lifecycles(
+        &self,
+        memories: &[Arc<Memory>],
+    ) -> Result<Vec<(MemoryId, u64)>, Error> {
+        let writing = self.begin_write().await?;
+        let client = writing.client();
+        let mut numbers = Vec::new();
+        for memory in memories {
+            if !writing
+                .answered(rows::update_lifecycle(client, memory.id, &memory.lifecycle))
+                .await?
+            {
+                continue;
+            }
+            let seq = writing.answered(next_sequence(client)).await?;
+            writing
+                .answered(log_change(
+                    client,
+                    seq,
+                    memory.id,
+                    &memory.namespace,
+                    "write",
+                ))
+                .await?;
+            numbers.push((memory.id, rows::sequence(seq)?));
+        }
+        match numbers.last() {
+            Some(&(id, seq)) => {
+                let seq = i64::try_from(seq).expect("it was an i64");
+                writing.commit(seq, id).await?;
+            }
+            None => writing.roll_back().await?,
+        }
+        Ok(numbers)
+    }
+
     /// Which of `ids` have a row now, if the database answers within
     /// `statement_timeout_ms` (the follower asks holding the store's
     /// writer lock).

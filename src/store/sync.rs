@@ -31,7 +31,7 @@ use std::fs;
 use std::path::Path;
 use std::sync::atomic::Ordering;
 
-use crate::memory::{Memory, MemoryId, Namespace, Scope};
+use crate::memory::{Confidence, Memory, MemoryId, Namespace, Scope};
 use crate::store::load::{self, Fingerprint, Fingerprints, Found};
 use crate::store::{Reports, SkippedFile, Store, confine, file_name};
 
@@ -277,7 +277,7 @@ impl Reconciler {
             match load::read_entry(&entry, namespace) {
                 None => {}
                 Some(Found::Memory(memory)) => {
-                    self.found(memory, path, plan, &mut on_disk);
+                    self.found(*memory, path, plan, &mut on_disk);
                 }
                 Some(Found::Unusable { id, reason }) => {
                     self.unusable(namespace, path, id, reason, &mut on_disk);
@@ -333,6 +333,18 @@ impl Reconciler {
             self.clashes.insert(id, (namespace.clone(), path.clone()));
             self.unusable(&namespace, path, Some(id), load::id_in_use(id), on_disk);
             return;
+        }
+        // The lifecycle is not in the file: it stays as it was, except
+        // that a memory a person edited is confirmed by that edit.
+        let mut memory = memory;
+        if let Some(current) = current
+            .as_ref()
+            .filter(|current| current.namespace == namespace)
+        {
+            memory.lifecycle = current.lifecycle.clone();
+            if memory != **current {
+                memory.lifecycle.confidence = Confidence::Confirmed;
+            }
         }
         plan.claimed.insert(id, namespace);
         on_disk.insert(id);

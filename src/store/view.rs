@@ -20,6 +20,10 @@ pub(super) struct View {
     /// Bumped by every write and delete in a namespace, so derived data
     /// (cached retrievals) can tell it is stale.
     pub(super) generations: HashMap<Namespace, u64>,
+    /// Postgres mode: the change number of each lifecycle this replica
+    /// changed that its follower has not read back yet. A row the follower
+    /// read before such a change is older than the view, and is passed over.
+    own_lifecycles: HashMap<MemoryId, u64>,
 }
 
 impl View {
@@ -69,6 +73,25 @@ impl View {
             .entry(memory.namespace.clone())
             .or_default() += 1;
         Some(memory)
+    }
+
+    /// Records that this replica changed `id`'s lifecycle in change `seq`.
+    pub(super) fn changed_lifecycle(&mut self, id: MemoryId, seq: u64) {
+        self.own_lifecycles.insert(id, seq);
+    }
+
+    /// Whether the view holds `id` as of a later change than `seq`; a
+    /// change at or past the recorded one is the follower catching up,
+    /// and ends the record.
+    pub(super) fn holds_newer_lifecycle(&mut self, id: MemoryId, seq: u64) -> bool {
+        match self.own_lifecycles.get(&id) {
+            Some(&own) if own > seq => true,
+            Some(_) => {
+                self.own_lifecycles.remove(&id);
+                false
+            }
+            None => false,
+        }
     }
 
     /// Every version of the chain `id` belongs to, oldest first.

@@ -9,7 +9,7 @@ use chrono::{SubsecRound, Utc};
 use super::durable::Chain;
 use super::{NewMemory, Reach, Store, WriteError};
 use crate::blocking;
-use crate::memory::{Memory, MemoryId, Namespace};
+use crate::memory::{Lifecycle, Memory, MemoryId, Namespace};
 
 impl Store {
     /// Validates and durably writes a new memory; its `related` edges may
@@ -79,6 +79,7 @@ impl Store {
             anchors: new.anchors,
             commit: new.commit,
             content: new.content,
+            lifecycle: Lifecycle::of_new(new.confidence),
         });
         self.persist(&memory, Chain::Checked)?;
         self.write_view().insert(memory.clone());

@@ -2,3 +2,4 @@
 //! tree, and the lifecycle (validity, confidence, review, archive).
 
 mod anchors;
+mod lifecycle;

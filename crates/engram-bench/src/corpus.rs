@@ -3,7 +3,7 @@
 //! work.
 
 use chrono::{Duration, Utc};
-use engram::memory::{Category, Memory, MemoryId, Namespace, Origin};
+use engram::memory::{Category, Lifecycle, Memory, MemoryId, Namespace, Origin};
 
 const SUBJECTS: &[&str] = &[
     "the billing service",
@@ -146,6 +146,7 @@ pub fn memories(namespace: &Namespace, count: usize, seed: u64) -> Vec<Memory> {
                 anchors: Vec::new(),
                 commit: None,
                 content: sentence(&mut rng, serial),
+                lifecycle: Lifecycle::default(),
             }
         })
         .collect()

@@ -26,7 +26,8 @@ use super::{Error, whole};
 use crate::client::hook::project;
 use crate::client::http::ServerArgs;
 use crate::memory::{
-    Category, Memory, MemoryId, Namespace, Origin, RepoId, SessionId, UserId, parse_content,
+    Category, Lifecycle, Memory, MemoryId, Namespace, Origin, RepoId, SessionId, UserId,
+    parse_content,
 };
 use crate::routes::import::ImportedMemory;
 
@@ -155,6 +156,7 @@ fn convert(mem0: &Mem0Memory, args: &Mem0Args, os_user: Option<&str>) -> Result<
         anchors: Vec::new(),
         commit: None,
         content: content.to_owned(),
+        lifecycle: Lifecycle::default(),
     })
 }
 

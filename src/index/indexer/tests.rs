@@ -7,7 +7,7 @@ use std::collections::HashSet;
 use proptest::prelude::*;
 
 use super::*;
-use crate::memory::{Category, MemoryId, Namespace, Origin, Scope};
+use crate::memory::{Category, Confidence, MemoryId, Namespace, Origin, Scope};
 use crate::store::{NamespacePair, NewMemory};
 
 /// What a test run does, one step at a time.
@@ -82,6 +82,7 @@ impl Run {
                 trigger: Origin::Manual,
                 anchors: Vec::new(),
                 commit: None,
+                confidence: Confidence::Confirmed,
             })
             .await
             .unwrap();

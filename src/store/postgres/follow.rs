@@ -372,15 +372,20 @@ async fn read_changes(client: &tokio_postgres::Client, cursor: u64) -> Result<Ve
 /// this replica deleted it, and taking it in now would bring a forgotten
 /// memory back until the delete's own change is read.
 fn apply(store: &Store, database: &Database, changes: Vec<Change>) -> Result<(), Error> {
-    let mut latest: HashMap<MemoryId, Option<Memory>> = HashMap::new();
+    let mut latest: HashMap<MemoryId, (u64, Option<Memory>)> = HashMap::new();
     for change in changes {
-        latest.insert(change.id, change.current);
+        latest.insert(change.id, (change.seq, change.current));
     }
     let _writer = store.lock_writer();
     let mut removals = Vec::new();
     let mut upserts = Vec::new();
     let mut arriving = Vec::new();
-    for (id, current) in latest {
+    for (id, (seq, current)) in latest {
+        // A row read before this replica changed the memory's lifecycle
+        // is older than what the view holds.
+        if store.write_view().holds_newer_lifecycle(id, seq) {
+            continue;
+        }
         let held = store.get(id);
         match current {
             Some(memory) if held.as_deref() != Some(&memory) => {

@@ -10,11 +10,11 @@
 use tokio_postgres::Row;
 
 use super::Error;
-use crate::memory::{CommitId, Memory, MemoryId, Namespace, Scope, SessionId};
+use crate::memory::{CommitId, Lifecycle, Memory, MemoryId, Namespace, Scope, SessionId};
 
 /// The columns of a memory's row, in the order every read selects them
 /// and [`insert`] writes them; `id` first.
-const COLUMNS: [&str; 15] = [
+const COLUMNS: [&str; 21] = [
     "id",
     "scope",
     "owner",
@@ -30,6 +30,23 @@ const COLUMNS: [&str; 15] = [
     "anchors",
     "commit_id",
     "content",
+    "validity",
+    "checked_at",
+    "confidence",
+    "needs_review",
+    "review_reason",
+    "archived",
+];
+
+/// The columns of a memory's lifecycle, the ones [`update_lifecycle`]
+/// changes: a lifecycle is not part of a version.
+const LIFECYCLE_COLUMNS: [&str; 6] = [
+    "validity",
+    "checked_at",
+    "confidence",
+    "needs_review",
+    "review_reason",
+    "archived",
 ];
 
 /// The select list of [`COLUMNS`], each name after `qualifier` (`""`, or
@@ -82,6 +99,7 @@ pub(super) fn sequence(seq: i64) -> Result<u64, Error> {
 /// Inserts `memory`'s row.
 pub(super) async fn insert(client: &tokio_postgres::Client, memory: &Memory) -> Result<(), Error> {
     let (scope, owner) = namespace_columns(&memory.namespace);
+    let lifecycle = &memory.lifecycle;
     let json = |value: serde_json::Result<serde_json::Value>, what: &str| {
         value.map_err(|err| Error::Row {
             table: "engram_memories",
@@ -113,9 +131,43 @@ pub(super) async fn insert(client: &tokio_postgres::Client, memory: &Memory) -> 
         &anchors,
         &memory.commit.as_ref().map(CommitId::as_str),
         &memory.content,
+        &lifecycle.validity.as_str(),
+        &lifecycle.checked_at,
+        &lifecycle.confidence.as_str(),
+        &lifecycle.needs_review,
+        &lifecycle.review_reason,
+        &lifecycle.archived,
     ];
     client.execute(&statement, &values).await?;
     Ok(())
+}
+
+/// Sets the lifecycle of `id`'s row; whether there was one.
+pub(super) async fn update_lifecycle(
+    client: &tokio_postgres::Client,
+    id: MemoryId,
+    lifecycle: &Lifecycle,
+) -> Result<bool, Error> {
+    let assignments: Vec<String> = LIFECYCLE_COLUMNS
+        .iter()
+        .enumerate()
+        .map(|(n, column)| format!("{column} = ${}", n + 2))
+        .collect();
+    let statement = format!(
+        "UPDATE engram_memories SET {} WHERE id = $1",
+        assignments.join(", ")
+    );
+    // The id, then one value per column of `LIFECYCLE_COLUMNS`, in order.
+    let values: [&(dyn tokio_postgres::types::ToSql + Sync); LIFECYCLE_COLUMNS.len() + 1] = [
+        &id.as_uuid(),
+        &lifecycle.validity.as_str(),
+        &lifecycle.checked_at,
+        &lifecycle.confidence.as_str(),
+        &lifecycle.needs_review,
+        &lifecycle.review_reason,
+        &lifecycle.archived,
+    ];
+    Ok(client.execute(&statement, &values).await? == 1)
 }
 
 /// The memory of a row selected with [`select_list`], from `offset` on,
@@ -166,6 +218,20 @@ pub(super) fn read(row: &Row, offset: usize) -> Result<Memory, Error> {
             .transpose()
             .map_err(|err| invalid("commit_id", format!("{err}")))?,
         content: row.try_get(at("content"))?,
+        lifecycle: Lifecycle {
+            validity: row
+                .try_get::<_, &str>(at("validity"))?
+                .parse()
+                .map_err(|err| invalid("validity", format!("{err}")))?,
+            checked_at: row.try_get(at("checked_at"))?,
+            confidence: row
+                .try_get::<_, &str>(at("confidence"))?
+                .parse()
+                .map_err(|err| invalid("confidence", format!("{err}")))?,
+            needs_review: row.try_get(at("needs_review"))?,
+            review_reason: row.try_get(at("review_reason"))?,
+            archived: row.try_get(at("archived"))?,
+        },
     })
 }
 

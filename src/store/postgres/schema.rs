@@ -12,7 +12,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (2, include_str!("migrations/0002_capture.sql")),
     (3, include_str!("migrations/0003_embeddings.sql")),
     (4, include_str!("migrations/0004_usage.sql")),
-    (5, include_str!("migrations/0005_anchors.sql")),
+    (5, include_str!("migrations/0005_memory_over_time.sql")),
 ];
 
 /// Held while migrating, so replicas starting together migrate once.

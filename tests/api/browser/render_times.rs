@@ -15,7 +15,9 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use chrono::{Duration, Utc};
-use engram::memory::{Category, Memory, MemoryId, Namespace, Origin, RelatedEdge, Relationship};
+use engram::memory::{
+    Category, Lifecycle, Memory, MemoryId, Namespace, Origin, RelatedEdge, Relationship,
+};
 use serde_json::Value;
 
 use super::{Browser, Served};
@@ -75,6 +77,7 @@ fn write_store(root: &std::path::Path) -> Vec<MemoryId> {
             trigger: Origin::Manual,
             anchors: Vec::new(),
             commit: None,
+            lifecycle: Lifecycle::default(),
             content: format!(
                 "Fact {n}: the **{}** rule for `{}` and {} in the {} service.",
                 words[n % words.len()],

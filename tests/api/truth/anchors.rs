@@ -30,27 +30,48 @@ async fn anchors_are_stored_shown_and_carried_to_a_new_version(backend: Backend)
         {"path": "src/db/pool.rs", "symbol": "connect_pool", "hash": HASH.to_lowercase()},
         {"path": "Cargo.toml"},
     ]);
-    assert_eq!(created["anchors"], expected, "hashes are kept in lower case");
+    assert_eq!(
+        created["anchors"], expected,
+        "hashes are kept in lower case"
+    );
     assert_eq!(created["commit"], "3f9c2b7e8a1d");
     let read = app.get(&format!("/memories/{first}")).await.json;
     assert_eq!(read["anchors"], expected, "{read}");
     if let Backend::Files = backend {
-        let text = std::fs::read_to_string(app.data_dir.join(format!("repos/forge/{first}.md")))
-            .unwrap();
+        let text =
+            std::fs::read_to_string(app.data_dir.join(format!("repos/forge/{first}.md"))).unwrap();
         assert!(
-            text.contains("trigger: manual\nanchors:\n- path: src/db/pool.rs\n  symbol: connect_pool\n"),
+            text.contains(
+                "trigger: manual\nanchors:\n- path: src/db/pool.rs\n  symbol: connect_pool\n"
+            ),
             "{text}"
         );
-        assert!(text.contains("- path: Cargo.toml\ncommit: 3f9c2b7e8a1d\n---\n"), "{text}");
+        assert!(
+            text.contains("- path: Cargo.toml\ncommit: 3f9c2b7e8a1d\n---\n"),
+            "{text}"
+        );
     }
 
-    let mut next = memory("repo", "forge", "architectural-decisions", "The pool opens eagerly now.");
+    let mut next = memory(
+        "repo",
+        "forge",
+        "architectural-decisions",
+        "The pool opens eagerly now.",
+    );
     next["supersedes"] = json!(first);
     let second = app.create(next).await;
-    assert_eq!(second["anchors"], expected, "left out, they are carried over");
+    assert_eq!(
+        second["anchors"], expected,
+        "left out, they are carried over"
+    );
     assert_eq!(second["commit"], "3f9c2b7e8a1d");
 
-    let mut last = memory("repo", "forge", "architectural-decisions", "There is no pool any more.");
+    let mut last = memory(
+        "repo",
+        "forge",
+        "architectural-decisions",
+        "There is no pool any more.",
+    );
     last["supersedes"] = second["id"].clone();
     last["anchors"] = json!([]);
     let third = app.create(last).await;
@@ -78,13 +99,26 @@ async fn anchors_that_do_not_hold_are_refused_by_field(backend: Backend) {
     for (anchors, field) in [
         (json!([{"path": "../outside.rs"}]), "anchors[0].path"),
         (json!([{"path": "/etc/passwd"}]), "anchors[0].path"),
-        (json!([{"path": "a.rs"}, {"path": "src\\b.rs"}]), "anchors[1].path"),
-        (json!([{"path": "a.rs", "hash": "md5:abc"}]), "anchors[0].hash"),
-        (json!([{"path": "a.rs", "symbol": " x"}]), "anchors[0].symbol"),
+        (
+            json!([{"path": "a.rs"}, {"path": "src\\b.rs"}]),
+            "anchors[1].path",
+        ),
+        (
+            json!([{"path": "a.rs", "hash": "md5:abc"}]),
+            "anchors[0].hash",
+        ),
+        (
+            json!([{"path": "a.rs", "symbol": " x"}]),
+            "anchors[0].symbol",
+        ),
         (json!([{"path": "a.rs", "line": 3}]), "anchors[0].line"),
         (json!([{"path": "a.rs"}, {"path": "a.rs"}]), "anchors[1]"),
         (
-            json!((0..33).map(|n| json!({"path": format!("f{n}.rs")})).collect::<Vec<_>>()),
+            json!(
+                (0..33)
+                    .map(|n| json!({"path": format!("f{n}.rs")}))
+                    .collect::<Vec<_>>()
+            ),
             "anchors",
         ),
         (

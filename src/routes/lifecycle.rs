@@ -1,0 +1,143 @@
+//! A memory's lifecycle by hand: `POST /memories/{id}/confirm`,
+//! `/review` (keep it, or forget it) and `/restore`. None writes a new
+//! version: the memory keeps its id, version and file.
+
+use axum::Json;
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use utoipa::ToSchema;
+
+use crate::auth::Caller;
+use crate::error::{ApiError, Problem};
+use crate::memory::{Confidence, Lifecycle, Memory, MemoryId, MemoryView};
+use crate::routes::extract::{ApiJson, ApiPath};
+use crate::routes::memories::{delete_memory, no_such_memory, visible_memory};
+use crate::routes::problems::{BodyProblems, NoSuchMemory, Unauthorized};
+use crate::store::Store;
+
+/// Confirm a memory: its `confidence` becomes `confirmed`.
+///
+/// For a memory the classifier wrote (`provisional`), which otherwise
+/// ranks below confirmed ones and is archived after
+/// `retention.provisional_days` unconfirmed.
+#[utoipa::path(
+    post,
+    path = "/memories/{id}/confirm",
+    tag = "memories",
+    params(("id" = String, Path, description = "The memory id (a UUID)")),
+    responses(
+        Unauthorized,
+        (status = 200, description = "The memory, confirmed", body = MemoryView),
+        NoSuchMemory,
+        (status = 422, description = "The id is not a UUID", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+pub async fn confirm_memory(
+    State(store): State<Store>,
+    caller: Caller,
+    ApiPath(id): ApiPath<MemoryId>,
+) -> Result<Json<MemoryView>, ApiError> {
+    change(&store, &caller, id, |lifecycle| Lifecycle {
+        confidence: Confidence::Confirmed,
+        ..lifecycle.clone()
+    })
+    .await
+}
+
+/// What a review decides.
+#[derive(Clone, Copy, Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ReviewAction {
+    /// The memory still holds: `needs_review` is cleared.
+    Keep,
+    /// It no longer holds: it is forgotten, as `DELETE /memories/{id}`.
+    Forget,
+}
+
+/// A review's decision.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReviewRequest {
+    pub action: ReviewAction,
+}
+
+/// Review a memory: keep it (its `needs_review` is cleared) or forget it.
+#[utoipa::path(
+    post,
+    path = "/memories/{id}/review",
+    tag = "memories",
+    params(("id" = String, Path, description = "The memory id (a UUID)")),
+    request_body = ReviewRequest,
+    responses(
+        BodyProblems,
+        Unauthorized,
+        (status = 200, description = "`keep`: the memory, no longer under review", body = MemoryView),
+        (status = 204, description = "`forget`: the memory is gone"),
+        NoSuchMemory,
+        (status = 409, description = "`forget`: the memory's namespace directory in the data directory has become a symbolic link (never removed through)", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+pub async fn review_memory(
+    State(store): State<Store>,
+    caller: Caller,
+    ApiPath(id): ApiPath<MemoryId>,
+    ApiJson(request): ApiJson<ReviewRequest>,
+) -> Result<Response, ApiError> {
+    match request.action {
+        ReviewAction::Keep => {
+            let kept = change(&store, &caller, id, |lifecycle| Lifecycle {
+                needs_review: false,
+                review_reason: None,
+                ..lifecycle.clone()
+            })
+            .await?;
+            Ok(kept.into_response())
+        }
+        ReviewAction::Forget => Ok(delete_memory(State(store), caller, ApiPath(id))
+            .await?
+            .into_response()),
+    }
+}
+
+/// Bring back a memory let go for disuse: it is retrieved and injected
+/// again.
+#[utoipa::path(
+    post,
+    path = "/memories/{id}/restore",
+    tag = "memories",
+    params(("id" = String, Path, description = "The memory id (a UUID)")),
+    responses(
+        Unauthorized,
+        (status = 200, description = "The memory, no longer archived", body = MemoryView),
+        NoSuchMemory,
+        (status = 422, description = "The id is not a UUID", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+pub async fn restore_memory(
+    State(store): State<Store>,
+    caller: Caller,
+    ApiPath(id): ApiPath<MemoryId>,
+) -> Result<Json<MemoryView>, ApiError> {
+    change(&store, &caller, id, |lifecycle| Lifecycle {
+        archived: false,
+        ..lifecycle.clone()
+    })
+    .await
+}
+
+/// Sets the lifecycle of a memory the caller sees to `to` of its current
+/// one, and answers the memory as it is then.
+async fn change(
+    store: &Store,
+    caller: &Caller,
+    id: MemoryId,
+    to: fn(&Lifecycle) -> Lifecycle,
+) -> Result<Json<MemoryView>, ApiError> {
+    visible_memory(store, caller, id)?;
+    store
+        .update_lifecycles(vec![id], move |memory: &Memory| Some(to(&memory.lifecycle)))
+        .await?;
+    let memory = store.get(id).ok_or_else(|| no_such_memory(id))?;
+    Ok(Json(MemoryView::seen_by(&memory, store, caller)))
+}

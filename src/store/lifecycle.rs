@@ -1,0 +1,147 @@
+//! Memories' lifecycles (validity, confidence, review, archive): changed
+//! in place, never as a new version, durably before the view changes.
+//!
+//! In files mode a namespace's lifecycles live in one hidden file beside
+//! its memory files, `.lifecycle.json` (an object of memory id to
+//! lifecycle, holding only those that differ from the default), replaced
+//! atomically as a whole: a check that judges ten thousand memories writes
+//! one file, not ten thousand. The loader reads it with the memory files
+//! and the live sync leaves it alone (it is hidden). In postgres mode a
+//! lifecycle is columns of the memory's row, and each change goes through
+//! the change log like a write, so every replica takes it in.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::Path;
+use std::sync::Arc;
+
+use super::durable::Durable;
+use super::{Error, Store, WriteError, atomic, confine};
+use crate::blocking;
+use crate::memory::{Lifecycle, Memory, MemoryId, Namespace};
+
+/// The file of a namespace's lifecycles, in its directory.
+pub const LIFECYCLE_FILE: &str = ".lifecycle.json";
+
+/// The largest lifecycle file read (about a million memories' worth).
+const MAX_LIFECYCLE_FILE_BYTES: u64 = 256 * 1024 * 1024;
+
+/// Reads the lifecycles kept in `dir`; none when there is no file. A file
+/// that cannot be read is logged and read as none (its memories are then
+/// unverified and confirmed, the safe side for a check to correct).
+pub fn read_file(dir: &Path) -> HashMap<MemoryId, Lifecycle> {
+    let path = dir.join(LIFECYCLE_FILE);
+    let text = match confine::read_regular_file(&path, MAX_LIFECYCLE_FILE_BYTES) {
+        Ok(text) => text,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return HashMap::new(),
+        Err(err) => {
+            tracing::error!(file.path = %path.display(), error = %err, "could not read the memories' lifecycles");
+            return HashMap::new();
+        }
+    };
+    serde_json::from_str(&text).unwrap_or_else(|err| {
+        tracing::error!(file.path = %path.display(), error = %err, "the memories' lifecycles do not parse");
+        HashMap::new()
+    })
+}
+
+impl Store {
+    /// Sets the lifecycle of each memory `change` gives one for (from the
+    /// memory as it is), durably, and returns those changed. Ids of no
+    /// memory are skipped. A change of a memory's lifecycle is not a new
+    /// version: its id, version and file stay as they are.
+    pub async fn update_lifecycles(
+        &self,
+        ids: Vec<MemoryId>,
+        change: impl Fn(&Memory) -> Option<Lifecycle> + Send + 'static,
+    ) -> Result<Vec<Arc<Memory>>, WriteError> {
+        let store = self.clone();
+        blocking::run(move || store.update_lifecycles_blocking(&ids, &change)).await
+    }
+
+    fn update_lifecycles_blocking(
+        &self,
+        ids: &[MemoryId],
+        change: &dyn Fn(&Memory) -> Option<Lifecycle>,
+    ) -> Result<Vec<Arc<Memory>>, WriteError> {
+        let _writer = self.lock_writer();
+        let changed: Vec<Arc<Memory>> = {
+            let view = self.read();
+            ids.iter()
+                .collect::<BTreeSet<_>>()
+                .into_iter()
+                .filter_map(|id| view.by_id.get(id))
+                .filter_map(|memory| {
+                    let lifecycle = change(memory).filter(|new| *new != memory.lifecycle)?;
+                    Some(Arc::new(Memory {
+                        lifecycle,
+                        ..Memory::clone(memory)
+                    }))
+                })
+                .collect()
+        };
+        if changed.is_empty() {
+            return Ok(changed);
+        }
+        let numbers = match &self.inner.durable {
+            Durable::Files => {
+                let files: Vec<_> = changed
+                    .iter()
+                    .map(|memory| (&memory.namespace, memory.id, Some(&memory.lifecycle)))
+                    .collect();
+                self.write_lifecycle_files(&files)?;
+                Vec::new()
+            }
+            Durable::Postgres(database) => tokio::runtime::Handle::current()
+                .block_on(database.update_lifecycles(&changed))
+                .map_err(Error::Database)?,
+        };
+        let mut view = self.write_view();
+        for (id, seq) in numbers {
+            view.changed_lifecycle(id, seq);
+        }
+        for memory in &changed {
+            view.remove(memory.id);
+            view.insert(memory.clone());
+        }
+        Ok(changed)
+    }
+
+    /// Rewrites the lifecycle file of each namespace of `changes`, as the
+    /// view holds it with `changes` applied: each a memory's namespace, id
+    /// and lifecycle from now on (`None`: it is being deleted). Called with
+    /// the writer lock held, before the view changes.
+    pub(super) fn write_lifecycle_files(
+        &self,
+        changes: &[(&Namespace, MemoryId, Option<&Lifecycle>)],
+    ) -> Result<(), WriteError> {
+        let mut by_namespace: BTreeMap<&Namespace, BTreeMap<MemoryId, Lifecycle>> = BTreeMap::new();
+        for (namespace, _, _) in changes {
+            by_namespace.entry(namespace).or_default();
+        }
+        let view = self.read();
+        for memory in view.by_id.values() {
+            if let Some(kept) = by_namespace.get_mut(&memory.namespace)
+                && !memory.lifecycle.is_default()
+            {
+                kept.insert(memory.id, memory.lifecycle.clone());
+            }
+        }
+        drop(view);
+        for (namespace, id, lifecycle) in changes {
+            let kept = by_namespace
+                .get_mut(namespace)
+                .expect("every namespace changed has an entry");
+            match lifecycle.filter(|lifecycle| !lifecycle.is_default()) {
+                Some(lifecycle) => kept.insert(*id, lifecycle.clone()),
+                None => kept.remove(id),
+            };
+        }
+        for (namespace, kept) in by_namespace {
+            let dir = self.namespace_dir(namespace, "id", false)?;
+            let path = dir.join(LIFECYCLE_FILE);
+            let bytes = serde_json::to_vec_pretty(&kept).expect("lifecycles serialize to JSON");
+            atomic::write(&path, &bytes).map_err(|source| Error::Write { path, source })?;
+        }
+        Ok(())
+    }
+}

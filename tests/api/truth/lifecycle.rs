@@ -1,0 +1,224 @@
+//! A memory's lifecycle over the API: shown on every memory, brought in
+//! by an import, listed by filter (archived ones only when asked for),
+//! changed by confirm, review and restore without a new version, kept
+//! across a restart; and what retrieval does with it.
+
+use axum::http::StatusCode;
+use serde_json::{Value, json};
+
+use crate::backends::{Backend, over_both_backends};
+use crate::helpers::{TestApp, id, ids, memory};
+
+/// An export's line of a memory in `forge` with `lifecycle` set on it.
+fn exported(content: &str, lifecycle: &Value) -> Value {
+    let mut line = json!({
+        "id": uuid::Uuid::now_v7().to_string(), "version": 1, "scope": "repo", "repo": "forge",
+        "category": "project-conventions", "created_at": "2026-11-01T10:00:00Z",
+        "updated_at": "2026-11-01T10:00:00Z", "related": [], "trigger": "turn",
+        "content": content,
+    });
+    for (key, value) in lifecycle.as_object().unwrap() {
+        line[key] = value.clone();
+    }
+    line
+}
+
+async fn import(app: &TestApp, lines: &[Value]) {
+    let response = app
+        .post("/memories/import", &json!({"memories": lines}))
+        .await;
+    assert_eq!(response.status, StatusCode::OK, "{}", response.text);
+}
+
+fn listed(app_answer: &Value) -> Vec<String> {
+    app_answer["memories"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(id)
+        .collect()
+}
+
+async fn a_lifecycle_is_listed_changed_by_hand_and_kept_without_a_new_version(backend: Backend) {
+    let app = backend.spawn_app().await;
+    let plain = app
+        .create(memory(
+            "repo",
+            "forge",
+            "patterns",
+            "Errors are wrapped with context.",
+        ))
+        .await;
+    assert_eq!(plain["validity"], "unverified");
+    assert_eq!(plain["confidence"], "confirmed");
+    assert_eq!(plain["needs_review"], false);
+    assert_eq!(plain["archived"], false);
+
+    let gone = exported(
+        "The retry loop lives in src/net/retry.rs.",
+        &json!({"validity": "gone", "checked_at": "2026-11-20T09:00:00Z"}),
+    );
+    let review = exported(
+        "Retries back off exponentially.",
+        &json!({"confidence": "provisional", "needs_review": true,
+                "review_reason": "memory 42 it refines was superseded"}),
+    );
+    let archived = exported("The old CI ran on Jenkins.", &json!({"archived": true}));
+    import(&app, &[gone.clone(), review.clone(), archived.clone()]).await;
+    let (gone, review, archived) = (id(&gone), id(&review), id(&archived));
+
+    let every = listed(&app.get("/memories?repo=forge").await.json);
+    assert_eq!(
+        every.len(),
+        3,
+        "archived memories are listed only when asked for"
+    );
+    assert!(!every.contains(&archived));
+    assert_eq!(
+        listed(&app.get("/memories?repo=forge&archived=true").await.json),
+        [archived.as_str()]
+    );
+    assert_eq!(
+        listed(&app.get("/memories?repo=forge&validity=gone").await.json),
+        [gone.as_str()]
+    );
+    assert_eq!(
+        listed(&app.get("/memories?needs_review=true").await.json),
+        [review.as_str()]
+    );
+    assert_eq!(
+        listed(&app.get("/memories?confidence=provisional").await.json),
+        [review.as_str()]
+    );
+    app.get("/memories?validity=stale")
+        .await
+        .assert_problem(StatusCode::UNPROCESSABLE_ENTITY, Some("validity"));
+
+    let confirmed = app
+        .post(&format!("/memories/{review}/confirm"), &json!({}))
+        .await;
+    assert_eq!(confirmed.status, StatusCode::OK, "{}", confirmed.text);
+    assert_eq!(confirmed.json["confidence"], "confirmed");
+    assert_eq!(
+        confirmed.json["needs_review"], true,
+        "confirming is not reviewing"
+    );
+    assert_eq!(confirmed.json["version"], 1, "no new version");
+    let kept = app
+        .post(
+            &format!("/memories/{review}/review"),
+            &json!({"action": "keep"}),
+        )
+        .await
+        .json;
+    assert_eq!(kept["needs_review"], false);
+    assert!(kept.get("review_reason").is_none(), "{kept}");
+    app.post(
+        &format!("/memories/{review}/review"),
+        &json!({"action": "shelve"}),
+    )
+    .await
+    .assert_problem(StatusCode::UNPROCESSABLE_ENTITY, Some("action"));
+    let restored = app
+        .post(&format!("/memories/{archived}/restore"), &json!({}))
+        .await
+        .json;
+    assert_eq!(restored["archived"], false);
+    let forgotten = app
+        .post(
+            &format!("/memories/{gone}/review"),
+            &json!({"action": "forget"}),
+        )
+        .await;
+    assert_eq!(
+        forgotten.status,
+        StatusCode::NO_CONTENT,
+        "{}",
+        forgotten.text
+    );
+    app.post(&format!("/memories/{gone}/confirm"), &json!({}))
+        .await
+        .assert_problem(StatusCode::NOT_FOUND, None);
+
+    if let Backend::Files = backend {
+        let file = app.data_dir.join("repos/forge/.lifecycle.json");
+        let kept: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+        assert_eq!(
+            kept.as_object().unwrap().len(),
+            0,
+            "only what differs is kept: {kept}"
+        );
+        assert!(!app.files().iter().any(|file| file.contains(&gone)));
+    }
+    let ground = app.into_ground();
+    let app = backend.builder().on(ground).spawn().await;
+    let read = app.get(&format!("/memories/{review}")).await.json;
+    assert_eq!(
+        read["confidence"], "confirmed",
+        "kept across a restart: {read}"
+    );
+    assert_eq!(read["needs_review"], false);
+    assert_eq!(read["version"], 1);
+}
+
+async fn retrieval_never_injects_what_is_gone_or_let_go_and_notes_what_changed(backend: Backend) {
+    let app = backend.spawn_app().await;
+    let sentence = "The payment service retries failed charges three times.";
+    let lines = [
+        exported(sentence, &json!({"validity": "gone"})),
+        exported(sentence, &json!({"archived": true})),
+        exported(sentence, &json!({"validity": "changed"})),
+        exported(sentence, &json!({"confidence": "provisional"})),
+        exported(sentence, &json!({"validity": "current"})),
+    ];
+    import(&app, &lines).await;
+    let [gone, archived, changed, provisional, current] = lines.map(|line| id(&line));
+    app.wait_indexed().await;
+
+    let result = app
+        .retrieve(json!({"turn_id": "t1", "repo": "forge", "top_k": 10,
+            "query": "how often are failed charges retried?"}))
+        .await;
+    let found = ids(&result);
+    assert!(
+        !found.contains(&gone) && !found.contains(&archived),
+        "{result:#}"
+    );
+    assert_eq!(
+        found,
+        [current.as_str(), provisional.as_str(), changed.as_str()],
+        "{result:#}"
+    );
+    let by_id = |wanted: &str| {
+        result["memories"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|memory| memory["id"] == wanted)
+            .unwrap()
+            .clone()
+    };
+    assert!(by_id(&current)["scores"].get("standing").is_none());
+    assert_eq!(by_id(&provisional)["scores"]["standing"], 0.9);
+    assert_eq!(by_id(&changed)["scores"]["standing"], 0.8);
+    let injection = result["injection"].as_str().unwrap();
+    assert_eq!(
+        injection
+            .matches("*(note: the code it describes changed since it was written)*")
+            .count(),
+        1,
+        "{injection}"
+    );
+
+    let listed = app
+        .retrieve(json!({"turn_id": "t2", "repo": "forge", "top_k": 10}))
+        .await;
+    let found = ids(&listed);
+    assert_eq!(found.len(), 3, "without a query too: {listed:#}");
+    assert!(!found.contains(&gone) && !found.contains(&archived));
+}
+
+over_both_backends!(
+    a_lifecycle_is_listed_changed_by_hand_and_kept_without_a_new_version,
+    retrieval_never_injects_what_is_gone_or_let_go_and_notes_what_changed,
+);
