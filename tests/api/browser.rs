@@ -20,7 +20,7 @@ use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::{Value, json};
 use tokio::sync::Semaphore;
 
-use crate::helpers::{Builder, RunningApp, TestApp, is_ready, wait_until_async};
+use crate::helpers::{Builder, RunningApp, TestApp, deadline, is_ready, wait_until_async};
 use crate::upstream::{Behaviour, Upstream};
 
 mod capture_page;
@@ -109,7 +109,7 @@ impl Browser {
             json!({"binary": chromium, "args": args}),
         );
         let url = format!("http://127.0.0.1:{port}");
-        let deadline = Instant::now() + Duration::from_secs(60);
+        let deadline = deadline();
         let client = loop {
             match ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
                 .capabilities(capabilities.clone())
@@ -151,7 +151,7 @@ impl Browser {
 
     /// Waits until `script` returns a truthy value.
     pub async fn wait_for(&self, what: &str, script: &str) {
-        let deadline = Instant::now() + Duration::from_secs(30);
+        let deadline = deadline();
         loop {
             let value = self.eval(script).await;
             if !matches!(value, Value::Null | Value::Bool(false)) {
@@ -289,11 +289,7 @@ impl Served {
 
     /// Waits until every write so far is in the index (root view).
     pub async fn wait_indexed(&self) {
-        wait_until_async("the index", async || {
-            let (_, stats) = self.call(reqwest::Method::GET, "/stats", None, None).await;
-            stats["index"]["ready"] == true && stats["index"]["pending"] == 0
-        })
-        .await;
+        self.app.wait_indexed().await;
     }
 
     /// Writes a memory through the API; the memory.

@@ -1,7 +1,9 @@
-//! What the API tests share: the apps they run (`app`: `TestApp::builder`)
-//! and typed requests, waits and request bodies.
+//! What the API tests share: the apps they run (`app`: `TestApp::builder`),
+//! how they wait (`wait`: bounded by one `PATIENCE`) and typed requests
+//! and request bodies.
 
 mod app;
+mod wait;
 
 use std::path::Path;
 
@@ -13,7 +15,8 @@ use tower::ServiceExt;
 
 use crate::upstream::Behaviour;
 
-pub use app::{Builder, Ground, RunningApp, TestApp, spawn_app};
+pub use app::{Builder, Ground, RunningApp, TestApp, UNHURRIED_MS, spawn_app};
+pub use wait::{PATIENCE, deadline, finishes, wait_for, wait_until, wait_until_async};
 
 pub struct TestResponse {
     pub status: StatusCode,
@@ -83,22 +86,19 @@ impl TestApp {
     }
 
     async fn wait_indexed_as(&self, key: Option<&str>) -> Value {
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-        loop {
+        wait_for("the index to catch up", async || {
             let mut request = Request::builder().uri("/stats");
             if let Some(key) = key {
                 request = request.header(header::AUTHORIZATION, format!("Bearer {key}"));
             }
             let stats = self.send(request.body(Body::empty()).unwrap()).await.json;
-            if stats["index"]["ready"] == true && stats["index"]["pending"] == 0 {
-                return stats;
+            if caught_up(&stats) {
+                Ok(stats)
+            } else {
+                Err(stats)
             }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "the index never caught up: {stats}"
-            );
-            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-        }
+        })
+        .await
     }
 
     /// `POST /retrieve` with this body, expecting 200.
@@ -125,34 +125,49 @@ pub fn files_under(data_dir: &Path) -> Vec<String> {
     files
 }
 
-/// Polls `condition` until it holds, failing the test after 60 s: for
-/// work the service does in the background.
-pub async fn wait_until(what: &str, mut condition: impl FnMut() -> bool) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while !condition() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "gave up waiting for {what}"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-    }
-}
-
 /// Waits until `done` triggers were processed or failed.
 pub async fn settled(app: &TestApp, done: u64) -> Value {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    loop {
+    wait_for("capture to settle", async || {
         let stats = app.get("/stats").await.json;
         let capture = &stats["capture"];
         let finished = capture["processed"].as_u64().unwrap() + capture["failed"].as_u64().unwrap();
         if finished >= done && capture["queue_depth"] == 0 {
-            return stats;
+            Ok(stats)
+        } else {
+            Err(stats)
         }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "capture never settled: {stats:#}"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    })
+    .await
+}
+
+/// Whether `stats` (a `/stats` answer) says every write and delete so
+/// far is in the vector index.
+fn caught_up(stats: &Value) -> bool {
+    stats["index"]["ready"] == true && stats["index"]["pending"] == 0
+}
+
+impl RunningApp {
+    /// Waits until every write and delete so far is in the vector index.
+    pub async fn wait_indexed(&self) {
+        self.wait_indexed_as(None).await;
+    }
+
+    /// [`Self::wait_indexed`] with an API key.
+    pub async fn wait_indexed_with(&self, key: &str) {
+        self.wait_indexed_as(Some(key)).await;
+    }
+
+    async fn wait_indexed_as(&self, key: Option<&str>) {
+        let client = reqwest::Client::new();
+        let stats = format!("{}/stats", self.base_url);
+        wait_until_async("the index to take every write", async || {
+            let mut request = client.get(&stats);
+            if let Some(key) = key {
+                request = request.bearer_auth(key);
+            }
+            caught_up(&request.send().await.unwrap().json().await.unwrap())
+        })
+        .await;
     }
 }
 
@@ -220,18 +235,6 @@ pub async fn is_ready(base: &str) -> bool {
     reqwest::get(format!("{base}/readyz"))
         .await
         .is_ok_and(|response| response.status() == 200)
-}
-
-/// Like [`wait_until`], for a condition that has to await (a request).
-pub async fn wait_until_async(what: &str, mut condition: impl AsyncFnMut() -> bool) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while !condition().await {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "gave up waiting for {what}"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-    }
 }
 
 fn collect_files(root: &Path, dir: &Path, files: &mut Vec<String>) {

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use tempfile::TempDir;
 
-use crate::helpers::{Ground, RunningApp, TestApp, wait_until_async};
+use crate::helpers::{Ground, PATIENCE, RunningApp, TestApp, wait_until_async};
 use crate::upstream::{Behaviour, Upstream};
 
 const CLAUDE_SESSION: &str = "5b0c1f9e-8d7a-4c1b-9f3e-2a6d4e8b7c10";
@@ -91,14 +91,10 @@ pub fn engram(project: &Project) -> Command {
     command
 }
 
-/// How long a hook may run before a test gives up on it: far past its
-/// budget, only so that a hook that hangs fails the test instead of
-/// stalling the suite.
-const HUNG: Duration = Duration::from_secs(60);
-
 /// Runs `command` with `stdin` off the async runtime (the server under
 /// test shares it), killing it (and failing) if it still runs after
-/// [`HUNG`].
+/// [`PATIENCE`]: far past any hook's budget, so that a hook that hangs
+/// fails the test instead of stalling the suite.
 pub async fn run(mut command: Command, stdin: String) -> Output {
     tokio::task::spawn_blocking(move || {
         let mut child = command
@@ -110,7 +106,7 @@ pub async fn run(mut command: Command, stdin: String) -> Output {
         std::io::Write::write_all(&mut child.stdin.take().unwrap(), stdin.as_bytes()).unwrap();
         let started = Instant::now();
         while child.try_wait().unwrap().is_none() {
-            if started.elapsed() > HUNG {
+            if started.elapsed() > PATIENCE {
                 child.kill().unwrap();
                 child.wait().unwrap();
                 panic!("the hook hung");
@@ -180,16 +176,7 @@ pub async fn write_and_wait(app: &RunningApp, body: &Value) {
         .await
         .unwrap();
     assert_eq!(response.status(), 201);
-    wait_for_index(app).await;
-}
-
-/// Waits until the index has taken every write.
-pub async fn wait_for_index(app: &RunningApp) {
-    wait_until_async("the index to take every write", async || {
-        let stats = get(app, "/stats").await;
-        stats["index"]["ready"] == true && stats["index"]["pending"] == 0
-    })
-    .await;
+    app.wait_indexed().await;
 }
 
 /// [`remember`], with HyDE scripted to hypothesise the same fact.

@@ -63,16 +63,7 @@ fn leaked<'v>(received: &str, values: &'v [String]) -> Vec<&'v str> {
 
 #[tokio::test]
 async fn no_fixture_secret_reaches_an_upstream() {
-    let app = TestApp::builder()
-        .embedder()
-        .llm()
-        .config(|config| {
-            let llm = config.llm.as_mut().unwrap();
-            llm.classifier_timeout_ms = 5_000;
-            llm.retrieval_timeout_ms = 2_000;
-        })
-        .spawn()
-        .await;
+    let app = TestApp::builder().embedder().llm().patient().spawn().await;
     let upstream = &app.upstream;
     let (texts, values) = fixture();
     let window = texts.join("\n");

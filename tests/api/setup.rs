@@ -17,6 +17,7 @@ use rmcp::model::CallToolRequestParams;
 use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
 use serde_json::{Value, json};
 
+use crate::helpers::PATIENCE;
 use crate::hooks::{Project, engram, printed_context, remember_and_expect, run, start_engram};
 use crate::setup::private::backup_place;
 
@@ -550,7 +551,7 @@ async fn setup_refuses_a_file_that_is_not_regular_without_blocking() {
             .current_dir(&project.cwd);
         run(command, String::new())
     });
-    let finished = tokio::time::timeout(std::time::Duration::from_secs(120), running).await;
+    let finished = tokio::time::timeout(PATIENCE, running).await;
     let Ok(output) = finished else {
         drop(std::fs::OpenOptions::new().write(true).open(&fifo));
         panic!("setup blocked on the FIFO");

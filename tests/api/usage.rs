@@ -37,20 +37,21 @@ async fn app_on(backend: &Backend, adjust: impl FnOnce(&mut Config)) -> TestApp 
 /// These tests' app over `backend`, patient and priced, before it is
 /// adjusted and spawned.
 fn metered(backend: &Backend) -> Builder<'_> {
-    backend.builder().embedder().llm().config(|config| {
-        let llm = config.llm.as_mut().unwrap();
-        llm.classifier_timeout_ms = 5_000;
-        llm.retrieval_timeout_ms = 5_000;
-        config.retrieval.budget_ms = 10_000;
-        config.capture.retry_base_ms = 10;
-        config.prices.insert(
-            "gpt-4o-mini".to_owned(),
-            Price {
-                input_per_million: PRICE_IN,
-                output_per_million: PRICE_OUT,
-            },
-        );
-    })
+    backend
+        .builder()
+        .embedder()
+        .llm()
+        .patient()
+        .config(|config| {
+            config.capture.retry_base_ms = 10;
+            config.prices.insert(
+                "gpt-4o-mini".to_owned(),
+                Price {
+                    input_per_million: PRICE_IN,
+                    output_per_million: PRICE_OUT,
+                },
+            );
+        })
 }
 
 fn turn(session: &str, text: &str) -> Value {
@@ -502,17 +503,7 @@ async fn past_the_retrieval_budget_retrieve_searches_the_plain_query(backend: Ba
 }
 
 async fn the_days_totals_survive_a_restart_on_the_same_data_directory(backend: Backend) {
-    let patient = |config: &mut Config| {
-        config.llm.as_mut().unwrap().retrieval_timeout_ms = 5_000;
-        config.retrieval.budget_ms = 10_000;
-    };
-    let app = backend
-        .builder()
-        .embedder()
-        .llm()
-        .config(patient)
-        .serve()
-        .await;
+    let app = backend.builder().embedder().llm().patient().serve().await;
     app.upstream
         .set_chat(Behaviour::Answer, "Ana prefers tabs.");
     let base = app.base_url.clone();
@@ -530,7 +521,7 @@ async fn the_days_totals_survive_a_restart_on_the_same_data_directory(backend: B
         .on(ground)
         .embedder()
         .llm()
-        .config(patient)
+        .patient()
         .serve()
         .await;
     let after = crate::helpers::get_json(&app.base_url, "/stats").await["models"].clone();

@@ -86,6 +86,10 @@ pub struct Builder<'a> {
     adjust: Vec<Adjustment<'a>>,
 }
 
+/// The upstream timeouts and retrieval budget of a [`Builder::patient`]
+/// app: the widest budget the configuration takes.
+pub const UNHURRIED_MS: u64 = 60_000;
+
 /// A change to the configuration, applied when the app is built.
 type Adjustment<'a> = Box<dyn FnOnce(&mut Config) + 'a>;
 
@@ -108,6 +112,21 @@ impl<'a> Builder<'a> {
     pub fn embedder(mut self) -> Self {
         self.embedder = true;
         self
+    }
+
+    /// Gives every upstream call the room a loaded runner could need: the
+    /// embedder's and the chat model's timeouts and the retrieval budget
+    /// at [`UNHURRIED_MS`]. For a test about what is found or written,
+    /// never about how fast, nor about a timeout.
+    pub fn patient(self) -> Self {
+        self.config(|config| {
+            config.embedding.timeout_ms = UNHURRIED_MS;
+            config.retrieval.budget_ms = UNHURRIED_MS;
+            if let Some(llm) = config.llm.as_mut() {
+                llm.retrieval_timeout_ms = UNHURRIED_MS;
+                llm.classifier_timeout_ms = UNHURRIED_MS;
+            }
+        })
     }
 
     /// Adjusts the configuration, after the upstream is wired in and after

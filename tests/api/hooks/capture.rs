@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use crate::backends::{Backend, over_both_backends};
 use crate::helpers::{RunningApp, is_ready, wait_until_async};
-use crate::hooks::{Project, get, hook, printed_context, wait_for_index};
+use crate::hooks::{Project, get, hook, printed_context};
 
 over_both_backends!(
     remember_prompts_write_repo_and_user_memories_with_no_model,
@@ -61,7 +61,7 @@ async fn agent_prompt(
 /// (so that the next duplicate check sees them); without its use count,
 /// which every retrieval (each prompt's) may change.
 async fn indexed_memories(app: &RunningApp) -> Vec<Value> {
-    wait_for_index(app).await;
+    app.wait_indexed().await;
     let mut memories = get(app, "/memories").await["memories"].take();
     for memory in memories.as_array_mut().unwrap() {
         memory.as_object_mut().unwrap().remove("access_count");

@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use crate::binary::binary;
-use crate::helpers::{TestApp, get_json, is_ready, wait_until_async};
+use crate::helpers::{TestApp, UNHURRIED_MS, get_json, is_ready, wait_until_async};
 use crate::pg_cluster;
 use crate::replicas::{Replica, ids};
 use crate::upstream::{Upstream, Vectors};
@@ -427,7 +427,7 @@ async fn a_text_one_replica_embedded_is_not_embedded_again_by_another() {
     };
     let upstream = Upstream::start().await;
     let yaml = format!(
-        "embedding: {{ provider: openai, base_url: '{}', model: fake-embedding, dimensions: {}, timeout_ms: 2000 }}",
+        "embedding: {{ provider: openai, base_url: '{}', model: fake-embedding, dimensions: {}, timeout_ms: {UNHURRIED_MS} }}",
         upstream.base_url,
         Vectors::SMALL.dimensions
     );
