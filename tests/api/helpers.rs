@@ -1,8 +1,9 @@
 //! What the API tests share: the apps they run (`app`: `TestApp::builder`),
-//! how they wait (`wait`: bounded by one `PATIENCE`) and typed requests
-//! and request bodies.
+//! how they wait (`wait`: bounded by one `PATIENCE`), how they skip where
+//! a tool is missing (`skip`), and typed requests and request bodies.
 
 mod app;
+mod skip;
 mod wait;
 
 use std::path::Path;
@@ -16,6 +17,7 @@ use tower::ServiceExt;
 use crate::upstream::Behaviour;
 
 pub use app::{Builder, Ground, RunningApp, TestApp, UNHURRIED_MS, spawn_app};
+pub use skip::{npm_installed, or_skip, skip};
 pub use wait::{PATIENCE, deadline, finishes, wait_for, wait_until, wait_until_async};
 
 pub struct TestResponse {

@@ -179,8 +179,7 @@ async fn setup_gemini_writes_its_hooks_beside_the_mcp_server_in_one_settings_fil
 
 #[tokio::test]
 async fn the_gemini_cli_runs_engrams_hooks_through_a_turn_without_a_model() {
-    let test = "the_gemini_cli_runs_engrams_hooks_through_a_turn_without_a_model";
-    let Some(cli) = cli_or_skip(test, "gemini-cli", "gemini") else {
+    let Some(cli) = cli_or_skip("gemini-cli", "gemini") else {
         return;
     };
     let app = start_engram().await;

@@ -7,12 +7,12 @@
 //! CLI and OpenCode CLI reading what setup wrote.
 //! Setup edits the agent's files: nothing here depends on the storage backend.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 
 use serde_json::{Value, json};
 
+use crate::helpers::{npm_installed, or_skip};
 use crate::hooks::{Project, engram, run};
 use crate::setup::private::backup_place;
 
@@ -304,45 +304,14 @@ async fn setup_refuses_what_each_agent_could_not_read_and_writes_nothing() {
     }
 }
 
-/// An agent's CLI installed from `tests/<dir>` by npm (`.ci/run`), when
-/// it is: `node_modules/.bin/<bin>`, and node to run it.
-fn npm_cli(dir: &str, bin: &str) -> Result<PathBuf, String> {
-    let node = Command::new("node")
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status();
-    if !node.is_ok_and(|status| status.success()) {
-        return Err("no node on PATH".to_owned());
-    }
-    let cli = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests")
-        .join(dir)
-        .join("node_modules/.bin")
-        .join(bin);
-    if cli.is_file() {
-        Ok(cli)
-    } else {
-        Err(format!(
-            "{bin} is not installed in tests/{dir} (see .ci/run)"
-        ))
-    }
-}
-
-/// The CLI [`npm_cli`] finds, or `None` after saying why the test named
-/// `test` is skipped; absent under CI, it fails the test instead.
-pub fn cli_or_skip(test: &str, dir: &str, bin: &str) -> Option<PathBuf> {
-    match npm_cli(dir, bin) {
-        Ok(cli) => Some(cli),
-        Err(why) => {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "{test} cannot run under CI: {why}"
-            );
-            let _ = writeln!(std::io::stderr(), "{test}: skipped: {why}");
-            None
-        }
-    }
+/// An agent's CLI, `bin`, from the npm package `tests/<package>`, with
+/// `node` on `PATH` to run it; or `None` after saying the test is skipped.
+pub fn cli_or_skip(package: &str, bin: &str) -> Option<PathBuf> {
+    or_skip(npm_installed(
+        Path::new("node"),
+        package,
+        &format!(".bin/{bin}"),
+    ))
 }
 
 /// What a CLI printed, on either stream, with its colours taken out.
@@ -371,8 +340,7 @@ pub fn printed(output: &Output) -> String {
 
 #[tokio::test]
 async fn the_gemini_cli_connects_to_the_server_setup_wrote() {
-    let test = "the_gemini_cli_connects_to_the_server_setup_wrote";
-    let Some(cli) = cli_or_skip(test, "gemini-cli", "gemini") else {
+    let Some(cli) = cli_or_skip("gemini-cli", "gemini") else {
         return;
     };
     let project = Project::new("claude-code/transcript.jsonl");
@@ -421,8 +389,7 @@ async fn the_gemini_cli_connects_to_the_server_setup_wrote() {
 
 #[tokio::test]
 async fn the_opencode_cli_connects_to_the_server_setup_merged_into_its_jsonc() {
-    let test = "the_opencode_cli_connects_to_the_server_setup_merged_into_its_jsonc";
-    let Some(cli) = cli_or_skip(test, "opencode-cli", "opencode") else {
+    let Some(cli) = cli_or_skip("opencode-cli", "opencode") else {
         return;
     };
     let project = Project::new("claude-code/transcript.jsonl");
