@@ -77,6 +77,14 @@ impl TestApp {
         response.json
     }
 
+    /// POSTs a trigger (`/turns`, `/compactions`) and returns the answer,
+    /// failing the test unless it is accepted.
+    pub async fn accept(&self, path: &str, body: &Value) -> Value {
+        let response = self.post(path, body).await;
+        assert_eq!(response.status, StatusCode::ACCEPTED, "{}", response.text);
+        response.json
+    }
+
     /// Waits until every write and delete so far is in the vector index.
     pub async fn wait_indexed(&self) -> Value {
         self.wait_indexed_as(None).await

@@ -70,16 +70,14 @@ async fn no_fixture_secret_reaches_an_upstream() {
 
     // Capture: the window goes to the classifier.
     upstream.set_chat(Behaviour::Answer, "[]");
-    let response = app
-        .post(
-            "/turns",
-            &json!({"session_id": "s1", "repo": "forge", "user": "ana", "messages": [
-                {"role": "user", "content": window},
-                {"role": "assistant", "content": "Noted."},
-            ]}),
-        )
-        .await;
-    assert_eq!(response.status, StatusCode::ACCEPTED, "{}", response.text);
+    app.accept(
+        "/turns",
+        &json!({"session_id": "s1", "repo": "forge", "user": "ana", "messages": [
+            {"role": "user", "content": window},
+            {"role": "assistant", "content": "Noted."},
+        ]}),
+    )
+    .await;
     settled(&app, 1).await;
     let classifier_prompt = received(upstream);
     assert!(

@@ -76,14 +76,12 @@ async fn an_oversized_reply_is_a_failed_call_for_hyde_embedding_and_the_classifi
     let classified =
         r#"[{"content": "Ana deploys on Fridays.", "scope": "user", "category": "user-facts"}]"#;
     upstream.set_chat(Behaviour::Oversized(4 * REPLY_CAP), classified);
-    let accepted = app
-        .post(
-            "/turns",
-            &json!({"session_id": "s1", "repo": "forge", "user": "ana",
+    app.accept(
+        "/turns",
+        &json!({"session_id": "s1", "repo": "forge", "user": "ana",
                     "messages": [{"role": "user", "content": "I deploy on Fridays."}]}),
-        )
-        .await;
-    assert_eq!(accepted.status, axum::http::StatusCode::ACCEPTED);
+    )
+    .await;
     let stats = settled(&app, 1).await;
     assert_eq!(stats["capture"]["failed"], 1, "{stats:#}");
     assert_eq!(stats["capture"]["written"], 0, "{stats:#}");
@@ -165,14 +163,12 @@ async fn an_unconfigured_length_is_learned_and_kept_across_restarts(backend: Bac
         Behaviour::Answer,
         r#"[{"content": "The forge repo formats Go with gofumpt.", "scope": "repo", "category": "project-conventions"}]"#,
     );
-    let accepted = app
-        .post(
-            "/turns",
-            &json!({"session_id": "s1", "repo": "forge", "user": "ana",
+    app.accept(
+        "/turns",
+        &json!({"session_id": "s1", "repo": "forge", "user": "ana",
                     "messages": [{"role": "user", "content": "We run gofumpt here."}]}),
-        )
-        .await;
-    assert_eq!(accepted.status, axum::http::StatusCode::ACCEPTED);
+    )
+    .await;
     let stats = settled(&app, 1).await;
     assert_eq!(stats["capture"]["written"], 1, "{stats:#}");
     let stats = app.wait_indexed().await;

@@ -66,12 +66,6 @@ fn window(turn_id: &str, text: &str) -> Value {
         "messages": [{"role": "user", "content": text}]})
 }
 
-async fn accept(app: &TestApp, path: &str, body: &Value) -> Value {
-    let response = app.post(path, body).await;
-    assert_eq!(response.status, StatusCode::ACCEPTED, "{}", response.text);
-    response.json
-}
-
 /// The texts of one recorded chat request's messages, in order.
 fn contents(messages: &Value) -> Vec<String> {
     messages
@@ -111,12 +105,8 @@ async fn the_replies_usage_is_counted_by_kind_model_and_pair_priced_and_shown(ba
     let app = app_on(&backend, |_| {}).await;
     let upstream = &app.upstream;
     upstream.set_chat(Behaviour::Answer, "[]");
-    accept(
-        &app,
-        "/turns",
-        &turn("s1", "We always use tabs in Go files."),
-    )
-    .await;
+    app.accept("/turns", &turn("s1", "We always use tabs in Go files."))
+        .await;
     settled(&app, 1).await;
     let hypotheses = "Ana prefers tabs.\nThe forge repo formats with gofumpt.";
     upstream.set_chat(Behaviour::Answer, hypotheses);
@@ -228,7 +218,7 @@ async fn past_the_capture_budget_triggers_wait_and_go_once_it_is_raised(backend:
     let app = app_on(&backend, tight).await;
     let upstream = app.upstream.clone();
     upstream.set_chat(Behaviour::Answer, "[]");
-    accept(&app, "/turns", &turn("s1", "first")).await;
+    app.accept("/turns", &turn("s1", "first")).await;
     let stats = settled(&app, 1).await;
     assert_eq!(
         stats["models"]["budgets"]["capture"]["exhausted"], true,
@@ -236,11 +226,11 @@ async fn past_the_capture_budget_triggers_wait_and_go_once_it_is_raised(backend:
     );
 
     assert_eq!(
-        accept(&app, "/turns", &turn("s2", "second")).await["status"],
+        app.accept("/turns", &turn("s2", "second")).await["status"],
         "queued"
     );
     assert_eq!(
-        accept(&app, "/compactions", &turn("s3", "an arc")).await["status"],
+        app.accept("/compactions", &turn("s3", "an arc")).await["status"],
         "queued",
         "a compaction past the budget is still accepted"
     );
@@ -278,7 +268,7 @@ async fn past_the_capture_budget_no_sessions_turn_is_dropped(backend: Backend) {
     .await;
     let upstream = &app.upstream;
     upstream.set_chat(Behaviour::Answer, "[]");
-    accept(&app, "/turns", &turn("s1", "first")).await;
+    app.accept("/turns", &turn("s1", "first")).await;
     settled(&app, 1).await;
 
     // Held by the budget, every session's turn waits, of this pair and of
@@ -289,7 +279,7 @@ async fn past_the_capture_budget_no_sessions_turn_is_dropped(backend: Backend) {
             held["repo"] = json!("web");
         }
         assert_eq!(
-            accept(&app, "/turns", &held).await["status"],
+            app.accept("/turns", &held).await["status"],
             "queued",
             "turn {n}"
         );
@@ -325,7 +315,7 @@ async fn a_large_compaction_stops_after_the_call_that_crosses_the_budget(backend
     .await;
     let upstream = app.upstream.clone();
     upstream.set_chat(Behaviour::Answer, "[]");
-    accept(&app, "/compactions", &long_compaction(40, 300)).await;
+    app.accept("/compactions", &long_compaction(40, 300)).await;
     wait_until_async("the budget to hold the compaction", async || {
         app.get("/triggers").await.json["recent"][0]["result"] == "held"
     })
@@ -384,7 +374,7 @@ async fn a_pair_past_its_own_budget_waits_while_other_pairs_go(backend: Backend)
     .await;
     let upstream = &app.upstream;
     upstream.set_chat(Behaviour::Answer, "[]");
-    accept(&app, "/turns", &turn("s1", "first")).await;
+    app.accept("/turns", &turn("s1", "first")).await;
     let stats = settled(&app, 1).await;
     assert_eq!(
         stats["models"]["budgets"]["exhausted_pairs"],
@@ -394,10 +384,10 @@ async fn a_pair_past_its_own_budget_waits_while_other_pairs_go(backend: Backend)
 
     // The held trigger is older than the other pair's: were it not held,
     // the worker would take it first.
-    accept(&app, "/turns", &turn("s2", "held")).await;
+    app.accept("/turns", &turn("s2", "held")).await;
     let mut other = turn("s3", "goes");
     other["repo"] = json!("web");
-    accept(&app, "/turns", &other).await;
+    app.accept("/turns", &other).await;
     wait_until_async("the other pair's trigger to be processed", async || {
         app.get("/stats").await.json["capture"]["processed"] == 2
     })
@@ -427,7 +417,7 @@ async fn a_spent_day_on_disk_holds_capture_and_the_next_day_renews_it() {
         .spawn()
         .await;
     app.upstream.set_chat(Behaviour::Answer, "[]");
-    accept(&app, "/turns", &turn("s1", "held")).await;
+    app.accept("/turns", &turn("s1", "held")).await;
     let stats = app.get("/stats").await.json;
     assert_eq!(stats["models"]["budgets"]["capture"]["used"], 5000);
     assert_eq!(stats["models"]["budgets"]["capture"]["exhausted"], true);
@@ -451,7 +441,7 @@ async fn a_spent_day_on_disk_holds_capture_and_the_next_day_renews_it() {
         .spawn()
         .await;
     app.upstream.set_chat(Behaviour::Answer, "[]");
-    accept(&app, "/turns", &turn("s1", "goes")).await;
+    app.accept("/turns", &turn("s1", "goes")).await;
     let stats = settled(&app, 1).await;
     assert_eq!(stats["models"]["budgets"]["capture"]["exhausted"], false);
     assert_eq!(row(&stats, "classifier")["calls"], 1, "{stats:#}");
