@@ -21,7 +21,9 @@ use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::{Value, json};
 use tokio::sync::Semaphore;
 
-use crate::helpers::{Builder, RunningApp, TestApp, deadline, is_ready, skip, wait_until_async};
+use crate::helpers::{
+    Builder, RunningApp, TestApp, call, deadline, is_ready, skip, wait_until_async,
+};
 use crate::upstream::{Behaviour, Upstream};
 
 mod capture_page;
@@ -211,7 +213,6 @@ fn free_port() -> u16 {
 /// classifier.
 pub struct Served {
     pub app: RunningApp,
-    pub http: reqwest::Client,
 }
 
 impl Served {
@@ -231,10 +232,7 @@ impl Served {
             is_ready(&app.base_url).await
         })
         .await;
-        Self {
-            app,
-            http: reqwest::Client::new(),
-        }
+        Self { app }
     }
 
     /// The data directory the app serves.
@@ -260,18 +258,8 @@ impl Served {
         body: Option<&Value>,
         key: Option<&str>,
     ) -> (u16, Value) {
-        let mut request = self
-            .http
-            .request(method, format!("{}{path}", self.app.base_url));
-        if let Some(key) = key {
-            request = request.bearer_auth(key);
-        }
-        if let Some(body) = body {
-            request = request.json(body);
-        }
-        let response = request.send().await.unwrap();
-        let status = response.status().as_u16();
-        (status, response.json().await.unwrap_or(Value::Null))
+        let (status, _, json) = call(&self.app.base_url, method, path, key, body).await;
+        (status, json)
     }
 
     /// Waits until every write so far is in the index (root view).

@@ -19,7 +19,9 @@ use axum::http::StatusCode;
 use serde_json::{Value, json};
 
 use crate::backends::{Backend, over_both_backends};
-use crate::helpers::{Ground, TestApp, get_json, is_ready, settled, wait_until, wait_until_async};
+use crate::helpers::{
+    Ground, TestApp, contents, get_json, is_ready, settled, wait_until, wait_until_async,
+};
 use crate::upstream::{Behaviour, Upstream};
 
 /// An app capturing through its upstream, quick to retry and patient
@@ -61,12 +63,7 @@ async fn memories(app: &TestApp, repo: &str) -> Vec<String> {
         .get(&format!("/memories?repo={repo}&user=ana"))
         .await
         .json;
-    listed["memories"]
-        .as_array()
-        .unwrap_or_else(|| panic!("{listed}"))
-        .iter()
-        .map(|memory| memory["content"].as_str().unwrap().to_owned())
-        .collect()
+    contents(&listed).into_iter().map(str::to_owned).collect()
 }
 
 over_both_backends!(

@@ -234,6 +234,33 @@ pub async fn post_json(base: &str, path: &str, body: &Value) -> Value {
     response.json().await.unwrap()
 }
 
+/// One request to `{base}{path}` over a real socket, with `key` as bearer
+/// (if any): its status, headers and JSON body (null if it has none).
+pub async fn call(
+    base: &str,
+    method: reqwest::Method,
+    path: &str,
+    key: Option<&str>,
+    body: Option<&Value>,
+) -> (u16, reqwest::header::HeaderMap, Value) {
+    let mut request = reqwest::Client::new().request(method, format!("{base}{path}"));
+    if let Some(key) = key {
+        request = request.bearer_auth(key);
+    }
+    if let Some(body) = body {
+        request = request.json(body);
+    }
+    let response = request.send().await.unwrap();
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    let text = response.text().await.unwrap();
+    (
+        status,
+        headers,
+        serde_json::from_str(&text).unwrap_or(Value::Null),
+    )
+}
+
 /// A loopback URL where nothing listens (the port was free a moment ago).
 pub fn closed_url() -> String {
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -266,14 +293,23 @@ pub fn id(memory: &Value) -> String {
     memory["id"].as_str().unwrap().to_owned()
 }
 
-/// The ids of a retrieval's memories, in order.
+/// The ids of a retrieval's or a listing's memories, in order.
 pub fn ids(result: &Value) -> Vec<String> {
+    memories_of(result).map(id).collect()
+}
+
+/// The contents of a retrieval's or a listing's memories, in order.
+pub fn contents(result: &Value) -> Vec<&str> {
+    memories_of(result)
+        .map(|memory| memory["content"].as_str().unwrap())
+        .collect()
+}
+
+fn memories_of(result: &Value) -> impl Iterator<Item = &Value> {
     result["memories"]
         .as_array()
-        .unwrap()
+        .unwrap_or_else(|| panic!("no memories in {result}"))
         .iter()
-        .map(|m| m["id"].as_str().unwrap().to_owned())
-        .collect()
 }
 
 /// A valid memory request body, to be adjusted per test.

@@ -18,7 +18,7 @@ use std::process::{Command, Output};
 use serde_json::{Value, json};
 
 use crate::backends::{Backend, over_both_backends};
-use crate::helpers::{RunningApp, TestApp, get_json, post_json};
+use crate::helpers::{RunningApp, TestApp, contents, get_json, post_json};
 use crate::hooks::{Project, engram, run};
 
 /// Engram with the fake embedder and no `llm`.
@@ -329,12 +329,7 @@ async fn instructions_files_become_repo_conventions_once() {
     let said = succeeded(&engram_against(&project, &app, &args).await);
     app.wait_indexed().await;
     let listed = get_json(&app.base_url, "/memories?repo=forge&limit=1000").await;
-    let contents: Vec<&str> = listed["memories"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|memory| memory["content"].as_str().unwrap())
-        .collect();
+    let contents = contents(&listed);
     assert!(
         said.starts_with(&format!(
             "13 conventions for repo forge: {} stored",

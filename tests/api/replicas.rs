@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 use tempfile::TempDir;
 
 use crate::binary::{Served, binary, free_address, launch};
-use crate::helpers::{get_json, is_ready, post_json, wait_until, wait_until_async};
+use crate::helpers::{get_json, ids, is_ready, post_json, wait_until, wait_until_async};
 use crate::pg_cluster::{self, TestDatabase};
 
 /// A replica: an `engram` process over `database`, with a data directory
@@ -180,15 +180,6 @@ impl Replica {
         })
         .await;
     }
-}
-
-pub fn ids(answer: &Value) -> Vec<String> {
-    answer["memories"]
-        .as_array()
-        .unwrap_or_else(|| panic!("{answer}"))
-        .iter()
-        .map(|memory| memory["id"].as_str().unwrap().to_owned())
-        .collect()
 }
 
 fn query(turn: &str, text: &str) -> Value {

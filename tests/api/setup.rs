@@ -39,7 +39,7 @@ fn read_json(path: &Path) -> Value {
 }
 
 /// The files beside `path` whose names start with its name and `.engram-backup-`.
-fn backups(path: &Path) -> Vec<PathBuf> {
+pub fn backups(path: &Path) -> Vec<PathBuf> {
     let prefix = format!(
         "{}.engram-backup-",
         path.file_name().unwrap().to_string_lossy()

@@ -97,6 +97,20 @@ fn row<'a>(stats: &'a Value, kind: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no {kind} row: {stats:#}"))
 }
 
+/// Asserts that every queued trigger of a `/triggers` answer is held
+/// (`waiting`), none failed nor under way.
+fn assert_all_held(triggers: &Value) {
+    let queued = &triggers["queued"];
+    assert!(
+        queued
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|trigger| trigger["state"] == "waiting"),
+        "{queued:#}"
+    );
+}
+
 fn cost(prompt: u64, completion: u64) -> f64 {
     (prompt as f64 * PRICE_IN + completion as f64 * PRICE_OUT) / 1e6
 }
@@ -237,15 +251,7 @@ async fn past_the_capture_budget_triggers_wait_and_go_once_it_is_raised(backend:
     let stats = app.get("/stats").await.json;
     assert_eq!(stats["capture"]["queue_depth"], 2, "{stats:#}");
     assert_eq!(stats["capture"]["dropped"], 0);
-    let queued = app.get("/triggers").await.json["queued"].clone();
-    assert!(
-        queued
-            .as_array()
-            .unwrap()
-            .iter()
-            .all(|trigger| trigger["state"] == "waiting"),
-        "{queued:#}"
-    );
+    assert_all_held(&app.get("/triggers").await.json);
     assert_eq!(upstream.chat_requests().len(), 1, "no call past the budget");
 
     // The same data directory with a budget that has room: the day's

@@ -10,11 +10,12 @@
 
 use serde_json::{Value, json};
 
+use crate::helpers::RunningApp;
 use crate::hooks::{
     Project, assert_silent, engram, hook, last_prompt, memories, remember_and_expect, run,
     start_engram,
 };
-use crate::setup::agents::backups;
+use crate::setup::backups;
 use crate::upstream::Behaviour;
 
 const CONVERSATION: &str = "7d1c3b52-5f0e-4a8b-9c61-2e4f8a0b9d37";
@@ -23,6 +24,14 @@ const CONVERSATION: &str = "7d1c3b52-5f0e-4a8b-9c61-2e4f8a0b9d37";
 fn printed_json(output: &std::process::Output) -> Value {
     assert!(output.status.success(), "{output:?}");
     serde_json::from_slice(&output.stdout).unwrap_or_else(|err| panic!("{err}: {output:?}"))
+}
+
+/// Runs the `beforeSubmitPrompt` hook on `payload`, which must let the
+/// prompt go on.
+async fn prompt_goes_on(project: &Project, app: &RunningApp, payload: String) {
+    let args = ["cursor", "user-prompt-submit"];
+    let output = hook(project, &app.base_url, &args, payload).await;
+    assert_eq!(printed_json(&output), json!({"continue": true}));
 }
 
 #[tokio::test]
@@ -46,14 +55,7 @@ async fn cursor_hooks_inject_at_session_start_keep_the_prompt_and_hand_the_turn_
     assert!(context.contains(fact), "the project's memories: {printed}");
 
     let prompt = project.payload("cursor/before-submit-prompt.json");
-    let output = hook(
-        &project,
-        &app.base_url,
-        &["cursor", "user-prompt-submit"],
-        prompt,
-    )
-    .await;
-    assert_eq!(printed_json(&output), json!({"continue": true}));
+    prompt_goes_on(&project, &app, prompt).await;
 
     upstream.set_chat(
         Behaviour::Answer,
@@ -89,14 +91,7 @@ async fn a_cursor_remember_prompt_is_stored_and_the_prompt_goes_on() {
     let app = start_engram().await;
     let project = Project::new("claude-code/transcript.jsonl");
     let prompt = project.payload("cursor/before-submit-remember.json");
-    let output = hook(
-        &project,
-        &app.base_url,
-        &["cursor", "user-prompt-submit"],
-        prompt,
-    )
-    .await;
-    assert_eq!(printed_json(&output), json!({"continue": true}));
+    prompt_goes_on(&project, &app, prompt).await;
     let stored = memories(&app, 1).await;
     assert_eq!(
         stored[0]["content"],
@@ -169,7 +164,11 @@ async fn setup_cursor_writes_its_hooks_into_hooks_json_keeping_the_rest_once() {
         json!({"command": "./hooks/audit.sh"}),
         "the user's own hook stays first"
     );
-    assert_eq!(backups(&user_hooks), 1, "one backup, of the first change");
+    assert_eq!(
+        backups(&user_hooks).len(),
+        1,
+        "one backup, of the first change"
+    );
 
     // A version Cursor's reference does not document is refused.
     std::fs::write(&user_hooks, "{\"version\": 2, \"hooks\": {}}").unwrap();

@@ -17,7 +17,8 @@ use crate::hooks::{
     Project, assert_silent, engram, get, hook, last_prompt, memories, printed_context,
     remember_and_expect, run, start_engram,
 };
-use crate::setup::agents::{backups, cli_or_skip, printed};
+use crate::setup::agents::{cli_or_skip, printed};
+use crate::setup::backups;
 use crate::setup::private::backup_place;
 use crate::upstream::Behaviour;
 
@@ -159,9 +160,9 @@ async fn setup_gemini_writes_its_hooks_beside_the_mcp_server_in_one_settings_fil
         "the team's hook stays: {text}"
     );
     // A shared file's backup is kept out of the checkout.
-    assert_eq!(backups(&settings), 0);
+    assert_eq!(backups(&settings).len(), 0);
     assert_eq!(
-        backups(&backup_place(&project, &settings)),
+        backups(&backup_place(&project, &settings)).len(),
         1,
         "one file, backed up once"
     );

@@ -8,10 +8,10 @@
 use reqwest::Method;
 use serde_json::Value;
 
-use crate::helpers::{get_json, is_ready, wait_until_async};
+use crate::helpers::{call, get_json, is_ready, wait_until_async};
 use crate::pg_cluster::{self, TestDatabase};
 use crate::replicas::Replica;
-use crate::replicas::ops::{call, memory, readiness};
+use crate::replicas::ops::{memory, readiness};
 
 /// The database is given up on quickly, well before the request timeout.
 const GIVE_UP_QUICKLY: &str = "limits: { request_timeout_ms: 5000 }\n\

@@ -12,34 +12,10 @@ use std::process::{Command, Output};
 
 use serde_json::{Value, json};
 
+use super::{backups, setup};
 use crate::helpers::{npm_installed, or_skip};
 use crate::hooks::{Project, engram, run};
 use crate::setup::private::backup_place;
-
-async fn setup(project: &Project, args: &[&str]) -> Output {
-    let mut command = engram(project);
-    command.arg("setup").args(args).current_dir(&project.cwd);
-    run(command, String::new()).await
-}
-
-/// The files beside `path` whose names start with its name and `.engram-backup-`.
-pub fn backups(path: &Path) -> usize {
-    let prefix = format!(
-        "{}.engram-backup-",
-        path.file_name().unwrap().to_string_lossy()
-    );
-    std::fs::read_dir(path.parent().unwrap())
-        .unwrap()
-        .filter(|entry| {
-            entry
-                .as_ref()
-                .unwrap()
-                .file_name()
-                .to_string_lossy()
-                .starts_with(&prefix)
-        })
-        .count()
-}
 
 /// The file's JSON, read without the library's own parser: its `//`
 /// comments, comment lines and the trailing commas setup leaves taken out.
@@ -171,7 +147,7 @@ async fn setup_writes_each_agents_server_in_its_shape_and_a_second_run_changes_n
             );
             for (file, bytes) in files.iter().zip(before) {
                 assert_eq!(std::fs::read(file).unwrap(), bytes, "{}", file.display());
-                assert_eq!(backups(file), 0, "{}", file.display());
+                assert_eq!(backups(file).len(), 0, "{}", file.display());
             }
         }
     }
@@ -231,8 +207,8 @@ async fn setup_merges_into_each_agents_files_keeping_their_comments_and_servers(
         assert!(written[key]["docs"].is_object(), "{agent}: {text}");
         assert!(written[key]["engram"].is_object(), "{agent}: {text}");
         // A shared file's backup is kept out of the checkout.
-        assert_eq!(backups(path), 0, "{agent}");
-        assert_eq!(backups(&backup_place(&project, path)), 1, "{agent}");
+        assert_eq!(backups(path).len(), 0, "{agent}");
+        assert_eq!(backups(&backup_place(&project, path)).len(), 1, "{agent}");
         let again = setup(&project, &[agent, "--scope", "project"]).await;
         assert!(
             String::from_utf8_lossy(&again.stdout).contains("nothing changed"),
@@ -249,8 +225,8 @@ async fn setup_merges_into_each_agents_files_keeping_their_comments_and_servers(
         agents.starts_with("# Forge\n\nRun `make check` before pushing.\n\n<!-- engram:begin"),
         "{agents}"
     );
-    assert_eq!(backups(&agents_md), 0);
-    assert_eq!(backups(&backup_place(&project, &agents_md)), 1);
+    assert_eq!(backups(&agents_md).len(), 0);
+    assert_eq!(backups(&backup_place(&project, &agents_md)).len(), 1);
 }
 
 #[tokio::test]
@@ -280,7 +256,7 @@ async fn setup_refuses_what_each_agent_could_not_read_and_writes_nothing() {
             "{stderr}"
         );
         assert_eq!(std::fs::read_to_string(path).unwrap(), *text);
-        assert_eq!(backups(path), 0);
+        assert_eq!(backups(path).len(), 0);
     }
     for instructions in ["GEMINI.md", "AGENTS.md", ".cursor/rules", ".github"] {
         assert!(
