@@ -152,10 +152,8 @@ pub async fn start_engram_on(ground: Ground) -> RunningApp {
         .on(ground)
         .embedder()
         .llm()
-        .config(|config| {
-            config.llm.as_mut().unwrap().classifier_timeout_ms = 5_000;
-            config.capture.retry_base_ms = 10;
-        })
+        .patient()
+        .config(|config| config.capture.retry_base_ms = 10)
         .serve()
         .await
 }
@@ -179,10 +177,16 @@ pub async fn write_and_wait(app: &RunningApp, body: &Value) {
     app.wait_indexed().await;
 }
 
-/// [`remember`], with HyDE scripted to hypothesise the same fact.
-pub async fn remember_and_expect(app: &RunningApp, upstream: &Upstream, fact: &str) {
-    remember(app, fact).await;
-    upstream.set_chat(Behaviour::Answer, &json!([fact]).to_string());
+/// Engram serving with `fact` [`remember`]ed and HyDE scripted to
+/// hypothesise it, and a project whose agent's transcript is the fixture
+/// `transcript`.
+pub async fn engram_remembering(transcript: &str, fact: &str) -> (RunningApp, Project) {
+    let app = start_engram().await;
+    let project = Project::new(transcript);
+    remember(&app, fact).await;
+    app.upstream
+        .set_chat(Behaviour::Answer, &json!([fact]).to_string());
+    (app, project)
 }
 
 /// The context a successful hook printed for `event`, checking the shape
@@ -250,11 +254,9 @@ fn assert_window_of_claude_fixture(prompt: &str) {
 
 #[tokio::test]
 async fn a_claude_code_prompt_gets_the_memories_for_its_window_as_context() {
-    let app = start_engram().await;
-    let upstream = &app.upstream;
-    let project = Project::new("claude-code/transcript.jsonl");
     let fact = "The forge client wraps every error with fmt.Errorf and %w.";
-    remember_and_expect(&app, upstream, fact).await;
+    let (app, project) = engram_remembering("claude-code/transcript.jsonl", fact).await;
+    let upstream = &app.upstream;
 
     let payload = project.payload("claude-code/user-prompt-submit.json");
     let args = ["claude-code", "user-prompt-submit"];
@@ -362,11 +364,9 @@ async fn claude_code_stop_and_pre_compact_hand_the_window_to_capture() {
 
 #[tokio::test]
 async fn codex_hooks_use_its_turn_id_and_its_event_stream() {
-    let app = start_engram().await;
-    let upstream = &app.upstream;
-    let project = Project::new("codex/rollout.jsonl");
     let fact = "Migrations in forge live in db/migrations, numbered by date.";
-    remember_and_expect(&app, upstream, fact).await;
+    let (app, project) = engram_remembering("codex/rollout.jsonl", fact).await;
+    let upstream = &app.upstream;
 
     let payload = project.payload("codex/user-prompt-submit.json");
     let output = hook(

@@ -18,7 +18,7 @@ use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
 use serde_json::{Value, json};
 
 use crate::helpers::PATIENCE;
-use crate::hooks::{Project, engram, printed_context, remember_and_expect, run, start_engram};
+use crate::hooks::{Project, engram, engram_remembering, printed_context, run, start_engram};
 use crate::setup::private::backup_place;
 
 const EVENTS: [(&str, &str); 4] = [
@@ -234,11 +234,8 @@ async fn setup_for_codex_writes_its_hooks_file_and_refuses_what_is_not_json() {
 
 #[tokio::test]
 async fn the_command_setup_writes_runs_as_the_agent_would_run_it() {
-    let app = start_engram().await;
-    let upstream = &app.upstream;
-    let project = Project::new("claude-code/transcript.jsonl");
     let fact = "The forge client wraps every error with fmt.Errorf and %w.";
-    remember_and_expect(&app, upstream, fact).await;
+    let (app, project) = engram_remembering("claude-code/transcript.jsonl", fact).await;
     let output = setup(&project, &["claude-code", "--url", &app.base_url]).await;
     assert!(output.status.success(), "{output:?}");
     let settings = read_json(&project.home().join(".claude/settings.json"));

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use crate::helpers::RunningApp;
 use crate::hooks::{
-    Project, assert_silent, engram, hook, last_prompt, memories, remember_and_expect, run,
+    Project, assert_silent, engram, engram_remembering, hook, last_prompt, memories, run,
     start_engram,
 };
 use crate::setup::backups;
@@ -36,13 +36,11 @@ async fn prompt_goes_on(project: &Project, app: &RunningApp, payload: String) {
 
 #[tokio::test]
 async fn cursor_hooks_inject_at_session_start_keep_the_prompt_and_hand_the_turn_to_capture() {
-    let app = start_engram().await;
-    let upstream = &app.upstream;
+    let fact = "The forge client wraps every error with fmt.Errorf and %w.";
     // The payloads name a transcript, here a Claude Code one: Cursor's
     // is not read, so none of it may reach Engram.
-    let project = Project::new("claude-code/transcript.jsonl");
-    let fact = "The forge client wraps every error with fmt.Errorf and %w.";
-    remember_and_expect(&app, upstream, fact).await;
+    let (app, project) = engram_remembering("claude-code/transcript.jsonl", fact).await;
+    let upstream = &app.upstream;
 
     let start = project.payload("cursor/session-start.json");
     let output = hook(&project, &app.base_url, &["cursor", "session-start"], start).await;

@@ -14,8 +14,8 @@ use serde_json::{Value, json};
 
 use crate::helpers::{closed_url, wait_until_async};
 use crate::hooks::{
-    Project, assert_silent, engram, get, hook, last_prompt, memories, printed_context,
-    remember_and_expect, run, start_engram,
+    Project, assert_silent, engram, engram_remembering, get, hook, last_prompt, memories,
+    printed_context, run,
 };
 use crate::setup::agents::{cli_or_skip, printed};
 use crate::setup::backups;
@@ -48,11 +48,9 @@ fn assert_window_of_gemini_fixture(prompt: &str) {
 
 #[tokio::test]
 async fn gemini_hooks_retrieve_for_the_prompt_and_hand_turns_and_compressions_to_capture() {
-    let app = start_engram().await;
-    let upstream = &app.upstream;
-    let project = Project::new("gemini/transcript.jsonl");
     let fact = "The forge client wraps every error with fmt.Errorf and %w.";
-    remember_and_expect(&app, upstream, fact).await;
+    let (app, project) = engram_remembering("gemini/transcript.jsonl", fact).await;
+    let upstream = &app.upstream;
 
     let payload = project.payload("gemini/before-agent.json");
     let output = hook(
@@ -183,11 +181,9 @@ async fn the_gemini_cli_runs_engrams_hooks_through_a_turn_without_a_model() {
     let Some(cli) = cli_or_skip("gemini-cli", "gemini") else {
         return;
     };
-    let app = start_engram().await;
-    let upstream = &app.upstream;
-    let project = Project::new("gemini/transcript.jsonl");
     let fact = "forge indents Go with tabs, never spaces.";
-    remember_and_expect(&app, upstream, fact).await;
+    let (app, project) = engram_remembering("gemini/transcript.jsonl", fact).await;
+    let upstream = &app.upstream;
 
     let home = project.home();
     let mut command = engram(&project);
