@@ -21,9 +21,7 @@ use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::{Value, json};
 use tokio::sync::Semaphore;
 
-use crate::helpers::{
-    Builder, RunningApp, TestApp, call, deadline, is_ready, skip, wait_until_async,
-};
+use crate::helpers::{Builder, RunningApp, TestApp, call, deadline, skip, wait_ready};
 use crate::upstream::{Behaviour, Upstream};
 
 mod capture_page;
@@ -228,10 +226,7 @@ impl Served {
     /// Serves `app`, once it is ready.
     pub async fn serve(app: Builder<'_>) -> Self {
         let app = app.serve().await;
-        wait_until_async("the app to get ready", async || {
-            is_ready(&app.base_url).await
-        })
-        .await;
+        wait_ready(&app.base_url).await;
         Self { app }
     }
 

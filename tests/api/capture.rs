@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 
 use crate::backends::{Backend, over_both_backends};
 use crate::helpers::{
-    Ground, TestApp, contents, get_json, is_ready, settled, wait_until, wait_until_async,
+    Ground, TestApp, contents, get_json, settled, wait_ready, wait_until, wait_until_async,
 };
 use crate::upstream::{Behaviour, Upstream};
 
@@ -265,7 +265,7 @@ async fn a_kill_between_accept_and_processing_loses_nothing_and_repeats_nothing(
     let client = reqwest::Client::new();
     upstream.set_chat(Behaviour::Delay(Duration::from_secs(60)), "[]");
     let (mut first, base) = engram(upstream);
-    wait_until_async("engram to get ready", async || is_ready(&base).await).await;
+    wait_ready(&base).await;
     let response = client
         .post(format!("{base}/turns"))
         .json(&turn("s1", "forge", "We deploy with Helm."))
@@ -293,7 +293,7 @@ async fn a_kill_between_accept_and_processing_loses_nothing_and_repeats_nothing(
     );
     for _ in 0..2 {
         let (mut again, base) = engram(upstream);
-        wait_until_async("engram to get ready", async || is_ready(&base).await).await;
+        wait_ready(&base).await;
         wait_until_async("the queue to drain", async || {
             get_json(&base, "/stats").await["capture"]["queue_depth"] == 0
         })
@@ -314,7 +314,7 @@ async fn a_kill_during_concurrent_accepts_keeps_every_acknowledged_trigger() {
     // Nothing is classified, so everything accepted stays queued.
     upstream.set_chat(Behaviour::Delay(Duration::from_secs(60)), "[]");
     let (mut first, base) = engram_process(upstream, dir, 1_000);
-    wait_until_async("engram to get ready", async || is_ready(&base).await).await;
+    wait_ready(&base).await;
     let acknowledged = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let mut clients = tokio::task::JoinSet::new();
     for client_no in 0..32 {
@@ -358,7 +358,7 @@ async fn a_kill_during_concurrent_accepts_keeps_every_acknowledged_trigger() {
     assert!(acknowledged.len() < 200, "more than one listing holds");
 
     let (mut again, base) = engram_process(upstream, dir, 1_000);
-    wait_until_async("engram to get ready", async || is_ready(&base).await).await;
+    wait_ready(&base).await;
     let listed = get_json(&base, "/triggers?limit=200").await;
     let queued: std::collections::HashSet<&str> = listed["queued"]
         .as_array()

@@ -274,6 +274,14 @@ pub async fn is_ready(base: &str) -> bool {
         .is_ok_and(|response| response.status() == 200)
 }
 
+/// Waits until `{base}/readyz` answers 200 over a real socket.
+pub async fn wait_ready(base: &str) {
+    wait_until_async(&format!("{base} to be ready"), async || {
+        is_ready(base).await
+    })
+    .await;
+}
+
 fn collect_files(root: &Path, dir: &Path, files: &mut Vec<String>) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;

@@ -14,7 +14,7 @@ use engram::tokens::count as count_tokens;
 use serde_json::{Value, json};
 
 use crate::backends::{Backend, over_both_backends};
-use crate::helpers::{Builder, Ground, TestApp, settled, wait_until_async};
+use crate::helpers::{Builder, Ground, TestApp, settled, wait_ready, wait_until_async};
 use crate::upstream::{Behaviour, usage_of};
 
 over_both_backends!(
@@ -503,10 +503,7 @@ async fn the_days_totals_survive_a_restart_on_the_same_data_directory(backend: B
     app.upstream
         .set_chat(Behaviour::Answer, "Ana prefers tabs.");
     let base = app.base_url.clone();
-    wait_until_async("the app to be ready", async || {
-        crate::helpers::is_ready(&base).await
-    })
-    .await;
+    wait_ready(&base).await;
     let result = crate::helpers::post_json(&base, "/retrieve", &window("t1", "indent?")).await;
     assert_eq!(result["mode"], "hyde", "{result:#}");
     let before = crate::helpers::get_json(&base, "/stats").await["models"].clone();

@@ -8,7 +8,7 @@
 use serde_json::{Value, json};
 
 use crate::backends::{Backend, over_both_backends};
-use crate::helpers::{RunningApp, is_ready, wait_until_async};
+use crate::helpers::{RunningApp, wait_ready};
 use crate::hooks::{Project, get, hook, printed_context};
 
 over_both_backends!(
@@ -25,10 +25,7 @@ async fn agent_driven() -> RunningApp {
 /// before the start-up index build is done degrades, and the hook logs it.
 async fn agent_driven_over(backend: &Backend) -> RunningApp {
     let app = backend.builder().embedder().serve().await;
-    wait_until_async("engram to get ready", async || {
-        is_ready(&app.base_url).await
-    })
-    .await;
+    wait_ready(&app.base_url).await;
     app
 }
 

@@ -16,7 +16,7 @@ use sha2::{Digest, Sha256};
 
 use crate::binary::binary;
 use crate::helpers::{
-    TestApp, UNHURRIED_MS, call, contents, get_json, ids, is_ready, wait_until_async,
+    TestApp, UNHURRIED_MS, call, contents, get_json, ids, wait_ready, wait_until_async,
 };
 use crate::pg_cluster;
 use crate::replicas::Replica;
@@ -161,10 +161,7 @@ async fn the_database_restarted_under_load_refuses_writes_meanwhile_and_loses_no
     cluster.start().await;
 
     for replica in [&a, &b] {
-        wait_until_async("/readyz is 200 again", async || {
-            is_ready(replica.url()).await
-        })
-        .await;
+        wait_ready(replica.url()).await;
     }
     wait_until_async("both replicas take writes again", async || {
         seen.iter()
@@ -233,10 +230,7 @@ async fn a_late_replica_is_not_ready_until_it_has_caught_up_with_the_change_log(
 
     holder.batch_execute("ROLLBACK").await.unwrap();
 
-    wait_until_async("B is ready once it has caught up", async || {
-        is_ready(b.url()).await
-    })
-    .await;
+    wait_ready(b.url()).await;
     assert!(healthcheck(&b, &["--ready"]).await);
     let stats = get_json(b.url(), "/stats").await;
     assert_eq!(stats["database"]["caught_up"], true, "{stats}");
