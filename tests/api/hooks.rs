@@ -152,7 +152,6 @@ pub async fn start_engram_on(ground: Ground) -> RunningApp {
         .on(ground)
         .embedder()
         .llm()
-        .patient()
         .config(|config| config.capture.retry_base_ms = 10)
         .serve()
         .await

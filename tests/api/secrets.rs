@@ -63,7 +63,7 @@ fn leaked<'v>(received: &str, values: &'v [String]) -> Vec<&'v str> {
 
 #[tokio::test]
 async fn no_fixture_secret_reaches_an_upstream() {
-    let app = TestApp::builder().embedder().llm().patient().spawn().await;
+    let app = TestApp::builder().embedder().llm().spawn().await;
     let upstream = &app.upstream;
     let (texts, values) = fixture();
     let window = texts.join("\n");

@@ -22,10 +22,9 @@ pub fn memory_file(id: &str, scope: &str, content: &str) -> String {
     )
 }
 
-/// An app whose embedder is the fake upstream, over a fresh directory,
-/// patient (these tests check what is found, never how fast).
+/// An app whose embedder is the fake upstream, over a fresh directory.
 async fn app() -> TestApp {
-    TestApp::builder().embedder().patient().spawn().await
+    TestApp::builder().embedder().spawn().await
 }
 
 /// Writes a memory through the API; its id.

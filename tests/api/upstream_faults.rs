@@ -25,12 +25,11 @@ async fn app_with(adjust: impl FnOnce(&mut engram::config::Config)) -> TestApp {
 
 /// These tests' app over `backend`, before it is adjusted and spawned.
 fn faulty_app(backend: &Backend) -> Builder<'_> {
-    backend.builder().embedder().llm().config(|config| {
-        // Generous timeouts: these tests are about failures, not slowness.
-        config.embedding.timeout_ms = 1000;
-        config.llm.as_mut().unwrap().retrieval_timeout_ms = 1000;
-        config.capture.retry_base_ms = 10;
-    })
+    backend
+        .builder()
+        .embedder()
+        .llm()
+        .config(|config| config.capture.retry_base_ms = 10)
 }
 
 #[tokio::test]

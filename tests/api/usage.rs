@@ -34,24 +34,19 @@ async fn app_on(backend: &Backend, adjust: impl FnOnce(&mut Config)) -> TestApp 
     metered(backend).config(adjust).spawn().await
 }
 
-/// These tests' app over `backend`, patient and priced, before it is
-/// adjusted and spawned.
+/// These tests' app over `backend`, priced, before it is adjusted and
+/// spawned.
 fn metered(backend: &Backend) -> Builder<'_> {
-    backend
-        .builder()
-        .embedder()
-        .llm()
-        .patient()
-        .config(|config| {
-            config.capture.retry_base_ms = 10;
-            config.prices.insert(
-                "gpt-4o-mini".to_owned(),
-                Price {
-                    input_per_million: PRICE_IN,
-                    output_per_million: PRICE_OUT,
-                },
-            );
-        })
+    backend.builder().embedder().llm().config(|config| {
+        config.capture.retry_base_ms = 10;
+        config.prices.insert(
+            "gpt-4o-mini".to_owned(),
+            Price {
+                input_per_million: PRICE_IN,
+                output_per_million: PRICE_OUT,
+            },
+        );
+    })
 }
 
 fn turn(session: &str, text: &str) -> Value {
@@ -499,7 +494,7 @@ async fn past_the_retrieval_budget_retrieve_searches_the_plain_query(backend: Ba
 }
 
 async fn the_days_totals_survive_a_restart_on_the_same_data_directory(backend: Backend) {
-    let app = backend.builder().embedder().llm().patient().serve().await;
+    let app = backend.builder().embedder().llm().serve().await;
     app.upstream
         .set_chat(Behaviour::Answer, "Ana prefers tabs.");
     let base = app.base_url.clone();
@@ -509,14 +504,7 @@ async fn the_days_totals_survive_a_restart_on_the_same_data_directory(backend: B
     let before = crate::helpers::get_json(&base, "/stats").await["models"].clone();
     let ground = app.stop().await;
 
-    let app = backend
-        .builder()
-        .on(ground)
-        .embedder()
-        .llm()
-        .patient()
-        .serve()
-        .await;
+    let app = backend.builder().on(ground).embedder().llm().serve().await;
     let after = crate::helpers::get_json(&app.base_url, "/stats").await["models"].clone();
     assert_eq!(after["today"], before["today"], "{after:#}");
     assert_eq!(

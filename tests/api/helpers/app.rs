@@ -86,8 +86,10 @@ pub struct Builder<'a> {
     adjust: Vec<Adjustment<'a>>,
 }
 
-/// The upstream timeouts and retrieval budget of a [`Builder::patient`]
-/// app: the widest budget the configuration takes.
+/// The tests' upstream timeouts and retrieval budget: the widest budget
+/// the configuration takes, far past anything the fake upstream needs,
+/// so that a loaded runner never cuts a call short. A test of a timeout
+/// or of the budget sets its own.
 pub const UNHURRIED_MS: u64 = 60_000;
 
 /// A change to the configuration, applied when the app is built.
@@ -112,21 +114,6 @@ impl<'a> Builder<'a> {
     pub fn embedder(mut self) -> Self {
         self.embedder = true;
         self
-    }
-
-    /// Gives every upstream call the room a loaded runner could need: the
-    /// embedder's and the chat model's timeouts and the retrieval budget
-    /// at [`UNHURRIED_MS`]. For a test about what is found or written,
-    /// never about how fast, nor about a timeout.
-    pub fn patient(self) -> Self {
-        self.config(|config| {
-            config.embedding.timeout_ms = UNHURRIED_MS;
-            config.retrieval.budget_ms = UNHURRIED_MS;
-            if let Some(llm) = config.llm.as_mut() {
-                llm.retrieval_timeout_ms = UNHURRIED_MS;
-                llm.classifier_timeout_ms = UNHURRIED_MS;
-            }
-        })
     }
 
     /// Adjusts the configuration, after the upstream is wired in and after
@@ -253,7 +240,7 @@ impl RunningApp {
 fn llm_with(upstream: &Upstream, config: &mut Config) {
     config.llm = Some(engram::config::Llm {
         base_url: upstream.base_url.clone(),
-        retrieval_timeout_ms: 300,
+        retrieval_timeout_ms: UNHURRIED_MS,
         ..engram::config::Llm::default()
     });
 }
@@ -264,16 +251,18 @@ fn embed_with(upstream: &Upstream, config: &mut Config) {
     config.embedding.base_url = upstream.base_url.clone();
     config.embedding.model = "fake-embedding".to_owned();
     config.embedding.dimensions = Some(upstream::Vectors::SMALL.dimensions);
-    config.embedding.timeout_ms = 300;
+    config.embedding.timeout_ms = UNHURRIED_MS;
 }
 
-/// The tests' configuration over `data_dir` (port 0), adjusted.
+/// The tests' configuration over `data_dir` (port 0, the retrieval budget
+/// [`UNHURRIED_MS`]), adjusted.
 fn test_config(data_dir: &Path, adjust: impl FnOnce(&mut Config)) -> Config {
     let mut config = Config {
         listen: SocketAddr::from(([127, 0, 0, 1], 0)),
         data_dir: data_dir.to_owned(),
         ..Config::default()
     };
+    config.retrieval.budget_ms = UNHURRIED_MS;
     adjust(&mut config);
     config
 }
