@@ -215,11 +215,7 @@ pub struct Served {
 
 impl Served {
     pub async fn start(adjust: impl FnOnce(&mut engram::config::Config)) -> Self {
-        let app = TestApp::builder()
-            .embedder()
-            .llm()
-            .config(|config| config.llm.as_mut().unwrap().classifier_timeout_ms = 5_000)
-            .config(adjust);
+        let app = TestApp::builder().embedder().llm().config(adjust);
         Self::serve(app).await
     }
 

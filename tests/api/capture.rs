@@ -39,10 +39,7 @@ pub(crate) async fn app_over(
         .builder()
         .llm()
         .embedder()
-        .config(|config| {
-            config.llm.as_mut().unwrap().classifier_timeout_ms = 5_000;
-            config.capture.retry_base_ms = 10;
-        })
+        .config(|config| config.capture.retry_base_ms = 10)
         .config(adjust)
         .spawn()
         .await

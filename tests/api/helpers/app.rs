@@ -241,6 +241,7 @@ fn llm_with(upstream: &Upstream, config: &mut Config) {
     config.llm = Some(engram::config::Llm {
         base_url: upstream.base_url.clone(),
         retrieval_timeout_ms: UNHURRIED_MS,
+        classifier_timeout_ms: UNHURRIED_MS,
         ..engram::config::Llm::default()
     });
 }
