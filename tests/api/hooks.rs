@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use tempfile::TempDir;
 
-use crate::helpers::{Ground, PATIENCE, RunningApp, TestApp, wait_until_async};
+use crate::helpers::{Ground, PATIENCE, RunningApp, TestApp, get_json, wait_until_async};
 use crate::upstream::{Behaviour, Upstream};
 
 const CLAUDE_SESSION: &str = "5b0c1f9e-8d7a-4c1b-9f3e-2a6d4e8b7c10";
@@ -198,20 +198,11 @@ pub fn printed_context(output: &Output, event: &str) -> String {
     specific["additionalContext"].as_str().unwrap().to_owned()
 }
 
-pub async fn get(app: &RunningApp, path: &str) -> Value {
-    reqwest::get(format!("{}{path}", app.base_url))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap()
-}
-
 /// Waits until repo `forge` for user `ana` holds `count` memories; newest first.
 pub async fn memories(app: &RunningApp, count: usize) -> Vec<Value> {
     let mut listed = Vec::new();
     wait_until_async("capture to write the memories", async || {
-        listed = get(app, "/memories?repo=forge&user=ana").await["memories"]
+        listed = get_json(&app.base_url, "/memories?repo=forge&user=ana").await["memories"]
             .as_array()
             .unwrap()
             .clone();
@@ -334,7 +325,7 @@ async fn claude_code_stop_and_pre_compact_hand_the_window_to_capture() {
     let args = ["claude-code", "pre-compact"];
     assert_silent(&hook(&project, &app.base_url, &args, compact.clone()).await);
     wait_until_async("the compaction to be processed", async || {
-        get(&app, "/stats").await["capture"]["processed"] == 2
+        get_json(&app.base_url, "/stats").await["capture"]["processed"] == 2
     })
     .await;
     assert_eq!(

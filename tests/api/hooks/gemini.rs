@@ -12,9 +12,9 @@ use std::process::Command;
 
 use serde_json::{Value, json};
 
-use crate::helpers::{closed_url, wait_until_async};
+use crate::helpers::{closed_url, get_json, wait_until_async};
 use crate::hooks::{
-    Project, assert_silent, engram, engram_remembering, get, hook, last_prompt, memories,
+    Project, assert_silent, engram, engram_remembering, hook, last_prompt, memories,
     printed_context, run,
 };
 use crate::setup::agents::{cli_or_skip, printed};
@@ -95,7 +95,7 @@ async fn gemini_hooks_retrieve_for_the_prompt_and_hand_turns_and_compressions_to
         .await,
     );
     wait_until_async("the compression to be processed", async || {
-        get(&app, "/stats").await["capture"]["processed"] == 2
+        get_json(&app.base_url, "/stats").await["capture"]["processed"] == 2
     })
     .await;
     // A Claude Code payload is not Gemini CLI's event.
@@ -251,7 +251,10 @@ async fn the_gemini_cli_runs_engrams_hooks_through_a_turn_without_a_model() {
         })
     })
     .await;
-    assert_eq!(get(&app, "/stats").await["capture"]["accepted"], 1);
+    assert_eq!(
+        get_json(&app.base_url, "/stats").await["capture"]["accepted"],
+        1
+    );
     let log = home.join("state/engram/hook.log");
     assert!(
         !Path::new(&log).exists(),
