@@ -9,7 +9,7 @@ use std::process::{Child, Command, Stdio};
 
 use serde_json::{Value, json};
 
-use crate::helpers::{get_json, is_ready, post_json, wait_until_async};
+use crate::helpers::{get_json, post_json, wait_ready, wait_until_async};
 
 /// A served `engram` child process, stopped when dropped.
 pub struct Served {
@@ -61,7 +61,7 @@ pub async fn serve(
 ) -> Served {
     let served = launch(binary, dir, listen, args, env);
     let base = served.base_url.clone();
-    wait_until_async("the binary is ready", async || is_ready(&base).await).await;
+    wait_ready(&base).await;
     served
 }
 

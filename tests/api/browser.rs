@@ -2,14 +2,15 @@
 //! over WebDriver (chromedriver, through fantoccini) against the real app
 //! on a loopback port, with the fake upstream as embedder and classifier.
 //!
-//! Without `chromium` and `chromedriver` each test prints
+//! A test opens its browser and app with one line, `let (browser, served)
+//! = session!(…);`. Without `chromium` and `chromedriver` it prints
 //! "skipped: no chromium" to the terminal and passes, except under CI
-//! (`CI` set), where it fails: `.ci/run` installs both. The tests take turns: one browser at a time on a small machine.
+//! (`CI` set), where it fails: `.ci/run` installs both. The tests take
+//! turns: one browser at a time on a small machine.
 //!
 //! Files mode but for the capture page's PostgreSQL queue: the pages call
 //! the API, which the rest of the suite runs over both backends.
 
-use std::io::Write;
 use std::net::TcpListener;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -20,7 +21,7 @@ use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::{Value, json};
 use tokio::sync::Semaphore;
 
-use crate::helpers::{Builder, RunningApp, TestApp, is_ready, wait_until_async};
+use crate::helpers::{Builder, RunningApp, TestApp, call, deadline, skip, wait_ready};
 use crate::upstream::{Behaviour, Upstream};
 
 mod capture_page;
@@ -55,12 +56,6 @@ fn on_path(name: &str) -> Option<PathBuf> {
     })
 }
 
-/// Says on the terminal (past the test harness's capture) that a test did
-/// not run, and why.
-fn skipped(test: &str, why: &str) {
-    let _ = writeln!(std::io::stderr(), "{test}: skipped: {why}");
-}
-
 /// A browser session and the chromedriver behind it.
 pub struct Browser {
     pub client: Client,
@@ -71,22 +66,14 @@ pub struct Browser {
 
 impl Browser {
     /// A fresh browser (new profile, so empty session storage), or `None`
-    /// after saying so when Chromium or its driver is not installed.
-    pub async fn start(test: &str) -> Option<Self> {
+    /// after saying the test is skipped when Chromium or its driver is not
+    /// installed (CI installs both: `.ci/install-browser`).
+    pub async fn start() -> Option<Self> {
         let (Some(chromium), Some(chromedriver)) = (
             on_path("chromium").or_else(|| on_path("chromium-browser")),
             on_path("chromedriver"),
         ) else {
-            // CI installs both (`.ci/install-browser`): there a missing
-            // browser is a broken run, not a reason to skip.
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "{test}: chromium or chromedriver is missing under CI"
-            );
-            skipped(
-                test,
-                "no chromium (apt-get install chromium chromium-driver)",
-            );
+            skip("no chromium (apt-get install chromium chromium-driver)");
             return None;
         };
         let turn = TURN.acquire().await.unwrap();
@@ -109,7 +96,7 @@ impl Browser {
             json!({"binary": chromium, "args": args}),
         );
         let url = format!("http://127.0.0.1:{port}");
-        let deadline = Instant::now() + Duration::from_secs(60);
+        let deadline = deadline();
         let client = loop {
             match ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
                 .capabilities(capabilities.clone())
@@ -151,7 +138,7 @@ impl Browser {
 
     /// Waits until `script` returns a truthy value.
     pub async fn wait_for(&self, what: &str, script: &str) {
-        let deadline = Instant::now() + Duration::from_secs(30);
+        let deadline = deadline();
         loop {
             let value = self.eval(script).await;
             if !matches!(value, Value::Null | Value::Bool(false)) {
@@ -224,30 +211,19 @@ fn free_port() -> u16 {
 /// classifier.
 pub struct Served {
     pub app: RunningApp,
-    pub http: reqwest::Client,
 }
 
 impl Served {
     pub async fn start(adjust: impl FnOnce(&mut engram::config::Config)) -> Self {
-        let app = TestApp::builder()
-            .embedder()
-            .llm()
-            .config(|config| config.llm.as_mut().unwrap().classifier_timeout_ms = 5_000)
-            .config(adjust);
+        let app = TestApp::builder().embedder().llm().config(adjust);
         Self::serve(app).await
     }
 
     /// Serves `app`, once it is ready.
     pub async fn serve(app: Builder<'_>) -> Self {
         let app = app.serve().await;
-        wait_until_async("the app to get ready", async || {
-            is_ready(&app.base_url).await
-        })
-        .await;
-        Self {
-            app,
-            http: reqwest::Client::new(),
-        }
+        wait_ready(&app.base_url).await;
+        Self { app }
     }
 
     /// The data directory the app serves.
@@ -273,27 +249,13 @@ impl Served {
         body: Option<&Value>,
         key: Option<&str>,
     ) -> (u16, Value) {
-        let mut request = self
-            .http
-            .request(method, format!("{}{path}", self.app.base_url));
-        if let Some(key) = key {
-            request = request.bearer_auth(key);
-        }
-        if let Some(body) = body {
-            request = request.json(body);
-        }
-        let response = request.send().await.unwrap();
-        let status = response.status().as_u16();
-        (status, response.json().await.unwrap_or(Value::Null))
+        let (status, _, json) = call(&self.app.base_url, method, path, key, body).await;
+        (status, json)
     }
 
     /// Waits until every write so far is in the index (root view).
     pub async fn wait_indexed(&self) {
-        wait_until_async("the index", async || {
-            let (_, stats) = self.call(reqwest::Method::GET, "/stats", None, None).await;
-            stats["index"]["ready"] == true && stats["index"]["pending"] == 0
-        })
-        .await;
+        self.app.wait_indexed().await;
     }
 
     /// Writes a memory through the API; the memory.
@@ -311,14 +273,30 @@ impl Served {
 }
 
 /// A browser and the app (with its configuration adjusted), or `None`
-/// (after saying so) when there is no browser.
-pub async fn session(
-    test: &str,
+/// (after saying the test is skipped) when there is no browser.
+pub async fn open_session(
     adjust: impl FnOnce(&mut engram::config::Config),
 ) -> Option<(Browser, Served)> {
-    let browser = Browser::start(test).await?;
+    let browser = Browser::start().await?;
     Some((browser, Served::start(adjust).await))
 }
+
+/// A test's browser and app, `(Browser, Served)`, the app's configuration
+/// adjusted by the closure given, if one is: `session!()`,
+/// `session!(|config| …)`. Where there is no browser it returns from the
+/// test, which [`open_session`] has said is skipped.
+macro_rules! session {
+    () => {
+        $crate::browser::session!(|_| {})
+    };
+    ($adjust:expr) => {
+        match $crate::browser::open_session($adjust).await {
+            Some(opened) => opened,
+            None => return,
+        }
+    };
+}
+pub(crate) use session;
 
 /// Closes the browser, then stops the app.
 pub async fn end(browser: Browser, served: Served) {

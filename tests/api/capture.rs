@@ -19,7 +19,9 @@ use axum::http::StatusCode;
 use serde_json::{Value, json};
 
 use crate::backends::{Backend, over_both_backends};
-use crate::helpers::{Ground, TestApp, get_json, is_ready, settled, wait_until, wait_until_async};
+use crate::helpers::{
+    Ground, TestApp, contents, get_json, settled, wait_ready, wait_until, wait_until_async,
+};
 use crate::upstream::{Behaviour, Upstream};
 
 /// An app capturing through its upstream, quick to retry and patient
@@ -37,10 +39,7 @@ pub(crate) async fn app_over(
         .builder()
         .llm()
         .embedder()
-        .config(|config| {
-            config.llm.as_mut().unwrap().classifier_timeout_ms = 5_000;
-            config.capture.retry_base_ms = 10;
-        })
+        .config(|config| config.capture.retry_base_ms = 10)
         .config(adjust)
         .spawn()
         .await
@@ -55,24 +54,13 @@ fn turn(session: &str, repo: &str, text: &str) -> Value {
     ]})
 }
 
-async fn accept(app: &TestApp, path: &str, body: &Value) -> Value {
-    let response = app.post(path, body).await;
-    assert_eq!(response.status, StatusCode::ACCEPTED, "{}", response.text);
-    response.json
-}
-
 /// The contents of the current memories of `repo` and of the user `ana`.
 async fn memories(app: &TestApp, repo: &str) -> Vec<String> {
     let listed = app
         .get(&format!("/memories?repo={repo}&user=ana"))
         .await
         .json;
-    listed["memories"]
-        .as_array()
-        .unwrap_or_else(|| panic!("{listed}"))
-        .iter()
-        .map(|memory| memory["content"].as_str().unwrap().to_owned())
-        .collect()
+    contents(&listed).into_iter().map(str::to_owned).collect()
 }
 
 over_both_backends!(
@@ -94,12 +82,12 @@ async fn a_turn_becomes_memories_that_retrieval_finds(backend: Backend) {
         Behaviour::Answer,
         "Sure, here they are:\n```json\n[\n  {\"content\": \"Ana prefers tabs over spaces in Go files.\", \"scope\": \"user\", \"category\": \"coding-preferences\"},\n  {\"content\": \"The forge repo formats Go with gofumpt.\", \"scope\": \"repo\", \"category\": \"project-conventions\", \"importance\": 0.8},\n]\n```",
     );
-    let answer = accept(
-        &app,
-        "/turns",
-        &turn("s1", "forge", "Always use tabs; and we run gofumpt here."),
-    )
-    .await;
+    let answer = app
+        .accept(
+            "/turns",
+            &turn("s1", "forge", "Always use tabs; and we run gofumpt here."),
+        )
+        .await;
     assert_eq!(answer["status"], "queued");
     let stats = settled(&app, 1).await;
     assert_eq!(stats["capture"]["written"], 2, "{stats:#}");
@@ -141,7 +129,7 @@ async fn busy_pair_of_capacity_two(backend: &Backend) -> TestApp {
     .await;
     let upstream = &app.upstream;
     upstream.set_chat(Behaviour::Delay(Duration::from_millis(800)), "[]");
-    accept(&app, "/turns", &turn("busy", "forge", "first")).await;
+    app.accept("/turns", &turn("busy", "forge", "first")).await;
     wait_until("the first trigger to reach the classifier", || {
         !upstream.chat_requests().is_empty()
     })
@@ -156,23 +144,24 @@ async fn newer_turns_of_a_session_coalesce_and_a_full_queue_drops_turns_not_comp
     let app = busy_pair_of_capacity_two(&backend).await;
     let upstream = &app.upstream;
     assert_eq!(
-        accept(&app, "/turns", &turn("s1", "forge", "one")).await["status"],
+        app.accept("/turns", &turn("s1", "forge", "one")).await["status"],
         "queued"
     );
     assert_eq!(
-        accept(&app, "/turns", &turn("s1", "forge", "one two")).await["status"],
+        app.accept("/turns", &turn("s1", "forge", "one two")).await["status"],
         "coalesced"
     );
     assert_eq!(
-        accept(&app, "/turns", &turn("s2", "forge", "other")).await["status"],
+        app.accept("/turns", &turn("s2", "forge", "other")).await["status"],
         "queued"
     );
     assert_eq!(
-        accept(&app, "/turns", &turn("s3", "forge", "full")).await["status"],
+        app.accept("/turns", &turn("s3", "forge", "full")).await["status"],
         "dropped"
     );
     assert_eq!(
-        accept(&app, "/compactions", &turn("s3", "forge", "arc")).await["status"],
+        app.accept("/compactions", &turn("s3", "forge", "arc"))
+            .await["status"],
         "queued"
     );
 
@@ -207,18 +196,19 @@ async fn a_pair_that_fills_its_capacity_drops_its_own_turns_not_another_pairs(ba
     let app = busy_pair_of_capacity_two(&backend).await;
     for session in ["s1", "s2"] {
         assert_eq!(
-            accept(&app, "/turns", &turn(session, "forge", "waits")).await["status"],
+            app.accept("/turns", &turn(session, "forge", "waits")).await["status"],
             "queued"
         );
     }
     assert_eq!(
-        accept(&app, "/turns", &turn("s3", "forge", "full")).await["status"],
+        app.accept("/turns", &turn("s3", "forge", "full")).await["status"],
         "dropped",
         "forge's turns fill its capacity"
     );
     for session in ["w1", "w2"] {
         assert_eq!(
-            accept(&app, "/turns", &turn(session, "web", "another pair")).await["status"],
+            app.accept("/turns", &turn(session, "web", "another pair"))
+                .await["status"],
             "queued",
             "web has a capacity of its own"
         );
@@ -272,7 +262,7 @@ async fn a_kill_between_accept_and_processing_loses_nothing_and_repeats_nothing(
     let client = reqwest::Client::new();
     upstream.set_chat(Behaviour::Delay(Duration::from_secs(60)), "[]");
     let (mut first, base) = engram(upstream);
-    wait_until_async("engram to get ready", async || is_ready(&base).await).await;
+    wait_ready(&base).await;
     let response = client
         .post(format!("{base}/turns"))
         .json(&turn("s1", "forge", "We deploy with Helm."))
@@ -300,7 +290,7 @@ async fn a_kill_between_accept_and_processing_loses_nothing_and_repeats_nothing(
     );
     for _ in 0..2 {
         let (mut again, base) = engram(upstream);
-        wait_until_async("engram to get ready", async || is_ready(&base).await).await;
+        wait_ready(&base).await;
         wait_until_async("the queue to drain", async || {
             get_json(&base, "/stats").await["capture"]["queue_depth"] == 0
         })
@@ -321,7 +311,7 @@ async fn a_kill_during_concurrent_accepts_keeps_every_acknowledged_trigger() {
     // Nothing is classified, so everything accepted stays queued.
     upstream.set_chat(Behaviour::Delay(Duration::from_secs(60)), "[]");
     let (mut first, base) = engram_process(upstream, dir, 1_000);
-    wait_until_async("engram to get ready", async || is_ready(&base).await).await;
+    wait_ready(&base).await;
     let acknowledged = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let mut clients = tokio::task::JoinSet::new();
     for client_no in 0..32 {
@@ -365,7 +355,7 @@ async fn a_kill_during_concurrent_accepts_keeps_every_acknowledged_trigger() {
     assert!(acknowledged.len() < 200, "more than one listing holds");
 
     let (mut again, base) = engram_process(upstream, dir, 1_000);
-    wait_until_async("engram to get ready", async || is_ready(&base).await).await;
+    wait_ready(&base).await;
     let listed = get_json(&base, "/triggers?limit=200").await;
     let queued: std::collections::HashSet<&str> = listed["queued"]
         .as_array()
@@ -404,12 +394,8 @@ async fn a_chain_of_three_versions_and_hallucinations_cleared(backend: Backend) 
             Behaviour::Answer,
             &format!(r#"[{{"content": "{content}", "scope": "repo", "category": "project-conventions"{supersedes}}}]"#),
         );
-        accept(
-            &app,
-            "/turns",
-            &turn(&format!("s{round}"), "forge", content),
-        )
-        .await;
+        app.accept("/turns", &turn(&format!("s{round}"), "forge", content))
+            .await;
         settled(&app, round as u64 + 1).await;
         let listed = app.get("/memories?repo=forge").await.json;
         previous = Some(listed["memories"][0]["id"].as_str().unwrap().to_owned());
@@ -430,12 +416,8 @@ async fn a_chain_of_three_versions_and_hallucinations_cleared(backend: Backend) 
             {"content": "Something odd.", "scope": "galaxy", "category": "patterns"},
             {"content": "Also odd.", "scope": "repo", "category": "vibes"}]"#,
     );
-    accept(
-        &app,
-        "/turns",
-        &turn("s9", "forge", "Hotfixes skip the train."),
-    )
-    .await;
+    app.accept("/turns", &turn("s9", "forge", "Hotfixes skip the train."))
+        .await;
     let stats = settled(&app, 4).await;
     assert_eq!(stats["capture"]["refused_invalid"], 2);
     let listed = app.get("/memories?repo=forge&text=Hotfixes").await.json;
@@ -449,7 +431,7 @@ async fn fenced_garbage_and_secret_replies(backend: Backend) {
     let upstream = &app.upstream;
 
     upstream.set_chat(Behaviour::Answer, "I could not find anything, sorry! {{{");
-    accept(&app, "/turns", &turn("s1", "forge", "Hello.")).await;
+    app.accept("/turns", &turn("s1", "forge", "Hello.")).await;
     let stats = settled(&app, 1).await;
     assert_eq!(stats["capture"]["parse_failures"], 1);
     assert!(memories(&app, "forge").await.is_empty());
@@ -462,8 +444,7 @@ async fn fenced_garbage_and_secret_replies(backend: Backend) {
  {{"content": "The staging database is Postgres 16.", "scope": "repo", "category": "project-conventions"}}]
 ```"#),
     );
-    accept(
-        &app,
+    app.accept(
         "/turns",
         &turn(
             "s2",
@@ -487,9 +468,12 @@ async fn pairs_run_in_parallel_and_each_pair_in_order(backend: Backend) {
     .await;
     let upstream = &app.upstream;
     upstream.set_chat(Behaviour::Delay(Duration::from_millis(300)), "[]");
-    accept(&app, "/compactions", &turn("a1", "alpha", "alpha one")).await;
-    accept(&app, "/compactions", &turn("a2", "alpha", "alpha two")).await;
-    accept(&app, "/compactions", &turn("b1", "beta", "beta one")).await;
+    app.accept("/compactions", &turn("a1", "alpha", "alpha one"))
+        .await;
+    app.accept("/compactions", &turn("a2", "alpha", "alpha two"))
+        .await;
+    app.accept("/compactions", &turn("b1", "beta", "beta one"))
+        .await;
     settled(&app, 3).await;
     let spans = upstream.chat_spans();
     let span = |needle: &str| {
@@ -516,7 +500,8 @@ async fn a_failing_classifier_is_retried_then_set_aside_without_blocking_others(
     .await;
     let upstream = &app.upstream;
     upstream.set_chat(Behaviour::Fail(503), "");
-    accept(&app, "/turns", &turn("s1", "forge", "This one fails.")).await;
+    app.accept("/turns", &turn("s1", "forge", "This one fails."))
+        .await;
     let stats = settled(&app, 1).await;
     assert_eq!(
         (
@@ -538,12 +523,8 @@ async fn a_failing_classifier_is_retried_then_set_aside_without_blocking_others(
         Behaviour::Answer,
         r#"[{"content": "Benchmarks run nightly.", "scope": "repo", "category": "patterns"}]"#,
     );
-    accept(
-        &app,
-        "/turns",
-        &turn("s2", "other", "Benchmarks run nightly."),
-    )
-    .await;
+    app.accept("/turns", &turn("s2", "other", "Benchmarks run nightly."))
+        .await;
     let stats = settled(&app, 2).await;
     assert_eq!(stats["capture"]["written"], 1);
 }
@@ -609,12 +590,8 @@ async fn metrics_show_each_classifier_call_and_the_capture_counters(backend: Bac
         Behaviour::Answer,
         r#"[{"content": "The forge repo deploys on Fridays.", "scope": "repo", "category": "project-conventions"}]"#,
     );
-    accept(
-        &app,
-        "/turns",
-        &turn("s1", "forge", "We deploy on Fridays."),
-    )
-    .await;
+    app.accept("/turns", &turn("s1", "forge", "We deploy on Fridays."))
+        .await;
     settled(&app, 1).await;
 
     let metrics = app.get("/metrics").await.text;

@@ -1,7 +1,10 @@
-//! What the API tests share: the apps they run (`app`: `TestApp::builder`)
-//! and typed requests, waits and request bodies.
+//! What the API tests share: the apps they run (`app`: `TestApp::builder`),
+//! how they wait (`wait`: bounded by one `PATIENCE`), how they skip where
+//! a tool is missing (`skip`), and typed requests and request bodies.
 
 mod app;
+mod skip;
+mod wait;
 
 use std::path::Path;
 
@@ -13,7 +16,9 @@ use tower::ServiceExt;
 
 use crate::upstream::Behaviour;
 
-pub use app::{Builder, Ground, RunningApp, TestApp, spawn_app};
+pub use app::{Builder, Ground, RunningApp, TestApp, UNHURRIED_MS, spawn_app};
+pub use skip::{npm_installed, or_skip, skip};
+pub use wait::{PATIENCE, deadline, finishes, wait_for, wait_until, wait_until_async};
 
 pub struct TestResponse {
     pub status: StatusCode,
@@ -72,6 +77,14 @@ impl TestApp {
         response.json
     }
 
+    /// POSTs a trigger (`/turns`, `/compactions`) and returns the answer,
+    /// failing the test unless it is accepted.
+    pub async fn accept(&self, path: &str, body: &Value) -> Value {
+        let response = self.post(path, body).await;
+        assert_eq!(response.status, StatusCode::ACCEPTED, "{}", response.text);
+        response.json
+    }
+
     /// Waits until every write and delete so far is in the vector index.
     pub async fn wait_indexed(&self) -> Value {
         self.wait_indexed_as(None).await
@@ -83,22 +96,19 @@ impl TestApp {
     }
 
     async fn wait_indexed_as(&self, key: Option<&str>) -> Value {
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-        loop {
+        wait_for("the index to catch up", async || {
             let mut request = Request::builder().uri("/stats");
             if let Some(key) = key {
                 request = request.header(header::AUTHORIZATION, format!("Bearer {key}"));
             }
             let stats = self.send(request.body(Body::empty()).unwrap()).await.json;
-            if stats["index"]["ready"] == true && stats["index"]["pending"] == 0 {
-                return stats;
+            if caught_up(&stats) {
+                Ok(stats)
+            } else {
+                Err(stats)
             }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "the index never caught up: {stats}"
-            );
-            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-        }
+        })
+        .await
     }
 
     /// `POST /retrieve` with this body, expecting 200.
@@ -125,34 +135,49 @@ pub fn files_under(data_dir: &Path) -> Vec<String> {
     files
 }
 
-/// Polls `condition` until it holds, failing the test after 60 s: for
-/// work the service does in the background.
-pub async fn wait_until(what: &str, mut condition: impl FnMut() -> bool) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while !condition() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "gave up waiting for {what}"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-    }
-}
-
 /// Waits until `done` triggers were processed or failed.
 pub async fn settled(app: &TestApp, done: u64) -> Value {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    loop {
+    wait_for("capture to settle", async || {
         let stats = app.get("/stats").await.json;
         let capture = &stats["capture"];
         let finished = capture["processed"].as_u64().unwrap() + capture["failed"].as_u64().unwrap();
         if finished >= done && capture["queue_depth"] == 0 {
-            return stats;
+            Ok(stats)
+        } else {
+            Err(stats)
         }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "capture never settled: {stats:#}"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    })
+    .await
+}
+
+/// Whether `stats` (a `/stats` answer) says every write and delete so
+/// far is in the vector index.
+fn caught_up(stats: &Value) -> bool {
+    stats["index"]["ready"] == true && stats["index"]["pending"] == 0
+}
+
+impl RunningApp {
+    /// Waits until every write and delete so far is in the vector index.
+    pub async fn wait_indexed(&self) {
+        self.wait_indexed_as(None).await;
+    }
+
+    /// [`Self::wait_indexed`] with an API key.
+    pub async fn wait_indexed_with(&self, key: &str) {
+        self.wait_indexed_as(Some(key)).await;
+    }
+
+    async fn wait_indexed_as(&self, key: Option<&str>) {
+        let client = reqwest::Client::new();
+        let stats = format!("{}/stats", self.base_url);
+        wait_until_async("the index to take every write", async || {
+            let mut request = client.get(&stats);
+            if let Some(key) = key {
+                request = request.bearer_auth(key);
+            }
+            caught_up(&request.send().await.unwrap().json().await.unwrap())
+        })
+        .await;
     }
 }
 
@@ -209,6 +234,33 @@ pub async fn post_json(base: &str, path: &str, body: &Value) -> Value {
     response.json().await.unwrap()
 }
 
+/// One request to `{base}{path}` over a real socket, with `key` as bearer
+/// (if any): its status, headers and JSON body (null if it has none).
+pub async fn call(
+    base: &str,
+    method: reqwest::Method,
+    path: &str,
+    key: Option<&str>,
+    body: Option<&Value>,
+) -> (u16, reqwest::header::HeaderMap, Value) {
+    let mut request = reqwest::Client::new().request(method, format!("{base}{path}"));
+    if let Some(key) = key {
+        request = request.bearer_auth(key);
+    }
+    if let Some(body) = body {
+        request = request.json(body);
+    }
+    let response = request.send().await.unwrap();
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    let text = response.text().await.unwrap();
+    (
+        status,
+        headers,
+        serde_json::from_str(&text).unwrap_or(Value::Null),
+    )
+}
+
 /// A loopback URL where nothing listens (the port was free a moment ago).
 pub fn closed_url() -> String {
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -222,16 +274,12 @@ pub async fn is_ready(base: &str) -> bool {
         .is_ok_and(|response| response.status() == 200)
 }
 
-/// Like [`wait_until`], for a condition that has to await (a request).
-pub async fn wait_until_async(what: &str, mut condition: impl AsyncFnMut() -> bool) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while !condition().await {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "gave up waiting for {what}"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-    }
+/// Waits until `{base}/readyz` answers 200 over a real socket.
+pub async fn wait_ready(base: &str) {
+    wait_until_async(&format!("{base} to be ready"), async || {
+        is_ready(base).await
+    })
+    .await;
 }
 
 fn collect_files(root: &Path, dir: &Path, files: &mut Vec<String>) {
@@ -253,14 +301,23 @@ pub fn id(memory: &Value) -> String {
     memory["id"].as_str().unwrap().to_owned()
 }
 
-/// The ids of a retrieval's memories, in order.
+/// The ids of a retrieval's or a listing's memories, in order.
 pub fn ids(result: &Value) -> Vec<String> {
+    memories_of(result).map(id).collect()
+}
+
+/// The contents of a retrieval's or a listing's memories, in order.
+pub fn contents(result: &Value) -> Vec<&str> {
+    memories_of(result)
+        .map(|memory| memory["content"].as_str().unwrap())
+        .collect()
+}
+
+fn memories_of(result: &Value) -> impl Iterator<Item = &Value> {
     result["memories"]
         .as_array()
-        .unwrap()
+        .unwrap_or_else(|| panic!("no memories in {result}"))
         .iter()
-        .map(|m| m["id"].as_str().unwrap().to_owned())
-        .collect()
 }
 
 /// A valid memory request body, to be adjusted per test.

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use tempfile::TempDir;
 
-use crate::helpers::{Ground, RunningApp, TestApp, wait_until_async};
+use crate::helpers::{Ground, PATIENCE, RunningApp, TestApp, get_json, wait_until_async};
 use crate::upstream::{Behaviour, Upstream};
 
 const CLAUDE_SESSION: &str = "5b0c1f9e-8d7a-4c1b-9f3e-2a6d4e8b7c10";
@@ -91,14 +91,10 @@ pub fn engram(project: &Project) -> Command {
     command
 }
 
-/// How long a hook may run before a test gives up on it: far past its
-/// budget, only so that a hook that hangs fails the test instead of
-/// stalling the suite.
-const HUNG: Duration = Duration::from_secs(60);
-
 /// Runs `command` with `stdin` off the async runtime (the server under
 /// test shares it), killing it (and failing) if it still runs after
-/// [`HUNG`].
+/// [`PATIENCE`]: far past any hook's budget, so that a hook that hangs
+/// fails the test instead of stalling the suite.
 pub async fn run(mut command: Command, stdin: String) -> Output {
     tokio::task::spawn_blocking(move || {
         let mut child = command
@@ -110,7 +106,7 @@ pub async fn run(mut command: Command, stdin: String) -> Output {
         std::io::Write::write_all(&mut child.stdin.take().unwrap(), stdin.as_bytes()).unwrap();
         let started = Instant::now();
         while child.try_wait().unwrap().is_none() {
-            if started.elapsed() > HUNG {
+            if started.elapsed() > PATIENCE {
                 child.kill().unwrap();
                 child.wait().unwrap();
                 panic!("the hook hung");
@@ -156,10 +152,7 @@ pub async fn start_engram_on(ground: Ground) -> RunningApp {
         .on(ground)
         .embedder()
         .llm()
-        .config(|config| {
-            config.llm.as_mut().unwrap().classifier_timeout_ms = 5_000;
-            config.capture.retry_base_ms = 10;
-        })
+        .config(|config| config.capture.retry_base_ms = 10)
         .serve()
         .await
 }
@@ -180,22 +173,19 @@ pub async fn write_and_wait(app: &RunningApp, body: &Value) {
         .await
         .unwrap();
     assert_eq!(response.status(), 201);
-    wait_for_index(app).await;
+    app.wait_indexed().await;
 }
 
-/// Waits until the index has taken every write.
-pub async fn wait_for_index(app: &RunningApp) {
-    wait_until_async("the index to take every write", async || {
-        let stats = get(app, "/stats").await;
-        stats["index"]["ready"] == true && stats["index"]["pending"] == 0
-    })
-    .await;
-}
-
-/// [`remember`], with HyDE scripted to hypothesise the same fact.
-pub async fn remember_and_expect(app: &RunningApp, upstream: &Upstream, fact: &str) {
-    remember(app, fact).await;
-    upstream.set_chat(Behaviour::Answer, &json!([fact]).to_string());
+/// Engram serving with `fact` [`remember`]ed and HyDE scripted to
+/// hypothesise it, and a project whose agent's transcript is the fixture
+/// `transcript`.
+pub async fn engram_remembering(transcript: &str, fact: &str) -> (RunningApp, Project) {
+    let app = start_engram().await;
+    let project = Project::new(transcript);
+    remember(&app, fact).await;
+    app.upstream
+        .set_chat(Behaviour::Answer, &json!([fact]).to_string());
+    (app, project)
 }
 
 /// The context a successful hook printed for `event`, checking the shape
@@ -208,20 +198,11 @@ pub fn printed_context(output: &Output, event: &str) -> String {
     specific["additionalContext"].as_str().unwrap().to_owned()
 }
 
-pub async fn get(app: &RunningApp, path: &str) -> Value {
-    reqwest::get(format!("{}{path}", app.base_url))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap()
-}
-
 /// Waits until repo `forge` for user `ana` holds `count` memories; newest first.
 pub async fn memories(app: &RunningApp, count: usize) -> Vec<Value> {
     let mut listed = Vec::new();
     wait_until_async("capture to write the memories", async || {
-        listed = get(app, "/memories?repo=forge&user=ana").await["memories"]
+        listed = get_json(&app.base_url, "/memories?repo=forge&user=ana").await["memories"]
             .as_array()
             .unwrap()
             .clone();
@@ -263,11 +244,9 @@ fn assert_window_of_claude_fixture(prompt: &str) {
 
 #[tokio::test]
 async fn a_claude_code_prompt_gets_the_memories_for_its_window_as_context() {
-    let app = start_engram().await;
-    let upstream = &app.upstream;
-    let project = Project::new("claude-code/transcript.jsonl");
     let fact = "The forge client wraps every error with fmt.Errorf and %w.";
-    remember_and_expect(&app, upstream, fact).await;
+    let (app, project) = engram_remembering("claude-code/transcript.jsonl", fact).await;
+    let upstream = &app.upstream;
 
     let payload = project.payload("claude-code/user-prompt-submit.json");
     let args = ["claude-code", "user-prompt-submit"];
@@ -346,7 +325,7 @@ async fn claude_code_stop_and_pre_compact_hand_the_window_to_capture() {
     let args = ["claude-code", "pre-compact"];
     assert_silent(&hook(&project, &app.base_url, &args, compact.clone()).await);
     wait_until_async("the compaction to be processed", async || {
-        get(&app, "/stats").await["capture"]["processed"] == 2
+        get_json(&app.base_url, "/stats").await["capture"]["processed"] == 2
     })
     .await;
     assert_eq!(
@@ -375,11 +354,9 @@ async fn claude_code_stop_and_pre_compact_hand_the_window_to_capture() {
 
 #[tokio::test]
 async fn codex_hooks_use_its_turn_id_and_its_event_stream() {
-    let app = start_engram().await;
-    let upstream = &app.upstream;
-    let project = Project::new("codex/rollout.jsonl");
     let fact = "Migrations in forge live in db/migrations, numbered by date.";
-    remember_and_expect(&app, upstream, fact).await;
+    let (app, project) = engram_remembering("codex/rollout.jsonl", fact).await;
+    let upstream = &app.upstream;
 
     let payload = project.payload("codex/user-prompt-submit.json");
     let output = hook(

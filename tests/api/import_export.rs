@@ -18,8 +18,8 @@ use std::process::{Command, Output};
 use serde_json::{Value, json};
 
 use crate::backends::{Backend, over_both_backends};
-use crate::helpers::{RunningApp, TestApp, get_json, post_json};
-use crate::hooks::{Project, engram, run, wait_for_index};
+use crate::helpers::{RunningApp, TestApp, contents, get_json, post_json};
+use crate::hooks::{Project, engram, run};
 
 /// Engram with the fake embedder and no `llm`.
 pub async fn agent_driven() -> RunningApp {
@@ -140,7 +140,7 @@ async fn a_store_worth_exporting(app: &RunningApp) {
         .await
         .unwrap();
     assert_eq!(deleted.status(), 204);
-    wait_for_index(app).await;
+    app.wait_indexed().await;
     // Use counts come from retrievals.
     let retrieved = post_json(
         &app.base_url,
@@ -327,14 +327,9 @@ async fn instructions_files_become_repo_conventions_once() {
     args.extend(files.iter().map(String::as_str));
 
     let said = succeeded(&engram_against(&project, &app, &args).await);
-    wait_for_index(&app).await;
+    app.wait_indexed().await;
     let listed = get_json(&app.base_url, "/memories?repo=forge&limit=1000").await;
-    let contents: Vec<&str> = listed["memories"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|memory| memory["content"].as_str().unwrap())
-        .collect();
+    let contents = contents(&listed);
     assert!(
         said.starts_with(&format!(
             "13 conventions for repo forge: {} stored",

@@ -2,14 +2,12 @@
 //! gracefully with a request in flight. The restart runs over both
 //! backends; connection handling cannot depend on them.
 
-use std::time::Duration;
-
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::backends::{Backend, over_both_backends};
-use crate::helpers::{TestApp, get_json, post_json, wait_until};
+use crate::helpers::{TestApp, finishes, get_json, post_json, wait_until};
 
 over_both_backends!(a_restart_on_the_same_data_directory_finds_everything_written,);
 
@@ -81,10 +79,7 @@ async fn shutdown_lets_an_in_flight_request_finish() {
     stream.read_to_string(&mut response).await.unwrap();
 
     assert!(response.starts_with("HTTP/1.1 201"), "{response}");
-    let ground = tokio::time::timeout(Duration::from_secs(5), stopped)
-        .await
-        .unwrap()
-        .unwrap();
+    let ground = finishes("the server to stop", stopped).await.unwrap();
     let files: Vec<_> = std::fs::read_dir(ground.data_dir.join("repos/forge"))
         .unwrap()
         .collect();
@@ -94,10 +89,12 @@ async fn shutdown_lets_an_in_flight_request_finish() {
 /// Reads until the server closes the connection; what it sent meanwhile.
 async fn until_closed(stream: &mut TcpStream) -> String {
     let mut sent = Vec::new();
-    tokio::time::timeout(Duration::from_secs(30), stream.read_to_end(&mut sent))
-        .await
-        .expect("the server closes the connection")
-        .unwrap();
+    finishes(
+        "the server to close the connection",
+        stream.read_to_end(&mut sent),
+    )
+    .await
+    .unwrap();
     String::from_utf8_lossy(&sent).into_owned()
 }
 

@@ -473,16 +473,6 @@ async fn remember_and_update_refuse_secrets_in_any_stored_field(backend: Backend
     app.stop().await;
 }
 
-/// Waits until the index has taken every write, so that a duplicate check
-/// sees them.
-async fn wait_for_index(app: &RunningApp) {
-    wait_until_async("the index to take every write", async || {
-        let (_, stats) = app_get(app, "/stats", ROOT).await;
-        stats["index"]["ready"] == true && stats["index"]["pending"] == 0
-    })
-    .await;
-}
-
 async fn remember_refuses_a_near_duplicate_naming_the_memory_unless_told_not_to(backend: Backend) {
     let app = service_over(&backend).await;
     let _upstream = &app.upstream;
@@ -490,7 +480,8 @@ async fn remember_refuses_a_near_duplicate_naming_the_memory_unless_told_not_to(
     let fact = json!({"repo": "forge", "scope": "repo", "category": "patterns",
                       "content": "Forge deploys with the blue pipeline."});
     let first = ok(&client, "remember", fact.clone()).await;
-    wait_for_index(&app).await;
+    // Every write in the index, so that the duplicate check sees them.
+    app.wait_indexed_with(ROOT).await;
 
     let mut again = fact.clone();
     again["content"] = json!("forge deploys with the blue pipeline");

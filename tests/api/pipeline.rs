@@ -20,10 +20,6 @@ over_both_backends!(
     access_counts_rise_with_use_and_survive_a_restart,
 );
 
-async fn app_with_llm() -> TestApp {
-    app_over(&Backend::Files).await
-}
-
 /// An app over `backend` whose embedder and model are the fake upstream.
 async fn app_over(backend: &Backend) -> TestApp {
     backend.builder().embedder().llm().spawn().await
@@ -213,7 +209,17 @@ async fn a_write_ends_the_cached_turn_and_is_found_at_once(backend: Backend) {
 
 #[tokio::test]
 async fn every_row_of_the_degradation_table() {
-    let app = app_with_llm().await;
+    // Calls time out after 300 ms, well before the slow upstream's 3 s.
+    let app = Backend::Files
+        .builder()
+        .embedder()
+        .llm()
+        .config(|config| {
+            config.embedding.timeout_ms = 300;
+            config.llm.as_mut().unwrap().retrieval_timeout_ms = 300;
+        })
+        .spawn()
+        .await;
     let upstream = &app.upstream;
     let wanted = app
         .create(memory(

@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 use tempfile::TempDir;
 
 use crate::binary::{Served, binary, free_address, launch};
-use crate::helpers::{get_json, is_ready, post_json, wait_until, wait_until_async};
+use crate::helpers::{get_json, ids, post_json, wait_ready, wait_until, wait_until_async};
 use crate::pg_cluster::{self, TestDatabase};
 
 /// A replica: an `engram` process over `database`, with a data directory
@@ -38,10 +38,7 @@ impl Replica {
     /// A replica with `yaml` as its configuration file, once it is ready.
     pub async fn start_with(database: &TestDatabase, yaml: &str) -> Self {
         let replica = Self::start_serving(database, yaml).await;
-        wait_until_async("the replica is ready", async || {
-            is_ready(replica.url()).await
-        })
-        .await;
+        wait_ready(replica.url()).await;
         replica
     }
 
@@ -180,15 +177,6 @@ impl Replica {
         })
         .await;
     }
-}
-
-pub fn ids(answer: &Value) -> Vec<String> {
-    answer["memories"]
-        .as_array()
-        .unwrap_or_else(|| panic!("{answer}"))
-        .iter()
-        .map(|memory| memory["id"].as_str().unwrap().to_owned())
-        .collect()
 }
 
 fn query(turn: &str, text: &str) -> Value {
@@ -415,5 +403,5 @@ async fn a_replica_cut_off_past_the_pruned_change_log_takes_in_the_snapshot() {
     a.await_presence(&written, true).await;
     a.await_presence(&forgotten, false).await;
     assert_eq!(a.status_of(&kept).await, 200);
-    wait_until_async("A is ready", async || is_ready(a.url()).await).await;
+    wait_ready(a.url()).await;
 }

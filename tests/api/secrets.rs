@@ -63,32 +63,21 @@ fn leaked<'v>(received: &str, values: &'v [String]) -> Vec<&'v str> {
 
 #[tokio::test]
 async fn no_fixture_secret_reaches_an_upstream() {
-    let app = TestApp::builder()
-        .embedder()
-        .llm()
-        .config(|config| {
-            let llm = config.llm.as_mut().unwrap();
-            llm.classifier_timeout_ms = 5_000;
-            llm.retrieval_timeout_ms = 2_000;
-        })
-        .spawn()
-        .await;
+    let app = TestApp::builder().embedder().llm().spawn().await;
     let upstream = &app.upstream;
     let (texts, values) = fixture();
     let window = texts.join("\n");
 
     // Capture: the window goes to the classifier.
     upstream.set_chat(Behaviour::Answer, "[]");
-    let response = app
-        .post(
-            "/turns",
-            &json!({"session_id": "s1", "repo": "forge", "user": "ana", "messages": [
-                {"role": "user", "content": window},
-                {"role": "assistant", "content": "Noted."},
-            ]}),
-        )
-        .await;
-    assert_eq!(response.status, StatusCode::ACCEPTED, "{}", response.text);
+    app.accept(
+        "/turns",
+        &json!({"session_id": "s1", "repo": "forge", "user": "ana", "messages": [
+            {"role": "user", "content": window},
+            {"role": "assistant", "content": "Noted."},
+        ]}),
+    )
+    .await;
     settled(&app, 1).await;
     let classifier_prompt = received(upstream);
     assert!(

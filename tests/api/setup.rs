@@ -17,7 +17,8 @@ use rmcp::model::CallToolRequestParams;
 use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
 use serde_json::{Value, json};
 
-use crate::hooks::{Project, engram, printed_context, remember_and_expect, run, start_engram};
+use crate::helpers::PATIENCE;
+use crate::hooks::{Project, engram, engram_remembering, printed_context, run, start_engram};
 use crate::setup::private::backup_place;
 
 const EVENTS: [(&str, &str); 4] = [
@@ -38,7 +39,7 @@ fn read_json(path: &Path) -> Value {
 }
 
 /// The files beside `path` whose names start with its name and `.engram-backup-`.
-fn backups(path: &Path) -> Vec<PathBuf> {
+pub fn backups(path: &Path) -> Vec<PathBuf> {
     let prefix = format!(
         "{}.engram-backup-",
         path.file_name().unwrap().to_string_lossy()
@@ -233,11 +234,8 @@ async fn setup_for_codex_writes_its_hooks_file_and_refuses_what_is_not_json() {
 
 #[tokio::test]
 async fn the_command_setup_writes_runs_as_the_agent_would_run_it() {
-    let app = start_engram().await;
-    let upstream = &app.upstream;
-    let project = Project::new("claude-code/transcript.jsonl");
     let fact = "The forge client wraps every error with fmt.Errorf and %w.";
-    remember_and_expect(&app, upstream, fact).await;
+    let (app, project) = engram_remembering("claude-code/transcript.jsonl", fact).await;
     let output = setup(&project, &["claude-code", "--url", &app.base_url]).await;
     assert!(output.status.success(), "{output:?}");
     let settings = read_json(&project.home().join(".claude/settings.json"));
@@ -550,7 +548,7 @@ async fn setup_refuses_a_file_that_is_not_regular_without_blocking() {
             .current_dir(&project.cwd);
         run(command, String::new())
     });
-    let finished = tokio::time::timeout(std::time::Duration::from_secs(120), running).await;
+    let finished = tokio::time::timeout(PATIENCE, running).await;
     let Ok(output) = finished else {
         drop(std::fs::OpenOptions::new().write(true).open(&fifo));
         panic!("setup blocked on the FIFO");

@@ -22,18 +22,9 @@ pub fn memory_file(id: &str, scope: &str, content: &str) -> String {
     )
 }
 
-/// An app whose embedder is the fake upstream, over a fresh directory,
-/// with room in the retrieval budget for a loaded test machine (these
-/// tests check what is found, never how fast).
+/// An app whose embedder is the fake upstream, over a fresh directory.
 async fn app() -> TestApp {
-    TestApp::builder()
-        .embedder()
-        .config(|config| {
-            config.embedding.timeout_ms = 10_000;
-            config.retrieval.budget_ms = 20_000;
-        })
-        .spawn()
-        .await
+    TestApp::builder().embedder().spawn().await
 }
 
 /// Writes a memory through the API; its id.

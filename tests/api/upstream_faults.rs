@@ -25,12 +25,11 @@ async fn app_with(adjust: impl FnOnce(&mut engram::config::Config)) -> TestApp {
 
 /// These tests' app over `backend`, before it is adjusted and spawned.
 fn faulty_app(backend: &Backend) -> Builder<'_> {
-    backend.builder().embedder().llm().config(|config| {
-        // Generous timeouts: these tests are about failures, not slowness.
-        config.embedding.timeout_ms = 1000;
-        config.llm.as_mut().unwrap().retrieval_timeout_ms = 1000;
-        config.capture.retry_base_ms = 10;
-    })
+    backend
+        .builder()
+        .embedder()
+        .llm()
+        .config(|config| config.capture.retry_base_ms = 10)
 }
 
 #[tokio::test]
@@ -76,14 +75,12 @@ async fn an_oversized_reply_is_a_failed_call_for_hyde_embedding_and_the_classifi
     let classified =
         r#"[{"content": "Ana deploys on Fridays.", "scope": "user", "category": "user-facts"}]"#;
     upstream.set_chat(Behaviour::Oversized(4 * REPLY_CAP), classified);
-    let accepted = app
-        .post(
-            "/turns",
-            &json!({"session_id": "s1", "repo": "forge", "user": "ana",
+    app.accept(
+        "/turns",
+        &json!({"session_id": "s1", "repo": "forge", "user": "ana",
                     "messages": [{"role": "user", "content": "I deploy on Fridays."}]}),
-        )
-        .await;
-    assert_eq!(accepted.status, axum::http::StatusCode::ACCEPTED);
+    )
+    .await;
     let stats = settled(&app, 1).await;
     assert_eq!(stats["capture"]["failed"], 1, "{stats:#}");
     assert_eq!(stats["capture"]["written"], 0, "{stats:#}");
@@ -165,14 +162,12 @@ async fn an_unconfigured_length_is_learned_and_kept_across_restarts(backend: Bac
         Behaviour::Answer,
         r#"[{"content": "The forge repo formats Go with gofumpt.", "scope": "repo", "category": "project-conventions"}]"#,
     );
-    let accepted = app
-        .post(
-            "/turns",
-            &json!({"session_id": "s1", "repo": "forge", "user": "ana",
+    app.accept(
+        "/turns",
+        &json!({"session_id": "s1", "repo": "forge", "user": "ana",
                     "messages": [{"role": "user", "content": "We run gofumpt here."}]}),
-        )
-        .await;
-    assert_eq!(accepted.status, axum::http::StatusCode::ACCEPTED);
+    )
+    .await;
     let stats = settled(&app, 1).await;
     assert_eq!(stats["capture"]["written"], 1, "{stats:#}");
     let stats = app.wait_indexed().await;

@@ -14,7 +14,7 @@ use engram::tokens::count as count_tokens;
 use serde_json::{Value, json};
 
 use crate::backends::{Backend, over_both_backends};
-use crate::helpers::{Builder, Ground, TestApp, settled, wait_until_async};
+use crate::helpers::{Builder, Ground, TestApp, settled, wait_ready, wait_until_async};
 use crate::upstream::{Behaviour, usage_of};
 
 over_both_backends!(
@@ -34,14 +34,10 @@ async fn app_on(backend: &Backend, adjust: impl FnOnce(&mut Config)) -> TestApp 
     metered(backend).config(adjust).spawn().await
 }
 
-/// These tests' app over `backend`, patient and priced, before it is
-/// adjusted and spawned.
+/// These tests' app over `backend`, priced, before it is adjusted and
+/// spawned.
 fn metered(backend: &Backend) -> Builder<'_> {
     backend.builder().embedder().llm().config(|config| {
-        let llm = config.llm.as_mut().unwrap();
-        llm.classifier_timeout_ms = 5_000;
-        llm.retrieval_timeout_ms = 5_000;
-        config.retrieval.budget_ms = 10_000;
         config.capture.retry_base_ms = 10;
         config.prices.insert(
             "gpt-4o-mini".to_owned(),
@@ -63,12 +59,6 @@ fn turn(session: &str, text: &str) -> Value {
 fn window(turn_id: &str, text: &str) -> Value {
     json!({"turn_id": turn_id, "repo": "forge", "user": "ana",
         "messages": [{"role": "user", "content": text}]})
-}
-
-async fn accept(app: &TestApp, path: &str, body: &Value) -> Value {
-    let response = app.post(path, body).await;
-    assert_eq!(response.status, StatusCode::ACCEPTED, "{}", response.text);
-    response.json
 }
 
 /// The texts of one recorded chat request's messages, in order.
@@ -102,6 +92,20 @@ fn row<'a>(stats: &'a Value, kind: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no {kind} row: {stats:#}"))
 }
 
+/// Asserts that every queued trigger of a `/triggers` answer is held
+/// (`waiting`), none failed nor under way.
+fn assert_all_held(triggers: &Value) {
+    let queued = &triggers["queued"];
+    assert!(
+        queued
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|trigger| trigger["state"] == "waiting"),
+        "{queued:#}"
+    );
+}
+
 fn cost(prompt: u64, completion: u64) -> f64 {
     (prompt as f64 * PRICE_IN + completion as f64 * PRICE_OUT) / 1e6
 }
@@ -110,12 +114,8 @@ async fn the_replies_usage_is_counted_by_kind_model_and_pair_priced_and_shown(ba
     let app = app_on(&backend, |_| {}).await;
     let upstream = &app.upstream;
     upstream.set_chat(Behaviour::Answer, "[]");
-    accept(
-        &app,
-        "/turns",
-        &turn("s1", "We always use tabs in Go files."),
-    )
-    .await;
+    app.accept("/turns", &turn("s1", "We always use tabs in Go files."))
+        .await;
     settled(&app, 1).await;
     let hypotheses = "Ana prefers tabs.\nThe forge repo formats with gofumpt.";
     upstream.set_chat(Behaviour::Answer, hypotheses);
@@ -227,7 +227,7 @@ async fn past_the_capture_budget_triggers_wait_and_go_once_it_is_raised(backend:
     let app = app_on(&backend, tight).await;
     let upstream = app.upstream.clone();
     upstream.set_chat(Behaviour::Answer, "[]");
-    accept(&app, "/turns", &turn("s1", "first")).await;
+    app.accept("/turns", &turn("s1", "first")).await;
     let stats = settled(&app, 1).await;
     assert_eq!(
         stats["models"]["budgets"]["capture"]["exhausted"], true,
@@ -235,26 +235,18 @@ async fn past_the_capture_budget_triggers_wait_and_go_once_it_is_raised(backend:
     );
 
     assert_eq!(
-        accept(&app, "/turns", &turn("s2", "second")).await["status"],
+        app.accept("/turns", &turn("s2", "second")).await["status"],
         "queued"
     );
     assert_eq!(
-        accept(&app, "/compactions", &turn("s3", "an arc")).await["status"],
+        app.accept("/compactions", &turn("s3", "an arc")).await["status"],
         "queued",
         "a compaction past the budget is still accepted"
     );
     let stats = app.get("/stats").await.json;
     assert_eq!(stats["capture"]["queue_depth"], 2, "{stats:#}");
     assert_eq!(stats["capture"]["dropped"], 0);
-    let queued = app.get("/triggers").await.json["queued"].clone();
-    assert!(
-        queued
-            .as_array()
-            .unwrap()
-            .iter()
-            .all(|trigger| trigger["state"] == "waiting"),
-        "{queued:#}"
-    );
+    assert_all_held(&app.get("/triggers").await.json);
     assert_eq!(upstream.chat_requests().len(), 1, "no call past the budget");
 
     // The same data directory with a budget that has room: the day's
@@ -277,7 +269,7 @@ async fn past_the_capture_budget_no_sessions_turn_is_dropped(backend: Backend) {
     .await;
     let upstream = &app.upstream;
     upstream.set_chat(Behaviour::Answer, "[]");
-    accept(&app, "/turns", &turn("s1", "first")).await;
+    app.accept("/turns", &turn("s1", "first")).await;
     settled(&app, 1).await;
 
     // Held by the budget, every session's turn waits, of this pair and of
@@ -288,7 +280,7 @@ async fn past_the_capture_budget_no_sessions_turn_is_dropped(backend: Backend) {
             held["repo"] = json!("web");
         }
         assert_eq!(
-            accept(&app, "/turns", &held).await["status"],
+            app.accept("/turns", &held).await["status"],
             "queued",
             "turn {n}"
         );
@@ -324,7 +316,7 @@ async fn a_large_compaction_stops_after_the_call_that_crosses_the_budget(backend
     .await;
     let upstream = app.upstream.clone();
     upstream.set_chat(Behaviour::Answer, "[]");
-    accept(&app, "/compactions", &long_compaction(40, 300)).await;
+    app.accept("/compactions", &long_compaction(40, 300)).await;
     wait_until_async("the budget to hold the compaction", async || {
         app.get("/triggers").await.json["recent"][0]["result"] == "held"
     })
@@ -383,7 +375,7 @@ async fn a_pair_past_its_own_budget_waits_while_other_pairs_go(backend: Backend)
     .await;
     let upstream = &app.upstream;
     upstream.set_chat(Behaviour::Answer, "[]");
-    accept(&app, "/turns", &turn("s1", "first")).await;
+    app.accept("/turns", &turn("s1", "first")).await;
     let stats = settled(&app, 1).await;
     assert_eq!(
         stats["models"]["budgets"]["exhausted_pairs"],
@@ -393,10 +385,10 @@ async fn a_pair_past_its_own_budget_waits_while_other_pairs_go(backend: Backend)
 
     // The held trigger is older than the other pair's: were it not held,
     // the worker would take it first.
-    accept(&app, "/turns", &turn("s2", "held")).await;
+    app.accept("/turns", &turn("s2", "held")).await;
     let mut other = turn("s3", "goes");
     other["repo"] = json!("web");
-    accept(&app, "/turns", &other).await;
+    app.accept("/turns", &other).await;
     wait_until_async("the other pair's trigger to be processed", async || {
         app.get("/stats").await.json["capture"]["processed"] == 2
     })
@@ -426,7 +418,7 @@ async fn a_spent_day_on_disk_holds_capture_and_the_next_day_renews_it() {
         .spawn()
         .await;
     app.upstream.set_chat(Behaviour::Answer, "[]");
-    accept(&app, "/turns", &turn("s1", "held")).await;
+    app.accept("/turns", &turn("s1", "held")).await;
     let stats = app.get("/stats").await.json;
     assert_eq!(stats["models"]["budgets"]["capture"]["used"], 5000);
     assert_eq!(stats["models"]["budgets"]["capture"]["exhausted"], true);
@@ -450,7 +442,7 @@ async fn a_spent_day_on_disk_holds_capture_and_the_next_day_renews_it() {
         .spawn()
         .await;
     app.upstream.set_chat(Behaviour::Answer, "[]");
-    accept(&app, "/turns", &turn("s1", "goes")).await;
+    app.accept("/turns", &turn("s1", "goes")).await;
     let stats = settled(&app, 1).await;
     assert_eq!(stats["models"]["budgets"]["capture"]["exhausted"], false);
     assert_eq!(row(&stats, "classifier")["calls"], 1, "{stats:#}");
@@ -502,37 +494,17 @@ async fn past_the_retrieval_budget_retrieve_searches_the_plain_query(backend: Ba
 }
 
 async fn the_days_totals_survive_a_restart_on_the_same_data_directory(backend: Backend) {
-    let patient = |config: &mut Config| {
-        config.llm.as_mut().unwrap().retrieval_timeout_ms = 5_000;
-        config.retrieval.budget_ms = 10_000;
-    };
-    let app = backend
-        .builder()
-        .embedder()
-        .llm()
-        .config(patient)
-        .serve()
-        .await;
+    let app = backend.builder().embedder().llm().serve().await;
     app.upstream
         .set_chat(Behaviour::Answer, "Ana prefers tabs.");
     let base = app.base_url.clone();
-    wait_until_async("the app to be ready", async || {
-        crate::helpers::is_ready(&base).await
-    })
-    .await;
+    wait_ready(&base).await;
     let result = crate::helpers::post_json(&base, "/retrieve", &window("t1", "indent?")).await;
     assert_eq!(result["mode"], "hyde", "{result:#}");
     let before = crate::helpers::get_json(&base, "/stats").await["models"].clone();
     let ground = app.stop().await;
 
-    let app = backend
-        .builder()
-        .on(ground)
-        .embedder()
-        .llm()
-        .config(patient)
-        .serve()
-        .await;
+    let app = backend.builder().on(ground).embedder().llm().serve().await;
     let after = crate::helpers::get_json(&app.base_url, "/stats").await["models"].clone();
     assert_eq!(after["today"], before["today"], "{after:#}");
     assert_eq!(

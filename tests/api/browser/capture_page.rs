@@ -11,14 +11,7 @@ use crate::upstream::Behaviour;
 
 #[tokio::test]
 async fn a_failed_trigger_is_retried_from_the_capture_page() {
-    let Some((browser, served)) = session(
-        "a_failed_trigger_is_retried_from_the_capture_page",
-        |config| config.capture.max_attempts = 1,
-    )
-    .await
-    else {
-        return;
-    };
+    let (browser, served) = session!(|config| config.capture.max_attempts = 1);
     served.app.upstream.set_chat(Behaviour::Fail(503), "");
     let turn = json!({"session_id": "s1", "repo": "forge", "user": "ana",
         "messages": [{"role": "user", "content": "We deploy with Helm."}]});
@@ -63,14 +56,7 @@ async fn a_failed_trigger_is_retried_from_the_capture_page() {
 
 #[tokio::test]
 async fn the_capture_page_reads_retrieval_latency_as_percentiles() {
-    let Some((browser, served)) = session(
-        "the_capture_page_reads_retrieval_latency_as_percentiles",
-        |_| {},
-    )
-    .await
-    else {
-        return;
-    };
+    let (browser, served) = session!();
     served
         .create(memory(
             "repo",
@@ -115,17 +101,10 @@ async fn the_capture_page_shows_the_database_and_the_replicas_lag_in_postgres_mo
     let Some(database) = crate::pg_cluster::database().await else {
         return;
     };
-    let Some((browser, served)) = session(
-        "the_capture_page_shows_the_database_and_the_replicas_lag_in_postgres_mode",
-        |config| {
-            config.store.backend = engram::config::Backend::Postgres;
-            config.store.postgres.url = Some(engram::config::DatabaseUrl::new(&database.url));
-        },
-    )
-    .await
-    else {
-        return;
-    };
+    let (browser, served) = session!(|config| {
+        config.store.backend = engram::config::Backend::Postgres;
+        config.store.postgres.url = Some(engram::config::DatabaseUrl::new(&database.url));
+    });
     served
         .create(memory(
             "repo",
@@ -161,14 +140,7 @@ async fn the_capture_page_shows_the_database_and_the_replicas_lag_in_postgres_mo
 
 #[tokio::test]
 async fn the_capture_page_says_capture_is_agent_driven_without_an_llm() {
-    let Some((browser, served)) = session(
-        "the_capture_page_says_capture_is_agent_driven_without_an_llm",
-        |config| config.llm = None,
-    )
-    .await
-    else {
-        return;
-    };
+    let (browser, served) = session!(|config| config.llm = None);
     let write = json!({"scope": "repo", "repo": "forge", "user": "ana",
         "category": "project-conventions", "content": "Deploys go through Helm."});
     let (status, _) = served

@@ -19,11 +19,7 @@ fn reloading(route: &str, script: &str) -> String {
 
 #[tokio::test]
 async fn edits_and_broken_files_on_disk_show_in_the_browser() {
-    let Some((browser, served)) =
-        session("edits_and_broken_files_on_disk_show_in_the_browser", |_| {}).await
-    else {
-        return;
-    };
+    let (browser, served) = session!();
     let written: Value = served
         .create(memory(
             "repo",

@@ -12,11 +12,7 @@ use crate::helpers::{id, memory};
 
 #[tokio::test]
 async fn the_list_filters_by_text_namespace_and_category() {
-    let Some((browser, served)) =
-        session("the_list_filters_by_text_namespace_and_category", |_| {}).await
-    else {
-        return;
-    };
+    let (browser, served) = session!();
     served
         .create(memory(
             "repo",
@@ -90,9 +86,7 @@ async fn the_list_filters_by_text_namespace_and_category() {
 
 #[tokio::test]
 async fn the_list_pages_newest_first() {
-    let Some((browser, served)) = session("the_list_pages_newest_first", |_| {}).await else {
-        return;
-    };
+    let (browser, served) = session!();
     for n in 0..55 {
         served
             .create(memory(
@@ -127,11 +121,7 @@ async fn the_list_pages_newest_first() {
 
 #[tokio::test]
 async fn a_search_shows_relevance_scores_and_reasons() {
-    let Some((browser, served)) =
-        session("a_search_shows_relevance_scores_and_reasons", |_| {}).await
-    else {
-        return;
-    };
+    let (browser, served) = session!();
     let helm = served
         .create(memory(
             "repo",
@@ -186,14 +176,7 @@ async fn a_search_shows_relevance_scores_and_reasons() {
 
 #[tokio::test]
 async fn a_memory_page_shows_markdown_front_matter_chain_and_edges() {
-    let Some((browser, served)) = session(
-        "a_memory_page_shows_markdown_front_matter_chain_and_edges",
-        |_| {},
-    )
-    .await
-    else {
-        return;
-    };
+    let (browser, served) = session!();
     let first = served
         .create(memory("repo", "forge", "patterns", "We deploy with Helm."))
         .await;
@@ -237,14 +220,7 @@ async fn a_memory_page_shows_markdown_front_matter_chain_and_edges() {
 
 #[tokio::test]
 async fn editing_writes_a_new_version_and_forgetting_removes_it() {
-    let Some((browser, served)) = session(
-        "editing_writes_a_new_version_and_forgetting_removes_it",
-        |_| {},
-    )
-    .await
-    else {
-        return;
-    };
+    let (browser, served) = session!();
     let original = served
         .create(memory(
             "repo",
@@ -329,11 +305,7 @@ async fn editing_writes_a_new_version_and_forgetting_removes_it() {
 
 #[tokio::test]
 async fn linking_writes_a_version_with_the_new_edge() {
-    let Some((browser, served)) =
-        session("linking_writes_a_version_with_the_new_edge", |_| {}).await
-    else {
-        return;
-    };
+    let (browser, served) = session!();
     let from = served
         .create(memory("repo", "forge", "patterns", "CI runs helm lint."))
         .await;
@@ -361,9 +333,7 @@ async fn linking_writes_a_version_with_the_new_edge() {
 
 #[tokio::test]
 async fn the_graph_draws_the_neighbourhood() {
-    let Some((browser, served)) = session("the_graph_draws_the_neighbourhood", |_| {}).await else {
-        return;
-    };
+    let (browser, served) = session!();
     let centre = served
         .create(memory("repo", "forge", "patterns", "Centre."))
         .await;

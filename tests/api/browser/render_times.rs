@@ -132,7 +132,7 @@ fn summary(view: &str, mut times: Vec<f64>) -> String {
 #[tokio::test]
 #[ignore = "a measurement: run with --ignored --nocapture"]
 async fn render_times_at_ten_thousand_memories() {
-    let Some(browser) = Browser::start("render_times_at_ten_thousand_memories").await else {
+    let Some(browser) = Browser::start().await else {
         return;
     };
     let ground = Ground::new().await;

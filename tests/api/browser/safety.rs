@@ -11,9 +11,7 @@ use crate::helpers::memory;
 
 #[tokio::test]
 async fn untrusted_content_never_runs() {
-    let Some((browser, served)) = session("untrusted_content_never_runs", |_| {}).await else {
-        return;
-    };
+    let (browser, served) = session!();
     let hostile = served
         .create(memory(
             "repo",
@@ -58,17 +56,10 @@ async fn untrusted_content_never_runs() {
 
 #[tokio::test]
 async fn the_key_is_asked_once_per_tab_and_a_limited_key_sees_its_namespaces_only() {
-    let Some((browser, served)) = session(
-        "the_key_is_asked_once_per_tab_and_a_limited_key_sees_its_namespaces_only",
-        |config| {
-            config.api_key = Some(engram::config::ApiKey::new("root-key"));
-            config.auth.keys = vec![grant("forge-key", &["forge"], &["ana"])];
-        },
-    )
-    .await
-    else {
-        return;
-    };
+    let (browser, served) = session!(|config| {
+        config.api_key = Some(engram::config::ApiKey::new("root-key"));
+        config.auth.keys = vec![grant("forge-key", &["forge"], &["ana"])];
+    });
     for (scope, owner, content) in [
         ("repo", "forge", "Forge deploys with Helm."),
         ("repo", "secret", "Secret deploys by hand."),
@@ -128,14 +119,7 @@ async fn the_key_is_asked_once_per_tab_and_a_limited_key_sees_its_namespaces_onl
 
 #[tokio::test]
 async fn a_malformed_address_shows_not_found_and_long_markup_lists_as_an_excerpt() {
-    let Some((browser, served)) = session(
-        "a_malformed_address_shows_not_found_and_long_markup_lists_as_an_excerpt",
-        |_| {},
-    )
-    .await
-    else {
-        return;
-    };
+    let (browser, served) = session!();
     // A truncated percent-escape: decoding it throws.
     browser.open(&served.ui("#/m/%E0%A4%A")).await;
     assert_eq!(browser.texts("main h1").await, ["Not found"]);

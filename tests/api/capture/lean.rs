@@ -6,7 +6,6 @@
 //! The ledger's tests run over both backends (files, and PostgreSQL's
 //! `engram_classified` table).
 
-use axum::http::StatusCode;
 use serde_json::{Value, json};
 
 use crate::backends::{Backend, over_both_backends};
@@ -26,11 +25,6 @@ fn window(session: &str, exchanges: &[(&str, &str)]) -> Value {
         messages.push(json!({"role": "assistant", "content": answer}));
     }
     json!({"session_id": session, "repo": "forge", "user": "ana", "messages": messages})
-}
-
-async fn accept(app: &TestApp, path: &str, body: &Value) {
-    let response = app.post(path, body).await;
-    assert_eq!(response.status, StatusCode::ACCEPTED, "{}", response.text);
 }
 
 /// The user prompt of every chat request so far.
@@ -64,11 +58,11 @@ async fn a_later_turn_sends_only_its_new_messages_and_a_repeat_sends_nothing(bac
     let upstream = &app.upstream;
     upstream.set_chat(Behaviour::Answer, ONE_MEMORY);
     let first = [("We format Go with gofumpt.", "Noted, gofumpt it is.")];
-    accept(&app, "/turns", &window("s1", &first)).await;
+    app.accept("/turns", &window("s1", &first)).await;
     settled(&app, 1).await;
 
     let second = [first[0], ("Tabs in the Makefile, please.", "Tabs it is.")];
-    accept(&app, "/turns", &window("s1", &second)).await;
+    app.accept("/turns", &window("s1", &second)).await;
     settled(&app, 2).await;
     let sent = prompts(upstream);
     assert_eq!(sent.len(), 2);
@@ -91,8 +85,8 @@ async fn a_later_turn_sends_only_its_new_messages_and_a_repeat_sends_nothing(bac
         sent[1]
     );
 
-    accept(&app, "/turns", &window("s1", &second)).await;
-    accept(&app, "/compactions", &window("s1", &second)).await;
+    app.accept("/turns", &window("s1", &second)).await;
+    app.accept("/compactions", &window("s1", &second)).await;
     let stats = settled(&app, 4).await;
     assert_eq!(prompts(upstream).len(), 2, "nothing new: no model call");
     assert_eq!(stats["capture"]["written"], 1);
@@ -101,7 +95,7 @@ async fn a_later_turn_sends_only_its_new_messages_and_a_repeat_sends_nothing(bac
         "the second pass's copy"
     );
 
-    accept(&app, "/turns", &window("s2", &second)).await;
+    app.accept("/turns", &window("s2", &second)).await;
     settled(&app, 5).await;
     let sent = prompts(upstream);
     assert_eq!(sent.len(), 3, "another session is classified on its own");
@@ -128,7 +122,7 @@ async fn a_window_past_the_context_window_is_classified_in_passes_that_fit(backe
         .iter()
         .map(|text| (text.as_str(), "Done."))
         .collect();
-    accept(&app, "/turns", &window("long", &exchanges)).await;
+    app.accept("/turns", &window("long", &exchanges)).await;
     settled(&app, 1).await;
     let requests = upstream.chat_requests();
     assert!(requests.len() > 1, "one pass could not hold it");
@@ -154,26 +148,29 @@ async fn a_window_past_the_context_window_is_classified_in_passes_that_fit(backe
     }
 }
 
-#[tokio::test]
-async fn a_server_refusing_response_format_still_classifies_and_is_asked_once() {
+/// An app whose classifier answers [`ONE_MEMORY`] from a server that
+/// `refuses` what it refuses, once it has classified a first turn and
+/// written its memory.
+async fn one_turn_classified_by(refuses: impl FnOnce(&Upstream)) -> TestApp {
     let app = app_on(|_| {}).await;
-    let upstream = &app.upstream;
-    upstream.set_chat(Behaviour::Answer, ONE_MEMORY);
-    upstream.refuse_response_format();
-    accept(
-        &app,
+    app.upstream.set_chat(Behaviour::Answer, ONE_MEMORY);
+    refuses(&app.upstream);
+    app.accept(
         "/turns",
         &window("s1", &[("We format Go with gofumpt.", "Noted.")]),
     )
     .await;
     let stats = settled(&app, 1).await;
     assert_eq!(stats["capture"]["written"], 1, "{stats:#}");
-    accept(
-        &app,
-        "/turns",
-        &window("s2", &[("Tabs in Makefiles.", "Noted.")]),
-    )
-    .await;
+    app
+}
+
+#[tokio::test]
+async fn a_server_refusing_response_format_still_classifies_and_is_asked_once() {
+    let app = one_turn_classified_by(Upstream::refuse_response_format).await;
+    let upstream = &app.upstream;
+    app.accept("/turns", &window("s2", &[("Tabs in Makefiles.", "Noted.")]))
+        .await;
     settled(&app, 2).await;
     let formats = upstream.response_formats();
     let kinds: Vec<&str> = formats
@@ -189,18 +186,10 @@ async fn a_server_refusing_response_format_still_classifies_and_is_asked_once() 
 
 #[tokio::test]
 async fn a_server_refusing_only_the_schema_gets_json_mode() {
-    let app = app_on(|_| {}).await;
+    let app =
+        one_turn_classified_by(|upstream| upstream.refuse_response_format_types(&["json_schema"]))
+            .await;
     let upstream = &app.upstream;
-    upstream.set_chat(Behaviour::Answer, ONE_MEMORY);
-    upstream.refuse_response_format_types(&["json_schema"]);
-    accept(
-        &app,
-        "/turns",
-        &window("s1", &[("We format Go with gofumpt.", "Noted.")]),
-    )
-    .await;
-    let stats = settled(&app, 1).await;
-    assert_eq!(stats["capture"]["written"], 1, "{stats:#}");
     let kinds: Vec<Value> = upstream
         .response_formats()
         .iter()
@@ -228,8 +217,7 @@ async fn an_ollama_shaped_server_with_a_small_model_reply_is_classified() {
         Behaviour::Answer,
         include_str!("../../fixtures/classifier-replies/ollama-schema-constrained.txt"),
     );
-    accept(
-        &app,
+    app.accept(
         "/turns",
         &window(
             "s1",

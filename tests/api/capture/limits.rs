@@ -257,11 +257,7 @@ fn open_to_others(dir: &std::path::Path) -> Vec<(String, u32)> {
 
 #[tokio::test]
 async fn a_windows_secrets_never_rest_on_disk_and_capture_files_are_the_owners_alone() {
-    let app = TestApp::builder()
-        .llm()
-        .config(|config| config.llm.as_mut().unwrap().classifier_timeout_ms = 5_000)
-        .spawn()
-        .await;
+    let app = TestApp::builder().llm().spawn().await;
     let upstream = &app.upstream;
     upstream.set_chat(
         Behaviour::Delay(std::time::Duration::from_millis(500)),

@@ -23,7 +23,6 @@ async fn app_on(backend: &Backend) -> TestApp {
         .embedder()
         .llm()
         .config(|config| {
-            config.llm.as_mut().unwrap().classifier_timeout_ms = 5_000;
             config.capture.max_attempts = 1;
             config.api_key = Some(ApiKey::new(ROOT));
             config.auth.keys = vec![grant(LIMITED, &["forge"], &["ana"])];

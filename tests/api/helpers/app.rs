@@ -86,6 +86,12 @@ pub struct Builder<'a> {
     adjust: Vec<Adjustment<'a>>,
 }
 
+/// The tests' upstream timeouts and retrieval budget: the widest budget
+/// the configuration takes, far past anything the fake upstream needs,
+/// so that a loaded runner never cuts a call short. A test of a timeout
+/// or of the budget sets its own.
+pub const UNHURRIED_MS: u64 = 60_000;
+
 /// A change to the configuration, applied when the app is built.
 type Adjustment<'a> = Box<dyn FnOnce(&mut Config) + 'a>;
 
@@ -234,7 +240,8 @@ impl RunningApp {
 fn llm_with(upstream: &Upstream, config: &mut Config) {
     config.llm = Some(engram::config::Llm {
         base_url: upstream.base_url.clone(),
-        retrieval_timeout_ms: 300,
+        retrieval_timeout_ms: UNHURRIED_MS,
+        classifier_timeout_ms: UNHURRIED_MS,
         ..engram::config::Llm::default()
     });
 }
@@ -245,16 +252,18 @@ fn embed_with(upstream: &Upstream, config: &mut Config) {
     config.embedding.base_url = upstream.base_url.clone();
     config.embedding.model = "fake-embedding".to_owned();
     config.embedding.dimensions = Some(upstream::Vectors::SMALL.dimensions);
-    config.embedding.timeout_ms = 300;
+    config.embedding.timeout_ms = UNHURRIED_MS;
 }
 
-/// The tests' configuration over `data_dir` (port 0), adjusted.
+/// The tests' configuration over `data_dir` (port 0, the retrieval budget
+/// [`UNHURRIED_MS`]), adjusted.
 fn test_config(data_dir: &Path, adjust: impl FnOnce(&mut Config)) -> Config {
     let mut config = Config {
         listen: SocketAddr::from(([127, 0, 0, 1], 0)),
         data_dir: data_dir.to_owned(),
         ..Config::default()
     };
+    config.retrieval.budget_ms = UNHURRIED_MS;
     adjust(&mut config);
     config
 }

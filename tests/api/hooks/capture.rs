@@ -8,8 +8,8 @@
 use serde_json::{Value, json};
 
 use crate::backends::{Backend, over_both_backends};
-use crate::helpers::{RunningApp, is_ready, wait_until_async};
-use crate::hooks::{Project, get, hook, printed_context, wait_for_index};
+use crate::helpers::{RunningApp, get_json, wait_ready};
+use crate::hooks::{Project, hook, printed_context};
 
 over_both_backends!(
     remember_prompts_write_repo_and_user_memories_with_no_model,
@@ -25,10 +25,7 @@ async fn agent_driven() -> RunningApp {
 /// before the start-up index build is done degrades, and the hook logs it.
 async fn agent_driven_over(backend: &Backend) -> RunningApp {
     let app = backend.builder().embedder().serve().await;
-    wait_until_async("engram to get ready", async || {
-        is_ready(&app.base_url).await
-    })
-    .await;
+    wait_ready(&app.base_url).await;
     app
 }
 
@@ -61,8 +58,8 @@ async fn agent_prompt(
 /// (so that the next duplicate check sees them); without its use count,
 /// which every retrieval (each prompt's) may change.
 async fn indexed_memories(app: &RunningApp) -> Vec<Value> {
-    wait_for_index(app).await;
-    let mut memories = get(app, "/memories").await["memories"].take();
+    app.wait_indexed().await;
+    let mut memories = get_json(&app.base_url, "/memories").await["memories"].take();
     for memory in memories.as_array_mut().unwrap() {
         memory.as_object_mut().unwrap().remove("access_count");
     }
@@ -240,7 +237,10 @@ async fn agent_driven_stop_and_pre_compact_leave_no_error_in_the_log() {
     assert_eq!(lines.len(), 1, "one quiet note, once: {lines:?}");
     assert!(lines[0].contains("capture is agent-driven"), "{lines:?}");
     assert!(!lines[0].contains("answered 409"), "{lines:?}");
-    assert_eq!(get(&app, "/triggers").await["queued"], json!([]));
+    assert_eq!(
+        get_json(&app.base_url, "/triggers").await["queued"],
+        json!([])
+    );
     app.stop().await;
 }
 

@@ -10,11 +10,12 @@
 
 use serde_json::{Value, json};
 
+use crate::helpers::RunningApp;
 use crate::hooks::{
-    Project, assert_silent, engram, hook, last_prompt, memories, remember_and_expect, run,
+    Project, assert_silent, engram, engram_remembering, hook, last_prompt, memories, run,
     start_engram,
 };
-use crate::setup::agents::backups;
+use crate::setup::backups;
 use crate::upstream::Behaviour;
 
 const CONVERSATION: &str = "7d1c3b52-5f0e-4a8b-9c61-2e4f8a0b9d37";
@@ -25,15 +26,21 @@ fn printed_json(output: &std::process::Output) -> Value {
     serde_json::from_slice(&output.stdout).unwrap_or_else(|err| panic!("{err}: {output:?}"))
 }
 
+/// Runs the `beforeSubmitPrompt` hook on `payload`, which must let the
+/// prompt go on.
+async fn prompt_goes_on(project: &Project, app: &RunningApp, payload: String) {
+    let args = ["cursor", "user-prompt-submit"];
+    let output = hook(project, &app.base_url, &args, payload).await;
+    assert_eq!(printed_json(&output), json!({"continue": true}));
+}
+
 #[tokio::test]
 async fn cursor_hooks_inject_at_session_start_keep_the_prompt_and_hand_the_turn_to_capture() {
-    let app = start_engram().await;
-    let upstream = &app.upstream;
+    let fact = "The forge client wraps every error with fmt.Errorf and %w.";
     // The payloads name a transcript, here a Claude Code one: Cursor's
     // is not read, so none of it may reach Engram.
-    let project = Project::new("claude-code/transcript.jsonl");
-    let fact = "The forge client wraps every error with fmt.Errorf and %w.";
-    remember_and_expect(&app, upstream, fact).await;
+    let (app, project) = engram_remembering("claude-code/transcript.jsonl", fact).await;
+    let upstream = &app.upstream;
 
     let start = project.payload("cursor/session-start.json");
     let output = hook(&project, &app.base_url, &["cursor", "session-start"], start).await;
@@ -46,14 +53,7 @@ async fn cursor_hooks_inject_at_session_start_keep_the_prompt_and_hand_the_turn_
     assert!(context.contains(fact), "the project's memories: {printed}");
 
     let prompt = project.payload("cursor/before-submit-prompt.json");
-    let output = hook(
-        &project,
-        &app.base_url,
-        &["cursor", "user-prompt-submit"],
-        prompt,
-    )
-    .await;
-    assert_eq!(printed_json(&output), json!({"continue": true}));
+    prompt_goes_on(&project, &app, prompt).await;
 
     upstream.set_chat(
         Behaviour::Answer,
@@ -89,14 +89,7 @@ async fn a_cursor_remember_prompt_is_stored_and_the_prompt_goes_on() {
     let app = start_engram().await;
     let project = Project::new("claude-code/transcript.jsonl");
     let prompt = project.payload("cursor/before-submit-remember.json");
-    let output = hook(
-        &project,
-        &app.base_url,
-        &["cursor", "user-prompt-submit"],
-        prompt,
-    )
-    .await;
-    assert_eq!(printed_json(&output), json!({"continue": true}));
+    prompt_goes_on(&project, &app, prompt).await;
     let stored = memories(&app, 1).await;
     assert_eq!(
         stored[0]["content"],
@@ -169,7 +162,11 @@ async fn setup_cursor_writes_its_hooks_into_hooks_json_keeping_the_rest_once() {
         json!({"command": "./hooks/audit.sh"}),
         "the user's own hook stays first"
     );
-    assert_eq!(backups(&user_hooks), 1, "one backup, of the first change");
+    assert_eq!(
+        backups(&user_hooks).len(),
+        1,
+        "one backup, of the first change"
+    );
 
     // A version Cursor's reference does not document is refused.
     std::fs::write(&user_hooks, "{\"version\": 2, \"hooks\": {}}").unwrap();

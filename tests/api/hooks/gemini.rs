@@ -12,12 +12,13 @@ use std::process::Command;
 
 use serde_json::{Value, json};
 
-use crate::helpers::{closed_url, wait_until_async};
+use crate::helpers::{closed_url, get_json, wait_until_async};
 use crate::hooks::{
-    Project, assert_silent, engram, get, hook, last_prompt, memories, printed_context,
-    remember_and_expect, run, start_engram,
+    Project, assert_silent, engram, engram_remembering, hook, last_prompt, memories,
+    printed_context, run,
 };
-use crate::setup::agents::{backups, cli_or_skip, printed};
+use crate::setup::agents::{cli_or_skip, printed};
+use crate::setup::backups;
 use crate::setup::private::backup_place;
 use crate::upstream::Behaviour;
 
@@ -47,11 +48,9 @@ fn assert_window_of_gemini_fixture(prompt: &str) {
 
 #[tokio::test]
 async fn gemini_hooks_retrieve_for_the_prompt_and_hand_turns_and_compressions_to_capture() {
-    let app = start_engram().await;
-    let upstream = &app.upstream;
-    let project = Project::new("gemini/transcript.jsonl");
     let fact = "The forge client wraps every error with fmt.Errorf and %w.";
-    remember_and_expect(&app, upstream, fact).await;
+    let (app, project) = engram_remembering("gemini/transcript.jsonl", fact).await;
+    let upstream = &app.upstream;
 
     let payload = project.payload("gemini/before-agent.json");
     let output = hook(
@@ -96,7 +95,7 @@ async fn gemini_hooks_retrieve_for_the_prompt_and_hand_turns_and_compressions_to
         .await,
     );
     wait_until_async("the compression to be processed", async || {
-        get(&app, "/stats").await["capture"]["processed"] == 2
+        get_json(&app.base_url, "/stats").await["capture"]["processed"] == 2
     })
     .await;
     // A Claude Code payload is not Gemini CLI's event.
@@ -159,9 +158,9 @@ async fn setup_gemini_writes_its_hooks_beside_the_mcp_server_in_one_settings_fil
         "the team's hook stays: {text}"
     );
     // A shared file's backup is kept out of the checkout.
-    assert_eq!(backups(&settings), 0);
+    assert_eq!(backups(&settings).len(), 0);
     assert_eq!(
-        backups(&backup_place(&project, &settings)),
+        backups(&backup_place(&project, &settings)).len(),
         1,
         "one file, backed up once"
     );
@@ -179,15 +178,12 @@ async fn setup_gemini_writes_its_hooks_beside_the_mcp_server_in_one_settings_fil
 
 #[tokio::test]
 async fn the_gemini_cli_runs_engrams_hooks_through_a_turn_without_a_model() {
-    let test = "the_gemini_cli_runs_engrams_hooks_through_a_turn_without_a_model";
-    let Some(cli) = cli_or_skip(test, "gemini-cli", "gemini") else {
+    let Some(cli) = cli_or_skip("gemini-cli", "gemini") else {
         return;
     };
-    let app = start_engram().await;
-    let upstream = &app.upstream;
-    let project = Project::new("gemini/transcript.jsonl");
     let fact = "forge indents Go with tabs, never spaces.";
-    remember_and_expect(&app, upstream, fact).await;
+    let (app, project) = engram_remembering("gemini/transcript.jsonl", fact).await;
+    let upstream = &app.upstream;
 
     let home = project.home();
     let mut command = engram(&project);
@@ -255,7 +251,10 @@ async fn the_gemini_cli_runs_engrams_hooks_through_a_turn_without_a_model() {
         })
     })
     .await;
-    assert_eq!(get(&app, "/stats").await["capture"]["accepted"], 1);
+    assert_eq!(
+        get_json(&app.base_url, "/stats").await["capture"]["accepted"],
+        1
+    );
     let log = home.join("state/engram/hook.log");
     assert!(
         !Path::new(&log).exists(),

@@ -8,7 +8,6 @@
 
 use std::path::Path;
 use std::process::Stdio;
-use std::time::Duration;
 
 use engram::config::ApiKey;
 use rmcp::ServiceExt;
@@ -16,13 +15,8 @@ use rmcp::transport::TokioChildProcess;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
-use crate::helpers::{Ground, TestApp};
+use crate::helpers::{Ground, PATIENCE, TestApp, finishes};
 use crate::mcp::{Client, LIMITED, ROOT, connect, ok, recall_until_found, refused, service};
-
-/// How long the bridge may take before the test gives up on it: far past
-/// any bound of the bridge's, only so that a bridge that hangs fails the
-/// test instead of stalling the suite.
-const HUNG: Duration = Duration::from_secs(60);
 
 /// `engram mcp` started as an agent starts it, in its project's checkout,
 /// with `key`, as user `ana`, with `extra` arguments and environment.
@@ -55,16 +49,15 @@ async fn stdio_bridge(url: &str, project: &Path, key: &str) -> Client {
 
 async fn connect_stdio(command: tokio::process::Command) -> Client {
     let handshake = ().serve(TokioChildProcess::new(command).unwrap());
-    tokio::time::timeout(HUNG, handshake)
+    finishes("the bridge to answer the handshake", handshake)
         .await
-        .expect("the bridge answers the handshake")
         .expect("the handshake over stdio")
 }
 
 /// A call the bridge answers with a tool error: its problem document.
 async fn unanswered(client: &Client, tool: &str, arguments: Value) -> Value {
-    let answered = tokio::time::timeout(HUNG, refused(client, tool, arguments));
-    let problem = answered.await.expect("the bridge answers within its bound");
+    let answered = refused(client, tool, arguments);
+    let problem = finishes("the bridge to answer within its bound", answered).await;
     assert_eq!(problem["status"], 503, "{problem:#}");
     problem
 }
@@ -261,9 +254,8 @@ async fn the_bridge_exits_when_its_client_closes_stdin_mid_call() {
         )
         .await
         .unwrap();
-    let answer = tokio::time::timeout(HUNG, stdout.next_line())
+    let answer = finishes("the handshake to be answered", stdout.next_line())
         .await
-        .expect("the handshake is answered")
         .unwrap()
         .unwrap();
     assert!(answer.contains("\"engram\""), "{answer}");
@@ -276,9 +268,8 @@ async fn the_bridge_exits_when_its_client_closes_stdin_mid_call() {
     }
     stdin.flush().await.unwrap();
     drop(stdin);
-    let status = tokio::time::timeout(HUNG, child.wait())
+    let status = finishes("the bridge to exit once stdin closes", child.wait())
         .await
-        .expect("the bridge exits once stdin closes")
         .unwrap();
     assert!(status.success(), "{status}");
     drop(silent);
@@ -296,18 +287,21 @@ async fn the_key_never_goes_through_a_proxy_to_a_loopback_engram() {
         .collect();
     let project = app.data_dir.join("forge");
     std::fs::create_dir_all(&project).unwrap();
+    let patience = PATIENCE.as_millis().to_string();
     let agent = connect_stdio(bridge_command(
         &app.base_url,
         &project,
         ROOT,
-        &["--timeout-ms", "10000"],
+        &["--timeout-ms", &patience],
         &env,
     ))
     .await;
 
-    let page = tokio::time::timeout(HUNG, ok(&agent, "list_memories", json!({})))
-        .await
-        .expect("the bridge answers");
+    let page = finishes(
+        "the bridge to answer",
+        ok(&agent, "list_memories", json!({})),
+    )
+    .await;
     assert_eq!(page["memories"], json!([]), "{page:#}");
     proxy.set_nonblocking(true).unwrap();
     let err = proxy.accept().expect_err("nothing connected to the proxy");
@@ -331,16 +325,15 @@ async fn a_git_fifo_above_the_agents_directory_does_not_stall_the_bridge() {
     assert!(made.success());
 
     let agent = stdio_bridge(&app.base_url, &project, ROOT).await;
-    let written = tokio::time::timeout(
-        HUNG,
+    let written = finishes(
+        "the bridge to answer",
         ok(
             &agent,
             "remember",
             json!({"scope": "repo", "category": "patterns", "content": "Forge builds with make."}),
         ),
     )
-    .await
-    .expect("the bridge answers");
+    .await;
     assert_eq!(written["repo"], "forge", "{written:#}");
 
     agent.cancel().await.unwrap();

@@ -11,11 +11,10 @@
 //! it fails. The suite sends no API key, so Engram runs without one, as a
 //! local install does. Files only: the transport is under test.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use crate::helpers::TestApp;
+use crate::helpers::{TestApp, npm_installed, or_skip};
 
 /// The server scenarios that apply to Engram, and why each does:
 /// - `server-initialize`: the handshake;
@@ -47,32 +46,21 @@ fn node() -> PathBuf {
     package_dir().join("node_modules/.bin/node")
 }
 
-/// The suite's command line.
-fn suite() -> PathBuf {
-    package_dir().join("node_modules/@modelcontextprotocol/conformance/dist/index.js")
-}
-
-/// Why the suite cannot run here, if it cannot.
-fn missing() -> Option<&'static str> {
-    if !suite().is_file() {
-        return Some(
-            "the MCP conformance suite is not installed (npm ci --prefix tests/mcp-conformance)",
-        );
-    }
-    let runs = Command::new(node())
-        .arg("--version")
-        .output()
-        .is_ok_and(|output| output.status.success());
-    (!runs).then_some(
-        "the conformance package's node does not run (npm ci --prefix tests/mcp-conformance)",
+/// The suite's command line, where it and the package's `node` are
+/// installed.
+fn suite() -> Result<PathBuf, String> {
+    npm_installed(
+        &node(),
+        "mcp-conformance",
+        "@modelcontextprotocol/conformance/dist/index.js",
     )
 }
 
-/// The suite's run of one server scenario against `url`.
-async fn run_scenario(url: String, scenario: &'static str) -> Output {
+/// The run of the suite at `suite` for one server scenario against `url`.
+async fn run_scenario(suite: PathBuf, url: String, scenario: &'static str) -> Output {
     tokio::task::spawn_blocking(move || {
         Command::new(node())
-            .arg(suite())
+            .arg(suite)
             .args(["server", "--url", &url, "--scenario", scenario])
             .current_dir(package_dir())
             .output()
@@ -84,21 +72,13 @@ async fn run_scenario(url: String, scenario: &'static str) -> Output {
 
 #[tokio::test]
 async fn the_official_conformance_suite_passes_the_server_scenarios_that_apply() {
-    if let Some(why) = missing() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "the MCP conformance suite cannot run under CI: {why}"
-        );
-        let _ = writeln!(
-            std::io::stderr(),
-            "the_official_conformance_suite_passes_the_server_scenarios_that_apply: skipped: {why}"
-        );
+    let Some(suite) = or_skip(suite()) else {
         return;
-    }
+    };
     let app = TestApp::builder().embedder().serve().await;
     let url = format!("{}/mcp", app.base_url);
     for scenario in SCENARIOS {
-        let output = run_scenario(url.clone(), scenario).await;
+        let output = run_scenario(suite.clone(), url.clone(), scenario).await;
         assert!(
             output.status.success(),
             "{scenario} failed:\n{}\n{}",

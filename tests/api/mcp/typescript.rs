@@ -16,6 +16,7 @@ use std::process::{Command, Stdio};
 
 use serde_json::{Value, json};
 
+use crate::helpers::{npm_installed, or_skip};
 use crate::mcp::{ROOT, app_post, service};
 
 /// The client script's directory.
@@ -23,19 +24,13 @@ fn client_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp-ts")
 }
 
-/// Why the TypeScript client cannot run here, if it cannot.
-fn missing() -> Option<&'static str> {
-    let node = Command::new("node")
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status();
-    if !node.is_ok_and(|status| status.success()) {
-        return Some("no node on PATH");
-    }
-    let sdk = client_dir().join("node_modules/@modelcontextprotocol/sdk/package.json");
-    (!sdk.is_file())
-        .then_some("the TypeScript MCP SDK is not installed (npm ci --prefix tests/mcp-ts)")
+/// The SDK, where it and `node` are installed.
+fn sdk() -> Result<PathBuf, String> {
+    npm_installed(
+        Path::new("node"),
+        "mcp-ts",
+        "@modelcontextprotocol/sdk/package.json",
+    )
 }
 
 /// The answers of the TypeScript client to `calls`, one per call: `result`
@@ -63,17 +58,7 @@ async fn typescript_client(mcp_url: String, calls: Value) -> Vec<Value> {
 
 #[tokio::test]
 async fn the_typescript_sdk_accepts_every_result_and_shows_refusals() {
-    if let Some(why) = missing() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "the TypeScript MCP client cannot run under CI: {why}"
-        );
-        let _ = writeln!(
-            std::io::stderr(),
-            "the_typescript_sdk_accepts_every_result_and_shows_refusals: skipped: {why}"
-        );
-        return;
-    }
+    let Some(_) = or_skip(sdk()) else { return };
     let app = service().await;
     let _upstream = &app.upstream;
     let (_, written) = app_post(

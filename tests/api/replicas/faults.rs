@@ -8,10 +8,10 @@ use reqwest::Method;
 use serde_json::{Value, json};
 
 use crate::capture::replicas::classifier;
-use crate::helpers::{TestApp, memory};
+use crate::helpers::{TestApp, call, memory};
 use crate::pg_cluster;
 use crate::replicas::Replica;
-use crate::replicas::ops::{call, readiness};
+use crate::replicas::ops::readiness;
 use crate::upstream::Vectors;
 
 fn window(session: &str) -> Value {

@@ -8,10 +8,10 @@
 use reqwest::Method;
 use serde_json::Value;
 
-use crate::helpers::{get_json, is_ready, wait_until_async};
+use crate::helpers::{call, get_json, wait_ready, wait_until_async};
 use crate::pg_cluster::{self, TestDatabase};
 use crate::replicas::Replica;
-use crate::replicas::ops::{call, memory, readiness};
+use crate::replicas::ops::{memory, readiness};
 
 /// The database is given up on quickly, well before the request timeout.
 const GIVE_UP_QUICKLY: &str = "limits: { request_timeout_ms: 5000 }\n\
@@ -63,10 +63,7 @@ async fn committed(database: &TestDatabase, content: &str) -> i64 {
 
 /// Writes on `replica` until one is taken: the database answers again.
 async fn write_once_answering(replica: &Replica, content: &str) -> String {
-    wait_until_async("/readyz is 200 again", async || {
-        is_ready(replica.url()).await
-    })
-    .await;
+    wait_ready(replica.url()).await;
     let (status, _, created) = write(replica, content).await;
     assert_eq!(status, 201, "{created}");
     let id = created["id"].as_str().unwrap().to_owned();

@@ -15,9 +15,11 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use crate::binary::binary;
-use crate::helpers::{TestApp, get_json, is_ready, wait_until_async};
+use crate::helpers::{
+    TestApp, UNHURRIED_MS, call, contents, get_json, ids, wait_ready, wait_until_async,
+};
 use crate::pg_cluster;
-use crate::replicas::{Replica, ids};
+use crate::replicas::Replica;
 use crate::upstream::{Upstream, Vectors};
 
 /// Opening a connection gives up quickly, so a write while the database is
@@ -36,32 +38,6 @@ pub async fn readiness(replica: &Replica) -> (u16, Value) {
     (
         response.status().as_u16(),
         response.json().await.unwrap_or(Value::Null),
-    )
-}
-
-/// One request with `key` (if any): its status, headers and JSON body.
-pub async fn call(
-    base: &str,
-    method: Method,
-    path: &str,
-    key: Option<&str>,
-    body: Option<&Value>,
-) -> (u16, reqwest::header::HeaderMap, Value) {
-    let mut request = reqwest::Client::new().request(method, format!("{base}{path}"));
-    if let Some(key) = key {
-        request = request.bearer_auth(key);
-    }
-    if let Some(body) = body {
-        request = request.json(body);
-    }
-    let response = request.send().await.unwrap();
-    let status = response.status().as_u16();
-    let headers = response.headers().clone();
-    let text = response.text().await.unwrap();
-    (
-        status,
-        headers,
-        serde_json::from_str(&text).unwrap_or(Value::Null),
     )
 }
 
@@ -185,10 +161,7 @@ async fn the_database_restarted_under_load_refuses_writes_meanwhile_and_loses_no
     cluster.start().await;
 
     for replica in [&a, &b] {
-        wait_until_async("/readyz is 200 again", async || {
-            is_ready(replica.url()).await
-        })
-        .await;
+        wait_ready(replica.url()).await;
     }
     wait_until_async("both replicas take writes again", async || {
         seen.iter()
@@ -211,14 +184,8 @@ async fn the_database_restarted_under_load_refuses_writes_meanwhile_and_loses_no
             replica.await_presence(id, true).await;
         }
         let listed = get_json(replica.url(), "/memories?repo=forge&scope=repo&limit=1000").await;
-        let contents: Vec<&str> = listed["memories"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|memory| memory["content"].as_str().unwrap())
-            .collect();
         assert!(
-            !contents.contains(&"Written while the database was down."),
+            !contents(&listed).contains(&"Written while the database was down."),
             "a refused write changed nothing"
         );
     }
@@ -263,10 +230,7 @@ async fn a_late_replica_is_not_ready_until_it_has_caught_up_with_the_change_log(
 
     holder.batch_execute("ROLLBACK").await.unwrap();
 
-    wait_until_async("B is ready once it has caught up", async || {
-        is_ready(b.url()).await
-    })
-    .await;
+    wait_ready(b.url()).await;
     assert!(healthcheck(&b, &["--ready"]).await);
     let stats = get_json(b.url(), "/stats").await;
     assert_eq!(stats["database"]["caught_up"], true, "{stats}");
@@ -427,7 +391,7 @@ async fn a_text_one_replica_embedded_is_not_embedded_again_by_another() {
     };
     let upstream = Upstream::start().await;
     let yaml = format!(
-        "embedding: {{ provider: openai, base_url: '{}', model: fake-embedding, dimensions: {}, timeout_ms: 2000 }}",
+        "embedding: {{ provider: openai, base_url: '{}', model: fake-embedding, dimensions: {}, timeout_ms: {UNHURRIED_MS} }}",
         upstream.base_url,
         Vectors::SMALL.dimensions
     );

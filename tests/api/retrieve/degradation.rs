@@ -20,7 +20,12 @@ over_both_backends!(
 );
 
 async fn an_embedder_that_fails_or_hangs_degrades_and_writes_still_land(backend: Backend) {
-    let app = backend.builder().embedder().spawn().await;
+    let app = backend
+        .builder()
+        .embedder()
+        .config(|config| config.embedding.timeout_ms = 300)
+        .spawn()
+        .await;
     let upstream = &app.upstream;
     let query = json!({"turn_id": "t7", "repo": "forge", "query": "flaky test quarantine"});
 
@@ -30,6 +35,7 @@ async fn an_embedder_that_fails_or_hangs_degrades_and_writes_still_land(backend:
     assert_eq!(result["memories"], json!([]));
     assert_eq!(result["injection"], "");
 
+    // Past the 300 ms timeout.
     upstream.set(Behaviour::Delay(Duration::from_secs(5)));
     let result = app.retrieve(query.clone()).await;
     assert_eq!(result["degraded"], "embedding_timeout");

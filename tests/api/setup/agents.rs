@@ -7,39 +7,15 @@
 //! CLI and OpenCode CLI reading what setup wrote.
 //! Setup edits the agent's files: nothing here depends on the storage backend.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 
 use serde_json::{Value, json};
 
+use super::{backups, setup};
+use crate::helpers::{npm_installed, or_skip};
 use crate::hooks::{Project, engram, run};
 use crate::setup::private::backup_place;
-
-async fn setup(project: &Project, args: &[&str]) -> Output {
-    let mut command = engram(project);
-    command.arg("setup").args(args).current_dir(&project.cwd);
-    run(command, String::new()).await
-}
-
-/// The files beside `path` whose names start with its name and `.engram-backup-`.
-pub fn backups(path: &Path) -> usize {
-    let prefix = format!(
-        "{}.engram-backup-",
-        path.file_name().unwrap().to_string_lossy()
-    );
-    std::fs::read_dir(path.parent().unwrap())
-        .unwrap()
-        .filter(|entry| {
-            entry
-                .as_ref()
-                .unwrap()
-                .file_name()
-                .to_string_lossy()
-                .starts_with(&prefix)
-        })
-        .count()
-}
 
 /// The file's JSON, read without the library's own parser: its `//`
 /// comments, comment lines and the trailing commas setup leaves taken out.
@@ -171,7 +147,7 @@ async fn setup_writes_each_agents_server_in_its_shape_and_a_second_run_changes_n
             );
             for (file, bytes) in files.iter().zip(before) {
                 assert_eq!(std::fs::read(file).unwrap(), bytes, "{}", file.display());
-                assert_eq!(backups(file), 0, "{}", file.display());
+                assert_eq!(backups(file).len(), 0, "{}", file.display());
             }
         }
     }
@@ -231,8 +207,8 @@ async fn setup_merges_into_each_agents_files_keeping_their_comments_and_servers(
         assert!(written[key]["docs"].is_object(), "{agent}: {text}");
         assert!(written[key]["engram"].is_object(), "{agent}: {text}");
         // A shared file's backup is kept out of the checkout.
-        assert_eq!(backups(path), 0, "{agent}");
-        assert_eq!(backups(&backup_place(&project, path)), 1, "{agent}");
+        assert_eq!(backups(path).len(), 0, "{agent}");
+        assert_eq!(backups(&backup_place(&project, path)).len(), 1, "{agent}");
         let again = setup(&project, &[agent, "--scope", "project"]).await;
         assert!(
             String::from_utf8_lossy(&again.stdout).contains("nothing changed"),
@@ -249,8 +225,8 @@ async fn setup_merges_into_each_agents_files_keeping_their_comments_and_servers(
         agents.starts_with("# Forge\n\nRun `make check` before pushing.\n\n<!-- engram:begin"),
         "{agents}"
     );
-    assert_eq!(backups(&agents_md), 0);
-    assert_eq!(backups(&backup_place(&project, &agents_md)), 1);
+    assert_eq!(backups(&agents_md).len(), 0);
+    assert_eq!(backups(&backup_place(&project, &agents_md)).len(), 1);
 }
 
 #[tokio::test]
@@ -280,7 +256,7 @@ async fn setup_refuses_what_each_agent_could_not_read_and_writes_nothing() {
             "{stderr}"
         );
         assert_eq!(std::fs::read_to_string(path).unwrap(), *text);
-        assert_eq!(backups(path), 0);
+        assert_eq!(backups(path).len(), 0);
     }
     for instructions in ["GEMINI.md", "AGENTS.md", ".cursor/rules", ".github"] {
         assert!(
@@ -304,45 +280,14 @@ async fn setup_refuses_what_each_agent_could_not_read_and_writes_nothing() {
     }
 }
 
-/// An agent's CLI installed from `tests/<dir>` by npm (`.ci/run`), when
-/// it is: `node_modules/.bin/<bin>`, and node to run it.
-fn npm_cli(dir: &str, bin: &str) -> Result<PathBuf, String> {
-    let node = Command::new("node")
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status();
-    if !node.is_ok_and(|status| status.success()) {
-        return Err("no node on PATH".to_owned());
-    }
-    let cli = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests")
-        .join(dir)
-        .join("node_modules/.bin")
-        .join(bin);
-    if cli.is_file() {
-        Ok(cli)
-    } else {
-        Err(format!(
-            "{bin} is not installed in tests/{dir} (see .ci/run)"
-        ))
-    }
-}
-
-/// The CLI [`npm_cli`] finds, or `None` after saying why the test named
-/// `test` is skipped; absent under CI, it fails the test instead.
-pub fn cli_or_skip(test: &str, dir: &str, bin: &str) -> Option<PathBuf> {
-    match npm_cli(dir, bin) {
-        Ok(cli) => Some(cli),
-        Err(why) => {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "{test} cannot run under CI: {why}"
-            );
-            let _ = writeln!(std::io::stderr(), "{test}: skipped: {why}");
-            None
-        }
-    }
+/// An agent's CLI, `bin`, from the npm package `tests/<package>`, with
+/// `node` on `PATH` to run it; or `None` after saying the test is skipped.
+pub fn cli_or_skip(package: &str, bin: &str) -> Option<PathBuf> {
+    or_skip(npm_installed(
+        Path::new("node"),
+        package,
+        &format!(".bin/{bin}"),
+    ))
 }
 
 /// What a CLI printed, on either stream, with its colours taken out.
@@ -371,8 +316,7 @@ pub fn printed(output: &Output) -> String {
 
 #[tokio::test]
 async fn the_gemini_cli_connects_to_the_server_setup_wrote() {
-    let test = "the_gemini_cli_connects_to_the_server_setup_wrote";
-    let Some(cli) = cli_or_skip(test, "gemini-cli", "gemini") else {
+    let Some(cli) = cli_or_skip("gemini-cli", "gemini") else {
         return;
     };
     let project = Project::new("claude-code/transcript.jsonl");
@@ -421,8 +365,7 @@ async fn the_gemini_cli_connects_to_the_server_setup_wrote() {
 
 #[tokio::test]
 async fn the_opencode_cli_connects_to_the_server_setup_merged_into_its_jsonc() {
-    let test = "the_opencode_cli_connects_to_the_server_setup_merged_into_its_jsonc";
-    let Some(cli) = cli_or_skip(test, "opencode-cli", "opencode") else {
+    let Some(cli) = cli_or_skip("opencode-cli", "opencode") else {
         return;
     };
     let project = Project::new("claude-code/transcript.jsonl");

@@ -7,6 +7,7 @@
 
 use serde_json::{Value, json};
 
+use super::assert_all_held;
 use crate::capture::replicas::{calls_about, classifier, compaction, replica_with, triggers_left};
 use crate::helpers::{get_json, is_ready, post_json, wait_until_async};
 use crate::operations::sample;
@@ -103,15 +104,7 @@ async fn replicas_stop_classifying_once_their_shared_day_spends_the_capture_budg
     compaction(&b, "ops", "s4", "tag004x").await;
     assert_eq!(triggers_left(&database).await, 2, "both held in the queue");
     for replica in [&a, &b] {
-        let queued = get_json(replica.url(), "/triggers").await["queued"].clone();
-        assert!(
-            queued
-                .as_array()
-                .unwrap()
-                .iter()
-                .all(|trigger| trigger["state"] == "waiting"),
-            "{queued:#}"
-        );
+        assert_all_held(&get_json(replica.url(), "/triggers").await);
     }
     assert_eq!(calls_about(&upstream, "tag003x"), 0);
     assert_eq!(calls_about(&upstream, "tag004x"), 0);
