@@ -4,3 +4,4 @@
 mod anchors;
 mod confidence;
 mod lifecycle;
+mod links;
