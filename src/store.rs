@@ -20,7 +20,7 @@ mod changes;
 pub mod confine;
 mod durable;
 mod import;
-mod lifecycle;
+pub mod lifecycle;
 mod links;
 mod load;
 pub mod markdown;

@@ -14,9 +14,9 @@ use std::process::ExitCode;
 
 use super::http::{self, Api, ServerArgs};
 use crate::causes::error_chain;
-use crate::memory::{MemoryId, Namespace, RepoId, UserId};
+use crate::memory::{Lifecycle, MemoryId, Namespace, RepoId, UserId};
 use crate::routes::import::ImportedMemory;
-use crate::store::{atomic, markdown};
+use crate::store::{atomic, lifecycle, markdown};
 
 /// The largest page `GET /memories` serves.
 const PAGE: usize = 1000;
@@ -149,6 +149,7 @@ fn write_markdown(dir: &Path, memories: &[ImportedMemory]) -> Result<(), Error> 
         return Err(Error::NotEmpty(dir.to_owned()));
     }
     let mut counts = BTreeMap::new();
+    let mut lifecycles: BTreeMap<PathBuf, BTreeMap<MemoryId, Lifecycle>> = BTreeMap::new();
     for (index, exported) in memories.iter().enumerate() {
         let memory = exported
             .clone()
@@ -166,6 +167,18 @@ fn write_markdown(dir: &Path, memories: &[ImportedMemory]) -> Result<(), Error> 
         if exported.access_count > 0 {
             counts.insert(memory.id, exported.access_count);
         }
+        // As the data directory keeps them: beside the memory files, only
+        // what differs from the default.
+        if !memory.lifecycle.is_default() {
+            lifecycles
+                .entry(owner_dir)
+                .or_default()
+                .insert(memory.id, memory.lifecycle);
+        }
+    }
+    for (owner_dir, kept) in lifecycles {
+        let bytes = serde_json::to_vec_pretty(&kept).map_err(Error::Answer)?;
+        write_file(&owner_dir.join(lifecycle::LIFECYCLE_FILE), &bytes)?;
     }
     let counts = serde_json::to_vec(&counts).map_err(Error::Answer)?;
     write_file(&dir.join(".cache/access-counts.json"), &counts)

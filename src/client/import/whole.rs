@@ -14,7 +14,7 @@ use super::Error;
 use crate::client::http::Api;
 use crate::memory::{MemoryId, Namespace, RepoId, UserId};
 use crate::routes::import::ImportedMemory;
-use crate::store::markdown;
+use crate::store::{lifecycle, markdown};
 
 /// The most memories one request carries (the endpoint takes 1,000).
 const BATCH_MEMORIES: usize = 500;
@@ -48,7 +48,8 @@ pub fn read_jsonl(path: &Path) -> Result<Vec<ImportedMemory>, Error> {
 
 /// The memories of a markdown export (or of a data directory):
 /// `repos/<repo>/*.md` and `users/<user>/*.md`, with the use counts of
-/// `.cache/access-counts.json` when it is there.
+/// `.cache/access-counts.json` and each namespace's lifecycles
+/// (`.lifecycle.json`) when they are there.
 pub fn read_markdown(dir: &Path) -> Result<Vec<ImportedMemory>, Error> {
     let counts: HashMap<MemoryId, u64> = match std::fs::read(dir.join(".cache/access-counts.json"))
     {
@@ -67,16 +68,20 @@ pub fn read_markdown(dir: &Path) -> Result<Vec<ImportedMemory>, Error> {
             let Some(namespace) = namespace_of(&owner) else {
                 continue;
             };
+            let mut lifecycles = lifecycle::read_file(&dir.join(scope_dir).join(&owner));
             for path in files
                 .into_iter()
                 .filter(|path| path.extension() == Some("md".as_ref()))
             {
                 let text = super::read_text(&path)?;
-                let memory =
+                let mut memory =
                     markdown::parse(&text, namespace.clone()).map_err(|err| Error::Parse {
                         path: path.clone(),
                         reason: err.to_string(),
                     })?;
+                if let Some(lifecycle) = lifecycles.remove(&memory.id) {
+                    memory.lifecycle = lifecycle;
+                }
                 let count = counts.get(&memory.id).copied().unwrap_or(0);
                 memories.push(ImportedMemory::from_memory(&memory, count));
             }
