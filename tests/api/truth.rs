@@ -2,4 +2,5 @@
 //! tree, and the lifecycle (validity, confidence, review, archive).
 
 mod anchors;
+mod check;
 mod lifecycle;
