@@ -8,7 +8,7 @@
 mod git;
 mod judge;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -50,7 +50,7 @@ pub enum Error {
     Read(#[from] ReadError),
     #[error(transparent)]
     Api(#[from] http::Error),
-    #[error("Engram answered a listing this command cannot read")]
+    #[error("Engram answered something this command cannot read")]
     Answer(#[source] serde_json::Error),
     #[error("starting the runtime")]
     Runtime(#[source] std::io::Error),
@@ -87,9 +87,11 @@ fn check(args: &CheckArgs) -> Result<Summary, Error> {
     };
     let tree = WorkingTree::holding(&dir)?;
     let head = tree.head()?;
+    // Named from git's top directory, which is absolute: `--dir .` has
+    // no name of its own.
     let repo = match &args.repo {
         Some(repo) => project::to_id(repo),
-        None => project::repo_name(&dir),
+        None => project::repo_name(&tree.root),
     }
     .and_then(|repo| repo.parse::<RepoId>().ok())
     .ok_or_else(|| Error::Usage("no repo id: pass --repo".to_owned()))?;
@@ -139,8 +141,12 @@ fn renames(tree: &WorkingTree, concerned: &[&Anchored]) -> Result<HashMap<String
         .filter_map(|memory| Some((memory.commit.as_ref()?, memory.created_at)))
         .collect();
     dated.sort_by_key(|(commit, created_at)| (*created_at, *commit));
-    dated.dedup_by_key(|(commit, _)| *commit);
-    let commits: Vec<&CommitId> = dated.iter().map(|(commit, _)| *commit).collect();
+    let mut seen = HashSet::new();
+    let commits: Vec<&CommitId> = dated
+        .into_iter()
+        .map(|(commit, _)| commit)
+        .filter(|commit| seen.insert(*commit))
+        .collect();
     if commits.is_empty() {
         return Ok(HashMap::new());
     }
@@ -166,7 +172,7 @@ async fn record(
             commit: head.cloned(),
             results: results.to_vec(),
         };
-        let body = serde_json::to_value(&request).map_err(Error::Answer)?;
+        let body = serde_json::to_value(&request).expect("a check request serializes to JSON");
         let answer: CheckResponse =
             serde_json::from_value(api.post("/memories/check", &body).await?)
                 .map_err(Error::Answer)?;

@@ -165,9 +165,9 @@ async fn engram_check_judges_anchors_against_a_git_working_tree(backend: Backend
     git(&tree, &["mv", "src/backoff.rs", "src/retry/backoff.rs"]);
     std::fs::write(tree.join("src/config.rs"), "pub fn defaults() {}\n").unwrap();
 
-    // From a subdirectory, with no --repo: the tree's project, as the
-    // hooks find it.
-    let output = engram_check(&tree.join("src"), &app.base_url, &[]).await;
+    // Pointed at a subdirectory by a relative path, with no --repo: the
+    // tree's project, as the hooks find it.
+    let output = engram_check(&tree, &app.base_url, &["--dir", "src"]).await;
     let printed = text(&output.stdout);
     assert!(
         output.status.success(),
