@@ -19,7 +19,8 @@
 //! the length before any call.
 
 pub mod cache;
-pub mod local;
+/// The local model: all-MiniLM-L6-v2 in process, the crate `engram-encoder`.
+pub use engram_encoder as local;
 pub mod openai;
 pub mod shared_cache;
 

@@ -47,6 +47,7 @@ use crate::memory::{
 };
 use crate::retrieval::Outcome;
 use crate::routes::extract::{ApiJson, ApiPath, ApiQuery, from_arguments};
+use crate::routes::lifecycle::{self, ReviewAction};
 use crate::routes::memories::{
     self, CreateMemoryRequest, ListMemoriesQuery, ListMemoriesResponse, MemoryDetail,
 };
@@ -190,6 +191,27 @@ pub struct UpdateArguments {
     pub commit: Option<CommitId>,
 }
 
+/// `review_memory`'s arguments.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReviewArguments {
+    /// The memory under review (`needs_review`).
+    pub id: MemoryId,
+    /// `keep`: it still holds, and is no longer under review; `forget`:
+    /// it no longer holds, and is deleted.
+    pub action: ReviewAction,
+}
+
+/// What `review_memory` did.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Reviewed {
+    pub id: MemoryId,
+    pub action: ReviewAction,
+    /// The memory as kept (absent when forgotten).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory: Option<MemoryView>,
+}
+
 /// What `forget` did.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct Forgotten {
@@ -262,6 +284,27 @@ impl Tools {
                 to_value(&page)
             }
             "update_memory" => self.update(from_arguments(arguments)?, caller).await,
+            "confirm_memory" => {
+                let MemoryArguments { id } = from_arguments(arguments)?;
+                let axum::Json(view) =
+                    lifecycle::confirm_memory(State(state.store.clone()), caller, ApiPath(id))
+                        .await?;
+                to_value(&view)
+            }
+            "review_memory" => {
+                let ReviewArguments { id, action } = from_arguments(arguments)?;
+                let memory = match action {
+                    ReviewAction::Keep => {
+                        Some(lifecycle::keep_memory(&state.store, &caller, id).await?.0)
+                    }
+                    ReviewAction::Forget => {
+                        memories::delete_memory(State(state.store.clone()), caller, ApiPath(id))
+                            .await?;
+                        None
+                    }
+                };
+                to_value(&Reviewed { id, action, memory })
+            }
             _ => unreachable!("call_tool checks the name first"),
         }
     }
@@ -443,6 +486,29 @@ fn catalogue() -> Vec<Tool> {
             components.schema_of::<ListMemoriesQuery>(),
             components.schema_of::<ListMemoriesResponse>(),
             reading,
+        ),
+        tool(
+            "confirm_memory",
+            "Confirm a memory you have found to hold: a provisional one (written by the \
+             classifier) becomes confirmed, ranks with confirmed ones and is not let go \
+             for want of confirmation.",
+            components.schema_of::<MemoryArguments>(),
+            components.schema_of::<MemoryView>(),
+            ToolAnnotations::new()
+                .read_only(false)
+                .destructive(false)
+                .idempotent(true),
+        ),
+        tool(
+            "review_memory",
+            "Settle a memory under review (`needs_review`: a memory it is linked to \
+             changed): `keep` it if it still holds, or `forget` it if it does not.",
+            components.schema_of::<ReviewArguments>(),
+            components.schema_of::<Reviewed>(),
+            ToolAnnotations::new()
+                .read_only(false)
+                .destructive(true)
+                .idempotent(true),
         ),
         tool(
             "update_memory",

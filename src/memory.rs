@@ -18,11 +18,6 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-mod anchors;
-pub use anchors::{
-    Anchor, AnchorPath, AnchorSymbol, CommitId, ContentHash, MAX_ANCHORS, check_anchors,
-};
-
 /// Why a string was refused as an id or enum value.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
@@ -42,13 +37,15 @@ fn is_valid_name(name: &str) -> bool {
         && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
 }
 
-/// Declares a string newtype that only holds names matching the id pattern.
-macro_rules! name_type {
-    ($(#[$doc:meta])* $name:ident, $what:literal) => {
+/// Declares a string newtype that holds only what `$check` accepts (and
+/// as it returns it), checked whenever one is built: from JSON, YAML, a
+/// path or a query. `$schema` completes its OpenAPI schema.
+macro_rules! checked_string {
+    ($(#[$doc:meta])* $name:ident, $check:expr, schema($($schema:tt)*)) => {
         $(#[$doc])*
         #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, ToSchema)]
         #[serde(try_from = "String", into = "String")]
-        #[schema(value_type = String, pattern = "^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$", example = "forge")]
+        #[schema(value_type = String, $($schema)*)]
         pub struct $name(String);
 
         impl $name {
@@ -60,14 +57,7 @@ macro_rules! name_type {
         impl TryFrom<String> for $name {
             type Error = ParseError;
             fn try_from(value: String) -> Result<Self, ParseError> {
-                if is_valid_name(&value) {
-                    Ok(Self(value))
-                } else {
-                    Err(ParseError(format!(
-                        concat!("not a valid ", $what, " (1-128 characters: letters, digits, '.', '_', '-', starting with a letter or digit): {:?}"),
-                        truncate_for_message(&value)
-                    )))
-                }
+                ($check)(value).map(Self)
             }
         }
 
@@ -97,6 +87,35 @@ macro_rules! name_type {
         }
     };
 }
+
+/// `value` if it is a valid name (see [`is_valid_name`]), else why not,
+/// calling it `what`.
+fn check_name(value: String, what: &str) -> Result<String, ParseError> {
+    if is_valid_name(&value) {
+        Ok(value)
+    } else {
+        Err(ParseError(format!(
+            "not a valid {what} (1-128 characters: letters, digits, '.', '_', '-', starting with a letter or digit): {:?}",
+            truncate_for_message(&value)
+        )))
+    }
+}
+
+/// Declares a newtype of names matching the id pattern.
+macro_rules! name_type {
+    ($(#[$doc:meta])* $name:ident, $what:literal) => {
+        checked_string!(
+            $(#[$doc])* $name,
+            |value| check_name(value, $what),
+            schema(pattern = "^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$", example = "forge")
+        );
+    };
+}
+
+mod anchors;
+pub use anchors::{
+    Anchor, AnchorPath, AnchorSymbol, CommitId, ContentHash, MAX_ANCHORS, check_anchors,
+};
 
 name_type!(
     /// A repository (project) id; owns repo-scoped memories.

@@ -21,6 +21,7 @@ pub mod confine;
 mod durable;
 mod import;
 mod lifecycle;
+mod links;
 mod load;
 pub mod markdown;
 pub mod postgres;

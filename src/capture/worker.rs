@@ -40,7 +40,7 @@ use tokio_util::sync::CancellationToken;
 use crate::blocking;
 use crate::capture::backlog::{Backlog, Claimed};
 use crate::capture::classify::{self, Classified};
-use crate::capture::guard::{self, Verdict};
+use crate::capture::guard::{self, DuplicateOf, Verdict};
 use crate::capture::ledger::{self, Ledger, Session};
 use crate::capture::prompt;
 use crate::capture::queue::Trigger;
@@ -51,7 +51,7 @@ use crate::config::CaptureConfig;
 use crate::embed::Embedder;
 use crate::index::Index;
 use crate::llm::{Llm, Purpose};
-use crate::memory::MemoryId;
+use crate::memory::{Confidence, Lifecycle, MemoryId, SessionId};
 use crate::metrics::Metrics;
 use crate::store::{IndexStage, Store, WriteError};
 use crate::usage::Metered;
@@ -388,6 +388,10 @@ impl Worker {
             if let Verdict::Duplicate(of) = verdict {
                 tracing::info!(trigger.id = %trigger.id, duplicate_of = %of, "skipped a near-duplicate memory");
                 stats.skipped_duplicate.fetch_add(1, Ordering::Relaxed);
+                if let DuplicateOf::Stored(existing) = of {
+                    self.confirm_if_captured_again(existing, &trigger.session_id)
+                        .await;
+                }
                 continue;
             }
             let supersedes = memory.supersedes.is_some();
@@ -444,6 +448,37 @@ pub fn pass_memory_id(trigger: &Trigger, from: usize, place: usize) -> MemoryId 
 }
 
 /// Why a step failed, and whether trying again may help.
+impl Worker {
+    /// The same fact captured again in another session confirms the
+    /// provisional memory that holds it: two sessions found it worth
+    /// keeping. A failure is logged and the pass goes on (the memory stays
+    /// provisional; nothing is lost).
+    async fn confirm_if_captured_again(&self, existing: MemoryId, session: &SessionId) {
+        let session = session.clone();
+        let confirmed = self
+            .deps
+            .store
+            .update_lifecycles(vec![existing], move |memory| {
+                let again = memory.lifecycle.confidence == Confidence::Provisional
+                    && memory.session_id.as_ref() != Some(&session);
+                again.then(|| Lifecycle {
+                    confidence: Confidence::Confirmed,
+                    ..memory.lifecycle.clone()
+                })
+            })
+            .await;
+        match confirmed {
+            Ok(changed) if !changed.is_empty() => {
+                tracing::info!(memory.id = %existing, "captured again in another session: confirmed");
+            }
+            Ok(_) => {}
+            Err(err) => {
+                tracing::warn!(memory.id = %existing, error = %error_chain(&err), "could not confirm a memory captured again");
+            }
+        }
+    }
+}
+
 struct Fault {
     transient: bool,
     message: String,

@@ -5,6 +5,7 @@
 //! the working tree it is checked against.
 
 use std::fmt;
+use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -35,68 +36,25 @@ pub struct Anchor {
     pub hash: Option<ContentHash>,
 }
 
-/// Declares a string newtype checked by `$check` whenever it is built.
-macro_rules! checked_string {
-    ($(#[$doc:meta])* $name:ident, example = $example:literal, $check:path) => {
-        $(#[$doc])*
-        #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, ToSchema)]
-        #[serde(try_from = "String", into = "String")]
-        #[schema(value_type = String, example = $example)]
-        pub struct $name(String);
-
-        impl $name {
-            pub fn as_str(&self) -> &str {
-                &self.0
-            }
-        }
-
-        impl TryFrom<String> for $name {
-            type Error = ParseError;
-            fn try_from(value: String) -> Result<Self, ParseError> {
-                $check(value).map(Self)
-            }
-        }
-
-        impl std::str::FromStr for $name {
-            type Err = ParseError;
-            fn from_str(value: &str) -> Result<Self, ParseError> {
-                Self::try_from(value.to_owned())
-            }
-        }
-
-        impl From<$name> for String {
-            fn from(value: $name) -> String {
-                value.0
-            }
-        }
-
-        impl fmt::Display for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(&self.0)
-            }
-        }
-    };
-}
-
 checked_string!(
     /// A file of the repo, relative to its root and `/`-separated: never
     /// absolute, never with a `..`, `.` or empty part, so joined to a
     /// working tree it stays inside it.
-    AnchorPath, example = "src/db/pool.rs", check_path
+    AnchorPath, check_path, schema(example = "src/db/pool.rs")
 );
 checked_string!(
     /// A name that must still appear in the anchored file.
-    AnchorSymbol, example = "connect_pool", check_symbol
+    AnchorSymbol, check_symbol, schema(example = "connect_pool")
 );
 checked_string!(
     /// A file's content hash: `sha256:` and 64 lower-case hexadecimal
     /// digits (upper case is taken and lowered).
-    ContentHash, example = "sha256:9f2c5e0b1d7a4c3e8f6b2a1d0c9e8f7a6b5c4d3e2f1a0b9c8d7e6f5a4b3c2d1e", check_hash
+    ContentHash, check_hash, schema(example = "sha256:9f2c5e0b1d7a4c3e8f6b2a1d0c9e8f7a6b5c4d3e2f1a0b9c8d7e6f5a4b3c2d1e")
 );
 checked_string!(
     /// A git commit: 7 to 64 lower-case hexadecimal digits (a SHA-1 or
     /// SHA-256 object name, or an abbreviation of one).
-    CommitId, example = "3f9c2b7e8a1d4c6b9e0f2a3d5c7b8e9f0a1b2c3d", check_commit
+    CommitId, check_commit, schema(example = "3f9c2b7e8a1d4c6b9e0f2a3d5c7b8e9f0a1b2c3d")
 );
 
 impl ContentHash {

@@ -5,7 +5,7 @@
 use axum::Json;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::auth::Caller;
@@ -46,7 +46,7 @@ pub async fn confirm_memory(
 }
 
 /// What a review decides.
-#[derive(Clone, Copy, Debug, Deserialize, ToSchema)]
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ReviewAction {
     /// The memory still holds: `needs_review` is cleared.
@@ -85,19 +85,25 @@ pub async fn review_memory(
     ApiJson(request): ApiJson<ReviewRequest>,
 ) -> Result<Response, ApiError> {
     match request.action {
-        ReviewAction::Keep => {
-            let kept = change(&store, &caller, id, |lifecycle| Lifecycle {
-                needs_review: false,
-                review_reason: None,
-                ..lifecycle.clone()
-            })
-            .await?;
-            Ok(kept.into_response())
-        }
+        ReviewAction::Keep => Ok(keep_memory(&store, &caller, id).await?.into_response()),
         ReviewAction::Forget => Ok(delete_memory(State(store), caller, ApiPath(id))
             .await?
             .into_response()),
     }
+}
+
+/// A review's `keep`: the memory is no longer under review.
+pub async fn keep_memory(
+    store: &Store,
+    caller: &Caller,
+    id: MemoryId,
+) -> Result<Json<MemoryView>, ApiError> {
+    change(store, caller, id, |lifecycle| Lifecycle {
+        needs_review: false,
+        review_reason: None,
+        ..lifecycle.clone()
+    })
+    .await
 }
 
 /// Bring back a memory let go for disuse: it is retrieved and injected

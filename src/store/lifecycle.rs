@@ -17,7 +17,7 @@ use std::sync::Arc;
 use super::durable::Durable;
 use super::{Error, Store, WriteError, atomic, confine};
 use crate::blocking;
-use crate::memory::{Lifecycle, Memory, MemoryId, Namespace};
+use crate::memory::{Lifecycle, Memory, MemoryId, Namespace, Validity};
 
 /// The file of a namespace's lifecycles, in its directory.
 pub const LIFECYCLE_FILE: &str = ".lifecycle.json";
@@ -58,12 +58,27 @@ impl Store {
         blocking::run(move || store.update_lifecycles_blocking(&ids, &change)).await
     }
 
-    fn update_lifecycles_blocking(
+    pub(super) fn update_lifecycles_blocking(
         &self,
         ids: &[MemoryId],
         change: &dyn Fn(&Memory) -> Option<Lifecycle>,
     ) -> Result<Vec<Arc<Memory>>, WriteError> {
+        let (changed, newly_gone) = self.apply_lifecycles(ids, change)?;
+        for id in newly_gone {
+            self.flag_linked(id, "was found gone: the code it describes no longer exists");
+        }
+        Ok(changed)
+    }
+
+    /// [`Self::update_lifecycles_blocking`] under the writer lock: the
+    /// memories changed, and those of them found `gone` by this change.
+    fn apply_lifecycles(
+        &self,
+        ids: &[MemoryId],
+        change: &dyn Fn(&Memory) -> Option<Lifecycle>,
+    ) -> Result<(Vec<Arc<Memory>>, Vec<MemoryId>), WriteError> {
         let _writer = self.lock_writer();
+        let mut newly_gone = Vec::new();
         let changed: Vec<Arc<Memory>> = {
             let view = self.read();
             ids.iter()
@@ -72,6 +87,11 @@ impl Store {
                 .filter_map(|id| view.by_id.get(id))
                 .filter_map(|memory| {
                     let lifecycle = change(memory).filter(|new| *new != memory.lifecycle)?;
+                    if lifecycle.validity == Validity::Gone
+                        && memory.lifecycle.validity != Validity::Gone
+                    {
+                        newly_gone.push(memory.id);
+                    }
                     Some(Arc::new(Memory {
                         lifecycle,
                         ..Memory::clone(memory)
@@ -80,7 +100,7 @@ impl Store {
                 .collect()
         };
         if changed.is_empty() {
-            return Ok(changed);
+            return Ok((changed, newly_gone));
         }
         let numbers = match &self.inner.durable {
             Durable::Files => {
@@ -103,7 +123,7 @@ impl Store {
             view.remove(memory.id);
             view.insert(memory.clone());
         }
-        Ok(changed)
+        Ok((changed, newly_gone))
     }
 
     /// Rewrites the lifecycle file of each namespace of `changes`, as the

@@ -57,6 +57,19 @@ impl Store {
         new: NewMemory,
         reach: &Reach,
     ) -> Result<Arc<Memory>, WriteError> {
+        let memory = self.create_locked(id, new, reach)?;
+        if let Some(old) = memory.supersedes {
+            self.flag_linked(old, &format!("was superseded by {}", memory.id));
+        }
+        Ok(memory)
+    }
+
+    fn create_locked(
+        &self,
+        id: MemoryId,
+        new: NewMemory,
+        reach: &Reach,
+    ) -> Result<Arc<Memory>, WriteError> {
         let _writer = self.lock_writer();
         if self.get(id).is_some() {
             return Err(WriteError::Exists(id));
@@ -146,13 +159,22 @@ impl Store {
     }
 
     fn delete_blocking(&self, id: MemoryId) -> Result<Option<Arc<Memory>>, WriteError> {
-        let _writer = self.lock_writer();
-        let Some(memory) = self.get(id) else {
-            return Ok(None);
+        let (removed, linked) = {
+            let _writer = self.lock_writer();
+            let Some(memory) = self.get(id) else {
+                return Ok(None);
+            };
+            // Its links are read before it goes: a memory that is gone has none.
+            let linked = self.linked_heads(id);
+            self.unpersist(&memory)?;
+            let removed = self.write_view().remove(id);
+            self.inner.changes.record([id]);
+            (removed, linked)
         };
-        self.unpersist(&memory)?;
-        let removed = self.write_view().remove(id);
-        self.inner.changes.record([id]);
+        self.flag(
+            &linked,
+            &format!("memory {id} it is linked to was forgotten"),
+        );
         Ok(removed)
     }
 }

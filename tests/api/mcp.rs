@@ -125,11 +125,13 @@ async fn every_tool_answers_over_http_with_the_rest_results(backend: Backend) {
     assert_eq!(
         names,
         [
+            "confirm_memory",
             "forget",
             "get_memory",
             "list_memories",
             "recall",
             "remember",
+            "review_memory",
             "update_memory"
         ]
     );

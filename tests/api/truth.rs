@@ -3,4 +3,6 @@
 
 mod anchors;
 mod check;
+mod confidence;
 mod lifecycle;
+mod links;

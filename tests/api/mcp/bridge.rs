@@ -79,7 +79,7 @@ async fn the_stdio_bridge_serves_the_same_tools_with_its_key() {
     let project = app.data_dir.join("checkouts/forge");
     std::fs::create_dir_all(&project).unwrap();
     let root = stdio_bridge(&app.base_url, &project, ROOT).await;
-    assert_eq!(root.list_all_tools().await.unwrap().len(), 6);
+    assert_eq!(root.list_all_tools().await.unwrap().len(), 8);
     ok(
         &root,
         "remember",
@@ -160,7 +160,7 @@ async fn an_agent_started_before_engram_has_its_tools_and_they_work_once_it_is_u
     // Nothing serves yet: the tools are listed all the same, and a call is
     // a tool error the model can read.
     let offline = agent.list_all_tools().await.expect("the tools, offline");
-    assert_eq!(offline.len(), 6);
+    assert_eq!(offline.len(), 8);
     let remember = json!({"scope": "repo", "category": "patterns",
                           "content": "Forge tags releases from main."});
     let problem = unanswered(&agent, "remember", remember.clone()).await;
@@ -213,7 +213,7 @@ async fn an_engram_that_never_answers_is_a_tool_error_at_the_bound() {
     let project = tempfile::tempdir().unwrap();
     let command = bridge_command(&url, project.path(), ROOT, &["--timeout-ms", "300"], &[]);
     let agent = connect_stdio(command).await;
-    assert_eq!(agent.list_all_tools().await.unwrap().len(), 6);
+    assert_eq!(agent.list_all_tools().await.unwrap().len(), 8);
     for _ in 0..2 {
         let problem = unanswered(&agent, "recall", json!({"query": "anything"})).await;
         let detail = problem["detail"].as_str().unwrap();

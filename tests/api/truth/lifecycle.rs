@@ -218,6 +218,53 @@ async fn retrieval_never_injects_what_is_gone_or_let_go_and_notes_what_changed(b
     assert!(!found.contains(&gone) && !found.contains(&archived));
 }
 
+/// An agent confirms a provisional memory and settles two under review
+/// through MCP, as a person does through REST.
+#[tokio::test]
+async fn an_agent_confirms_keeps_and_forgets_through_mcp() {
+    use crate::mcp::{ROOT, app_post, connect, ok, service};
+    let app = service().await;
+    let lines = [
+        exported(
+            "Releases are tagged from main.",
+            &json!({"confidence": "provisional"}),
+        ),
+        exported(
+            "Tags are signed.",
+            &json!({"needs_review": true, "review_reason": "what it extends was superseded"}),
+        ),
+        exported("Tags are made by hand.", &json!({"needs_review": true})),
+    ];
+    let (status, imported) =
+        app_post(&app, "/memories/import", ROOT, &json!({"memories": lines})).await;
+    assert_eq!(status, StatusCode::OK, "{imported}");
+    let [provisional, kept, forgotten] = lines.map(|line| id(&line));
+    let client = connect(&app.base_url, ROOT).await;
+
+    let confirmed = ok(&client, "confirm_memory", json!({"id": provisional})).await;
+    assert_eq!(confirmed["confidence"], "confirmed", "{confirmed}");
+    let review = ok(
+        &client,
+        "review_memory",
+        json!({"id": kept, "action": "keep"}),
+    )
+    .await;
+    assert_eq!(review["memory"]["needs_review"], false, "{review}");
+    let review = ok(
+        &client,
+        "review_memory",
+        json!({"id": forgotten, "action": "forget"}),
+    )
+    .await;
+    assert!(review.get("memory").is_none(), "{review}");
+    let listed = ok(&client, "list_memories", json!({"needs_review": true})).await;
+    assert_eq!(listed["memories"], json!([]), "{listed}");
+    let listed = ok(&client, "list_memories", json!({"repo": "forge"})).await;
+    assert_eq!(listed["memories"].as_array().unwrap().len(), 2, "{listed}");
+    client.cancel().await.unwrap();
+    app.stop().await;
+}
+
 over_both_backends!(
     a_lifecycle_is_listed_changed_by_hand_and_kept_without_a_new_version,
     retrieval_never_injects_what_is_gone_or_let_go_and_notes_what_changed,

@@ -12,7 +12,7 @@ use pulp::{Arch, Simd, WithSimd};
 use rayon::prelude::*;
 
 #[cfg(target_arch = "x86_64")]
-use crate::embed::local::bf16::Bf16Weight;
+use crate::bf16::Bf16Weight;
 
 #[cfg(target_arch = "x86_64")]
 impl CustomOp1 for Bf16Weight {

@@ -1,5 +1,9 @@
 //! The embedded sentence embedder: all-MiniLM-L6-v2 run in-process by candle
-//! on the CPU, so the default setup needs no embedding service.
+//! on the CPU, so the default setup needs no embedding service. The service
+//! reaches it as `engram::embed::local`; it is a crate of its own so that
+//! its kernels are built optimised under `cargo test` too (the root
+//! `Cargo.toml`'s `[profile.dev.package.engram-encoder]`) while the service
+//! itself builds at the dev profile's default.
 //!
 //! Owns the tokenizer and the BERT weights, loaded once: from the copy
 //! compiled into the binary (crate `engram-model`, checked against pinned
@@ -13,7 +17,7 @@
 //! cosine similarity is a dot product; a text's vector does not depend on the
 //! batch it is embedded in, because attention and pooling look only at its
 //! real tokens. [`LocalEmbedder::embed`] is synchronous and CPU-bound: call
-//! it through `crate::blocking::run`.
+//! it through `engram::blocking::run`.
 //!
 //! Threads: a call runs where its [`Priority`] says. A query (someone waits
 //! for it) runs on rayon's global pool, its passes in turn, each matrix

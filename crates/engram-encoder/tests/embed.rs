@@ -4,7 +4,7 @@
 
 use std::sync::LazyLock;
 
-use engram::embed::local::{DIMENSIONS, LocalEmbedder, Priority, Source};
+use engram_encoder::{DIMENSIONS, LocalEmbedder, Priority, Source};
 use serde::Deserialize;
 
 const FIXTURE: &str = concat!(
