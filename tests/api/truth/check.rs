@@ -221,6 +221,9 @@ async fn the_check_route_refuses_a_bad_batch_by_field_and_reports_unknown_ids(ba
     let theirs = id(&app
         .create(memory("repo", "other", "patterns", "Errors are logged."))
         .await);
+    let mut body = memory("repo", "forge", "patterns", "Wrapped errors name the call.");
+    body["related"] = json!([{"id": mine, "relationship": "refines"}]);
+    let linked = id(&app.create(body).await);
     let result = |id: &str, validity: &str| json!({"id": id, "validity": validity});
     let too_many: Vec<Value> = (0..10_001)
         .map(|_| result(&uuid::Uuid::now_v7().to_string(), "current"))
@@ -281,6 +284,11 @@ async fn the_check_route_refuses_a_bad_batch_by_field_and_reports_unknown_ids(ba
     let read = app.get(&format!("/memories/{mine}")).await.json;
     assert_eq!(read["validity"], "gone");
     assert!(read["checked_at"].is_string(), "{read:#}");
+    let flagged = app.get(&format!("/memories/{linked}")).await.json;
+    assert_eq!(
+        flagged["needs_review"], true,
+        "a memory found gone puts its links under review: {flagged:#}"
+    );
     let other = app.get(&format!("/memories/{theirs}")).await.json;
     assert_eq!(
         other["validity"], "unverified",
