@@ -8,6 +8,9 @@
 pub mod agent;
 /// `engram mcp`: MCP over stdio, bridged to a running Engram's `/mcp`.
 pub mod bridge;
+/// `engram check`: a repo's anchored memories judged against a git
+/// working tree, the verdicts recorded with Engram.
+pub mod check;
 /// `engram doctor`: whether the agents' entries can reach Engram.
 pub mod doctor;
 /// `engram export`: every memory, whole, as JSON Lines or memory files.

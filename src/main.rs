@@ -92,6 +92,10 @@ enum Command {
     /// Write every memory of a running Engram, whole, as JSON Lines or
     /// memory files.
     Export(engram::client::export::ExportArgs),
+    /// Judge the anchors of a repo's memories against a git working tree
+    /// (current, changed or gone) and record the verdicts with a running
+    /// Engram. Exits 1 on a git or server failure.
+    Check(engram::client::check::CheckArgs),
 }
 
 fn main() -> ExitCode {
@@ -125,6 +129,7 @@ fn main() -> ExitCode {
         Command::Mcp(bridge) => engram::client::bridge::run(&bridge),
         Command::Import(import) => engram::client::import::run(&import),
         Command::Export(export) => engram::client::export::run(&export),
+        Command::Check(check) => engram::client::check::run(&check),
         Command::Openapi => print_yaml(&engram::routes::openapi()),
         Command::Config => match load_config(args.config.as_deref()) {
             Ok(config) => print_yaml(&config),

@@ -5,6 +5,7 @@
 //! Routes are registered through `utoipa-axum`, so the served document at
 //! `/openapi.json` is generated from the same handlers that answer.
 
+pub mod check;
 pub mod extract;
 pub mod graph;
 pub mod health;
@@ -99,6 +100,7 @@ fn api_router(keys: ApiKeys) -> OpenApiRouter<AppState> {
         .routes(routes!(lifecycle::confirm_memory))
         .routes(routes!(lifecycle::review_memory))
         .routes(routes!(lifecycle::restore_memory))
+        .routes(routes!(check::record_check))
         .routes(routes!(import::import_memories))
         .routes(routes!(graph::get_memory_graph))
         .routes(routes!(retrieve::retrieve_memories))

@@ -1,0 +1,221 @@
+//! `engram check`: judges the anchors of a repo's memories against a git
+//! working tree (the server never sees it) and records what it found with
+//! `POST /memories/check`: a memory whose files and symbols are as they
+//! were is `current`, one whose file's content changed is `changed`, one
+//! whose file or symbol is gone (and not renamed, as git's rename
+//! detection sees it) is `gone`.
+
+mod git;
+mod judge;
+
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use self::git::WorkingTree;
+use self::judge::{Anchored, Judgement, ReadError};
+use super::hook::project;
+use super::http::{self, Api, ServerArgs};
+use crate::causes::error_chain;
+use crate::memory::{CommitId, RepoId};
+use crate::routes::check::{CheckRequest, CheckResponse, MAX_RESULTS, Verdict};
+
+/// The largest page `GET /memories` serves.
+const PAGE: usize = 1000;
+
+/// `engram check`'s arguments.
+#[derive(Debug, clap::Args)]
+pub struct CheckArgs {
+    #[command(flatten)]
+    pub server: ServerArgs,
+    /// The repo whose memories are checked (default: the working tree's
+    /// project, as the hooks find it).
+    #[arg(long)]
+    pub repo: Option<String>,
+    /// A directory in the git working tree to check against (default: the
+    /// current directory).
+    #[arg(long, value_name = "PATH")]
+    pub dir: Option<PathBuf>,
+}
+
+/// Why a check stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{0}")]
+    Usage(String),
+    #[error(transparent)]
+    Git(#[from] git::Error),
+    #[error(transparent)]
+    Read(#[from] ReadError),
+    #[error(transparent)]
+    Api(#[from] http::Error),
+    #[error("Engram answered something this command cannot read")]
+    Answer(#[source] serde_json::Error),
+    #[error("starting the runtime")]
+    Runtime(#[source] std::io::Error),
+}
+
+/// What a check did, as it is printed.
+struct Summary {
+    repo: RepoId,
+    head: Option<CommitId>,
+    judgement: Judgement,
+    unanchored: usize,
+    unknown: usize,
+}
+
+/// Runs `engram check`.
+pub fn run(args: &CheckArgs) -> ExitCode {
+    match check(args) {
+        Ok(summary) => {
+            print!("{summary}");
+            ExitCode::SUCCESS
+        }
+        Err(err) => {
+            eprintln!("engram: check failed: {}", error_chain(&err));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn check(args: &CheckArgs) -> Result<Summary, Error> {
+    let dir = match &args.dir {
+        Some(dir) => dir.clone(),
+        None => std::env::current_dir()
+            .map_err(|err| Error::Usage(format!("no current directory: {err}")))?,
+    };
+    let tree = WorkingTree::holding(&dir)?;
+    let head = tree.head()?;
+    // Named from git's top directory, which is absolute: `--dir .` has
+    // no name of its own.
+    let repo = match &args.repo {
+        Some(repo) => project::to_id(repo),
+        None => project::repo_name(&tree.root),
+    }
+    .and_then(|repo| repo.parse::<RepoId>().ok())
+    .ok_or_else(|| Error::Usage("no repo id: pass --repo".to_owned()))?;
+    let api = args.server.api()?;
+    let runtime = super::runtime().map_err(Error::Runtime)?;
+    let memories = runtime.block_on(list(&api, &repo))?;
+    let judgement = judge::judge(&tree.root, &memories, |concerned| renames(&tree, concerned))?;
+    let unanchored = memories.len() - judgement.results.len();
+    let unknown = runtime.block_on(record(&api, &repo, head.as_ref(), &judgement))?;
+    Ok(Summary {
+        repo,
+        head,
+        judgement,
+        unanchored,
+        unknown,
+    })
+}
+
+/// The repo's current memories, from every page of the listing.
+async fn list(api: &Api, repo: &RepoId) -> Result<Vec<Anchored>, Error> {
+    let filter = format!("/memories?repo={repo}&limit={PAGE}");
+    let mut memories = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let path = match &cursor {
+            Some(cursor) => format!("{filter}&cursor={cursor}"),
+            None => filter.clone(),
+        };
+        let mut page = api.get(&path).await?;
+        let listed: Vec<Anchored> =
+            serde_json::from_value(page["memories"].take()).map_err(Error::Answer)?;
+        memories.extend(listed);
+        match page["next_cursor"].as_str() {
+            Some(next) => cursor = Some(next.to_owned()),
+            None => break,
+        }
+    }
+    Ok(memories)
+}
+
+/// The renames git finds between the working tree and the commit of the
+/// earliest written of `concerned` that this repository knows: one diff
+/// for the whole check. None when no such commit is known.
+fn renames(tree: &WorkingTree, concerned: &[&Anchored]) -> Result<HashMap<String, String>, Error> {
+    let mut dated: Vec<(&CommitId, _)> = concerned
+        .iter()
+        .filter_map(|memory| Some((memory.commit.as_ref()?, memory.created_at)))
+        .collect();
+    dated.sort_by_key(|(commit, created_at)| (*created_at, *commit));
+    let mut seen = HashSet::new();
+    let commits: Vec<&CommitId> = dated
+        .into_iter()
+        .map(|(commit, _)| commit)
+        .filter(|commit| seen.insert(*commit))
+        .collect();
+    if commits.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let known = tree.known(&commits)?;
+    match commits.iter().zip(known).find(|(_, known)| *known) {
+        Some((base, _)) => Ok(tree.renames_since(base)?),
+        None => Ok(HashMap::new()),
+    }
+}
+
+/// Records the verdicts, in requests of at most [`MAX_RESULTS`]; returns
+/// how many ids the server knew no memory of the repo by.
+async fn record(
+    api: &Api,
+    repo: &RepoId,
+    head: Option<&CommitId>,
+    judgement: &Judgement,
+) -> Result<usize, Error> {
+    let mut unknown = 0;
+    for results in judgement.results.chunks(MAX_RESULTS) {
+        let request = CheckRequest {
+            repo: repo.clone(),
+            commit: head.cloned(),
+            results: results.to_vec(),
+        };
+        let body = serde_json::to_value(&request).expect("a check request serializes to JSON");
+        let answer: CheckResponse =
+            serde_json::from_value(api.post("/memories/check", &body).await?)
+                .map_err(Error::Answer)?;
+        unknown += answer.unknown.len();
+    }
+    Ok(unknown)
+}
+
+impl Summary {
+    fn count(&self, verdict: Verdict) -> usize {
+        let results = &self.judgement.results;
+        results.iter().filter(|r| r.validity == verdict).count()
+    }
+}
+
+impl fmt::Display for Summary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let at = self
+            .head
+            .as_ref()
+            .map_or_else(String::new, |head| format!(" at {head}"));
+        writeln!(
+            f,
+            "{}{at}: {} current, {} changed, {} gone, {} unanchored skipped",
+            self.repo,
+            self.count(Verdict::Current),
+            self.count(Verdict::Changed),
+            self.count(Verdict::Gone),
+            self.unanchored,
+        )?;
+        for (old, new) in &self.judgement.followed {
+            writeln!(
+                f,
+                "renamed: {old} -> {new} (judged at its new path; the memories still name {old})"
+            )?;
+        }
+        if self.unknown > 0 {
+            writeln!(
+                f,
+                "{} memories were forgotten while they were checked: nothing recorded for them",
+                self.unknown
+            )?;
+        }
+        Ok(())
+    }
+}
