@@ -112,24 +112,9 @@ fn check(args: &CheckArgs) -> Result<Summary, Error> {
 
 /// The repo's current memories, from every page of the listing.
 async fn list(api: &Api, repo: &RepoId) -> Result<Vec<Anchored>, Error> {
-    let filter = format!("/memories?repo={repo}&limit={PAGE}");
-    let mut memories = Vec::new();
-    let mut cursor: Option<String> = None;
-    loop {
-        let path = match &cursor {
-            Some(cursor) => format!("{filter}&cursor={cursor}"),
-            None => filter.clone(),
-        };
-        let mut page = api.get(&path).await?;
-        let listed: Vec<Anchored> =
-            serde_json::from_value(page["memories"].take()).map_err(Error::Answer)?;
-        memories.extend(listed);
-        match page["next_cursor"].as_str() {
-            Some(next) => cursor = Some(next.to_owned()),
-            None => break,
-        }
-    }
-    Ok(memories)
+    Ok(api
+        .every_page(&format!("/memories?repo={repo}&limit={PAGE}"))
+        .await?)
 }
 
 /// The renames git finds between the working tree and the commit of the

@@ -110,22 +110,7 @@ pub async fn fetch_all(
     if let Some(user) = user {
         filter.push_str(&format!("&user={user}"));
     }
-    let mut memories = Vec::new();
-    let mut cursor: Option<String> = None;
-    loop {
-        let path = match &cursor {
-            Some(cursor) => format!("{filter}&cursor={cursor}"),
-            None => filter.clone(),
-        };
-        let mut page = api.get(&path).await?;
-        let listed: Vec<ImportedMemory> =
-            serde_json::from_value(page["memories"].take()).map_err(Error::Answer)?;
-        memories.extend(listed);
-        match page["next_cursor"].as_str() {
-            Some(next) => cursor = Some(next.to_owned()),
-            None => break,
-        }
-    }
+    let mut memories: Vec<ImportedMemory> = api.every_page(&filter).await?;
     memories.sort_by_key(|memory| (memory.created_at, memory.id));
     Ok(memories)
 }

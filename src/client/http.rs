@@ -107,6 +107,35 @@ impl Api {
         self.send(url, request).await
     }
 
+    /// Every memory of a `GET /memories` listing (`listing` is its path
+    /// and query), page after page, read as `T`.
+    pub async fn every_page<T: serde::de::DeserializeOwned>(
+        &self,
+        listing: &str,
+    ) -> Result<Vec<T>, Error> {
+        let mut memories = Vec::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let path = match &cursor {
+                Some(cursor) => format!("{listing}&cursor={cursor}"),
+                None => listing.to_owned(),
+            };
+            let mut page = self.get(&path).await?;
+            let listed: Vec<T> =
+                serde_json::from_value(page["memories"].take()).map_err(|source| {
+                    Error::Answer {
+                        url: redact_userinfo(&format!("{}{path}", self.base_url)).into_owned(),
+                        source,
+                    }
+                })?;
+            memories.extend(listed);
+            match page["next_cursor"].as_str() {
+                Some(next) => cursor = Some(next.to_owned()),
+                None => return Ok(memories),
+            }
+        }
+    }
+
     async fn send(
         &self,
         url: String,
