@@ -11,7 +11,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use super::{ParseError, truncate_for_message};
+use super::{CommitId, ParseError, truncate_for_message};
 
 word_enum!(
     /// Whether what a memory is about still holds in the code.
@@ -47,6 +47,9 @@ pub struct Lifecycle {
     /// When `engram check` last judged its anchors.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub checked_at: Option<DateTime<Utc>>,
+    /// The working tree's HEAD that check ran against.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checked_commit: Option<CommitId>,
     /// `provisional` (written by the classifier, not yet confirmed) or
     /// `confirmed`.
     #[serde(default = "Confidence::confirmed")]
@@ -99,6 +102,7 @@ impl Default for Lifecycle {
         Self {
             validity: Validity::Unverified,
             checked_at: None,
+            checked_commit: None,
             confidence: Confidence::Confirmed,
             needs_review: false,
             review_reason: None,

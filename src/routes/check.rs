@@ -133,11 +133,13 @@ pub async fn record_check(
         .map(|result| (result.id, result.validity.into()))
         .collect();
     let ids = known.iter().map(|result| result.id).collect();
+    let checked_commit = request.commit.clone();
     let recorded = store
         .update_lifecycles(ids, move |memory: &Memory| {
             Some(Lifecycle {
                 validity: *verdicts.get(&memory.id)?,
                 checked_at: Some(checked_at),
+                checked_commit: checked_commit.clone(),
                 ..memory.lifecycle.clone()
             })
         })

@@ -92,6 +92,8 @@ pub struct ImportedMemory {
     pub validity: Validity,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub checked_at: Option<DateTime<Utc>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checked_commit: Option<CommitId>,
     #[serde(default = "Confidence::confirmed")]
     pub confidence: Confidence,
     #[serde(default)]
@@ -207,6 +209,7 @@ impl ImportedMemory {
             content: view.content,
             validity: lifecycle.validity,
             checked_at: lifecycle.checked_at,
+            checked_commit: lifecycle.checked_commit,
             confidence: lifecycle.confidence,
             needs_review: lifecycle.needs_review,
             review_reason: lifecycle.review_reason,
@@ -283,6 +286,7 @@ impl ImportedMemory {
         let lifecycle = Lifecycle {
             validity: self.validity,
             checked_at: self.checked_at,
+            checked_commit: self.checked_commit,
             confidence: self.confidence,
             needs_review: self.needs_review,
             review_reason,

@@ -14,7 +14,7 @@ use crate::memory::{CommitId, Lifecycle, Memory, MemoryId, Namespace, Scope, Ses
 
 /// The columns of a memory's row, in the order every read selects them
 /// and [`insert`] writes them; `id` first.
-const COLUMNS: [&str; 21] = [
+const COLUMNS: [&str; 22] = [
     "id",
     "scope",
     "owner",
@@ -32,6 +32,7 @@ const COLUMNS: [&str; 21] = [
     "content",
     "validity",
     "checked_at",
+    "checked_commit",
     "confidence",
     "needs_review",
     "review_reason",
@@ -40,9 +41,10 @@ const COLUMNS: [&str; 21] = [
 
 /// The columns of a memory's lifecycle, the ones [`update_lifecycle`]
 /// changes: a lifecycle is not part of a version.
-const LIFECYCLE_COLUMNS: [&str; 6] = [
+const LIFECYCLE_COLUMNS: [&str; 7] = [
     "validity",
     "checked_at",
+    "checked_commit",
     "confidence",
     "needs_review",
     "review_reason",
@@ -133,6 +135,7 @@ pub(super) async fn insert(client: &tokio_postgres::Client, memory: &Memory) -> 
         &memory.content,
         &lifecycle.validity.as_str(),
         &lifecycle.checked_at,
+        &lifecycle.checked_commit.as_ref().map(CommitId::as_str),
         &lifecycle.confidence.as_str(),
         &lifecycle.needs_review,
         &lifecycle.review_reason,
@@ -162,6 +165,7 @@ pub(super) async fn update_lifecycle(
         &id.as_uuid(),
         &lifecycle.validity.as_str(),
         &lifecycle.checked_at,
+        &lifecycle.checked_commit.as_ref().map(CommitId::as_str),
         &lifecycle.confidence.as_str(),
         &lifecycle.needs_review,
         &lifecycle.review_reason,
@@ -224,6 +228,11 @@ pub(super) fn read(row: &Row, offset: usize) -> Result<Memory, Error> {
                 .parse()
                 .map_err(|err| invalid("validity", format!("{err}")))?,
             checked_at: row.try_get(at("checked_at"))?,
+            checked_commit: row
+                .try_get::<_, Option<&str>>(at("checked_commit"))?
+                .map(str::parse)
+                .transpose()
+                .map_err(|err| invalid("checked_commit", format!("{err}")))?,
             confidence: row
                 .try_get::<_, &str>(at("confidence"))?
                 .parse()

@@ -193,6 +193,11 @@ async fn engram_check_judges_anchors_against_a_git_working_tree(backend: Backend
         let read = get_json(&app.base_url, &format!("/memories/{memory}")).await;
         assert_eq!(read["validity"], validity, "{read:#}");
         assert!(read["checked_at"].is_string(), "{read:#}");
+        assert_eq!(
+            read["checked_commit"],
+            commit.as_str(),
+            "the HEAD checked against"
+        );
         assert_eq!(read["version"], 1, "no new version: {read:#}");
     }
     let read = get_json(&app.base_url, &format!("/memories/{unanchored}")).await;

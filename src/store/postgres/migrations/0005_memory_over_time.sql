@@ -9,6 +9,7 @@ ALTER TABLE engram_memories
     ADD COLUMN validity      text NOT NULL DEFAULT 'unverified'
         CHECK (validity IN ('current', 'changed', 'gone', 'unverified')),
     ADD COLUMN checked_at    timestamptz,
+    ADD COLUMN checked_commit text,
     ADD COLUMN confidence    text NOT NULL DEFAULT 'confirmed'
         CHECK (confidence IN ('provisional', 'confirmed')),
     ADD COLUMN needs_review  boolean NOT NULL DEFAULT false,
