@@ -1,7 +1,8 @@
-// A memory's page: its content as markdown, its front-matter, its version
-// chain, its edges both ways and its nearest memories; actions to edit (a
-// new version that supersedes it), link (a new version with one more
-// edge) and forget (after a confirmation).
+// A memory's page: its content as markdown, its standing (validity,
+// confidence, review, archive) with what a person can do about it, its
+// front-matter, its version chain, its edges both ways and its nearest
+// memories; actions to edit (a new version that supersedes it), link (a
+// new version with one more edge) and forget (after a confirmation).
 
 import { del, get, post } from './api.js';
 import {
@@ -31,10 +32,39 @@ export async function memoryView(id) {
     current ? null : h('p', { class: 'warning' }, 'A newer version replaces this one: ',
       memoryLink(memory.chain[memory.chain.length - 1].id, 'see the current version'), '.'),
     h('div', { class: 'content' }, renderMarkdown(memory.content)),
+    standing(memory),
     actions(memory, current, nodes),
     h('div', { class: 'columns' },
       frontMatter(memory),
       h('div', null, chain(memory), edges(memory, nodes), similarList(similar))));
+}
+
+/** What the memory's lifecycle says, each with the act that settles it. */
+function standing(memory) {
+  const act = (id, label, path, body, done) => h('button', {
+    type: 'button', id, onclick: async () => {
+      await post(`/memories/${encodeURIComponent(memory.id)}/${path}`, body);
+      // The page is drawn again from the memory as it is now.
+      window.dispatchEvent(new HashChangeEvent('hashchange'));
+      notify(done);
+    },
+  }, label);
+  const notes = [
+    memory.validity === 'gone' ? h('p', { class: 'warning', id: 'standing-gone' },
+      'The code it is about is gone: it is never injected. Forget it, or edit it to say what holds now.') : null,
+    memory.validity === 'changed' ? h('p', { class: 'warning', id: 'standing-changed' },
+      'The code it is about changed since it was written: it is injected with that note.') : null,
+    memory.needs_review ? h('p', { class: 'warning', id: 'standing-review' },
+      `Under review: ${memory.review_reason ?? 'a memory it is linked to changed'}. `,
+      act('keep-button', 'Keep', 'review', { action: 'keep' }, 'The memory is kept.')) : null,
+    memory.confidence === 'provisional' ? h('p', { class: 'muted', id: 'standing-provisional' },
+      'Provisional: written by the classifier and not yet confirmed. ',
+      act('confirm-button', 'Confirm', 'confirm', {}, 'The memory is confirmed.')) : null,
+    memory.archived ? h('p', { class: 'muted', id: 'standing-archived' },
+      'Archived for disuse: never retrieved. ',
+      act('restore-button', 'Restore', 'restore', {}, 'The memory is restored.')) : null,
+  ].filter(Boolean);
+  return notes.length ? h('section', { class: 'standing', 'aria-label': 'Standing' }, notes) : null;
 }
 
 function frontMatter(memory) {
@@ -50,6 +80,12 @@ function frontMatter(memory) {
     ['importance', memory.importance ?? null],
     ['session_id', memory.session_id ?? null],
     ['trigger', memory.trigger],
+    ['anchors', memory.anchors?.length ? memory.anchors.map((anchor) => h('div', null,
+      h('code', null, anchor.path), anchor.symbol ? [' ', h('code', null, anchor.symbol)] : null)) : null],
+    ['commit', memory.commit ?? null],
+    ['validity', memory.validity],
+    ['checked_at', memory.checked_at ? time(memory.checked_at) : null],
+    ['confidence', memory.confidence],
   ].filter(([, value]) => value !== null && value !== undefined);
   return h('section', { class: 'front-matter', 'aria-labelledby': 'fm-title' },
     h('h2', { id: 'fm-title' }, 'Front matter'),

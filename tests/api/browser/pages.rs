@@ -369,3 +369,68 @@ async fn the_graph_draws_the_neighbourhood() {
     assert_eq!(drawn, json!(8), "one hop: the spokes and the newer version");
     end(browser, served).await;
 }
+
+/// A memory's page shows its standing and settles it: a provisional one
+/// is confirmed, one under review is kept, each without a new version.
+#[tokio::test]
+async fn a_memorys_standing_is_shown_and_settled_on_its_page() {
+    let (browser, served) = session!();
+    let memory_id = uuid::Uuid::now_v7().to_string();
+    let exported = json!({
+        "id": memory_id, "version": 1, "scope": "repo", "repo": "forge", "category": "patterns",
+        "created_at": "2026-11-01T10:00:00Z", "updated_at": "2026-11-01T10:00:00Z",
+        "trigger": "turn", "content": "Retries back off exponentially.",
+        "anchors": [{"path": "src/net/retry.rs", "symbol": "backoff"}],
+        "validity": "changed", "confidence": "provisional", "needs_review": true,
+        "review_reason": "memory 42 it refines was superseded",
+    });
+    let (status, answer) = served
+        .call(
+            Method::POST,
+            "/memories/import",
+            Some(&json!({"memories": [exported]})),
+            None,
+        )
+        .await;
+    assert_eq!(status, 200, "{answer}");
+    browser
+        .open(&served.memory_page(&json!({"id": memory_id})))
+        .await;
+    browser
+        .wait_for(
+            "the standing",
+            "return document.querySelector('#standing-provisional') !== null",
+        )
+        .await;
+    let shown = browser.texts(".standing p").await.join("\n");
+    assert!(shown.contains("changed since it was written"), "{shown}");
+    assert!(
+        shown.contains("memory 42 it refines was superseded"),
+        "{shown}"
+    );
+    assert!(
+        browser
+            .texts(".front-matter dd")
+            .await
+            .iter()
+            .any(|dd| dd.contains("src/net/retry.rs"))
+    );
+
+    browser.click("#confirm-button").await;
+    browser
+        .wait_for("confirmed", "return document.querySelector('#standing-provisional') === null && document.querySelector('#keep-button') !== null")
+        .await;
+    browser.click("#keep-button").await;
+    browser
+        .wait_for("kept", "return document.querySelector('main:not([aria-busy]) .memory') !== null && document.querySelector('#standing-review') === null")
+        .await;
+    let (_, read) = served
+        .call(Method::GET, &format!("/memories/{memory_id}"), None, None)
+        .await;
+    assert_eq!(
+        (&read["confidence"], &read["needs_review"], &read["version"]),
+        (&json!("confirmed"), &json!(false), &json!(1)),
+        "{read}"
+    );
+    end(browser, served).await;
+}
