@@ -64,9 +64,10 @@ impl Store {
         change: &dyn Fn(&Memory) -> Option<Lifecycle>,
     ) -> Result<Vec<Arc<Memory>>, WriteError> {
         let (changed, newly_gone) = self.apply_lifecycles(ids, change)?;
-        for id in newly_gone {
-            self.flag_linked(id, "was found gone: the code it describes no longer exists");
-        }
+        self.flag_linked_to_all(
+            &newly_gone,
+            "was found gone: the code it describes no longer exists",
+        );
         Ok(changed)
     }
 

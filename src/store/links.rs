@@ -4,7 +4,7 @@
 //! memory and what happened. Unlinked memories are never touched, and the
 //! flag is a lifecycle change: no new version is written.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 
 use super::Store;
 use crate::causes::error_chain;
@@ -31,22 +31,38 @@ impl Store {
     /// `happened` ("was superseded by …"). Blocking; called without the
     /// writer lock.
     pub(super) fn flag_linked(&self, id: MemoryId, happened: &str) {
-        let linked = self.linked_heads(id);
-        self.flag(&linked, &format!("memory {id} it is linked to {happened}"));
+        self.flag_linked_to_all(&[id], happened);
     }
 
-    /// Puts `ids` under review for `reason`. The change that caused it is
-    /// durable already; a flag that cannot be written is logged, and the
-    /// memories stay as they were.
+    /// [`Self::flag_linked`] for each of `ids`, in one lifecycle write (a
+    /// check may find thousands gone at once).
+    pub(super) fn flag_linked_to_all(&self, ids: &[MemoryId], happened: &str) {
+        let mut reasons = HashMap::new();
+        for &id in ids {
+            for linked in self.linked_heads(id) {
+                reasons.insert(linked, format!("memory {id} it is linked to {happened}"));
+            }
+        }
+        self.flag_for(&reasons);
+    }
+
+    /// Puts `ids` under review for `reason`.
     pub(super) fn flag(&self, ids: &[MemoryId], reason: &str) {
-        if ids.is_empty() {
+        self.flag_for(&ids.iter().map(|&id| (id, reason.to_owned())).collect());
+    }
+
+    /// Puts each memory of `reasons` under review for its reason. The
+    /// change that caused it is durable already; a flag that cannot be
+    /// written is logged, and the memories stay as they were.
+    fn flag_for(&self, reasons: &HashMap<MemoryId, String>) {
+        if reasons.is_empty() {
             return;
         }
-        let reason = reason.to_owned();
-        let flagged = self.update_lifecycles_blocking(ids, &|memory| {
+        let ids: Vec<MemoryId> = reasons.keys().copied().collect();
+        let flagged = self.update_lifecycles_blocking(&ids, &|memory| {
             Some(Lifecycle {
                 needs_review: true,
-                review_reason: Some(reason.clone()),
+                review_reason: Some(reasons.get(&memory.id)?.clone()),
                 ..memory.lifecycle.clone()
             })
         });
