@@ -385,6 +385,7 @@ impl Database {
         let writing = self.begin_write().await?;
         let client = writing.client();
         let mut numbers = Vec::new();
+        let mut last = None;
         for memory in memories {
             if !writing
                 .answered(rows::update_lifecycle(client, memory.id, &memory.lifecycle))
@@ -403,12 +404,10 @@ impl Database {
                 ))
                 .await?;
             numbers.push((memory.id, rows::sequence(seq)?));
+            last = Some((seq, memory.id));
         }
-        match numbers.last() {
-            Some(&(id, seq)) => {
-                let seq = i64::try_from(seq).expect("it was an i64");
-                writing.commit(seq, id).await?;
-            }
+        match last {
+            Some((seq, id)) => writing.commit(seq, id).await?,
             None => writing.roll_back().await?,
         }
         Ok(numbers)

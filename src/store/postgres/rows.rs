@@ -13,7 +13,7 @@ use super::Error;
 use crate::memory::{CommitId, Lifecycle, Memory, MemoryId, Namespace, Scope, SessionId};
 
 /// The columns of a memory's row, in the order every read selects them
-/// and [`insert`] writes them; `id` first.
+/// and [`insert`] writes them; `id` first, its lifecycle's last.
 const COLUMNS: [&str; 22] = [
     "id",
     "scope",
@@ -39,17 +39,47 @@ const COLUMNS: [&str; 22] = [
     "archived",
 ];
 
+/// How many columns a lifecycle takes: the last of [`COLUMNS`].
+const LIFECYCLE_COLUMN_COUNT: usize = 7;
+
 /// The columns of a memory's lifecycle, the ones [`update_lifecycle`]
 /// changes: a lifecycle is not part of a version.
-const LIFECYCLE_COLUMNS: [&str; 7] = [
-    "validity",
-    "checked_at",
-    "checked_commit",
-    "confidence",
-    "needs_review",
-    "review_reason",
-    "archived",
-];
+const LIFECYCLE_COLUMNS: &[&str] = COLUMNS.split_at(COLUMNS.len() - LIFECYCLE_COLUMN_COUNT).1;
+
+type Value<'a> = &'a (dyn tokio_postgres::types::ToSql + Sync);
+
+/// A lifecycle as its columns' values: the one place that spells them,
+/// for the insert and the update alike.
+struct LifecycleValues<'a> {
+    lifecycle: &'a Lifecycle,
+    validity: &'static str,
+    checked_commit: Option<&'a str>,
+    confidence: &'static str,
+}
+
+impl<'a> LifecycleValues<'a> {
+    fn of(lifecycle: &'a Lifecycle) -> Self {
+        Self {
+            lifecycle,
+            validity: lifecycle.validity.as_str(),
+            checked_commit: lifecycle.checked_commit.as_ref().map(CommitId::as_str),
+            confidence: lifecycle.confidence.as_str(),
+        }
+    }
+
+    /// One value per column of [`LIFECYCLE_COLUMNS`], in order.
+    fn values(&self) -> [Value<'_>; LIFECYCLE_COLUMN_COUNT] {
+        [
+            &self.validity,
+            &self.lifecycle.checked_at,
+            &self.checked_commit,
+            &self.confidence,
+            &self.lifecycle.needs_review,
+            &self.lifecycle.review_reason,
+            &self.lifecycle.archived,
+        ]
+    }
+}
 
 /// The select list of [`COLUMNS`], each name after `qualifier` (`""`, or
 /// `"m."` for a join).
@@ -101,7 +131,6 @@ pub(super) fn sequence(seq: i64) -> Result<u64, Error> {
 /// Inserts `memory`'s row.
 pub(super) async fn insert(client: &tokio_postgres::Client, memory: &Memory) -> Result<(), Error> {
     let (scope, owner) = namespace_columns(&memory.namespace);
-    let lifecycle = &memory.lifecycle;
     let json = |value: serde_json::Result<serde_json::Value>, what: &str| {
         value.map_err(|err| Error::Row {
             table: "engram_memories",
@@ -116,8 +145,9 @@ pub(super) async fn insert(client: &tokio_postgres::Client, memory: &Memory) -> 
         select_list(""),
         placeholders.join(", ")
     );
-    // One value per column, in the order of `COLUMNS`.
-    let values: [&(dyn tokio_postgres::types::ToSql + Sync); COLUMNS.len()] = [
+    // One value per column of the version, in the order of `COLUMNS`,
+    // then the lifecycle's.
+    let version: [Value<'_>; COLUMNS.len() - LIFECYCLE_COLUMN_COUNT] = [
         &memory.id.as_uuid(),
         &scope,
         &owner,
@@ -133,14 +163,10 @@ pub(super) async fn insert(client: &tokio_postgres::Client, memory: &Memory) -> 
         &anchors,
         &memory.commit.as_ref().map(CommitId::as_str),
         &memory.content,
-        &lifecycle.validity.as_str(),
-        &lifecycle.checked_at,
-        &lifecycle.checked_commit.as_ref().map(CommitId::as_str),
-        &lifecycle.confidence.as_str(),
-        &lifecycle.needs_review,
-        &lifecycle.review_reason,
-        &lifecycle.archived,
     ];
+    let lifecycle = LifecycleValues::of(&memory.lifecycle);
+    let lifecycle = lifecycle.values();
+    let values: Vec<Value<'_>> = version.iter().chain(&lifecycle).copied().collect();
     client.execute(&statement, &values).await?;
     Ok(())
 }
@@ -160,17 +186,12 @@ pub(super) async fn update_lifecycle(
         "UPDATE engram_memories SET {} WHERE id = $1",
         assignments.join(", ")
     );
-    // The id, then one value per column of `LIFECYCLE_COLUMNS`, in order.
-    let values: [&(dyn tokio_postgres::types::ToSql + Sync); LIFECYCLE_COLUMNS.len() + 1] = [
-        &id.as_uuid(),
-        &lifecycle.validity.as_str(),
-        &lifecycle.checked_at,
-        &lifecycle.checked_commit.as_ref().map(CommitId::as_str),
-        &lifecycle.confidence.as_str(),
-        &lifecycle.needs_review,
-        &lifecycle.review_reason,
-        &lifecycle.archived,
-    ];
+    // The id, then the lifecycle's values.
+    let id = id.as_uuid();
+    let lifecycle = LifecycleValues::of(lifecycle);
+    let values: Vec<Value<'_>> = std::iter::once(&id as Value<'_>)
+        .chain(lifecycle.values())
+        .collect();
     Ok(client.execute(&statement, &values).await? == 1)
 }
 
