@@ -99,4 +99,39 @@ mod tests {
         let required = schema["required"].as_array().unwrap();
         assert!(required.contains(&Value::from("content")), "{text}");
     }
+
+    /// A part of an `allOf` that forbids properties it does not name
+    /// forbids the other parts' too: no result could match. Clients check
+    /// `structuredContent` against these schemas.
+    #[test]
+    fn no_output_schema_forbids_the_properties_of_its_other_parts() {
+        fn forbidding_parts(value: &Value, path: &str, found: &mut Vec<String>) {
+            match value {
+                Value::Object(object) => {
+                    if let Some(Value::Array(parts)) = object.get("allOf") {
+                        for (index, part) in parts.iter().enumerate() {
+                            if part.get("additionalProperties") == Some(&Value::Bool(false)) {
+                                found.push(format!("{path}/allOf/{index}"));
+                            }
+                        }
+                    }
+                    for (key, value) in object {
+                        forbidding_parts(value, &format!("{path}/{key}"), found);
+                    }
+                }
+                Value::Array(items) => {
+                    for (index, value) in items.iter().enumerate() {
+                        forbidding_parts(value, &format!("{path}/{index}"), found);
+                    }
+                }
+                _ => {}
+            }
+        }
+        let mut found = Vec::new();
+        for tool in crate::mcp::catalogue() {
+            let output = Value::Object((*tool.output_schema.unwrap()).clone());
+            forbidding_parts(&output, &tool.name, &mut found);
+        }
+        assert!(found.is_empty(), "{found:?}");
+    }
 }

@@ -37,7 +37,6 @@ pub const MAX_REVIEW_REASON_CHARS: usize = 500;
 /// A memory's lifecycle, as its JSON, its row and the lifecycle file of
 /// its namespace hold it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
 pub struct Lifecycle {
     /// `current` (its anchors hold), `changed` (a file it is about changed
     /// since), `gone` (a file or symbol it is about no longer exists) or
