@@ -42,7 +42,7 @@ use crate::serve;
 use crate::serve::connections::{Connections, Traffic};
 use crate::store::{self, Store};
 use crate::usage::Meter;
-use crate::{mcp, routes};
+use crate::{mcp, routes, upkeep};
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -204,19 +204,20 @@ impl App {
             settings: config.retrieval.clone(),
             metrics: metrics.clone(),
         });
-        background.push(tokio::spawn(save_access_counts(
+        background.push(tokio::spawn(upkeep::save_uses(
             retriever.clone(),
             stop.clone(),
         )));
-        let usage_interval = if store.database().is_some() {
-            USAGE_SHARE_INTERVAL
-        } else {
-            USAGE_SAVE_INTERVAL
-        };
-        background.push(tokio::spawn(save_usage(
+        background.push(tokio::spawn(upkeep::save_usage(
             meter.clone(),
             metrics.clone(),
-            usage_interval,
+            store.database().is_some(),
+            stop.clone(),
+        )));
+        background.push(tokio::spawn(upkeep::let_go_of_unused(
+            store.clone(),
+            readiness.clone(),
+            config.retention.policy(),
             stop.clone(),
         )));
         let api_keys = ApiKeys::from_config(&config.auth, config.api_key.as_ref());
@@ -326,64 +327,6 @@ async fn open_store(config: &Config) -> Result<(Store, Follow), Error> {
                 .map_err(store::Error::from)?;
             let (store, cursor) = Store::open_postgres(&config.data_dir, database.clone()).await?;
             Ok((store, Follow::ChangeLog { database, cursor }))
-        }
-    }
-}
-
-/// How often access counts are saved (they are saved at shutdown too).
-const ACCESS_SAVE_INTERVAL: Duration = Duration::from_secs(30);
-
-/// How often the day's model usage is saved when calls were counted (the
-/// capture worker saves after each pass, and it is saved at shutdown too):
-/// a crash forgets at most this much of retrieval's calls.
-const USAGE_SAVE_INTERVAL: Duration = Duration::from_secs(5);
-
-/// How often a replica adds its model usage to the database's day and
-/// reads back all replicas' (postgres mode): how long it may go on
-/// spending past a budget that the others have spent.
-const USAGE_SHARE_INTERVAL: Duration = Duration::from_secs(1);
-
-/// Saves the retriever's access counts now and then, and once more when
-/// `stop` is cancelled.
-async fn save_access_counts(retriever: Retriever, stop: CancellationToken) {
-    every_until_stopped(ACCESS_SAVE_INTERVAL, stop, move || {
-        let store = retriever.store();
-        retriever
-            .access_counts()
-            .flush(|id| store.get(id).is_some());
-    })
-    .await;
-}
-
-/// Saves the meter's day now and then, and once more when `stop` is
-/// cancelled.
-async fn save_usage(meter: Meter, metrics: Metrics, period: Duration, stop: CancellationToken) {
-    every_until_stopped(period, stop, move || {
-        if let Err(err) = meter.save() {
-            metrics.usage_save_failure();
-            tracing::warn!(error = %err, "could not save the day's model usage; it is tried again");
-        }
-    })
-    .await;
-}
-
-/// Runs `save` on the blocking pool every `period`, and once more when
-/// `stop` is cancelled.
-async fn every_until_stopped(
-    period: Duration,
-    stop: CancellationToken,
-    save: impl Fn() + Clone + Send + 'static,
-) {
-    let mut interval = tokio::time::interval(period);
-    interval.tick().await;
-    loop {
-        let stopping = tokio::select! {
-            _ = interval.tick() => false,
-            () = stop.cancelled() => true,
-        };
-        blocking::run(save.clone()).await;
-        if stopping {
-            return;
         }
     }
 }

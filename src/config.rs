@@ -23,7 +23,7 @@ mod upstream;
 mod validate;
 
 pub use access::{Auth, Cors, KeyGrant, Mcp};
-pub use background::{CaptureConfig, StoreConfig};
+pub use background::{CaptureConfig, RetentionConfig, StoreConfig};
 pub use http::{Http, parse_host};
 pub use postgres::{Backend, DatabaseUrl, PostgresConfig};
 pub use retrieval::{Retrieval, RetrievalOverrides, SettingError, Tuning};
@@ -77,6 +77,7 @@ pub struct Config {
     pub prices: BTreeMap<String, Price>,
     pub retrieval: Retrieval,
     pub capture: CaptureConfig,
+    pub retention: RetentionConfig,
     pub store: StoreConfig,
     pub auth: Auth,
     pub http: Http,
@@ -121,6 +122,7 @@ impl Default for Config {
             prices: BTreeMap::new(),
             retrieval: Retrieval::default(),
             capture: CaptureConfig::default(),
+            retention: RetentionConfig::default(),
             store: StoreConfig::default(),
             auth: Auth::default(),
             http: Http::default(),

@@ -56,6 +56,7 @@ pub mod telemetry;
 /// Token counts, as `o200k_base` counts them.
 pub mod tokens;
 /// Calls to OpenAI-compatible endpoints, and their errors.
+pub mod upkeep;
 pub mod upstream;
 /// Metering of model calls: tokens and cost by kind, model and pair, and
 /// the daily token budgets.

@@ -262,7 +262,7 @@ macro_rules! word_enum {
 
 mod lifecycle;
 pub use lifecycle::{
-    Confidence, Lifecycle, MAX_REVIEW_REASON_CHARS, Validity, parse_review_reason,
+    Confidence, LetGo, Lifecycle, MAX_REVIEW_REASON_CHARS, Retention, Validity, parse_review_reason,
 };
 
 word_enum!(

@@ -25,6 +25,7 @@ mod links;
 mod load;
 pub mod markdown;
 pub mod postgres;
+mod retention;
 mod sync;
 mod view;
 pub mod watch;

@@ -51,7 +51,7 @@ use crate::config::CaptureConfig;
 use crate::embed::Embedder;
 use crate::index::Index;
 use crate::llm::{Llm, Purpose};
-use crate::memory::{Confidence, Lifecycle, MemoryId, SessionId};
+use crate::memory::{Confidence, MemoryId, SessionId};
 use crate::metrics::Metrics;
 use crate::store::{IndexStage, Store, WriteError};
 use crate::usage::Metered;
@@ -461,10 +461,7 @@ impl Worker {
             .update_lifecycles(vec![existing], move |memory| {
                 let again = memory.lifecycle.confidence == Confidence::Provisional
                     && memory.session_id.as_ref() != Some(&session);
-                again.then(|| Lifecycle {
-                    confidence: Confidence::Confirmed,
-                    ..memory.lifecycle.clone()
-                })
+                again.then(|| memory.lifecycle.confirmed(Utc::now()))
             })
             .await;
         match confirmed {

@@ -1,9 +1,12 @@
-//! `capture` and `store`: how the work beside requests runs, the capture
-//! queue, the store's backend and the watch on the data directory.
+//! `capture`, `retention` and `store`: how the work beside requests runs,
+//! the capture queue, how long unused memories are kept, the store's
+//! backend and the watch on the data directory.
 
+use chrono::TimeDelta;
 use serde::{Deserialize, Serialize};
 
 use super::postgres::{Backend, PostgresConfig};
+use crate::memory::Retention;
 
 /// The default daily capture budget: a heavy day of agent use is about
 /// 250 classifier passes (a turn every two minutes for eight hours, after
@@ -74,6 +77,39 @@ impl Default for CaptureConfig {
             // Well inside the 10 s a container gets between SIGTERM and
             // SIGKILL by default, beside the requests' own drain.
             drain_ms: 5_000,
+        }
+    }
+}
+
+/// How long memories stay in use without a sign of life before they are
+/// archived (never deleted); 0 keeps them however long.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RetentionConfig {
+    /// Days a memory the classifier wrote stays `provisional` before it
+    /// is archived unconfirmed.
+    pub provisional_days: u32,
+    /// Days a memory may go without being retrieved, confirmed or found
+    /// `current` by a check before it is archived.
+    pub unused_days: u32,
+}
+
+impl Default for RetentionConfig {
+    fn default() -> Self {
+        Self {
+            provisional_days: 14,
+            unused_days: 180,
+        }
+    }
+}
+
+impl RetentionConfig {
+    /// The policy these days describe.
+    pub fn policy(&self) -> Retention {
+        let days = |days: u32| (days > 0).then(|| TimeDelta::days(i64::from(days)));
+        Retention {
+            provisional: days(self.provisional_days),
+            unused: days(self.unused_days),
         }
     }
 }

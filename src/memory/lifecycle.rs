@@ -7,7 +7,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, TimeDelta, Utc};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
@@ -62,6 +62,38 @@ pub struct Lifecycle {
     /// asked for (`archived=true`), never deleted.
     #[serde(default)]
     pub archived: bool,
+    /// When it was last retrieved, confirmed, kept or restored (to the
+    /// day: a memory in daily use is not rewritten at every retrieval).
+    /// Retention measures disuse from it, from a check that found it
+    /// `current`, or from when its version was written, whichever is
+    /// latest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub used_at: Option<DateTime<Utc>>,
+}
+
+/// How long `used_at` may lag behind a use before the use is written
+/// down: a memory retrieved all day is written once that day, not at
+/// every retrieval.
+pub const USE_GRANULARITY: TimeDelta = TimeDelta::days(1);
+
+/// How long memories are kept in use without a sign of life; `None`
+/// keeps them however long.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Retention {
+    /// How long a provisional memory waits to be confirmed.
+    pub provisional: Option<TimeDelta>,
+    /// How long a memory may go without being retrieved, confirmed or
+    /// found `current` by a check.
+    pub unused: Option<TimeDelta>,
+}
+
+/// Why a memory was let go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LetGo {
+    /// Provisional for longer than [`Retention::provisional`].
+    Unconfirmed,
+    /// Unused for longer than [`Retention::unused`].
+    Unused,
 }
 
 impl Validity {
@@ -106,6 +138,7 @@ impl Default for Lifecycle {
             needs_review: false,
             review_reason: None,
             archived: false,
+            used_at: None,
         }
     }
 }
@@ -124,6 +157,80 @@ impl Lifecycle {
             confidence,
             ..Self::default()
         }
+    }
+
+    /// Why a current memory whose version was written at `written` is to
+    /// be let go at `now` under `retention`, if it is: provisional for too
+    /// long, or with no sign of life (written, used, or found `current`)
+    /// for too long. An archived one already was.
+    pub fn to_let_go(
+        &self,
+        written: DateTime<Utc>,
+        retention: &Retention,
+        now: DateTime<Utc>,
+    ) -> Option<LetGo> {
+        if self.archived {
+            return None;
+        }
+        let older_than = |since: DateTime<Utc>, limit: Option<TimeDelta>| {
+            limit.is_some_and(|limit| now - since > limit)
+        };
+        if self.confidence == Confidence::Provisional && older_than(written, retention.provisional)
+        {
+            return Some(LetGo::Unconfirmed);
+        }
+        let found_current = self
+            .checked_at
+            .filter(|_| self.validity == Validity::Current);
+        let last_sign_of_life = [Some(written), self.used_at, found_current]
+            .into_iter()
+            .flatten()
+            .max()
+            .unwrap_or(written);
+        older_than(last_sign_of_life, retention.unused).then_some(LetGo::Unused)
+    }
+
+    /// Confirmed at `now` (by a person, an agent, or the same fact
+    /// captured again), which is a use too.
+    pub fn confirmed(&self, now: DateTime<Utc>) -> Self {
+        Self {
+            confidence: Confidence::Confirmed,
+            used_at: Some(now),
+            ..self.clone()
+        }
+    }
+
+    /// Kept at `now` by a review: the change it was flagged for does not
+    /// touch it.
+    pub fn kept(&self, now: DateTime<Utc>) -> Self {
+        Self {
+            needs_review: false,
+            review_reason: None,
+            used_at: Some(now),
+            ..self.clone()
+        }
+    }
+
+    /// Brought back at `now` by a person (a restore, or an edit of its
+    /// file): no longer archived, and confirmed, since a person vouched
+    /// for it; retention counts from now.
+    pub fn restored(&self, now: DateTime<Utc>) -> Self {
+        Self {
+            archived: false,
+            ..self.confirmed(now)
+        }
+    }
+
+    /// This lifecycle used at `now`, if that is news: `used_at` is unset or
+    /// more than [`USE_GRANULARITY`] older.
+    pub fn used(&self, now: DateTime<Utc>) -> Option<Self> {
+        let news = self
+            .used_at
+            .is_none_or(|used_at| now - used_at >= USE_GRANULARITY);
+        news.then(|| Self {
+            used_at: Some(now),
+            ..self.clone()
+        })
     }
 
     /// Whether retrieval may inject it: never when its code is gone or
@@ -165,6 +272,55 @@ mod tests {
         let read: Lifecycle = serde_json::from_str("{}").unwrap();
         assert!(read.is_default());
         assert!(serde_json::from_str::<Lifecycle>(r#"{"validity": "stale"}"#).is_err());
+    }
+
+    #[test]
+    fn memories_are_let_go_unconfirmed_or_unused_and_any_sign_of_life_keeps_them() {
+        let now = Utc::now();
+        let days = |n: i64| now - TimeDelta::days(n);
+        let retention = Retention {
+            provisional: Some(TimeDelta::days(14)),
+            unused: Some(TimeDelta::days(180)),
+        };
+        let provisional = Lifecycle::of_new(Confidence::Provisional);
+        let confirmed = Lifecycle::default();
+        let let_go = |lifecycle: &Lifecycle, written| lifecycle.to_let_go(written, &retention, now);
+        assert_eq!(let_go(&provisional, days(13)), None);
+        assert_eq!(let_go(&provisional, days(15)), Some(LetGo::Unconfirmed));
+        assert_eq!(let_go(&confirmed, days(15)), None);
+        assert_eq!(let_go(&confirmed, days(181)), Some(LetGo::Unused));
+        let used = confirmed.used(days(10)).unwrap();
+        assert_eq!(let_go(&used, days(400)), None);
+        let found_current = Lifecycle {
+            validity: Validity::Current,
+            checked_at: Some(days(5)),
+            ..Lifecycle::default()
+        };
+        assert_eq!(let_go(&found_current, days(400)), None);
+        let found_changed = Lifecycle {
+            validity: Validity::Changed,
+            ..found_current.clone()
+        };
+        assert_eq!(let_go(&found_changed, days(400)), Some(LetGo::Unused));
+        let archived = Lifecycle {
+            archived: true,
+            ..Lifecycle::default()
+        };
+        assert_eq!(let_go(&archived, days(400)), None);
+        let forever = Retention {
+            provisional: None,
+            unused: None,
+        };
+        assert_eq!(provisional.to_let_go(days(4000), &forever, now), None);
+    }
+
+    #[test]
+    fn a_use_is_written_down_once_a_day() {
+        let now = Utc::now();
+        let used = Lifecycle::default().used(now).unwrap();
+        assert_eq!(used.used_at, Some(now));
+        assert_eq!(used.used(now + TimeDelta::hours(23)), None);
+        assert!(used.used(now + TimeDelta::hours(25)).is_some());
     }
 
     #[test]

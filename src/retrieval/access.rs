@@ -1,11 +1,14 @@
-//! How often each memory was retrieved: the `access` factor of relevance.
+//! How often each memory was retrieved (the `access` factor of relevance),
+//! and which were retrieved lately (for their `used_at`, which retention
+//! reads).
 //!
 //! Counts live in memory and are written now and then to
 //! `<data_dir>/.cache/access-counts.json`, never into memory files. Losing
 //! them costs only that factor's history, so writes are atomic but not
-//! urgent, and an unreadable file means starting from zero.
+//! urgent, and an unreadable file means starting from zero. The ids
+//! retrieved lately are kept until the store has marked them used.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, PoisonError};
@@ -18,6 +21,8 @@ pub struct AccessCounts {
     counts: Mutex<HashMap<MemoryId, u64>>,
     /// Whether counts changed since the last flush.
     dirty: AtomicBool,
+    /// The ids retrieved since the last [`Self::take_used`].
+    used: Mutex<HashSet<MemoryId>>,
 }
 
 impl AccessCounts {
@@ -35,6 +40,7 @@ impl AccessCounts {
             path,
             counts: Mutex::new(counts),
             dirty: AtomicBool::new(false),
+            used: Mutex::new(HashSet::new()),
         }
     }
 
@@ -45,10 +51,25 @@ impl AccessCounts {
     /// Counts one retrieval of each of `ids`.
     pub fn record(&self, ids: impl IntoIterator<Item = MemoryId>) {
         let mut counts = self.lock();
+        let mut used = self.used.lock().unwrap_or_else(PoisonError::into_inner);
         for id in ids {
             *counts.entry(id).or_default() += 1;
+            used.insert(id);
         }
         self.dirty.store(true, Ordering::Release);
+    }
+
+    /// The ids retrieved since the last call, for the store to mark used;
+    /// those it could not mark are given back with [`Self::give_back`].
+    pub fn take_used(&self) -> Vec<MemoryId> {
+        let mut used = self.used.lock().unwrap_or_else(PoisonError::into_inner);
+        used.drain().collect()
+    }
+
+    /// Keeps `ids` for the next [`Self::take_used`].
+    pub fn give_back(&self, ids: Vec<MemoryId>) {
+        let mut used = self.used.lock().unwrap_or_else(PoisonError::into_inner);
+        used.extend(ids);
     }
 
     /// Sets the counts of memories brought in with theirs (an import),
@@ -101,6 +122,22 @@ mod tests {
         counts.flush(|id| id == kept);
         let reloaded = AccessCounts::load(dir.path());
         assert_eq!((reloaded.get(kept), reloaded.get(gone)), (2, 0));
+    }
+
+    #[test]
+    fn the_ids_used_are_taken_once_and_kept_when_given_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let (one, other) = (MemoryId::new(), MemoryId::new());
+        let counts = AccessCounts::load(dir.path());
+        counts.record([one, one, other]);
+        let mut used = counts.take_used();
+        used.sort();
+        let mut expected = vec![one, other];
+        expected.sort();
+        assert_eq!(used, expected);
+        assert!(counts.take_used().is_empty());
+        counts.give_back(vec![one]);
+        assert_eq!(counts.take_used(), vec![one]);
     }
 
     #[test]

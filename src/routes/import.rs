@@ -103,6 +103,8 @@ pub struct ImportedMemory {
     pub review_reason: Option<String>,
     #[serde(default)]
     pub archived: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub used_at: Option<DateTime<Utc>>,
     /// How often retrieval has returned it (the `access` factor of
     /// relevance), at most 10^12; kept only for a memory this import
     /// writes.
@@ -214,6 +216,7 @@ impl ImportedMemory {
             needs_review: lifecycle.needs_review,
             review_reason: lifecycle.review_reason,
             archived: lifecycle.archived,
+            used_at: lifecycle.used_at,
             access_count,
         } from view)
     }
@@ -226,6 +229,7 @@ impl ImportedMemory {
             ("created_at", Some(self.created_at)),
             ("updated_at", Some(self.updated_at)),
             ("checked_at", self.checked_at),
+            ("used_at", self.used_at),
         ] {
             if let Some(at) = at {
                 parse_timestamp(at, now).map_err(|err| invalid(index, name, &err))?;
@@ -291,6 +295,7 @@ impl ImportedMemory {
             needs_review: self.needs_review,
             review_reason,
             archived: self.archived,
+            used_at: self.used_at,
         };
         Ok(with_memory_fields!(Memory {
             id: self.id,

@@ -5,12 +5,13 @@
 use axum::Json;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
+use chrono::Utc;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::auth::Caller;
 use crate::error::{ApiError, Problem};
-use crate::memory::{Confidence, Lifecycle, Memory, MemoryId, MemoryView};
+use crate::memory::{Lifecycle, Memory, MemoryId, MemoryView};
 use crate::routes::extract::{ApiJson, ApiPath};
 use crate::routes::memories::{delete_memory, no_such_memory, visible_memory};
 use crate::routes::problems::{BodyProblems, NoSuchMemory, Unauthorized};
@@ -38,9 +39,8 @@ pub async fn confirm_memory(
     caller: Caller,
     ApiPath(id): ApiPath<MemoryId>,
 ) -> Result<Json<MemoryView>, ApiError> {
-    change(&store, &caller, id, |lifecycle| Lifecycle {
-        confidence: Confidence::Confirmed,
-        ..lifecycle.clone()
+    change(&store, &caller, id, |lifecycle| {
+        lifecycle.confirmed(Utc::now())
     })
     .await
 }
@@ -98,12 +98,7 @@ pub async fn keep_memory(
     caller: &Caller,
     id: MemoryId,
 ) -> Result<Json<MemoryView>, ApiError> {
-    change(store, caller, id, |lifecycle| Lifecycle {
-        needs_review: false,
-        review_reason: None,
-        ..lifecycle.clone()
-    })
-    .await
+    change(store, caller, id, |lifecycle| lifecycle.kept(Utc::now())).await
 }
 
 /// Bring back a memory let go for disuse: it is retrieved and injected
@@ -125,9 +120,8 @@ pub async fn restore_memory(
     caller: Caller,
     ApiPath(id): ApiPath<MemoryId>,
 ) -> Result<Json<MemoryView>, ApiError> {
-    change(&store, &caller, id, |lifecycle| Lifecycle {
-        archived: false,
-        ..lifecycle.clone()
+    change(&store, &caller, id, |lifecycle| {
+        lifecycle.restored(Utc::now())
     })
     .await
 }

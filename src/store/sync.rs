@@ -31,7 +31,9 @@ use std::fs;
 use std::path::Path;
 use std::sync::atomic::Ordering;
 
-use crate::memory::{Confidence, Memory, MemoryId, Namespace, Scope};
+use chrono::Utc;
+
+use crate::memory::{Memory, MemoryId, Namespace, Scope};
 use crate::store::load::{self, Fingerprint, Fingerprints, Found};
 use crate::store::{Reports, SkippedFile, Store, confine, file_name};
 
@@ -335,7 +337,8 @@ impl Reconciler {
             return;
         }
         // The lifecycle is not in the file: it stays as it was, except
-        // that a memory a person edited is confirmed by that edit.
+        // that a memory a person edited is confirmed, and restored, by
+        // that edit.
         let mut memory = memory;
         if let Some(current) = current
             .as_ref()
@@ -343,7 +346,7 @@ impl Reconciler {
         {
             memory.lifecycle = current.lifecycle.clone();
             if memory != **current {
-                memory.lifecycle.confidence = Confidence::Confirmed;
+                memory.lifecycle = current.lifecycle.restored(Utc::now());
             }
         }
         plan.claimed.insert(id, namespace);

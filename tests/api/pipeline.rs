@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use axum::http::StatusCode;
+use chrono::{DateTime, TimeDelta, Utc};
 use engram::tokens::count as count_tokens;
 use serde_json::{Value, json};
 
@@ -17,7 +18,7 @@ over_both_backends!(
     expansion_boost_filters_and_suggestions,
     a_write_ends_the_cached_turn_and_is_found_at_once,
     hops_never_leave_the_request_namespaces,
-    access_counts_rise_with_use_and_survive_a_restart,
+    uses_are_counted_and_dated_and_survive_a_restart,
 );
 
 /// An app over `backend` whose embedder and model are the fake upstream.
@@ -359,7 +360,7 @@ async fn hops_never_leave_the_request_namespaces(backend: Backend) {
     assert_eq!(as_ana["memories"][1]["reason"]["direction"], "incoming");
 }
 
-async fn access_counts_rise_with_use_and_survive_a_restart(backend: Backend) {
+async fn uses_are_counted_and_dated_and_survive_a_restart(backend: Backend) {
     let app = backend.builder().embedder().serve().await;
     let created = post_json(
         &app.base_url,
@@ -387,6 +388,17 @@ async fn access_counts_rise_with_use_and_survive_a_restart(backend: Backend) {
         remembered > access[2],
         "three retrievals were remembered: {result:#}"
     );
+    let read = app
+        .get(&format!("/memories/{}", created["id"].as_str().unwrap()))
+        .await
+        .json;
+    let used_at: DateTime<Utc> = read["used_at"]
+        .as_str()
+        .unwrap_or_else(|| panic!("dated when it was retrieved: {read}"))
+        .parse()
+        .unwrap();
+    assert!(Utc::now() - used_at < TimeDelta::hours(1), "{read}");
+    assert_eq!(read["version"], 1, "a use is no new version: {read}");
 }
 
 async fn expansion_boost_filters_and_suggestions(backend: Backend) {

@@ -7,8 +7,10 @@
 //! user), category `user-facts`; with `--repo-from agent` (or `app`), one
 //! that carries an `agent_id` (or `app_id`) becomes a memory of the repo
 //! of that name instead, category `project-conventions`. Its `run_id` is
-//! kept as the session id, its timestamps as they were; `metadata` and
-//! `categories` have no place in an Engram memory and are left out.
+//! kept as the session id, its timestamps as they were (and `used_at` is
+//! now, so retention does not let go at once of what was just brought
+//! in); `metadata` and `categories` have no place in an Engram memory and
+//! are left out.
 //!
 //! Memories go through `POST /memories/import` with an id made from
 //! mem0's (a UUID v7 of the memory's creation time, its random bits from
@@ -156,7 +158,12 @@ fn convert(mem0: &Mem0Memory, args: &Mem0Args, os_user: Option<&str>) -> Result<
         anchors: Vec::new(),
         commit: None,
         content: content.to_owned(),
-        lifecycle: Lifecycle::default(),
+        // Brought in today: retention counts its disuse from now, not from
+        // when mem0 wrote it.
+        lifecycle: Lifecycle {
+            used_at: Some(Utc::now()),
+            ..Lifecycle::default()
+        },
     })
 }
 

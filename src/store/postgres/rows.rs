@@ -14,7 +14,7 @@ use crate::memory::{CommitId, Lifecycle, Memory, MemoryId, Namespace, Scope, Ses
 
 /// The columns of a memory's row, in the order every read selects them
 /// and [`insert`] writes them; `id` first, its lifecycle's last.
-const COLUMNS: [&str; 22] = [
+const COLUMNS: [&str; 23] = [
     "id",
     "scope",
     "owner",
@@ -37,10 +37,11 @@ const COLUMNS: [&str; 22] = [
     "needs_review",
     "review_reason",
     "archived",
+    "used_at",
 ];
 
 /// How many columns a lifecycle takes: the last of [`COLUMNS`].
-const LIFECYCLE_COLUMN_COUNT: usize = 7;
+const LIFECYCLE_COLUMN_COUNT: usize = 8;
 
 /// The columns of a memory's lifecycle, the ones [`update_lifecycle`]
 /// changes: a lifecycle is not part of a version.
@@ -77,6 +78,7 @@ impl<'a> LifecycleValues<'a> {
             &self.lifecycle.needs_review,
             &self.lifecycle.review_reason,
             &self.lifecycle.archived,
+            &self.lifecycle.used_at,
         ]
     }
 }
@@ -261,6 +263,7 @@ pub(super) fn read(row: &Row, offset: usize) -> Result<Memory, Error> {
             needs_review: row.try_get(at("needs_review"))?,
             review_reason: row.try_get(at("review_reason"))?,
             archived: row.try_get(at("archived"))?,
+            used_at: row.try_get(at("used_at"))?,
         },
     })
 }

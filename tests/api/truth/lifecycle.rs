@@ -6,29 +6,9 @@
 use axum::http::StatusCode;
 use serde_json::{Value, json};
 
+use super::{exported, import};
 use crate::backends::{Backend, over_both_backends};
-use crate::helpers::{TestApp, id, ids, memory};
-
-/// An export's line of a memory in `forge` with `lifecycle` set on it.
-fn exported(content: &str, lifecycle: &Value) -> Value {
-    let mut line = json!({
-        "id": uuid::Uuid::now_v7().to_string(), "version": 1, "scope": "repo", "repo": "forge",
-        "category": "project-conventions", "created_at": "2026-11-01T10:00:00Z",
-        "updated_at": "2026-11-01T10:00:00Z", "related": [], "trigger": "turn",
-        "content": content,
-    });
-    for (key, value) in lifecycle.as_object().unwrap() {
-        line[key] = value.clone();
-    }
-    line
-}
-
-async fn import(app: &TestApp, lines: &[Value]) {
-    let response = app
-        .post("/memories/import", &json!({"memories": lines}))
-        .await;
-    assert_eq!(response.status, StatusCode::OK, "{}", response.text);
-}
+use crate::helpers::{id, ids, memory};
 
 fn listed(app_answer: &Value) -> Vec<String> {
     app_answer["memories"]
@@ -104,6 +84,7 @@ async fn a_lifecycle_is_listed_changed_by_hand_and_kept_without_a_new_version(ba
         "confirming is not reviewing"
     );
     assert_eq!(confirmed.json["version"], 1, "no new version");
+    assert!(confirmed.json["used_at"].is_string(), "{}", confirmed.text);
     let kept = app
         .post(
             &format!("/memories/{review}/review"),
@@ -143,11 +124,22 @@ async fn a_lifecycle_is_listed_changed_by_hand_and_kept_without_a_new_version(ba
     if let Backend::Files = backend {
         let file = app.data_dir.join("repos/forge/.lifecycle.json");
         let kept: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
-        assert_eq!(
-            kept.as_object().unwrap().len(),
-            0,
-            "only what differs is kept: {kept}"
-        );
+        let mut kept_ids: Vec<&String> = kept.as_object().unwrap().keys().collect();
+        kept_ids.sort();
+        let mut used = vec![&review, &archived];
+        used.sort();
+        assert_eq!(kept_ids, used, "only what differs is kept: {kept}");
+        for id in used {
+            let mut lifecycle = kept[id].clone();
+            assert!(lifecycle["used_at"].is_string(), "{kept}");
+            lifecycle.as_object_mut().unwrap().remove("used_at");
+            assert_eq!(
+                lifecycle,
+                json!({"validity": "unverified", "confidence": "confirmed",
+                       "needs_review": false, "archived": false}),
+                "settled, and used when it was: {kept}"
+            );
+        }
         assert!(!app.files().iter().any(|file| file.contains(&gone)));
     }
     let ground = app.into_ground();

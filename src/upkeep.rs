@@ -1,0 +1,135 @@
+//! The work the service does now and then beside requests: saving
+//! retrieval's access counts and marking what it returned used, saving the
+//! day's model usage, and letting go of memories that went unconfirmed or
+//! unused too long. Each runs until the service stops.
+
+use std::time::Duration;
+
+use chrono::Utc;
+use tokio_util::sync::CancellationToken;
+
+use crate::blocking;
+use crate::memory::{LetGo, Retention};
+use crate::metrics::Metrics;
+use crate::readiness::Readiness;
+use crate::retrieval::Retriever;
+use crate::store::Store;
+use crate::usage::Meter;
+
+/// How often access counts are saved (they are saved at shutdown too).
+const ACCESS_SAVE_INTERVAL: Duration = Duration::from_secs(30);
+
+/// How often the day's model usage is saved when calls were counted (the
+/// capture worker saves after each pass, and it is saved at shutdown too):
+/// a crash forgets at most this much of retrieval's calls.
+const USAGE_SAVE_INTERVAL: Duration = Duration::from_secs(5);
+
+/// How often a replica adds its model usage to the database's day and
+/// reads back all replicas' (postgres mode): how long it may go on
+/// spending past a budget that the others have spent.
+const USAGE_SHARE_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Saves the retriever's access counts and marks the memories it returned
+/// used, now and then, and once more when `stop` is cancelled.
+pub async fn save_uses(retriever: Retriever, stop: CancellationToken) {
+    every_until_stopped(ACCESS_SAVE_INTERVAL, stop, move || {
+        let store = retriever.store();
+        let access = retriever.access_counts();
+        access.flush(|id| store.get(id).is_some());
+        let used = access.take_used();
+        if let Err(err) = store.note_used_blocking(&used, Utc::now()) {
+            tracing::warn!(error = %err, "could not mark the memories retrieved lately as used; it is tried again");
+            access.give_back(used);
+        }
+    })
+    .await;
+}
+
+/// Saves the meter's day now and then (shares it with the other replicas,
+/// in postgres mode), and once more when `stop` is cancelled.
+pub async fn save_usage(meter: Meter, metrics: Metrics, shared: bool, stop: CancellationToken) {
+    let period = if shared {
+        USAGE_SHARE_INTERVAL
+    } else {
+        USAGE_SAVE_INTERVAL
+    };
+    every_until_stopped(period, stop, move || {
+        if let Err(err) = meter.save() {
+            metrics.usage_save_failure();
+            tracing::warn!(error = %err, "could not save the day's model usage; it is tried again");
+        }
+    })
+    .await;
+}
+
+/// Runs `save` on the blocking pool every `period`, and once more when
+/// `stop` is cancelled.
+async fn every_until_stopped(
+    period: Duration,
+    stop: CancellationToken,
+    save: impl Fn() + Clone + Send + 'static,
+) {
+    let mut interval = tokio::time::interval(period);
+    interval.tick().await;
+    loop {
+        let stopping = tokio::select! {
+            _ = interval.tick() => false,
+            () = stop.cancelled() => true,
+        };
+        blocking::run(save.clone()).await;
+        if stopping {
+            return;
+        }
+    }
+}
+
+/// How often retention looks for memories to let go: its limits are
+/// days, so an hour late is nothing.
+const RETENTION_INTERVAL: Duration = Duration::from_secs(60 * 60);
+
+/// How often the first pass asks whether start-up is done.
+const READINESS_POLL: Duration = Duration::from_millis(200);
+
+/// Archives the memories `retention` lets go, once start-up is done (the
+/// view is loaded and, on a replica, caught up) and then every
+/// [`RETENTION_INTERVAL`], until `stop` is cancelled.
+pub async fn let_go_of_unused(
+    store: Store,
+    readiness: Readiness,
+    retention: Retention,
+    stop: CancellationToken,
+) {
+    if retention.provisional.is_none() && retention.unused.is_none() {
+        return;
+    }
+    while !readiness.is_ready() {
+        tokio::select! {
+            () = tokio::time::sleep(READINESS_POLL) => {}
+            () = stop.cancelled() => return,
+        }
+    }
+    let mut interval = tokio::time::interval(RETENTION_INTERVAL);
+    loop {
+        tokio::select! {
+            _ = interval.tick() => {}
+            () = stop.cancelled() => return,
+        }
+        match store.let_go(retention, Utc::now()).await {
+            Ok(let_go) if let_go.is_empty() => {}
+            Ok(let_go) => {
+                let unconfirmed = let_go
+                    .iter()
+                    .filter(|(_, why)| *why == LetGo::Unconfirmed)
+                    .count();
+                tracing::info!(
+                    memories.unconfirmed = unconfirmed,
+                    memories.unused = let_go.len() - unconfirmed,
+                    "archived memories left unconfirmed or unused too long"
+                );
+            }
+            Err(err) => {
+                tracing::warn!(error = %err, "could not archive the memories let go; it is tried again");
+            }
+        }
+    }
+}
