@@ -256,7 +256,8 @@ fn embed_with(upstream: &Upstream, config: &mut Config) {
 }
 
 /// The tests' configuration over `data_dir` (port 0, the retrieval budget
-/// [`UNHURRIED_MS`]), adjusted.
+/// [`UNHURRIED_MS`], no retention: it lets memories go by their dates, and
+/// tests bring in memories written on fixed dates), adjusted.
 fn test_config(data_dir: &Path, adjust: impl FnOnce(&mut Config)) -> Config {
     let mut config = Config {
         listen: SocketAddr::from(([127, 0, 0, 1], 0)),
@@ -264,6 +265,8 @@ fn test_config(data_dir: &Path, adjust: impl FnOnce(&mut Config)) -> Config {
         ..Config::default()
     };
     config.retrieval.budget_ms = UNHURRIED_MS;
+    config.retention.provisional_days = 0;
+    config.retention.unused_days = 0;
     adjust(&mut config);
     config
 }

@@ -3,13 +3,16 @@
 //! `current`) past `retention.unused_days`, is archived by the pass that
 //! runs once start-up is done, never deleted; a restore brings it back
 //! for good. (A retrieval's mark, `used_at`, is tested with the access
-//! counts in `pipeline`.)
+//! counts in `pipeline`.) The tests' configuration turns retention off;
+//! these turn it on with its defaults.
 
 use serde_json::json;
 
 use super::{days_ago, exported, import};
 use crate::backends::{Backend, over_both_backends};
-use crate::helpers::{TestApp, id, ids, wait_until_async};
+use engram::config::RetentionConfig;
+
+use crate::helpers::{Builder, TestApp, id, ids, wait_until_async};
 
 /// The ids `GET /memories?repo=forge` lists, archived ones or the others.
 async fn listed(app: &TestApp, archived: bool) -> Vec<String> {
@@ -27,9 +30,16 @@ fn sorted(ids: &[&String]) -> Vec<String> {
     ids
 }
 
+/// An app over `backend` with retention's defaults.
+fn with_retention(backend: &Backend) -> Builder<'_> {
+    backend
+        .builder()
+        .config(|config| config.retention = RetentionConfig::default())
+}
+
 /// Restarts `app` on its data and waits until retention archived `due`.
 async fn restarted_once_archived(backend: &Backend, app: TestApp, due: &[&String]) -> TestApp {
-    let app = backend.builder().on(app.into_ground()).spawn().await;
+    let app = with_retention(backend).on(app.into_ground()).spawn().await;
     let due = sorted(due);
     wait_until_async("retention's pass at start", async || {
         let archived = listed(&app, true).await;
@@ -42,7 +52,7 @@ async fn restarted_once_archived(backend: &Backend, app: TestApp, due: &[&String
 async fn memories_left_unconfirmed_or_unused_too_long_are_archived_until_restored(
     backend: Backend,
 ) {
-    let app = backend.spawn_app().await;
+    let app = with_retention(&backend).spawn().await;
     let old = days_ago(200);
     let lines = [
         exported(
