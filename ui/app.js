@@ -4,6 +4,7 @@
 //   #/search?q=&repo=&user=                 search (POST /retrieve)
 //   #/m/<id>                                a memory
 //   #/g/<id>?depth=                         its graph
+//   #/review?repo=&user=                    the memories waiting for a decision
 //   #/capture                               capture and statistics
 //
 // Each render is timed from the route change to the page in the document
@@ -18,6 +19,7 @@ import { searchView } from './search.js';
 import { memoryView } from './memory.js';
 import { graphView } from './graph.js';
 import { captureView } from './capture.js';
+import { reviewView } from './review.js';
 
 onUnauthorized(askForKey);
 
@@ -44,6 +46,7 @@ function route() {
   if (parts[0] === 'search') return ['search', () => searchView(params)];
   if (parts[0] === 'm' && parts[1]) return ['memory', () => memoryView(parts[1])];
   if (parts[0] === 'g' && parts[1]) return ['graph', () => graphView(parts[1], params)];
+  if (parts[0] === 'review') return ['review', () => reviewView(params)];
   if (parts[0] === 'capture') return ['capture', () => captureView()];
   return ['missing', notFound];
 }

@@ -39,16 +39,22 @@ export async function memoryView(id) {
       h('div', null, chain(memory), edges(memory, nodes), similarList(similar))));
 }
 
-/** What the memory's lifecycle says, each with the act that settles it. */
-function standing(memory) {
-  const act = (id, label, path, body, done) => h('button', {
+/** A button that settles `memory`'s standing (`POST /memories/{id}/<path>`
+ * with `body`), then draws the page again and says `done`. */
+export function settleButton(memory, id, label, path, body, done) {
+  return h('button', {
     type: 'button', id, onclick: async () => {
       await post(`/memories/${encodeURIComponent(memory.id)}/${path}`, body);
-      // The page is drawn again from the memory as it is now.
+      // The page is drawn again from the memories as they are now.
       window.dispatchEvent(new HashChangeEvent('hashchange'));
       notify(done);
     },
   }, label);
+}
+
+/** What the memory's lifecycle says, each with the act that settles it. */
+function standing(memory) {
+  const act = (...args) => settleButton(memory, ...args);
   const notes = [
     memory.validity === 'gone' ? h('p', { class: 'warning', id: 'standing-gone' },
       'The code it is about is gone: it is never injected. Forget it, or edit it to say what holds now.') : null,

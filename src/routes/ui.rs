@@ -59,6 +59,7 @@ static ASSETS: LazyLock<HashMap<&'static str, Asset>> = LazyLock::new(|| {
         ("memory.js", JS),
         ("graph.js", JS),
         ("capture.js", JS),
+        ("review.js", JS),
         ("search.js", JS),
         ("favicon.svg", "image/svg+xml"),
     ]

@@ -28,6 +28,7 @@ mod capture_page;
 mod live_sync;
 mod pages;
 mod render_times;
+mod review;
 mod safety;
 
 /// One browser at a time.
