@@ -12,6 +12,7 @@ mod capture_cost;
 mod clients;
 mod corpus;
 mod databases;
+mod drift;
 mod dump;
 mod embedding;
 mod embedref;
@@ -63,6 +64,12 @@ enum Command {
     /// on the same sentences, batch 1 and 32, in one run; sets up the
     /// reference's virtual environment on first use.
     Embedref(embedref::Settings),
+    /// Whether what is injected stays true while the code moves: a git
+    /// repository evolves over 100 commits under its memories; stale
+    /// share, right answers and tokens injected before and after
+    /// `engram check` and retention, invalidation along links, and the
+    /// check's time (needs the release `engram` binary beside this one).
+    Drift(drift::Settings),
     /// `POST /retrieve` in query mode over stores of each size.
     Retrieve {
         #[arg(long, value_delimiter = ',', default_value = "1000,10000,100000")]
@@ -219,6 +226,7 @@ fn main() -> ExitCode {
         match args.command {
             Command::Embed { sentences } => embedding::embed(&mut report, sentences).await,
             Command::Embedref(settings) => embedref::embedref(&mut report, settings).await,
+            Command::Drift(settings) => drift::drift(&mut report, &settings).await,
             Command::Retrieve {
                 memories,
                 requests,
