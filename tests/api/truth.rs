@@ -6,3 +6,4 @@ mod check;
 mod confidence;
 mod lifecycle;
 mod links;
+mod session_check;
