@@ -4,14 +4,20 @@
 //! were is `current`, one whose file's content changed is `changed`, one
 //! whose file or symbol is gone (and not renamed, as git's rename
 //! detection sees it) is `gone`.
+//!
+//! The `SessionStart` hook runs the same check ([`check_repo`]) within a
+//! time budget and a bound ([`Bound`]): the longest unchecked memories
+//! first, recorded round by round, so what does not fit is checked by the
+//! next session.
 
-mod git;
+pub mod git;
 mod judge;
 
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use self::git::WorkingTree;
 use self::judge::{Anchored, Judgement, ReadError};
@@ -54,10 +60,30 @@ pub enum Error {
     Answer(#[source] serde_json::Error),
     #[error("starting the runtime")]
     Runtime(#[source] std::io::Error),
+    #[error("judging the anchors")]
+    Judge(#[source] tokio::task::JoinError),
+}
+
+/// How much of a repo one check judges.
+#[derive(Clone, Copy, Debug)]
+pub struct Bound {
+    /// The most anchored memories judged.
+    pub memories: usize,
+    /// The most judged, then recorded, at a time.
+    pub round: usize,
+}
+
+impl Bound {
+    /// Every anchored memory (`engram check`), recorded in requests of at
+    /// most [`MAX_RESULTS`].
+    pub const ALL: Self = Self {
+        memories: usize::MAX,
+        round: MAX_RESULTS,
+    };
 }
 
 /// What a check did, as it is printed.
-struct Summary {
+pub struct Summary {
     repo: RepoId,
     head: Option<CommitId>,
     judgement: Judgement,
@@ -97,17 +123,49 @@ fn check(args: &CheckArgs) -> Result<Summary, Error> {
     .ok_or_else(|| Error::Usage("no repo id: pass --repo".to_owned()))?;
     let api = args.server.api()?;
     let runtime = super::runtime().map_err(Error::Runtime)?;
-    let memories = runtime.block_on(list(&api, &repo))?;
-    let judgement = judge::judge(&tree.root, &memories, |concerned| renames(&tree, concerned))?;
-    let unanchored = memories.len() - judgement.results.len();
-    let unknown = runtime.block_on(record(&api, &repo, head.as_ref(), &judgement))?;
-    Ok(Summary {
+    runtime.block_on(check_repo(&api, Arc::new(tree), head, repo, Bound::ALL))
+}
+
+/// Judges the anchored memories of `repo` against `tree`, whose `HEAD`
+/// is `head`, and records the verdicts: the longest unchecked first
+/// (never checked, then by `checked_at`), at most `bound.memories` of
+/// them, in rounds of `bound.round`, each recorded before the next is
+/// judged. So a check cut short keeps what it recorded, and the next one
+/// starts with what it left.
+pub async fn check_repo(
+    api: &Api,
+    tree: Arc<WorkingTree>,
+    head: Option<CommitId>,
+    repo: RepoId,
+    bound: Bound,
+) -> Result<Summary, Error> {
+    let memories = list(api, &repo).await?;
+    let listed = memories.len();
+    let mut anchored: Vec<Anchored> = memories
+        .into_iter()
+        .filter(|memory| !memory.anchors.is_empty())
+        .collect();
+    anchored.sort_by_key(|memory| (memory.checked_at, memory.created_at, memory.id));
+    let mut summary = Summary {
         repo,
         head,
-        judgement,
-        unanchored,
-        unknown,
-    })
+        judgement: Judgement::default(),
+        unanchored: listed - anchored.len(),
+        unknown: 0,
+    };
+    anchored.truncate(bound.memories);
+    for round in anchored.chunks(bound.round.max(1)) {
+        let (tree, round) = (tree.clone(), round.to_vec());
+        let judged = tokio::task::spawn_blocking(move || {
+            judge::judge(&tree.root, &round, |concerned| renames(&tree, concerned))
+        })
+        .await
+        .map_err(Error::Judge)??;
+        summary.unknown += record(api, &summary.repo, summary.head.as_ref(), &judged).await?;
+        summary.judgement.results.extend(judged.results);
+        summary.judgement.followed.extend(judged.followed);
+    }
+    Ok(summary)
 }
 
 /// The repo's current memories, from every page of the listing.

@@ -7,7 +7,7 @@
 //! | --- | --- | --- |
 //! | `UserPromptSubmit` | `POST /retrieve` with the window and the new prompt | the injection as `additionalContext` |
 //! | the same, for a `remember:` prompt ([`remember`]) | also `POST /memories` (with `dedupe`) | one line on what was stored, or why not, then the injection |
-//! | `SessionStart` | `POST /retrieve` with the window, or a query for the project when it is empty | [`GUIDANCE`], then the injection |
+//! | `SessionStart` | `POST /retrieve` with the window, or a query for the project when it is empty; beside it, in a git working tree, the anchors' check ([`tree_check`]) | [`GUIDANCE`], then the injection |
 //! | `Stop` (a turn ended) | `POST /turns` with the window | nothing |
 //! | `PreCompact` | `POST /compactions` with the window | nothing |
 //!
@@ -52,8 +52,8 @@
 //! line with the reason to its log ([`log`]); only a `remember:` prompt's
 //! outcome is always told, in one line, so that the agent never believes
 //! a fact stored that was not. It loads no model and reads
-//! no server configuration; one current-thread runtime serves its one
-//! request, all within `--timeout-ms`, reading files included: the
+//! no server configuration; one current-thread runtime serves its
+//! requests, all within `--timeout-ms`, reading files included: the
 //! transcript and `.git` are read through [`bounded`] (regular files only,
 //! opened without blocking, the transcript's last 8 MiB at most).
 
@@ -64,6 +64,7 @@ pub mod log;
 pub mod project;
 pub mod remember;
 pub mod transcript;
+mod tree_check;
 
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
@@ -111,6 +112,15 @@ pub struct HookArgs {
     /// The most the hook may take in all, in milliseconds.
     #[arg(long, default_value_t = 2000)]
     pub timeout_ms: u64,
+    /// The most `SessionStart`'s check of the repo's anchors against the
+    /// working tree may take, in milliseconds, beside the retrieval (0:
+    /// no check). What does not fit is checked by the next session.
+    #[arg(long, default_value_t = 500)]
+    pub check_ms: u64,
+    /// The most anchored memories one `SessionStart` checks, the longest
+    /// unchecked first.
+    #[arg(long, default_value_t = 200)]
+    pub check_limit: usize,
     /// The failure log (default: $XDG_STATE_HOME/engram/hook.log, else
     /// ~/.local/state/engram/hook.log).
     #[arg(long, value_name = "FILE")]
@@ -165,6 +175,8 @@ pub enum Error {
     Timeout(u64),
     #[error("writing the answer to stdout")]
     Stdout(#[source] io::Error),
+    #[error("checking the anchors against the working tree")]
+    Check(#[source] super::check::Error),
 }
 
 /// The hook input fields Engram reads; the rest are ignored.

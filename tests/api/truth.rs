@@ -7,6 +7,7 @@ mod confidence;
 mod lifecycle;
 mod links;
 mod retention;
+mod session_check;
 
 use axum::http::StatusCode;
 use serde_json::{Value, json};

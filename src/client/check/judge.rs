@@ -10,12 +10,14 @@ use std::path::{Path, PathBuf};
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
 
+use crate::client::hook::bounded;
 use crate::memory::{Anchor, CommitId, ContentHash, MemoryId};
 use crate::routes::check::{CheckResult, Verdict};
 
-/// A memory as the check needs it: what it is anchored to, and when and
-/// at which commit it was written (where renames are looked for from).
-#[derive(Debug, Deserialize)]
+/// A memory as the check needs it: what it is anchored to, when and at
+/// which commit it was written (where renames are looked for from), and
+/// when it was last checked.
+#[derive(Clone, Debug, Deserialize)]
 pub struct Anchored {
     pub id: MemoryId,
     #[serde(default)]
@@ -23,6 +25,8 @@ pub struct Anchored {
     #[serde(default)]
     pub commit: Option<CommitId>,
     pub created_at: DateTime<Utc>,
+    #[serde(default)]
+    pub checked_at: Option<DateTime<Utc>>,
 }
 
 /// A file that could not be looked at (not one that is missing).
@@ -166,26 +170,29 @@ fn is_missing(err: &io::Error) -> bool {
     )
 }
 
-/// The file at `path`, hashed, and which of `symbols` appear in it.
+/// The file at `path`, hashed, and which of `symbols` appear in it. Only
+/// a regular file is read, opened without blocking ([`bounded`]): a
+/// directory, a FIFO or a device is there, with nothing to hash or search.
 fn look_at(path: &Path, symbols: HashSet<String>) -> Result<Found, ReadError> {
     let failed = |source| ReadError {
         path: path.to_owned(),
         source,
     };
+    let not_a_file = Found::Present {
+        hash: None,
+        symbols: HashSet::new(),
+    };
     match std::fs::metadata(path) {
-        Ok(metadata) if metadata.is_dir() => {
-            return Ok(Found::Present {
-                hash: None,
-                symbols: HashSet::new(),
-            });
-        }
+        Ok(metadata) if !metadata.is_file() => return Ok(not_a_file),
         Ok(_) => {}
         Err(err) if is_missing(&err) => return Ok(Found::Missing),
         Err(err) => return Err(failed(err)),
     }
-    let bytes = match std::fs::read(path) {
+    let bytes = match bounded::read_head(path, u64::MAX) {
         Ok(bytes) => bytes,
         Err(err) if is_missing(&err) => return Ok(Found::Missing),
+        // Swapped for something else since it was looked at.
+        Err(err) if err.kind() == io::ErrorKind::InvalidInput => return Ok(not_a_file),
         Err(err) => return Err(failed(err)),
     };
     let text = String::from_utf8_lossy(&bytes);
@@ -219,6 +226,7 @@ mod tests {
             anchors,
             commit: None,
             created_at: Utc::now(),
+            checked_at: None,
         }
     }
 
@@ -282,5 +290,25 @@ mod tests {
         let judgement =
             judge::<ReadError>(tree.path(), &memories, |_| panic!("no file is missing")).unwrap();
         assert_eq!(judgement.results[0].validity, Verdict::Current);
+    }
+
+    #[test]
+    fn a_fifo_in_the_tree_is_there_but_never_opened() {
+        let tree = tempfile::tempdir().unwrap();
+        let made = std::process::Command::new("mkfifo")
+            .arg(tree.path().join("pipe"))
+            .status()
+            .unwrap();
+        assert!(made.success());
+        let hash = ContentHash::of(b"what it held");
+        let memories = [
+            memory(vec![anchor("pipe", None, None)]),
+            memory(vec![anchor("pipe", None, Some(&hash))]),
+        ];
+        // Opening the FIFO to read would wait for a writer forever.
+        let judgement =
+            judge::<ReadError>(tree.path(), &memories, |_| panic!("none missing")).unwrap();
+        let verdicts: Vec<Verdict> = judgement.results.iter().map(|r| r.validity).collect();
+        assert_eq!(verdicts, [Verdict::Current, Verdict::Changed]);
     }
 }

@@ -2,12 +2,15 @@
 //! agent is told of its answer.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use super::transcript::{self, Message, Role};
-use super::{Error, Found, GUIDANCE, HookArgs, Payload, cursor, log, project, remember, what};
+use super::{
+    Error, Found, GUIDANCE, HookArgs, Payload, cursor, log, project, remember, tree_check, what,
+};
 use crate::causes::error_chain;
 use crate::client::agent::{Agent, ContextOutput, Event, Hooks, PromptHook};
 use crate::client::http::{self, Api};
@@ -168,7 +171,13 @@ impl Call {
                 } else {
                     json!({"turn_id": turn_id, "messages": wire(&window)})
                 };
-                let text = match self.retrieve(args.event, body).await? {
+                // Side by side: the session waits for the slower one,
+                // and the check's budget is the smaller.
+                let (retrieved, ()) = tokio::join!(
+                    self.retrieve(args.event, body),
+                    self.check_tree(args, payload)
+                );
+                let text = match retrieved? {
                     Some(injection) => format!("{GUIDANCE}\n\n{injection}"),
                     None => GUIDANCE.to_owned(),
                 };
@@ -222,6 +231,22 @@ impl Call {
         }
         let injection = answer["injection"].as_str().unwrap_or_default();
         Ok((!injection.trim().is_empty()).then(|| injection.to_owned()))
+    }
+
+    /// Checks the repo's anchors against the agent's working tree
+    /// ([`tree_check`]); a failure is logged, and changes nothing else.
+    async fn check_tree(&self, args: &HookArgs, payload: &Payload) {
+        let repo = self.repo.as_deref().and_then(|repo| repo.parse().ok());
+        let (Some(dir), Some(repo)) = (payload.working_dir(), repo) else {
+            return;
+        };
+        if args.check_ms == 0 {
+            return;
+        }
+        let budget = Duration::from_millis(args.check_ms);
+        if let Err(err) = tree_check::run(&self.api, dir, repo, args.check_limit, budget).await {
+            self.log(args.event, &error_chain(&Error::Check(err)));
+        }
     }
 
     /// `POST /memories` for a `remember:` prompt, and the one line that

@@ -18,7 +18,7 @@ use crate::helpers::{RunningApp, TestApp, closed_url, get_json, id, ids, memory,
 use crate::hooks::run;
 
 /// `git <args>` in `dir`, which must succeed.
-fn git(dir: &Path, args: &[&str]) -> String {
+pub fn git(dir: &Path, args: &[&str]) -> String {
     let output = Command::new("git")
         .arg("-C")
         .arg(dir)
@@ -37,7 +37,7 @@ fn git(dir: &Path, args: &[&str]) -> String {
 
 /// A git working tree named `forge` holding `files`, committed; the
 /// commit's id.
-fn working_tree(root: &Path, files: &[(&str, &str)]) -> String {
+pub fn working_tree(root: &Path, files: &[(&str, &str)]) -> String {
     std::fs::create_dir_all(root).unwrap();
     git(root, &["init", "--quiet"]);
     git(root, &["config", "user.name", "Ana"]);
@@ -71,7 +71,7 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
-fn sha256(content: &str) -> String {
+pub fn sha256(content: &str) -> String {
     use sha2::{Digest, Sha256};
     let digest = Sha256::digest(content.as_bytes());
     let hex: String = digest.iter().map(|byte| format!("{byte:02x}")).collect();
@@ -79,7 +79,7 @@ fn sha256(content: &str) -> String {
 }
 
 /// Writes a memory of `forge` anchored to `anchors`, written at `commit`.
-async fn anchored(app: &RunningApp, content: &str, anchors: Value, commit: &str) -> String {
+pub async fn anchored(app: &RunningApp, content: &str, anchors: Value, commit: &str) -> String {
     let mut body = memory("repo", "forge", "architectural-decisions", content);
     body["anchors"] = anchors;
     body["commit"] = json!(commit);
