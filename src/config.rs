@@ -12,6 +12,7 @@
 
 mod access;
 mod background;
+mod consolidation;
 mod http;
 mod load;
 mod postgres;
@@ -24,6 +25,7 @@ mod validate;
 
 pub use access::{Auth, Cors, KeyGrant, Mcp};
 pub use background::{CaptureConfig, RetentionConfig, StoreConfig};
+pub use consolidation::Consolidation;
 pub use http::{Http, parse_host};
 pub use postgres::{Backend, DatabaseUrl, PostgresConfig};
 pub use retrieval::{Retrieval, RetrievalOverrides, SettingError, Tuning};
@@ -78,6 +80,7 @@ pub struct Config {
     pub retrieval: Retrieval,
     pub capture: CaptureConfig,
     pub retention: RetentionConfig,
+    pub consolidation: Consolidation,
     pub store: StoreConfig,
     pub auth: Auth,
     pub http: Http,
@@ -123,6 +126,7 @@ impl Default for Config {
             retrieval: Retrieval::default(),
             capture: CaptureConfig::default(),
             retention: RetentionConfig::default(),
+            consolidation: Consolidation::default(),
             store: StoreConfig::default(),
             auth: Auth::default(),
             http: Http::default(),

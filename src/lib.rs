@@ -22,6 +22,8 @@ pub mod client;
 pub mod commit_point;
 /// Configuration: defaults, YAML file, environment; validated at start.
 pub mod config;
+/// Consolidation: near-duplicates reduced to one, contradictions found.
+pub mod consolidate;
 /// Free disk space: the floor below which writes are refused.
 pub mod disk;
 /// Embedders: the in-process MiniLM model and OpenAI-compatible endpoints.

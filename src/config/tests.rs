@@ -247,6 +247,18 @@ fn bad_values_are_named() {
             "capture.duplicate_threshold",
         ),
         (
+            "consolidation: { duplicate_threshold: 0.4 }\n",
+            "consolidation.duplicate_threshold",
+        ),
+        (
+            "consolidation: { duplicate_threshold: 0.8, subject_threshold: 0.8 }\n",
+            "consolidation.subject_threshold",
+        ),
+        (
+            "consolidation: { interval_hours: 100000 }\n",
+            "consolidation.interval_hours",
+        ),
+        (
             "retrieval: { weights: { recency: 1.5 } }\n",
             "retrieval.weights.recency",
         ),

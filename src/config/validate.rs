@@ -113,6 +113,22 @@ impl Config {
         if !(0.5..=1.0).contains(&capture.duplicate_threshold) {
             return key_error("capture.duplicate_threshold", "must be between 0.5 and 1");
         }
+        let consolidation = &self.consolidation;
+        if consolidation.interval_hours > 24 * 365 {
+            return key_error("consolidation.interval_hours", "must be at most 8760");
+        }
+        if !(0.5..=1.0).contains(&consolidation.duplicate_threshold) {
+            return key_error(
+                "consolidation.duplicate_threshold",
+                "must be between 0.5 and 1",
+            );
+        }
+        if !(0.0..consolidation.duplicate_threshold).contains(&consolidation.subject_threshold) {
+            return key_error(
+                "consolidation.subject_threshold",
+                "must be at least 0 and below consolidation.duplicate_threshold",
+            );
+        }
         if capture.context_tokens > 1_000_000 {
             return key_error("capture.context_tokens", "must be at most 1000000");
         }

@@ -23,6 +23,7 @@ mod locomo;
 mod longmemeval;
 mod mcp;
 mod measure;
+mod paraphrase;
 mod process;
 mod reads;
 mod replicas;
@@ -180,6 +181,11 @@ enum Command {
         #[arg(long, value_enum, default_value_t = EmbedderChoice::Local)]
         embedder: EmbedderChoice,
     },
+    /// The consolidation pass's thresholds on the paraphrase set
+    /// (`paraphrase_pairs.jsonl`), with the embedded model: precision,
+    /// recall and F1 of merging at each duplicate threshold, the one
+    /// chosen, and what each subject threshold flags as contradictions.
+    Paraphrase,
     /// `recall` over MCP beside `POST /retrieve`, in turns, on one store.
     Mcp {
         #[arg(long, default_value_t = 10_000)]
@@ -270,6 +276,7 @@ fn main() -> ExitCode {
                 dump,
             } => semantic::semantic(&mut report, embedder, weighing, dump.as_deref()).await,
             Command::Floor { embedder } => floor::floor(&mut report, embedder).await,
+            Command::Paraphrase => paraphrase::paraphrase(&mut report).await,
             Command::Mcp { memories, requests } => mcp::mcp(&mut report, memories, requests).await,
             Command::Guard(settings) => guard::guard(&mut report, &settings),
             Command::CaptureCost => capture_cost::capture_cost(&mut report).await,
