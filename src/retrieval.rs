@@ -508,9 +508,16 @@ impl Retriever {
                 vectors: &stored,
             });
             ranked.extend(
-                hops::ranked(hopped, &stored, vectors, &inner.access, boost.as_ref())
-                    .into_iter()
-                    .filter(|ranked| ranked.relevance >= tuning.min_relevance),
+                hops::ranked(
+                    hopped,
+                    &stored,
+                    vectors,
+                    &inner.access,
+                    boost.as_ref(),
+                    inner.standing,
+                )
+                .into_iter()
+                .filter(|ranked| ranked.relevance >= tuning.min_relevance),
             );
             rank::by_relevance(&mut ranked);
         }

@@ -16,7 +16,7 @@ use crate::store::Store;
 
 use super::access::AccessCounts;
 use super::outcome::{Direction, Reason, Scores};
-use super::rank::{Boost, Ranked};
+use super::rank::{Boost, Ranked, Standing};
 
 /// Each hop keeps this share of the relevance of the memory it starts from.
 pub const HOP_DECAY: f64 = 0.8;
@@ -84,15 +84,17 @@ pub fn follow(
     found
 }
 
-/// The hops as results: each keeps the relevance it was reached with, and
-/// its scores say how close it is to the best of `queries` (by its stored
-/// vector in `vectors`; 0 when it has none yet) and to the context.
+/// The hops as results: each keeps the relevance it was reached with,
+/// lowered by its own standing as a found memory's is, and its scores say
+/// how close it is to the best of `queries` (by its stored vector in
+/// `vectors`; 0 when it has none yet) and to the context.
 pub fn ranked(
     hops: Vec<Hop>,
     vectors: &HashMap<MemoryId, Vec<f32>>,
     queries: &[Vec<f32>],
     access: &AccessCounts,
     boost: Option<&Boost<'_>>,
+    standing: Standing,
 ) -> Vec<Ranked> {
     let now = Utc::now();
     hops.into_iter()
@@ -108,10 +110,11 @@ pub fn ranked(
                 .unwrap_or_default();
             let mut scores = Scores::of(&hop.memory, similarity, access.get(hop.memory.id), now);
             scores.context_boost = boost.and_then(|boost| boost.of(hop.memory.id));
+            let relevance = standing.apply(&hop.memory, &mut scores, hop.relevance);
             Ranked {
                 memory: hop.memory,
                 scores,
-                relevance: hop.relevance,
+                relevance,
                 reason: Reason::Hop {
                     from: hop.from,
                     relationship: hop.relationship,

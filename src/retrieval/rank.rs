@@ -209,7 +209,7 @@ impl Standing {
 
     /// Applies the factor of `memory`'s standing to `relevance`, noting it
     /// in `scores`.
-    fn apply(self, memory: &Memory, scores: &mut Scores, relevance: f64) -> f64 {
+    pub(super) fn apply(self, memory: &Memory, scores: &mut Scores, relevance: f64) -> f64 {
         scores.standing = self.factor(&memory.lifecycle);
         relevance * scores.standing.unwrap_or(1.0)
     }

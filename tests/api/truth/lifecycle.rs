@@ -210,6 +210,43 @@ async fn retrieval_never_injects_what_is_gone_or_let_go_and_notes_what_changed(b
     assert!(!found.contains(&gone) && !found.contains(&archived));
 }
 
+/// A memory reached along an edge is lowered by its standing as one found
+/// by the search is, and one whose code is gone is never reached.
+async fn a_hop_is_lowered_by_its_standing_and_never_reaches_what_is_gone(backend: Backend) {
+    let app = backend.spawn_app().await;
+    let changed = exported(
+        "Invoices are archived as PDF files for seven years.",
+        &json!({"validity": "changed"}),
+    );
+    let gone = exported(
+        "Receipts are rendered by the legacy templating engine.",
+        &json!({"validity": "gone"}),
+    );
+    let found = exported(
+        "The payment service retries failed charges three times.",
+        &json!({"related": [{"id": changed["id"], "relationship": "related"},
+                            {"id": gone["id"], "relationship": "related"}]}),
+    );
+    import(&app, &[changed.clone(), gone.clone(), found.clone()]).await;
+    app.wait_indexed().await;
+    let result = app
+        .retrieve(
+            json!({"turn_id": "t1", "repo": "forge", "top_k": 1, "hop_depth": 1,
+            "query": "how often are failed charges retried?"}),
+        )
+        .await;
+    let memories = result["memories"].as_array().unwrap();
+    assert_eq!(ids(&result), [id(&found), id(&changed)], "{result:#}");
+    let (seed, hop) = (&memories[0], &memories[1]);
+    assert_eq!(hop["reason"]["kind"], "hop", "{result:#}");
+    assert_eq!(hop["scores"]["standing"], 0.8, "{result:#}");
+    let expected = seed["relevance"].as_f64().unwrap() * 0.8 * 0.8;
+    assert!(
+        (hop["relevance"].as_f64().unwrap() - expected).abs() < 1e-9,
+        "the hop's decay, then its standing: {result:#}"
+    );
+}
+
 /// An agent confirms a provisional memory and settles two under review
 /// through MCP, as a person does through REST.
 #[tokio::test]
@@ -258,6 +295,7 @@ async fn an_agent_confirms_keeps_and_forgets_through_mcp() {
 }
 
 over_both_backends!(
+    a_hop_is_lowered_by_its_standing_and_never_reaches_what_is_gone,
     a_lifecycle_is_listed_changed_by_hand_and_kept_without_a_new_version,
     retrieval_never_injects_what_is_gone_or_let_go_and_notes_what_changed,
 );
