@@ -26,6 +26,7 @@ use crate::capture::triggers::RecentTriggers;
 use crate::capture::worker::{Worker, WorkerDeps};
 use crate::capture::{Capture, CaptureStats};
 use crate::config::{Backend, Config};
+use crate::consolidate::Consolidator;
 use crate::embed::{self, Embedder};
 use crate::index::Index;
 use crate::index::indexer::{Indexer, IndexerDeps};
@@ -228,11 +229,13 @@ impl App {
             readiness: readiness.clone(),
             meter: meter.clone(),
         })));
+        let consolidator = Consolidator::new(retriever.clone(), &config.consolidation);
         let state = AppState {
             api_keys,
             store,
             capture,
             retriever,
+            consolidator,
             metrics,
             registry,
             indexer_stats,

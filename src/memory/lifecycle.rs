@@ -11,7 +11,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use super::{CommitId, ParseError, truncate_for_message};
+use super::{CommitId, MemoryId, ParseError, truncate_for_message};
 
 word_enum!(
     /// Whether what a memory is about still holds in the code.
@@ -62,6 +62,12 @@ pub struct Lifecycle {
     /// asked for (`archived=true`), never deleted.
     #[serde(default)]
     pub archived: bool,
+    /// A consolidation pass found it says what this memory of its
+    /// namespace says, and kept that one: this one is no longer current
+    /// (never injected; a search that matches it finds that one), as if
+    /// superseded by it, and comes back if the pass is undone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub superseded_by: Option<MemoryId>,
 }
 
 impl Validity {
@@ -106,6 +112,7 @@ impl Default for Lifecycle {
             needs_review: false,
             review_reason: None,
             archived: false,
+            superseded_by: None,
         }
     }
 }

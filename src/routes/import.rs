@@ -103,6 +103,10 @@ pub struct ImportedMemory {
     pub review_reason: Option<String>,
     #[serde(default)]
     pub archived: bool,
+    /// A memory of the same namespace that a consolidation pass kept in
+    /// this one's place.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub superseded_by: Option<MemoryId>,
     /// How often retrieval has returned it (the `access` factor of
     /// relevance), at most 10^12; kept only for a memory this import
     /// writes.
@@ -214,6 +218,7 @@ impl ImportedMemory {
             needs_review: lifecycle.needs_review,
             review_reason: lifecycle.review_reason,
             archived: lifecycle.archived,
+            superseded_by: lifecycle.superseded_by,
             access_count,
         } from view)
     }
@@ -291,6 +296,7 @@ impl ImportedMemory {
             needs_review: self.needs_review,
             review_reason,
             archived: self.archived,
+            superseded_by: self.superseded_by,
         };
         Ok(with_memory_fields!(Memory {
             id: self.id,

@@ -4,5 +4,6 @@
 mod anchors;
 mod check;
 mod confidence;
+mod consolidate;
 mod lifecycle;
 mod links;

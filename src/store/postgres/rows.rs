@@ -14,7 +14,7 @@ use crate::memory::{CommitId, Lifecycle, Memory, MemoryId, Namespace, Scope, Ses
 
 /// The columns of a memory's row, in the order every read selects them
 /// and [`insert`] writes them; `id` first, its lifecycle's last.
-const COLUMNS: [&str; 22] = [
+const COLUMNS: [&str; 23] = [
     "id",
     "scope",
     "owner",
@@ -37,10 +37,11 @@ const COLUMNS: [&str; 22] = [
     "needs_review",
     "review_reason",
     "archived",
+    "superseded_by",
 ];
 
 /// How many columns a lifecycle takes: the last of [`COLUMNS`].
-const LIFECYCLE_COLUMN_COUNT: usize = 7;
+const LIFECYCLE_COLUMN_COUNT: usize = 8;
 
 /// The columns of a memory's lifecycle, the ones [`update_lifecycle`]
 /// changes: a lifecycle is not part of a version.
@@ -55,6 +56,7 @@ struct LifecycleValues<'a> {
     validity: &'static str,
     checked_commit: Option<&'a str>,
     confidence: &'static str,
+    superseded_by: Option<uuid::Uuid>,
 }
 
 impl<'a> LifecycleValues<'a> {
@@ -64,6 +66,7 @@ impl<'a> LifecycleValues<'a> {
             validity: lifecycle.validity.as_str(),
             checked_commit: lifecycle.checked_commit.as_ref().map(CommitId::as_str),
             confidence: lifecycle.confidence.as_str(),
+            superseded_by: lifecycle.superseded_by.map(MemoryId::as_uuid),
         }
     }
 
@@ -77,6 +80,7 @@ impl<'a> LifecycleValues<'a> {
             &self.lifecycle.needs_review,
             &self.lifecycle.review_reason,
             &self.lifecycle.archived,
+            &self.superseded_by,
         ]
     }
 }
@@ -261,6 +265,9 @@ pub(super) fn read(row: &Row, offset: usize) -> Result<Memory, Error> {
             needs_review: row.try_get(at("needs_review"))?,
             review_reason: row.try_get(at("review_reason"))?,
             archived: row.try_get(at("archived"))?,
+            superseded_by: row
+                .try_get::<_, Option<uuid::Uuid>>(at("superseded_by"))?
+                .map(MemoryId::from_uuid),
         },
     })
 }
