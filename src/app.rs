@@ -229,7 +229,11 @@ impl App {
             readiness: readiness.clone(),
             meter: meter.clone(),
         })));
-        let consolidator = Consolidator::new(retriever.clone(), &config.consolidation);
+        let consolidator = Consolidator::new(
+            retriever.clone(),
+            &config.consolidation,
+            config.defaults.clone(),
+        );
         let state = AppState {
             api_keys,
             store,

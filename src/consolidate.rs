@@ -18,6 +18,7 @@
 
 mod apply;
 pub mod disagree;
+mod model;
 pub mod plan;
 mod undo;
 
@@ -28,11 +29,14 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::blocking;
-use crate::config;
+use crate::config::{self, Defaults};
 use crate::memory::{MemoryId, Namespace, RepoId, Scope, UserId, Validity};
 use crate::retrieval::Retriever;
 use crate::store::consolidations::{Action, Pass, PassTrigger};
 use crate::store::{ListFilter, Store, WriteError};
+use crate::usage::Owner;
+use apply::Decisions;
+use model::Model;
 use plan::{Candidate, History, Thresholds, pair};
 
 pub use undo::{UndoError, Undone};
@@ -49,6 +53,9 @@ pub struct Consolidator {
 struct Inner {
     retriever: Retriever,
     thresholds: Thresholds,
+    /// The owners a version the model writes is written for, beside its
+    /// own namespace's.
+    defaults: Defaults,
     /// Held through a pass or an undo: they run one at a time.
     running: tokio::sync::Mutex<()>,
 }
@@ -79,10 +86,11 @@ pub struct Consolidated {
 }
 
 impl Consolidator {
-    pub fn new(retriever: Retriever, settings: &config::Consolidation) -> Self {
+    pub fn new(retriever: Retriever, settings: &config::Consolidation, defaults: Defaults) -> Self {
         Self {
             inner: Arc::new(Inner {
                 retriever,
+                defaults,
                 thresholds: Thresholds {
                     duplicate: settings.duplicate_threshold,
                     subject: settings.subject_threshold,
@@ -154,12 +162,34 @@ impl Consolidator {
         let thresholds = self.inner.thresholds;
         // Every pair is compared: CPU work, off the async workers.
         let planned = blocking::run(move || plan::plan(candidates, thresholds, &history)).await;
-        let mut pass = Pass::new(namespace, trigger, None);
-        apply::describe(self.store(), &planned, &mut pass);
+        let llm = self.inner.retriever.llm();
+        let decisions = match llm {
+            Some(llm) => {
+                let (_, repo, user) = namespace.owner_fields();
+                let model = Model {
+                    llm,
+                    owner: Owner { repo, user },
+                };
+                model::decide(&model, self.store(), &planned).await
+            }
+            None => Decisions::default(),
+        };
+        let mut pass = Pass::new(
+            namespace,
+            trigger,
+            llm.map(|llm| llm.classifier_model().to_owned()),
+        );
+        let writes = apply::describe(
+            self.store(),
+            &self.inner.defaults,
+            &planned,
+            decisions,
+            &mut pass,
+        );
         if pass.changes.is_empty() {
             return Ok((scanned, None));
         }
-        let pass = apply::apply(self.store(), pass).await?;
+        let pass = apply::apply(self.store(), pass, writes).await?;
         Ok((scanned, (!pass.changes.is_empty()).then_some(pass)))
     }
 

@@ -1,7 +1,8 @@
 //! Undoing a pass's changes, all of them or some: each lifecycle the
 //! change set is put back as it was, where it is still as the pass left
 //! it; one changed since (reviewed, confirmed, superseded) is left as it
-//! is, and said so. The change is then marked undone in the log, and later
+//! is, and said so. A version the model wrote is taken back (removed),
+//! unless it was superseded since. The change is then marked undone in the log, and later
 //! passes leave its memories be ([`super::history`]).
 
 use std::collections::HashMap;
@@ -13,7 +14,7 @@ use utoipa::ToSchema;
 use uuid::Uuid;
 
 use crate::memory::{MemoryId, Namespace};
-use crate::store::consolidations::{Edit, Pass};
+use crate::store::consolidations::{Action, Edit, Pass};
 use crate::store::{Store, WriteError};
 
 /// Why an undo was refused.
@@ -49,8 +50,11 @@ pub struct Undone {
     pub pass: Pass,
     /// The memories put back as they were before the pass.
     pub restored: Vec<MemoryId>,
-    /// The memories changed since the pass, left as they are.
+    /// The memories changed since the pass, left as they are (a version
+    /// the model wrote that was superseded since among them).
     pub left: Vec<MemoryId>,
+    /// The versions the model wrote for the pass, removed.
+    pub taken_back: Vec<MemoryId>,
 }
 
 pub(super) async fn undo(
@@ -113,6 +117,24 @@ pub(super) async fn undo(
             })
             .await?
     };
+    // The versions the model wrote go, where nothing superseded them
+    // since: the members they stood for are current again.
+    let mut taken_back = Vec::new();
+    for &index in &selected {
+        let change = &pass.changes[index];
+        let Some(written) = change.kept.filter(|_| change.action == Action::Rewritten) else {
+            continue;
+        };
+        if store.is_current(written) {
+            if store.take_back(written).await?.is_some() {
+                taken_back.push(written);
+            }
+        } else if store.get(written).is_some() {
+            left.lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(written);
+        }
+    }
     let now = Utc::now();
     for &index in &selected {
         pass.changes[index].undone_at = Some(now);
@@ -127,5 +149,6 @@ pub(super) async fn undo(
         pass,
         restored,
         left,
+        taken_back,
     })
 }

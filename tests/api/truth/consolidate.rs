@@ -2,6 +2,9 @@
 //! member (the others superseded by it, nothing deleted) and flags two
 //! memories that disagree; every change is listed with its reason,
 //! survives a restart and can be undone, and a person's undo stands.
+//! With a model: `model`.
+
+mod model;
 
 use axum::http::StatusCode;
 use serde_json::{Value, json};
@@ -52,6 +55,23 @@ async fn listed(app: &TestApp) -> Vec<String> {
 fn sorted(mut ids: Vec<String>) -> Vec<String> {
     ids.sort();
     ids
+}
+
+/// Two memories on one subject that disagree: the older says 100, the
+/// newer 88.
+fn line_lengths() -> [Value; 2] {
+    [
+        line(
+            "Format Python code with black at line length 100.",
+            10,
+            &json!({}),
+        ),
+        line(
+            "Format Python code with black at line length 88.",
+            5,
+            &json!({}),
+        ),
+    ]
 }
 
 /// Three ways of saying one convention, and one that says another.
@@ -163,16 +183,7 @@ async fn near_duplicates_are_reduced_to_the_best_supported_member_and_nothing_is
 
 async fn two_memories_that_disagree_are_flagged_each_naming_the_other_once(backend: Backend) {
     let app = backend.spawn_app().await;
-    let longer = line(
-        "Format Python code with black at line length 100.",
-        10,
-        &json!({}),
-    );
-    let shorter = line(
-        "Format Python code with black at line length 88.",
-        5,
-        &json!({}),
-    );
+    let [longer, shorter] = line_lengths();
     let agreeing = line("Python imports are sorted with isort.", 1, &json!({}));
     import(&app, &[longer.clone(), shorter.clone(), agreeing.clone()]).await;
     let (longer, shorter, agreeing) = (id(&longer), id(&shorter), id(&agreeing));
@@ -215,16 +226,7 @@ async fn two_memories_that_disagree_are_flagged_each_naming_the_other_once(backe
 async fn every_change_is_listed_kept_across_a_restart_and_undone_for_good(backend: Backend) {
     let app = backend.spawn_app().await;
     let [newest, busy, kept, _] = duplicates();
-    let longer = line(
-        "Format Python code with black at line length 100.",
-        10,
-        &json!({}),
-    );
-    let shorter = line(
-        "Format Python code with black at line length 88.",
-        5,
-        &json!({}),
-    );
+    let [longer, shorter] = line_lengths();
     import(
         &app,
         &[
