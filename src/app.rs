@@ -26,6 +26,7 @@ use crate::capture::triggers::RecentTriggers;
 use crate::capture::worker::{Worker, WorkerDeps};
 use crate::capture::{Capture, CaptureStats};
 use crate::config::{Backend, Config};
+use crate::consolidate::Consolidator;
 use crate::embed::{self, Embedder};
 use crate::index::Index;
 use crate::index::indexer::{Indexer, IndexerDeps};
@@ -229,11 +230,22 @@ impl App {
             readiness: readiness.clone(),
             meter: meter.clone(),
         })));
+        let consolidator = Consolidator::new(
+            retriever.clone(),
+            &config.consolidation,
+            config.defaults.clone(),
+        );
+        background.push(tokio::spawn(upkeep::consolidate_now_and_then(
+            consolidator.clone(),
+            config.consolidation.interval_hours,
+            stop.clone(),
+        )));
         let state = AppState {
             api_keys,
             store,
             capture,
             retriever,
+            consolidator,
             metrics,
             registry,
             indexer_stats,

@@ -11,6 +11,9 @@ pub mod bridge;
 /// `engram check`: a repo's anchored memories judged against a git
 /// working tree, the verdicts recorded with Engram.
 pub mod check;
+/// `engram consolidate`: one consolidation pass over a repo's and a
+/// user's memories, each change printed with its reason.
+pub mod consolidate;
 /// `engram doctor`: whether the agents' entries can reach Engram.
 pub mod doctor;
 /// `engram export`: every memory, whole, as JSON Lines or memory files.

@@ -49,7 +49,7 @@ pub enum Purpose {
 impl Purpose {
     fn of(kind: CallKind) -> Self {
         match kind {
-            CallKind::Classifier => Self::Classifier,
+            CallKind::Classifier | CallKind::Consolidation => Self::Classifier,
             _ => Self::Retrieval,
         }
     }
@@ -116,6 +116,11 @@ impl Llm {
     /// may be made).
     pub fn meter(&self) -> &Meter {
         &self.meter
+    }
+
+    /// The classifier model's name, as configured.
+    pub fn classifier_model(&self) -> &str {
+        &self.settings.classifier_model
     }
 
     /// The classifier model's context window, in tokens.

@@ -96,6 +96,10 @@ enum Command {
     /// (current, changed or gone) and record the verdicts with a running
     /// Engram. Exits 1 on a git or server failure.
     Check(engram::client::check::CheckArgs),
+    /// Run one consolidation pass over a repo's and a user's memories with
+    /// a running Engram, and print what it changed. Exits 1 on a server
+    /// failure.
+    Consolidate(engram::client::consolidate::ConsolidateArgs),
 }
 
 fn main() -> ExitCode {
@@ -130,6 +134,7 @@ fn main() -> ExitCode {
         Command::Import(import) => engram::client::import::run(&import),
         Command::Export(export) => engram::client::export::run(&export),
         Command::Check(check) => engram::client::check::run(&check),
+        Command::Consolidate(consolidate) => engram::client::consolidate::run(&consolidate),
         Command::Openapi => print_yaml(&engram::routes::openapi()),
         Command::Config => match load_config(args.config.as_deref()) {
             Ok(config) => print_yaml(&config),

@@ -6,6 +6,7 @@
 //! `/openapi.json` is generated from the same handlers that answer.
 
 pub mod check;
+pub mod consolidate;
 pub mod extract;
 pub mod graph;
 pub mod health;
@@ -101,6 +102,9 @@ fn api_router(keys: ApiKeys) -> OpenApiRouter<AppState> {
         .routes(routes!(lifecycle::review_memory))
         .routes(routes!(lifecycle::restore_memory))
         .routes(routes!(check::record_check))
+        .routes(routes!(consolidate::consolidate_memories))
+        .routes(routes!(consolidate::list_consolidations))
+        .routes(routes!(consolidate::undo_consolidation))
         .routes(routes!(import::import_memories))
         .routes(routes!(graph::get_memory_graph))
         .routes(routes!(retrieve::retrieve_memories))

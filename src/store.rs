@@ -18,6 +18,7 @@
 pub mod atomic;
 mod changes;
 pub mod confine;
+pub mod consolidations;
 mod durable;
 mod import;
 pub mod lifecycle;

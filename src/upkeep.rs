@@ -1,7 +1,8 @@
 //! The work the service does now and then beside requests: saving
 //! retrieval's access counts and marking what it returned used, saving the
-//! day's model usage, and letting go of memories that went unconfirmed or
-//! unused too long. Each runs until the service stops.
+//! day's model usage, letting go of memories that went unconfirmed or
+//! unused too long, and consolidating every namespace. Each runs until
+//! the service stops.
 
 use std::time::Duration;
 
@@ -9,6 +10,7 @@ use chrono::Utc;
 use tokio_util::sync::CancellationToken;
 
 use crate::blocking;
+use crate::consolidate::Consolidator;
 use crate::memory::{LetGo, Retention};
 use crate::metrics::Metrics;
 use crate::readiness::Readiness;
@@ -131,5 +133,35 @@ pub async fn let_go_of_unused(
                 tracing::warn!(error = %err, "could not archive the memories let go; it is tried again");
             }
         }
+    }
+}
+
+/// How long after start-up the first scheduled consolidation runs, when
+/// the interval is longer: a service restarted every day still
+/// consolidates, and a start is never slowed by a pass.
+const FIRST_CONSOLIDATION_AFTER: Duration = Duration::from_secs(60 * 60);
+
+/// Runs a consolidation pass over every namespace every `interval_hours`
+/// (the first one hour after start-up at the latest), until `stop` is
+/// cancelled; 0 hours runs none.
+pub async fn consolidate_now_and_then(
+    consolidator: Consolidator,
+    interval_hours: u64,
+    stop: CancellationToken,
+) {
+    if interval_hours == 0 {
+        return;
+    }
+    let interval = Duration::from_secs(interval_hours.saturating_mul(60 * 60));
+    let mut next = tokio::time::Instant::now() + interval.min(FIRST_CONSOLIDATION_AFTER);
+    loop {
+        tokio::select! {
+            () = tokio::time::sleep_until(next) => {}
+            () = stop.cancelled() => return,
+        }
+        if let Err(err) = consolidator.consolidate_everything().await {
+            tracing::warn!(error = %err, "the scheduled consolidation failed; it runs again at the next interval");
+        }
+        next = tokio::time::Instant::now() + interval;
     }
 }

@@ -65,15 +65,19 @@ pub enum CallKind {
     Suggestions,
     /// The remote embedder (indexing, queries, capture's duplicate check).
     Embeddings,
+    /// A consolidation pass's merges and settlements (the classifier
+    /// model, counted against the capture budget).
+    Consolidation,
 }
 
 impl CallKind {
-    const ALL: [Self; 5] = [
+    const ALL: [Self; 6] = [
         Self::Classifier,
         Self::Hyde,
         Self::Expansion,
         Self::Suggestions,
         Self::Embeddings,
+        Self::Consolidation,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -83,6 +87,7 @@ impl CallKind {
             Self::Expansion => "expansion",
             Self::Suggestions => "suggestions",
             Self::Embeddings => "embeddings",
+            Self::Consolidation => "consolidation",
         }
     }
 
@@ -90,7 +95,7 @@ impl CallKind {
     /// against none (they are cheap, and indexing must not stop).
     fn budget(self) -> Option<Budget> {
         match self {
-            Self::Classifier => Some(Budget::Capture),
+            Self::Classifier | Self::Consolidation => Some(Budget::Capture),
             Self::Hyde | Self::Expansion | Self::Suggestions => Some(Budget::Retrieval),
             Self::Embeddings => None,
         }

@@ -300,30 +300,15 @@ fn failed(err: &Error) -> ExitCode {
 /// current directory and the OS user. An owner that cannot be made a valid
 /// id is left out, and the service's default applies.
 fn owners(args: &BridgeArgs, env: impl Fn(&str) -> Option<String>) -> Map<String, Value> {
-    let repo = match &args.repo {
-        Some(repo) => project::to_id(repo),
-        None => std::env::current_dir()
-            .ok()
-            .and_then(|dir| project::repo_name(&dir)),
-    };
-    let user = match &args.user {
-        Some(user) => project::to_id(user),
-        None => {
-            let user = project::os_user(env);
-            if user.is_none() {
-                eprintln!(
-                    "engram mcp: no user name (USER and LOGNAME are unset and this uid is not \
-                     in /etc/passwd): calls that name no user get the service's default user; \
-                     pass --user to choose one"
-                );
-            }
-            user
-        }
-    };
-    [("repo", repo), ("user", user)]
-        .into_iter()
-        .filter_map(|(owner, id)| Some((owner.to_owned(), Value::String(id?))))
-        .collect()
+    let found = project::owners(args.repo.as_deref(), args.user.as_deref(), env);
+    if args.user.is_none() && !found.contains_key("user") {
+        eprintln!(
+            "engram mcp: no user name (USER and LOGNAME are unset and this uid is not \
+             in /etc/passwd): calls that name no user get the service's default user; \
+             pass --user to choose one"
+        );
+    }
+    found
 }
 
 /// Whether a tool's input schema has both a `repo` and a `user` property.

@@ -29,9 +29,12 @@ use std::fmt;
 /// one sentence with a value swapped.
 pub const MAX_SWAPPED: usize = 3;
 
-/// Words that negate a statement; any word ending in `n't` does too.
+/// Words that negate a statement, or turn an alternative down ("pnpm,
+/// not npm" says what "pnpm rather than npm", "pnpm instead of npm" and
+/// "pnpm over npm" say); any word ending in `n't` does too.
 const NEGATIONS: &[&str] = &[
-    "not", "no", "never", "cannot", "nor", "without", "avoid", "avoids",
+    "not", "no", "never", "cannot", "nor", "without", "avoid", "avoids", "instead", "rather",
+    "over",
 ];
 
 /// The share of their words (Jaccard, negations left out) two statements

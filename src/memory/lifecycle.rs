@@ -11,7 +11,7 @@ use chrono::{DateTime, TimeDelta, Utc};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use super::{CommitId, ParseError, truncate_for_message};
+use super::{CommitId, MemoryId, ParseError, truncate_for_message};
 
 word_enum!(
     /// Whether what a memory is about still holds in the code.
@@ -69,6 +69,12 @@ pub struct Lifecycle {
     /// latest.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub used_at: Option<DateTime<Utc>>,
+    /// A consolidation pass found it says what this memory of its
+    /// namespace says, and kept that one: this one is no longer current
+    /// (never injected; a search that matches it finds that one), as if
+    /// superseded by it, and comes back if the pass is undone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub superseded_by: Option<MemoryId>,
 }
 
 /// How long `used_at` may lag behind a use before the use is written
@@ -139,6 +145,7 @@ impl Default for Lifecycle {
             review_reason: None,
             archived: false,
             used_at: None,
+            superseded_by: None,
         }
     }
 }

@@ -105,6 +105,10 @@ pub struct ImportedMemory {
     pub archived: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub used_at: Option<DateTime<Utc>>,
+    /// A memory of the same namespace that a consolidation pass kept in
+    /// this one's place.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub superseded_by: Option<MemoryId>,
     /// How often retrieval has returned it (the `access` factor of
     /// relevance), at most 10^12; kept only for a memory this import
     /// writes.
@@ -217,6 +221,7 @@ impl ImportedMemory {
             review_reason: lifecycle.review_reason,
             archived: lifecycle.archived,
             used_at: lifecycle.used_at,
+            superseded_by: lifecycle.superseded_by,
             access_count,
         } from view)
     }
@@ -296,6 +301,7 @@ impl ImportedMemory {
             review_reason,
             archived: self.archived,
             used_at: self.used_at,
+            superseded_by: self.superseded_by,
         };
         Ok(with_memory_fields!(Memory {
             id: self.id,

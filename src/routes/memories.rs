@@ -298,6 +298,27 @@ fn check_related(related: &[RelatedEdge]) -> Result<(), ApiError> {
     Ok(())
 }
 
+/// The namespaces a listing's `repo` and `user` name (none: every one the
+/// key holds). A namespace named but not held is refused, as a retrieval
+/// refuses it, rather than listed as empty.
+pub fn named_namespaces(
+    repo: Option<RepoId>,
+    user: Option<UserId>,
+    caller: &Caller,
+) -> Result<Vec<Namespace>, ApiError> {
+    let namespaces: Vec<Namespace> = repo
+        .map(Namespace::Repo)
+        .into_iter()
+        .chain(user.map(Namespace::User))
+        .collect();
+    match namespaces.iter().find(|ns| !caller.can_see(ns)) {
+        Some(namespace) => Err(ApiError::Forbidden {
+            detail: format!("this API key may not use {namespace}"),
+        }),
+        None => Ok(namespaces),
+    }
+}
+
 /// Filters and paging of a listing.
 #[derive(Debug, Deserialize, Serialize, IntoParams, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -392,19 +413,7 @@ pub async fn list_memories(
             })
         })
         .transpose()?;
-    let namespaces: Vec<Namespace> = query
-        .repo
-        .map(Namespace::Repo)
-        .into_iter()
-        .chain(query.user.map(Namespace::User))
-        .collect();
-    // A namespace named but not held is refused, as a retrieval refuses
-    // it, rather than listed as empty.
-    if let Some(namespace) = namespaces.iter().find(|ns| !caller.can_see(ns)) {
-        return Err(ApiError::Forbidden {
-            detail: format!("this API key may not use {namespace}"),
-        });
-    }
+    let namespaces = named_namespaces(query.repo, query.user, &caller)?;
     let filter = ListFilter {
         namespaces,
         scope: query.scope,

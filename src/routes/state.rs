@@ -9,6 +9,7 @@ use axum::extract::FromRef;
 use crate::auth::ApiKeys;
 use crate::capture::Capture;
 use crate::config::{Config, Defaults};
+use crate::consolidate::Consolidator;
 use crate::index::indexer::IndexerStats;
 use crate::metrics::Metrics;
 use crate::readiness::Readiness;
@@ -24,6 +25,8 @@ pub struct AppState {
     pub store: Store,
     pub capture: Capture,
     pub retriever: Retriever,
+    /// Consolidation passes, by hand and on the schedule.
+    pub consolidator: Consolidator,
     pub metrics: Metrics,
     /// What `/metrics` encodes.
     pub registry: Arc<Registry>,

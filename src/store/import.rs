@@ -120,6 +120,26 @@ impl Store {
                         });
                     }
                 }
+                if let Some(kept) = memory.lifecycle.superseded_by {
+                    match target(kept) {
+                        _ if kept == memory.id => {
+                            return Err(invalid(
+                                *index,
+                                "superseded_by",
+                                "names the memory itself".to_owned(),
+                            ));
+                        }
+                        Target::Seen(namespace) if *namespace == memory.namespace => {}
+                        Target::Nowhere => {}
+                        _ => {
+                            return Err(invalid(
+                                *index,
+                                "superseded_by",
+                                format!("names no memory of {}: {kept}", memory.namespace),
+                            ));
+                        }
+                    }
+                }
                 for (edge_index, edge) in memory.related.iter().enumerate() {
                     let linkable = match target(edge.id) {
                         Target::Seen(namespace) => may_relate(&memory.namespace, namespace),

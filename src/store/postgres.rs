@@ -17,6 +17,7 @@
 //!   error here repeats it.
 
 mod commit;
+pub mod consolidations;
 pub mod embeddings;
 pub mod follow;
 pub mod prune;

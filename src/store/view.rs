@@ -13,7 +13,9 @@ use crate::memory::{Memory, MemoryId, Namespace, RelatedEdge};
 pub(super) struct View {
     pub(super) by_id: HashMap<MemoryId, Arc<Memory>>,
     pub(super) newest_first: BTreeSet<std::cmp::Reverse<Cursor>>,
-    /// predecessor → the memories that supersede it.
+    /// predecessor → the memories that supersede it: the versions that
+    /// name it in `supersedes`, and the memory a consolidation pass kept
+    /// in its place (its lifecycle's `superseded_by`).
     successors: HashMap<MemoryId, Vec<MemoryId>>,
     /// target → edges pointing at it (`id` = source).
     pub(super) incoming: HashMap<MemoryId, Vec<RelatedEdge>>,
@@ -43,6 +45,9 @@ impl View {
                 .or_default()
                 .push(memory.id);
         }
+        if let Some(kept) = kept_instead(&memory) {
+            self.successors.entry(memory.id).or_default().push(kept);
+        }
         for edge in &memory.related {
             self.incoming.entry(edge.id).or_default().push(RelatedEdge {
                 id: memory.id,
@@ -64,6 +69,9 @@ impl View {
             .remove(&std::cmp::Reverse(Cursor::of(&memory)));
         if let Some(predecessor) = memory.supersedes {
             remove_from_index(&mut self.successors, predecessor, |&s| s == id);
+        }
+        if let Some(kept) = kept_instead(&memory) {
+            remove_from_index(&mut self.successors, id, |&s| s == kept);
         }
         for edge in &memory.related {
             remove_from_index(&mut self.incoming, edge.id, |e| e.id == id);
@@ -127,14 +135,19 @@ impl View {
 
     /// The newest memory of `id`'s namespace that supersedes it, if any
     /// (chains should not fork, but hand-edited files can make them; a
-    /// hand-edited `supersedes` from another namespace is never followed).
+    /// hand-edited `supersedes` or `superseded_by` from another namespace
+    /// is never followed).
     pub(super) fn successor(&self, id: MemoryId) -> Option<&Arc<Memory>> {
         let namespace = &self.by_id.get(&id)?.namespace;
         self.successors
             .get(&id)?
             .iter()
             .filter_map(|s| self.by_id.get(s))
-            .filter(|successor| successor.namespace == *namespace)
+            // Two passes (on two replicas at once) that each kept the
+            // other of a pair cancel out: both stay current.
+            .filter(|successor| {
+                successor.namespace == *namespace && kept_instead(successor) != Some(id)
+            })
             .max_by_key(|m| Cursor::of(m))
     }
 }
@@ -169,6 +182,15 @@ impl Store {
         }
         changed
     }
+}
+
+/// The memory a consolidation pass kept in `memory`'s place, if any (a
+/// hand-edited lifecycle naming the memory itself is ignored).
+fn kept_instead(memory: &Memory) -> Option<MemoryId> {
+    memory
+        .lifecycle
+        .superseded_by
+        .filter(|&kept| kept != memory.id)
 }
 
 fn remove_from_index<T>(

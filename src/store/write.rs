@@ -48,7 +48,15 @@ impl Store {
     /// Removes a memory's file. `None` when there is no such memory.
     pub async fn delete(&self, id: MemoryId) -> Result<Option<Arc<Memory>>, WriteError> {
         let store = self.clone();
-        blocking::run(move || store.delete_blocking(id)).await
+        blocking::run(move || store.delete_blocking(id, true)).await
+    }
+
+    /// Removes a version a consolidation pass wrote, as the pass's undo
+    /// does: like [`Self::delete`], but the memories linked to it are not
+    /// put under review (what they rely on is as it was before the pass).
+    pub async fn take_back(&self, id: MemoryId) -> Result<Option<Arc<Memory>>, WriteError> {
+        let store = self.clone();
+        blocking::run(move || store.delete_blocking(id, false)).await
     }
 
     fn create_blocking(
@@ -158,14 +166,22 @@ impl Store {
         Ok(version)
     }
 
-    fn delete_blocking(&self, id: MemoryId) -> Result<Option<Arc<Memory>>, WriteError> {
+    fn delete_blocking(
+        &self,
+        id: MemoryId,
+        flag_linked: bool,
+    ) -> Result<Option<Arc<Memory>>, WriteError> {
         let (removed, linked) = {
             let _writer = self.lock_writer();
             let Some(memory) = self.get(id) else {
                 return Ok(None);
             };
             // Its links are read before it goes: a memory that is gone has none.
-            let linked = self.linked_heads(id);
+            let linked = if flag_linked {
+                self.linked_heads(id)
+            } else {
+                Vec::new()
+            };
             self.unpersist(&memory)?;
             let removed = self.write_view().remove(id);
             self.inner.changes.record([id]);

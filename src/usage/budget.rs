@@ -109,6 +109,12 @@ impl CaptureGate {
                 .any(|owner| owner.repo.as_ref() == Some(repo) && owner.user.as_ref() == Some(user))
     }
 
+    /// Whether the whole capture budget is spent (a consolidation pass,
+    /// which acts for one namespace rather than a pair, asks only this).
+    pub fn is_closed(&self) -> bool {
+        self.closed
+    }
+
     /// When a held trigger may go again, if any is held.
     pub fn reopens_at(&self) -> Option<DateTime<Utc>> {
         (self.closed || !self.closed_pairs.is_empty()).then_some(self.renews_at)

@@ -4,6 +4,7 @@
 mod anchors;
 mod check;
 mod confidence;
+mod consolidate;
 mod lifecycle;
 mod links;
 mod retention;

@@ -58,6 +58,29 @@ fn main_checkout(root: &Path) -> Option<PathBuf> {
         .flatten()
 }
 
+/// The repo and the user a command acts for, as the JSON fields of those
+/// found: each one named made valid by [`to_id`], else the current
+/// directory's project and the OS user. One that cannot be made a valid
+/// id is left out, and the service's default applies.
+pub fn owners(
+    repo: Option<&str>,
+    user: Option<&str>,
+    env: impl Fn(&str) -> Option<String>,
+) -> serde_json::Map<String, serde_json::Value> {
+    let repo = match repo {
+        Some(repo) => to_id(repo),
+        None => std::env::current_dir().ok().and_then(|dir| repo_name(&dir)),
+    };
+    let user = match user {
+        Some(user) => to_id(user),
+        None => os_user(env),
+    };
+    [("repo", repo), ("user", user)]
+        .into_iter()
+        .filter_map(|(owner, id)| Some((owner.to_owned(), serde_json::Value::String(id?))))
+        .collect()
+}
+
 /// The OS user's login name: from the environment, else from the password
 /// database by this process's uid; made valid by [`to_id`].
 pub fn os_user(env: impl Fn(&str) -> Option<String>) -> Option<String> {

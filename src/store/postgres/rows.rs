@@ -14,7 +14,7 @@ use crate::memory::{CommitId, Lifecycle, Memory, MemoryId, Namespace, Scope, Ses
 
 /// The columns of a memory's row, in the order every read selects them
 /// and [`insert`] writes them; `id` first, its lifecycle's last.
-const COLUMNS: [&str; 23] = [
+const COLUMNS: [&str; 24] = [
     "id",
     "scope",
     "owner",
@@ -38,10 +38,11 @@ const COLUMNS: [&str; 23] = [
     "review_reason",
     "archived",
     "used_at",
+    "superseded_by",
 ];
 
 /// How many columns a lifecycle takes: the last of [`COLUMNS`].
-const LIFECYCLE_COLUMN_COUNT: usize = 8;
+const LIFECYCLE_COLUMN_COUNT: usize = 9;
 
 /// The columns of a memory's lifecycle, the ones [`update_lifecycle`]
 /// changes: a lifecycle is not part of a version.
@@ -56,6 +57,7 @@ struct LifecycleValues<'a> {
     validity: &'static str,
     checked_commit: Option<&'a str>,
     confidence: &'static str,
+    superseded_by: Option<uuid::Uuid>,
 }
 
 impl<'a> LifecycleValues<'a> {
@@ -65,6 +67,7 @@ impl<'a> LifecycleValues<'a> {
             validity: lifecycle.validity.as_str(),
             checked_commit: lifecycle.checked_commit.as_ref().map(CommitId::as_str),
             confidence: lifecycle.confidence.as_str(),
+            superseded_by: lifecycle.superseded_by.map(MemoryId::as_uuid),
         }
     }
 
@@ -79,6 +82,7 @@ impl<'a> LifecycleValues<'a> {
             &self.lifecycle.review_reason,
             &self.lifecycle.archived,
             &self.lifecycle.used_at,
+            &self.superseded_by,
         ]
     }
 }
@@ -264,6 +268,9 @@ pub(super) fn read(row: &Row, offset: usize) -> Result<Memory, Error> {
             review_reason: row.try_get(at("review_reason"))?,
             archived: row.try_get(at("archived"))?,
             used_at: row.try_get(at("used_at"))?,
+            superseded_by: row
+                .try_get::<_, Option<uuid::Uuid>>(at("superseded_by"))?
+                .map(MemoryId::from_uuid),
         },
     })
 }
