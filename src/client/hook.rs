@@ -8,8 +8,8 @@
 //! | `UserPromptSubmit` | `POST /retrieve` with the window and the new prompt | the injection as `additionalContext` |
 //! | the same, for a `remember:` prompt ([`remember`]) | also `POST /memories` (with `dedupe`) | one line on what was stored, or why not, then the injection |
 //! | `SessionStart` | `POST /retrieve` with the window, or a query for the project when it is empty; beside it, in a git working tree, the anchors' check ([`tree_check`]) | [`GUIDANCE`], then the injection |
-//! | `Stop` (a turn ended) | `POST /turns` with the window | nothing |
-//! | `PreCompact` | `POST /compactions` with the window | nothing |
+//! | `Stop` (a turn ended) | `POST /turns` with the window, and in a git working tree its `HEAD` and the files the window's tool calls read or edited ([`touched`]) | nothing |
+//! | `PreCompact` | `POST /compactions` with the same | nothing |
 //!
 //! With no classifier configured, Engram refuses turns and compactions
 //! (`409 capture-disabled`: capture is agent-driven); the hook says so once
@@ -63,6 +63,7 @@ pub mod cursor;
 pub mod log;
 pub mod project;
 pub mod remember;
+mod touched;
 pub mod transcript;
 mod tree_check;
 
@@ -334,6 +335,9 @@ struct ToRead {
     transcript: Option<(PathBuf, Format)>,
     /// Cursor's kept prompt, to keep or take ([`cursor`]).
     kept_prompt: Option<cursor::Step>,
+    /// Find what the turn touched in its working tree ([`touched`]): the
+    /// turn is handed to capture.
+    touched: bool,
 }
 
 /// What [`ToRead`] found.
@@ -347,6 +351,8 @@ struct Found {
     /// Why Cursor's prompt could not be kept or taken: the turn goes on
     /// without it, and the log says why.
     kept_prompt_error: Option<io::Error>,
+    /// What the turn touched in its working tree, when it is in one.
+    touched: Option<touched::Touched>,
 }
 
 impl ToRead {
@@ -386,27 +392,33 @@ impl ToRead {
             user_from_passwd: user_from_passwd && args.user.is_none(),
             transcript,
             kept_prompt,
+            touched: matches!(args.event, Event::Stop | Event::PreCompact),
         }
     }
 
     fn read(self) -> Found {
+        let dir = self.cwd.or_else(|| std::env::current_dir().ok());
         let repo = match &self.repo {
             Some(repo) => project::to_id(repo),
-            None => self
-                .cwd
-                .or_else(|| std::env::current_dir().ok())
-                .and_then(|dir| project::repo_name(&dir)),
+            None => dir.as_deref().and_then(project::repo_name),
         };
         let user = self.user_from_passwd.then(project::passwd_user).flatten();
-        let mut window = match self.transcript {
-            Some((path, format)) => match transcript::read_window(&path, format) {
-                Ok(window) => Ok(window),
+        let read = match self.transcript {
+            Some((path, format)) => match transcript::read(&path, format) {
+                Ok(read) => Ok(read),
                 // Not written yet (a session's first prompt): an empty past.
-                Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(Vec::new()),
+                Err(err) if err.kind() == io::ErrorKind::NotFound => {
+                    Ok(transcript::Read::default())
+                }
                 Err(source) => Err(Error::Transcript { path, source }),
             },
-            None => Ok(Vec::new()),
+            None => Ok(transcript::Read::default()),
         };
+        let touched = match (&read, &dir) {
+            (Ok(read), Some(dir)) if self.touched => touched::in_tree(dir, &read.files),
+            _ => None,
+        };
+        let mut window = read.map(|read| read.window);
         let kept = self.kept_prompt.map(cursor::Step::run);
         if let (Ok(window), Some(Ok(Some(prompt)))) = (&mut window, &kept) {
             window.push(Message {
@@ -420,6 +432,7 @@ impl ToRead {
             user_looked_up: self.user_from_passwd,
             window,
             kept_prompt_error: kept.and_then(Result::err),
+            touched,
         }
     }
 }

@@ -7,6 +7,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
+use super::touched::Touched;
 use super::transcript::{self, Message, Role};
 use super::{
     Error, Found, GUIDANCE, HookArgs, Payload, cursor, log, project, remember, tree_check, what,
@@ -40,6 +41,8 @@ pub(super) struct Call {
     repo: Option<String>,
     user: Option<String>,
     window: Result<Vec<Message>, Error>,
+    /// What the turn touched in its working tree, for capture's anchors.
+    touched: Option<Touched>,
     agent: Agent,
     hooks: &'static Hooks,
     log_path: Option<PathBuf>,
@@ -73,6 +76,7 @@ impl Call {
             repo: None,
             user,
             window: Ok(Vec::new()),
+            touched: None,
             agent: args.agent,
             hooks,
             log_path: log_path.map(Path::to_path_buf),
@@ -96,6 +100,7 @@ impl Call {
         self.repo = found.repo;
         self.user = self.user.take().or(found.user);
         self.window = found.window;
+        self.touched = found.touched;
         if let Some(err) = found.kept_prompt_error {
             self.log(
                 event,
@@ -202,11 +207,19 @@ impl Call {
                 } else {
                     "/compactions"
                 };
-                let body = json!({
+                let mut body = json!({
                     "session_id": self.session_id,
                     "turn_id": turn_id(payload, &self.session_id, &window),
                     "messages": wire(&window),
                 });
+                if let Some(touched) = &self.touched {
+                    if let Some(commit) = &touched.commit {
+                        body["commit"] = json!(commit);
+                    }
+                    if !touched.files.is_empty() {
+                        body["files"] = json!(touched.files);
+                    }
+                }
                 match self.post(path, body).await {
                     Err(Error::Api(http::Error::Status {
                         problem: Some(problem),
