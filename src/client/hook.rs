@@ -6,7 +6,7 @@
 //! | event | Engram call | printed |
 //! | --- | --- | --- |
 //! | `UserPromptSubmit` | `POST /retrieve` with the window and the new prompt | the injection as `additionalContext` |
-//! | the same, for a `remember:` prompt ([`remember`]) | also `POST /memories` (with `dedupe`) | one line on what was stored, or why not, then the injection |
+//! | the same, for a `remember:` prompt ([`remember`]) | also `POST /memories` (with `dedupe`; the project's, anchored to the files it names in a git working tree) | one line on what was stored, or why not, then the injection |
 //! | `SessionStart` | `POST /retrieve` with the window, or a query for the project when it is empty; beside it, in a git working tree, the anchors' check ([`tree_check`]) | [`GUIDANCE`], then the injection |
 //! | `Stop` (a turn ended) | `POST /turns` with the window, and in a git working tree its `HEAD` and the files the window's tool calls read or edited ([`touched`]) | nothing |
 //! | `PreCompact` | `POST /compactions` with the same | nothing |
@@ -63,7 +63,7 @@ pub mod cursor;
 pub mod log;
 pub mod project;
 pub mod remember;
-mod touched;
+pub mod touched;
 pub mod transcript;
 mod tree_check;
 
@@ -77,6 +77,7 @@ use serde::Deserialize;
 use super::agent::{Agent, Event, Hooks, PromptHook};
 use super::http::{self, DEFAULT_URL};
 use crate::causes::error_chain;
+use crate::memory::Scope;
 use call::Call;
 use transcript::{Format, Message};
 
@@ -335,9 +336,17 @@ struct ToRead {
     transcript: Option<(PathBuf, Format)>,
     /// Cursor's kept prompt, to keep or take ([`cursor`]).
     kept_prompt: Option<cursor::Step>,
-    /// Find what the turn touched in its working tree ([`touched`]): the
-    /// turn is handed to capture.
-    touched: bool,
+    /// Which files of the working tree to look for ([`touched`]).
+    touches: Touches,
+}
+
+/// Which files of the working tree a hook looks for, with its `HEAD`.
+enum Touches {
+    Nothing,
+    /// Those the transcript's tool calls name: the turn goes to capture.
+    ToolCalls,
+    /// Those a `remember:` prompt for the project names.
+    Named(Vec<String>),
 }
 
 /// What [`ToRead`] found.
@@ -351,7 +360,8 @@ struct Found {
     /// Why Cursor's prompt could not be kept or taken: the turn goes on
     /// without it, and the log says why.
     kept_prompt_error: Option<io::Error>,
-    /// What the turn touched in its working tree, when it is in one.
+    /// What the turn (or the `remember:` prompt) touched in its working
+    /// tree, when it is in one.
     touched: Option<touched::Touched>,
 }
 
@@ -392,7 +402,18 @@ impl ToRead {
             user_from_passwd: user_from_passwd && args.user.is_none(),
             transcript,
             kept_prompt,
-            touched: matches!(args.event, Event::Stop | Event::PreCompact),
+            touches: match args.event {
+                Event::Stop | Event::PreCompact => Touches::ToolCalls,
+                Event::UserPromptSubmit => {
+                    match payload.prompt.as_deref().and_then(remember::parse) {
+                        Some(request) if request.scope == Scope::Repo => {
+                            Touches::Named(remember::named_files(request.content))
+                        }
+                        _ => Touches::Nothing,
+                    }
+                }
+                Event::SessionStart => Touches::Nothing,
+            },
         }
     }
 
@@ -414,8 +435,9 @@ impl ToRead {
             },
             None => Ok(transcript::Read::default()),
         };
-        let touched = match (&read, &dir) {
-            (Ok(read), Some(dir)) if self.touched => touched::in_tree(dir, &read.files),
+        let touched = match (self.touches, &read, &dir) {
+            (Touches::ToolCalls, Ok(read), Some(dir)) => touched::in_tree(dir, &read.files),
+            (Touches::Named(names), _, Some(dir)) => touched::in_tree(dir, &names),
             _ => None,
         };
         let mut window = read.map(|read| read.window);

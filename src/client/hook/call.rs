@@ -12,9 +12,11 @@ use super::transcript::{self, Message, Role};
 use super::{
     Error, Found, GUIDANCE, HookArgs, Payload, cursor, log, project, remember, tree_check, what,
 };
+use crate::capture::queue::MAX_TOUCHED_FILES;
 use crate::causes::error_chain;
 use crate::client::agent::{Agent, ContextOutput, Event, Hooks, PromptHook};
 use crate::client::http::{self, Api};
+use crate::memory::MAX_ANCHORS;
 
 /// The longest turn id Engram accepts.
 const MAX_TURN_ID_CHARS: usize = 256;
@@ -213,12 +215,7 @@ impl Call {
                     "messages": wire(&window),
                 });
                 if let Some(touched) = &self.touched {
-                    if let Some(commit) = &touched.commit {
-                        body["commit"] = json!(commit);
-                    }
-                    if !touched.files.is_empty() {
-                        body["files"] = json!(touched.files);
-                    }
+                    add_touched(&mut body, touched, "files", MAX_TOUCHED_FILES);
                 }
                 match self.post(path, body).await {
                     Err(Error::Api(http::Error::Status {
@@ -272,7 +269,7 @@ impl Call {
             return "Engram remembered nothing: nothing follows `remember:`.".to_owned();
         }
         let content = remember::told_of_the_user(request.content);
-        let body = json!({
+        let mut body = json!({
             "scope": request.scope,
             "category": request.category(),
             "content": content,
@@ -280,6 +277,10 @@ impl Call {
             "session_id": self.session_id,
             "dedupe": true,
         });
+        // Found only for the project's memories: the files it names.
+        if let Some(touched) = &self.touched {
+            add_touched(&mut body, touched, "anchors", MAX_ANCHORS);
+        }
         match self.post("/memories", body).await {
             Ok(memory) => {
                 let scope = memory["scope"].as_str().unwrap_or_default();
@@ -343,6 +344,19 @@ impl Call {
             body["user"] = json!(user);
         }
         Ok(self.api.post(path, &body).await?)
+    }
+}
+
+/// Adds the tree's `HEAD` to `body` as `commit`, and at most `most` of
+/// the files found as `field` (an anchor and a touched file share their
+/// shape: `path`, `hash`).
+fn add_touched(body: &mut Value, touched: &Touched, field: &str, most: usize) {
+    if let Some(commit) = &touched.commit {
+        body["commit"] = json!(commit);
+    }
+    if !touched.files.is_empty() {
+        let files = &touched.files[..touched.files.len().min(most)];
+        body[field] = json!(files);
     }
 }
 

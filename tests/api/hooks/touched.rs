@@ -2,13 +2,16 @@
 //! working tree, Claude Code's `Stop` sends the tree's `HEAD` and the
 //! files its transcript's tool calls read or edited (inside the tree,
 //! repo-relative, hashed as they are now), and the memory the classifier
-//! writes of it is anchored to the file it chose, at that commit.
+//! writes of it is anchored to the file it chose, at that commit. A
+//! `remember:` prompt for the project is anchored to the files it names
+//! that are in the tree.
 
-use std::process::Command;
+use std::path::Path;
+use std::process::{Command, Output};
 
 use serde_json::{Value, json};
 
-use super::{assert_silent, last_prompt, memories, run, start_engram};
+use super::{assert_silent, last_prompt, memories, printed_context, run, start_engram};
 use crate::truth::check::{sha256, working_tree};
 use crate::upstream::Behaviour;
 
@@ -23,6 +26,22 @@ fn tool_use(name: &str, input: &Value) -> Value {
 
 fn said(role: &str, text: &str) -> Value {
     json!({"type": role, "message": {"role": role, "content": text}})
+}
+
+/// `engram hook claude-code <event>` as Claude Code runs it, given
+/// `payload`, with `home` as its home and `log` as its log.
+async fn claude_code(url: &str, home: &Path, log: &Path, event: &str, payload: &Value) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_engram"));
+    command
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", home)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("USER", "ana")
+        .env("ENGRAM_URL", url)
+        .args(["hook", "claude-code", event, "--log-file"])
+        .arg(log);
+    run(command, payload.to_string()).await
 }
 
 #[tokio::test]
@@ -56,20 +75,10 @@ async fn a_stop_sends_the_files_the_turn_touched_and_the_memory_is_anchored_to_i
         r#"[{"content": "The forge pool connects lazily.", "scope": "repo", "category": "architectural-decisions", "files": ["src/pool.rs"]}]"#,
     );
 
-    let mut command = Command::new(env!("CARGO_BIN_EXE_engram"));
     let log = temp.path().join("hook.log");
-    command
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("HOME", temp.path())
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("USER", "ana")
-        .env("ENGRAM_URL", &app.base_url)
-        .args(["hook", "claude-code", "stop", "--log-file"])
-        .arg(&log);
     let payload = json!({"session_id": "s-1", "transcript_path": transcript_path,
         "cwd": tree.join("src"), "hook_event_name": "Stop"});
-    assert_silent(&run(command, payload.to_string()).await);
+    assert_silent(&claude_code(&app.base_url, temp.path(), &log, "stop", &payload).await);
 
     let written = memories(&app, 1).await;
     let prompt = last_prompt(&app.upstream);
@@ -84,5 +93,39 @@ async fn a_stop_sends_the_files_the_turn_touched_and_the_memory_is_anchored_to_i
     );
     assert_eq!(written[0]["commit"], commit.as_str());
     assert!(!log.exists(), "nothing went wrong");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_remember_prompt_is_anchored_to_the_files_it_names_in_the_tree() {
+    let app = start_engram().await;
+    app.upstream
+        .set_chat(Behaviour::Answer, r#"["The pool connects lazily."]"#);
+    let temp = tempfile::tempdir().unwrap();
+    let tree = temp.path().join("forge");
+    let commit = working_tree(&tree, &[("src/pool.rs", LAZY), ("README.md", README)]);
+    let log = temp.path().join("hook.log");
+    let prompt = "remember: src/pool.rs connects lazily (see `README.md`, not docs/pool.md).";
+    let payload = json!({"session_id": "s-1", "cwd": tree, "prompt": prompt,
+        "hook_event_name": "UserPromptSubmit"});
+    let output = claude_code(
+        &app.base_url,
+        temp.path(),
+        &log,
+        "user-prompt-submit",
+        &payload,
+    )
+    .await;
+    let said = printed_context(&output, "UserPromptSubmit");
+    assert!(said.starts_with("Engram remembered this"), "{said}");
+
+    let written = memories(&app, 1).await;
+    assert_eq!(
+        written[0]["anchors"],
+        json!([{"path": "README.md", "hash": sha256(README)},
+               {"path": "src/pool.rs", "hash": sha256(LAZY)}]),
+        "the missing file is not named: {written:#?}"
+    );
+    assert_eq!(written[0]["commit"], commit.as_str());
     app.stop().await;
 }
