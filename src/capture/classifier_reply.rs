@@ -22,6 +22,8 @@ pub struct Proposed {
     /// (id, relationship) pairs, as written.
     pub related: Vec<(String, String)>,
     pub importance: Option<f64>,
+    /// The files of the prompt's list the memory is about, as written.
+    pub files: Vec<String>,
 }
 
 /// The reply, read.
@@ -118,7 +120,25 @@ fn proposed(item: &Value) -> Result<Proposed, String> {
         supersedes,
         related,
         importance: object.get("importance").and_then(importance),
+        files: object.get("files").map(files).unwrap_or_default(),
     })
+}
+
+/// The paths a `files` field names: an array of paths (or of objects
+/// with a `path`), or one path alone.
+fn files(value: &Value) -> Vec<String> {
+    let path = |item: &Value| {
+        let path = match item {
+            Value::Object(object) => object.get("path")?.as_str()?,
+            other => other.as_str()?,
+        };
+        let path = path.trim();
+        (!path.is_empty()).then(|| path.to_owned())
+    };
+    match value {
+        Value::Array(items) => items.iter().filter_map(path).collect(),
+        single => path(single).into_iter().collect(),
+    }
 }
 
 /// An importance written as a number or as a number in a string (`"0.8"`).
@@ -281,6 +301,25 @@ mod tests {
                 .map(|(index, _)| *index)
                 .collect::<Vec<_>>(),
             [1, 2, 3]
+        );
+    }
+
+    #[test]
+    fn the_files_a_memory_is_about_are_read_however_they_are_written() {
+        let read = parse(
+            r#"[{"content": "a", "scope": "repo", "category": "patterns",
+                 "files": ["src/db/pool.rs", " README.md ", "", 3, {"path": "src/lib.rs"}]},
+                {"content": "b", "scope": "repo", "category": "patterns", "files": "src/one.rs"},
+                {"content": "c", "scope": "repo", "category": "patterns", "files": null}]"#,
+        );
+        let files: Vec<&[String]> = read.proposed.iter().map(|p| p.files.as_slice()).collect();
+        assert_eq!(
+            files,
+            [
+                &["src/db/pool.rs", "README.md", "src/lib.rs"].map(String::from)[..],
+                &["src/one.rs".to_owned()][..],
+                &[][..],
+            ]
         );
     }
 

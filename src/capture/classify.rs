@@ -7,7 +7,8 @@
 //! the target namespace (a hallucinated id is cleared; an old version is
 //! replaced by the head of its chain); `related` edges must name memories
 //! the pair can see, with a known relationship; content must fit and must
-//! not look like a secret.
+//! not look like a secret; the files a repo memory is anchored to must be
+//! among those the trigger named ([`anchoring`]).
 
 use std::collections::HashSet;
 use std::sync::{Arc, OnceLock};
@@ -20,8 +21,8 @@ use crate::embed::Embedder;
 use crate::index::Index;
 use crate::llm::Llm;
 use crate::memory::{
-    Category, Confidence, Memory, MemoryId, Origin, RelatedEdge, Relationship, Scope,
-    parse_content, parse_importance,
+    Anchor, Category, CommitId, Confidence, MAX_ANCHORS, Memory, MemoryId, Origin, RelatedEdge,
+    Relationship, Scope, parse_content, parse_importance,
 };
 use crate::secrets::{self, SecretKind};
 use crate::store::{MAX_RELATED, NamespacePair, NewMemory, Store};
@@ -63,13 +64,16 @@ RELATIONSHIP EDGES:
 If a new memory refines, contradicts, or supersedes an existing memory listed in EXISTING MEMORIES below, include the relationship in the "related" or "supersedes" field using the exact ID from that list. Do not invent IDs.
 Relationships: refines, contradicts, extends, depends-on, example-of, related.
 
+FILES:
+When FILES lists the files the conversation read or edited, give each repo-scope memory a "files" field: the paths of those files it is about, copied exactly from that list. Leave it out when the memory is about none of them, and for user-scope memories. Never name a file that is not listed.
+
 WHAT TO CLASSIFY:
 Propose memories from the NEW MESSAGES only. EARLIER MESSAGES, when present, were classified before: read them to understand the new ones, and do not propose again what they alone say.
 
 OUTPUT FORMAT:
 Return a JSON object whose "memories" field is an array of memory objects; an empty array if nothing is memory-worthy.
 Each object must have: content (markdown string), scope, category.
-Optional fields: supersedes (memory ID string), related (array of {id, relationship}), importance (0 to 1).
+Optional fields: supersedes (memory ID string), related (array of {id, relationship}), importance (0 to 1), files (array of paths from FILES).
 
 Example:
 {
@@ -204,8 +208,8 @@ fn check(
         })
         .take(MAX_RELATED)
         .collect();
-    // A new version of a fact is about what the old one was about.
     let predecessor = supersedes.and_then(|id| store.get(id));
+    let (anchors, commit) = anchoring(trigger, scope, &proposed.files, predecessor.as_deref());
     Ok(NewMemory {
         pair: pair.clone(),
         scope,
@@ -224,14 +228,51 @@ fn check(
             Kind::Turn => Origin::Turn,
             Kind::Compaction => Origin::Compaction,
         },
-        anchors: predecessor
-            .as_ref()
-            .map(|old| old.anchors.clone())
-            .unwrap_or_default(),
-        commit: predecessor.and_then(|old| old.commit.clone()),
+        anchors,
+        commit,
         // Until the same fact is captured again, or someone confirms it.
         confidence: Confidence::Provisional,
     })
+}
+
+/// What a memory is about, and the commit it was written at. A repo
+/// memory is anchored to the files of the trigger's list that the
+/// classifier `chose` (a choice outside the list is dropped), with the
+/// hash the client sent and the trigger's commit; a new version for which
+/// it chose none is about what the old one was about (its anchors and
+/// commit); any other repo memory is at the trigger's commit, unanchored.
+/// A user memory is about no repo's files.
+fn anchoring(
+    trigger: &Trigger,
+    scope: Scope,
+    chosen: &[String],
+    predecessor: Option<&Memory>,
+) -> (Vec<Anchor>, Option<CommitId>) {
+    if scope != Scope::Repo {
+        return (Vec::new(), None);
+    }
+    let mut anchors: Vec<Anchor> = Vec::new();
+    for choice in chosen {
+        let Some(file) = trigger
+            .files
+            .iter()
+            .find(|file| file.path.as_str() == choice)
+        else {
+            tracing::info!(trigger.id = %trigger.id, "dropped a file the classifier named that the window did not");
+            continue;
+        };
+        if anchors.len() < MAX_ANCHORS && anchors.iter().all(|anchor| anchor.path != file.path) {
+            anchors.push(Anchor {
+                path: file.path.clone(),
+                symbol: None,
+                hash: file.hash.clone(),
+            });
+        }
+    }
+    match predecessor {
+        Some(old) if anchors.is_empty() => (old.anchors.clone(), old.commit.clone()),
+        _ => (anchors, trigger.commit.clone()),
+    }
 }
 
 /// The pair's current memories most similar to the `new` messages, best

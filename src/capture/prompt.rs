@@ -4,16 +4,21 @@
 //! existing memories the model may link to or supersede; counted as
 //! `o200k_base` does, with room kept for the system prompt and the reply.
 //!
+//! When the client named the files the conversation read or edited
+//! (`files` of a turn), they are listed first, for the classifier to say
+//! which of them each fact is about.
+//!
 //! What does not fit is trimmed in this order: the memories shown (the
-//! least relevant first), then the context (the oldest first). New
-//! messages are never dropped: when they do not all fit, this pass covers
-//! the oldest that do and the rest make the next pass. Only a single
-//! message longer than the whole room is cut to fit (its start kept).
+//! least relevant first), then the context (the oldest first), then the
+//! files (all of them). New messages are never dropped: when they do not
+//! all fit, this pass covers the oldest that do and the rest make the
+//! next pass. Only a single message longer than the whole room is cut to
+//! fit (its start kept).
 
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-use crate::capture::queue::{Kind, StoredLine};
+use crate::capture::queue::{Kind, StoredLine, TouchedFile};
 use crate::memory::Memory;
 use crate::tokens;
 
@@ -30,6 +35,10 @@ const SEPARATOR: &str = "\n---\n";
 pub const NEW_HEADING: &str = "NEW MESSAGES (classify these):";
 const CONTEXT_HEADING: &str =
     "EARLIER MESSAGES (context only: already classified, propose nothing from them alone):";
+/// The heading of the files the classifier may name; before the messages,
+/// where no reader of the new messages looks.
+pub const FILES_HEADING: &str =
+    "FILES THE CONVERSATION READ OR EDITED (name in \"files\" those a repo memory is about):";
 
 /// How large the prompt may be.
 #[derive(Clone, Copy, Debug)]
@@ -55,12 +64,13 @@ pub struct Prompt {
 }
 
 /// The prompt of the pass over `window[first_new..]` (as much of it as
-/// fits), with the context before it and as many of `memories` (most
-/// relevant first) as fit after.
+/// fits), with `files` before it, the context before it and as many of
+/// `memories` (most relevant first) as fit after.
 pub fn build(
     kind: Kind,
     window: &[StoredLine],
     first_new: usize,
+    files: &[TouchedFile],
     memories: &[Arc<Memory>],
     limits: Limits,
 ) -> Prompt {
@@ -84,6 +94,18 @@ pub fn build(
         }
     }
     let covers = first_new + new.len();
+
+    let listed_files: String = files
+        .iter()
+        .map(|file| format!("- {}\n", file.path))
+        .collect();
+    let files_tokens = tokens::count(FILES_HEADING) + tokens::count(&listed_files) + 2;
+    let listed_files = if !files.is_empty() && files_tokens <= room {
+        room -= files_tokens;
+        listed_files
+    } else {
+        String::new()
+    };
 
     let mut context_room = room.min(limits.context);
     let mut context = Vec::new();
@@ -125,6 +147,9 @@ pub fn build(
             Kind::Compaction => "compaction",
         }
     );
+    if !listed_files.is_empty() {
+        let _ = write!(text, "{FILES_HEADING}\n{listed_files}\n");
+    }
     if !context.is_empty() {
         let _ = write!(text, "{CONTEXT_HEADING}\n\n{}\n\n", context.join(SEPARATOR));
     }
@@ -204,7 +229,14 @@ mod tests {
             line("user", "And gofumpt."),
         ];
         let memories = [memory("forge formats Go with gofmt.")];
-        let prompt = build(Kind::Turn, &window, 2, &memories, limits(10_000, 1_000));
+        let prompt = build(
+            Kind::Turn,
+            &window,
+            2,
+            &[],
+            &memories,
+            limits(10_000, 1_000),
+        );
         assert_eq!(prompt.covers, 3);
         assert_eq!(prompt.memories, 1);
         let (before, new) = prompt.text.split_once(NEW_HEADING).unwrap();
@@ -214,7 +246,14 @@ mod tests {
         assert!(new.contains("EXISTING MEMORIES:\n- ["));
         assert!(!prompt.cut);
 
-        let first = build(Kind::Compaction, &window, 0, &[], limits(10_000, 1_000));
+        let first = build(
+            Kind::Compaction,
+            &window,
+            0,
+            &[],
+            &[],
+            limits(10_000, 1_000),
+        );
         assert!(
             !first.text.contains("EARLIER MESSAGES"),
             "no context before the first"
@@ -234,6 +273,7 @@ mod tests {
             Kind::Turn,
             &window,
             20,
+            &[],
             &memories,
             limits(per_line * 40 + 2_000, per_line * 5),
         );
@@ -249,6 +289,7 @@ mod tests {
             Kind::Turn,
             &window,
             20,
+            &[],
             &memories,
             limits(per_line * 23, per_line * 5),
         );
@@ -267,6 +308,7 @@ mod tests {
             Kind::Turn,
             &window,
             20,
+            &[],
             &memories,
             limits(per_line * 12, per_line * 5),
         );
@@ -278,10 +320,42 @@ mod tests {
             Kind::Turn,
             &window,
             split.covers,
+            &[],
             &memories,
             limits(per_line * 12, per_line * 5),
         );
         assert_eq!(next.covers, 40, "the next pass takes the rest");
+    }
+
+    #[test]
+    fn the_files_are_listed_before_the_messages_while_they_fit() {
+        let window = [line("user", "Pool connections lazily.")];
+        let files: Vec<TouchedFile> = ["src/db/pool.rs", "README.md"]
+            .into_iter()
+            .map(|path| TouchedFile {
+                path: path.parse().unwrap(),
+                hash: None,
+            })
+            .collect();
+        let prompt = build(Kind::Turn, &window, 0, &files, &[], limits(10_000, 100));
+        let (before, new) = prompt.text.split_once(NEW_HEADING).unwrap();
+        assert!(
+            before.contains(&format!("{FILES_HEADING}\n- src/db/pool.rs\n- README.md\n")),
+            "{before}"
+        );
+        assert!(!new.contains("pool.rs"), "{new}");
+
+        let message = tokens::count(&render(&window[0])) + SEPARATOR_TOKENS;
+        let tight = build(
+            Kind::Turn,
+            &window,
+            0,
+            &files,
+            &[],
+            limits(message + 5, 100),
+        );
+        assert_eq!(tight.covers, 1, "the message before the files");
+        assert!(!tight.text.contains(FILES_HEADING), "{}", tight.text);
     }
 
     #[test]
@@ -293,7 +367,7 @@ mod tests {
             line("user", "after"),
         ];
         let limits = limits(1_000, 100);
-        let prompt = build(Kind::Turn, &window, 1, &[], limits);
+        let prompt = build(Kind::Turn, &window, 1, &[], &[], limits);
         assert!(prompt.cut);
         assert_eq!(prompt.covers, 2, "the cut message alone");
         assert!(

@@ -48,7 +48,7 @@ use utoipa::ToSchema;
 use uuid::Uuid;
 
 use crate::disk::LowSpace;
-use crate::memory::{RepoId, SessionId, UserId};
+use crate::memory::{AnchorPath, CommitId, ContentHash, RepoId, SessionId, UserId};
 use crate::secrets;
 use crate::store::{NamespacePair, atomic};
 use crate::window::Speaker;
@@ -82,6 +82,21 @@ impl StoredLine {
     }
 }
 
+/// The most files one trigger names.
+pub const MAX_TOUCHED_FILES: usize = 64;
+
+/// A file of the repo that the window's conversation read or edited, as
+/// the client found it: what the classifier may anchor a memory to.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TouchedFile {
+    pub path: AnchorPath,
+    /// Its content hash when the window was sent: `sha256:` and 64
+    /// hexadecimal digits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hash: Option<ContentHash>,
+}
+
 /// An accepted capture trigger, as the queue stores it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Trigger {
@@ -98,6 +113,13 @@ pub struct Trigger {
     pub attempts: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
+    /// The working tree's `HEAD` when the window was sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commit: Option<CommitId>,
+    /// The files the conversation read or edited, at most
+    /// [`MAX_TOUCHED_FILES`], each path once.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<TouchedFile>,
 }
 
 impl Trigger {

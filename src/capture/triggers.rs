@@ -135,6 +135,8 @@ mod tests {
             accepted_at: Utc::now(),
             attempts: 0,
             last_error: None,
+            commit: None,
+            files: Vec::new(),
         }
     }
 

@@ -302,7 +302,14 @@ impl Worker {
                 &trigger.window[from..],
             )
             .await;
-            let prompt = prompt::build(trigger.kind, &trigger.window, from, &shown, limits);
+            let prompt = prompt::build(
+                trigger.kind,
+                &trigger.window,
+                from,
+                &trigger.files,
+                &shown,
+                limits,
+            );
             if prompt.cut {
                 tracing::warn!(trigger.id = %trigger.id, "a message longer than the classifier's context was cut to fit (`llm.context_tokens`)");
             }
@@ -513,6 +520,8 @@ mod tests {
             accepted_at: Utc::now(),
             attempts: 0,
             last_error: None,
+            commit: None,
+            files: Vec::new(),
         }
     }
 

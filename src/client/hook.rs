@@ -6,10 +6,10 @@
 //! | event | Engram call | printed |
 //! | --- | --- | --- |
 //! | `UserPromptSubmit` | `POST /retrieve` with the window and the new prompt | the injection as `additionalContext` |
-//! | the same, for a `remember:` prompt ([`remember`]) | also `POST /memories` (with `dedupe`) | one line on what was stored, or why not, then the injection |
+//! | the same, for a `remember:` prompt ([`remember`]) | also `POST /memories` (with `dedupe`; the project's, anchored to the files it names in a git working tree) | one line on what was stored, or why not, then the injection |
 //! | `SessionStart` | `POST /retrieve` with the window, or a query for the project when it is empty; beside it, in a git working tree, the anchors' check ([`tree_check`]) | [`GUIDANCE`], then the injection |
-//! | `Stop` (a turn ended) | `POST /turns` with the window | nothing |
-//! | `PreCompact` | `POST /compactions` with the window | nothing |
+//! | `Stop` (a turn ended) | `POST /turns` with the window, and in a git working tree its `HEAD` and the files the window's tool calls read or edited ([`touched`]) | nothing |
+//! | `PreCompact` | `POST /compactions` with the same | nothing |
 //!
 //! With no classifier configured, Engram refuses turns and compactions
 //! (`409 capture-disabled`: capture is agent-driven); the hook says so once
@@ -63,6 +63,7 @@ pub mod cursor;
 pub mod log;
 pub mod project;
 pub mod remember;
+pub mod touched;
 pub mod transcript;
 mod tree_check;
 
@@ -76,6 +77,7 @@ use serde::Deserialize;
 use super::agent::{Agent, Event, Hooks, PromptHook};
 use super::http::{self, DEFAULT_URL};
 use crate::causes::error_chain;
+use crate::memory::Scope;
 use call::Call;
 use transcript::{Format, Message};
 
@@ -334,6 +336,17 @@ struct ToRead {
     transcript: Option<(PathBuf, Format)>,
     /// Cursor's kept prompt, to keep or take ([`cursor`]).
     kept_prompt: Option<cursor::Step>,
+    /// Which files of the working tree to look for ([`touched`]).
+    touches: Touches,
+}
+
+/// Which files of the working tree a hook looks for, with its `HEAD`.
+enum Touches {
+    Nothing,
+    /// Those the transcript's tool calls name: the turn goes to capture.
+    ToolCalls,
+    /// Those a `remember:` prompt for the project names.
+    Named(Vec<String>),
 }
 
 /// What [`ToRead`] found.
@@ -347,6 +360,9 @@ struct Found {
     /// Why Cursor's prompt could not be kept or taken: the turn goes on
     /// without it, and the log says why.
     kept_prompt_error: Option<io::Error>,
+    /// What the turn (or the `remember:` prompt) touched in its working
+    /// tree, when it is in one.
+    touched: Option<touched::Touched>,
 }
 
 impl ToRead {
@@ -386,27 +402,45 @@ impl ToRead {
             user_from_passwd: user_from_passwd && args.user.is_none(),
             transcript,
             kept_prompt,
+            touches: match args.event {
+                Event::Stop | Event::PreCompact => Touches::ToolCalls,
+                Event::UserPromptSubmit => {
+                    match payload.prompt.as_deref().and_then(remember::parse) {
+                        Some(request) if request.scope == Scope::Repo => {
+                            Touches::Named(remember::named_files(request.content))
+                        }
+                        _ => Touches::Nothing,
+                    }
+                }
+                Event::SessionStart => Touches::Nothing,
+            },
         }
     }
 
     fn read(self) -> Found {
+        let dir = self.cwd.or_else(|| std::env::current_dir().ok());
         let repo = match &self.repo {
             Some(repo) => project::to_id(repo),
-            None => self
-                .cwd
-                .or_else(|| std::env::current_dir().ok())
-                .and_then(|dir| project::repo_name(&dir)),
+            None => dir.as_deref().and_then(project::repo_name),
         };
         let user = self.user_from_passwd.then(project::passwd_user).flatten();
-        let mut window = match self.transcript {
-            Some((path, format)) => match transcript::read_window(&path, format) {
-                Ok(window) => Ok(window),
+        let read = match self.transcript {
+            Some((path, format)) => match transcript::read(&path, format) {
+                Ok(read) => Ok(read),
                 // Not written yet (a session's first prompt): an empty past.
-                Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(Vec::new()),
+                Err(err) if err.kind() == io::ErrorKind::NotFound => {
+                    Ok(transcript::Read::default())
+                }
                 Err(source) => Err(Error::Transcript { path, source }),
             },
-            None => Ok(Vec::new()),
+            None => Ok(transcript::Read::default()),
         };
+        let touched = match (self.touches, &read, &dir) {
+            (Touches::ToolCalls, Ok(read), Some(dir)) => touched::in_tree(dir, &read.files),
+            (Touches::Named(names), _, Some(dir)) => touched::in_tree(dir, &names),
+            _ => None,
+        };
+        let mut window = read.map(|read| read.window);
         let kept = self.kept_prompt.map(cursor::Step::run);
         if let (Ok(window), Some(Ok(Some(prompt)))) = (&mut window, &kept) {
             window.push(Message {
@@ -420,6 +454,7 @@ impl ToRead {
             user_looked_up: self.user_from_passwd,
             window,
             kept_prompt_error: kept.and_then(Result::err),
+            touched,
         }
     }
 }

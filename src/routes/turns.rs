@@ -1,5 +1,8 @@
-//! `POST /turns` and `POST /compactions`: check the window, strip tool
-//! traffic from it, and hand it to capture, answering `202` at once.
+//! `POST /turns` and `POST /compactions`: check the window (and the files
+//! it names), strip tool traffic from it, and hand it to capture,
+//! answering `202` at once.
+
+use std::collections::HashSet;
 
 use axum::Json;
 use axum::extract::State;
@@ -11,10 +14,12 @@ use uuid::Uuid;
 
 use crate::auth::Caller;
 use crate::capture::Capture;
-use crate::capture::queue::{EnqueueStatus, Kind, StoredLine, Trigger};
+use crate::capture::queue::{
+    EnqueueStatus, Kind, MAX_TOUCHED_FILES, StoredLine, TouchedFile, Trigger,
+};
 use crate::config::Defaults;
 use crate::error::{ApiError, Problem};
-use crate::memory::{RepoId, SessionId, UserId};
+use crate::memory::{CommitId, RepoId, SessionId, UserId};
 use crate::routes::extract::{self, ApiJson};
 use crate::routes::problems::{BodyProblems, CaptureProblems, Unauthorized};
 use crate::secrets;
@@ -35,6 +40,15 @@ pub struct TriggerRequest {
     /// User and assistant messages since the last summarisation; tool
     /// calls and tool results are stripped here and never stored.
     pub messages: Vec<Message>,
+    /// The working tree's `HEAD` as the window is sent: the `commit` of
+    /// the repo memories captured from it.
+    pub commit: Option<CommitId>,
+    /// The repo's files the conversation read or edited (at most 64, each
+    /// path once, checked as anchors are), with their content hashes now.
+    /// The classifier is asked which of them each fact is about, and a
+    /// repo memory is anchored to those it names.
+    #[serde(default)]
+    pub files: Vec<TouchedFile>,
 }
 
 /// What became of the trigger.
@@ -113,6 +127,7 @@ async fn accept(
     caller.check_pair(&pair)?;
     // Written into every memory captured from the window.
     secrets::ensure_no_secret("session_id", request.session_id.as_str())?;
+    check_files(&request.files)?;
     let turn_id = request
         .turn_id
         .as_deref()
@@ -142,6 +157,8 @@ async fn accept(
         accepted_at: Utc::now(),
         attempts: 0,
         last_error: None,
+        commit: request.commit,
+        files: request.files,
     };
     let trigger_id = trigger.id;
     let status = capture.enqueue(trigger).await?;
@@ -149,4 +166,29 @@ async fn accept(
         StatusCode::ACCEPTED,
         Json(TriggerResponse { trigger_id, status }),
     ))
+}
+
+/// Checks the files a window names as anchors are checked: at most
+/// [`MAX_TOUCHED_FILES`], each path once, none that looks like a secret
+/// (a path is stored and shown with the memories anchored to it).
+fn check_files(files: &[TouchedFile]) -> Result<(), ApiError> {
+    if files.len() > MAX_TOUCHED_FILES {
+        return Err(ApiError::invalid(
+            "files",
+            format!(
+                "`files` names {} files; the limit is {MAX_TOUCHED_FILES}",
+                files.len()
+            ),
+        ));
+    }
+    let mut seen = HashSet::with_capacity(files.len());
+    for (index, file) in files.iter().enumerate() {
+        let field = format!("files[{index}].path");
+        if !seen.insert(&file.path) {
+            let detail = format!("`{field}` repeats {}", file.path);
+            return Err(ApiError::invalid(field, detail));
+        }
+        secrets::ensure_no_secret(field, file.path.as_str())?;
+    }
+    Ok(())
 }

@@ -3,10 +3,12 @@
 //! secrets, per-pair ordering, retries and validation. The tests that
 //! speak only HTTP run over both backends (files, and PostgreSQL with its
 //! shared queue); the crash tests kill a files-mode process.
-//! Around it, a module each: lean capture (`lean`), the queue's bounds
+//! Around it, a module each: the anchors capture writes (`anchoring`),
+//! lean capture (`lean`), the queue's bounds
 //! (`limits`, and with two replicas `replica_limits`), the queue shared by
 //! replicas (`replicas`) and `/triggers` (`triggers`).
 
+mod anchoring;
 mod lean;
 mod limits;
 pub mod replica_limits;

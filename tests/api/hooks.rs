@@ -4,13 +4,15 @@
 //! read back from the upstream's requests and from the memories written.
 //! Files only: the hook and the agent's files are under test, not the store.
 //! Around it, a module each: Cursor's and Gemini CLI's hooks (`cursor`,
-//! `gemini`), hooks with no classifier (`capture`) and what an agent's
-//! machine may hold instead of what it should (`bounds`).
+//! `gemini`), hooks with no classifier (`capture`), what an agent's
+//! machine may hold instead of what it should (`bounds`) and the files a
+//! turn touched in a real git working tree (`touched`).
 
 mod bounds;
 mod capture;
 mod cursor;
 mod gemini;
+mod touched;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};

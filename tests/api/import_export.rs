@@ -5,8 +5,9 @@
 //! memory files, into an empty store of either backend (files, or
 //! PostgreSQL: across backends), and again into the same store with
 //! nothing changed; `POST /memories/import` refuses a bad batch naming the
-//! field and writing nothing; instructions files and a mem0 export become
-//! memories with no model, idempotently. What a limited key may import is
+//! field and writing nothing; instructions files (anchored to themselves
+//! in a git working tree) and a mem0 export become memories with no
+//! model, idempotently. What a limited key may import is
 //! in `grants`; the bounds on imported numbers in `bounds`.
 
 mod bounds;
@@ -20,6 +21,7 @@ use serde_json::{Value, json};
 use crate::backends::{Backend, over_both_backends};
 use crate::helpers::{RunningApp, TestApp, contents, get_json, post_json};
 use crate::hooks::{Project, engram, run};
+use crate::truth::check::{sha256, working_tree};
 
 /// Engram with the fake embedder and no `llm`.
 pub async fn agent_driven() -> RunningApp {
@@ -370,6 +372,34 @@ async fn instructions_files_become_repo_conventions_once() {
     );
     let again = get_json(&app.base_url, "/memories?repo=forge&limit=1000").await;
     assert_eq!(again["memories"], listed["memories"]);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn conventions_are_anchored_to_the_instructions_file_in_its_working_tree() {
+    let app = agent_driven().await;
+    let project = Project::new("claude-code/transcript.jsonl");
+    let agents_md = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/import/AGENTS.md"),
+    )
+    .unwrap();
+    let tree = project.home().join("checkout");
+    let commit = working_tree(&tree, &[("docs/AGENTS.md", &agents_md)]);
+    let file = tree.join("docs/AGENTS.md").display().to_string();
+
+    let args = ["import", "agents-md", "--repo", "forge", &file];
+    succeeded(&engram_against(&project, &app, &args).await);
+    let listed = get_json(&app.base_url, "/memories?repo=forge&limit=1000").await;
+    let memories = listed["memories"].as_array().unwrap();
+    assert!(memories.len() > 3, "{listed:#}");
+    for memory in memories {
+        assert_eq!(
+            memory["anchors"],
+            json!([{"path": "docs/AGENTS.md", "hash": sha256(&agents_md)}]),
+            "{memory:#}"
+        );
+        assert_eq!(memory["commit"], commit.as_str(), "{memory:#}");
+    }
     app.stop().await;
 }
 

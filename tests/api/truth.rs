@@ -2,7 +2,7 @@
 //! tree, and the lifecycle (validity, confidence, review, archive).
 
 mod anchors;
-mod check;
+pub mod check;
 mod confidence;
 mod consolidate;
 mod lifecycle;

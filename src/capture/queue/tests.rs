@@ -22,6 +22,8 @@ fn trigger(kind: Kind, session: &str, repo: &str) -> Trigger {
         accepted_at: Utc::now(),
         attempts: 0,
         last_error: None,
+        commit: None,
+        files: Vec::new(),
     }
 }
 

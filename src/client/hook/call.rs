@@ -7,13 +7,16 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
+use super::touched::Touched;
 use super::transcript::{self, Message, Role};
 use super::{
     Error, Found, GUIDANCE, HookArgs, Payload, cursor, log, project, remember, tree_check, what,
 };
+use crate::capture::queue::MAX_TOUCHED_FILES;
 use crate::causes::error_chain;
 use crate::client::agent::{Agent, ContextOutput, Event, Hooks, PromptHook};
 use crate::client::http::{self, Api};
+use crate::memory::MAX_ANCHORS;
 
 /// The longest turn id Engram accepts.
 const MAX_TURN_ID_CHARS: usize = 256;
@@ -40,6 +43,8 @@ pub(super) struct Call {
     repo: Option<String>,
     user: Option<String>,
     window: Result<Vec<Message>, Error>,
+    /// What the turn touched in its working tree, for capture's anchors.
+    touched: Option<Touched>,
     agent: Agent,
     hooks: &'static Hooks,
     log_path: Option<PathBuf>,
@@ -73,6 +78,7 @@ impl Call {
             repo: None,
             user,
             window: Ok(Vec::new()),
+            touched: None,
             agent: args.agent,
             hooks,
             log_path: log_path.map(Path::to_path_buf),
@@ -96,6 +102,7 @@ impl Call {
         self.repo = found.repo;
         self.user = self.user.take().or(found.user);
         self.window = found.window;
+        self.touched = found.touched;
         if let Some(err) = found.kept_prompt_error {
             self.log(
                 event,
@@ -202,11 +209,14 @@ impl Call {
                 } else {
                     "/compactions"
                 };
-                let body = json!({
+                let mut body = json!({
                     "session_id": self.session_id,
                     "turn_id": turn_id(payload, &self.session_id, &window),
                     "messages": wire(&window),
                 });
+                if let Some(touched) = &self.touched {
+                    add_touched(&mut body, touched, "files", MAX_TOUCHED_FILES);
+                }
                 match self.post(path, body).await {
                     Err(Error::Api(http::Error::Status {
                         problem: Some(problem),
@@ -259,7 +269,7 @@ impl Call {
             return "Engram remembered nothing: nothing follows `remember:`.".to_owned();
         }
         let content = remember::told_of_the_user(request.content);
-        let body = json!({
+        let mut body = json!({
             "scope": request.scope,
             "category": request.category(),
             "content": content,
@@ -267,6 +277,10 @@ impl Call {
             "session_id": self.session_id,
             "dedupe": true,
         });
+        // Found only for the project's memories: the files it names.
+        if let Some(touched) = &self.touched {
+            add_touched(&mut body, touched, "anchors", MAX_ANCHORS);
+        }
         match self.post("/memories", body).await {
             Ok(memory) => {
                 let scope = memory["scope"].as_str().unwrap_or_default();
@@ -330,6 +344,19 @@ impl Call {
             body["user"] = json!(user);
         }
         Ok(self.api.post(path, &body).await?)
+    }
+}
+
+/// Adds the tree's `HEAD` to `body` as `commit`, and at most `most` of
+/// the files found as `field` (an anchor and a touched file share their
+/// shape: `path`, `hash`).
+fn add_touched(body: &mut Value, touched: &Touched, field: &str, most: usize) {
+    if let Some(commit) = &touched.commit {
+        body["commit"] = json!(commit);
+    }
+    if !touched.files.is_empty() {
+        let files = &touched.files[..touched.files.len().min(most)];
+        body[field] = json!(files);
     }
 }
 

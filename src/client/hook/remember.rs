@@ -9,6 +9,11 @@
 //! `remember: …`, `remember for me: …`, `#remember …`, `#remember for me …`
 //! (the colon is optional after `#remember`). Any other prompt, such as
 //! "remember to run the tests", is a plain prompt.
+//!
+//! A project's memory is about the files it names that are in the working
+//! tree: each word of it that could be a path ([`named_files`]) is looked
+//! for as the tool calls' files are ([`touched`](super::touched)), and
+//! the memory is anchored to those found, at the tree's `HEAD`.
 
 use crate::memory::{Category, Scope};
 
@@ -134,6 +139,22 @@ pub fn parse(prompt: &str) -> Option<Request<'_>> {
     })
 }
 
+/// The words of `content` that could name a file (a `/` or a `.` inside
+/// them), without the quotes, brackets and punctuation around them, in
+/// order: `src/db/pool.rs`, `` `Makefile.toml` ``, `(README.md)`.
+pub fn named_files(content: &str) -> Vec<String> {
+    content
+        .split_whitespace()
+        .map(|word| {
+            // A path may start with `.` (`.github/`), never end with one.
+            word.trim_start_matches(|c: char| !(c.is_alphanumeric() || "./_-".contains(c)))
+                .trim_end_matches(|c: char| !(c.is_alphanumeric() || "/_-".contains(c)))
+        })
+        .filter(|word| word.contains(['/', '.']))
+        .map(str::to_owned)
+        .collect()
+}
+
 /// `text` past `word` (ASCII case ignored), when it starts with it.
 fn strip_word<'a>(text: &'a str, word: &str) -> Option<&'a str> {
     let head = text.get(..word.len())?;
@@ -224,6 +245,26 @@ mod tests {
         ] {
             assert_eq!(told_of_the_user(said), told, "{said:?}");
         }
+    }
+
+    #[test]
+    fn words_that_could_be_paths_are_the_files_a_request_names() {
+        assert_eq!(
+            named_files(
+                "pool.rs (in `src/db/pool.rs`) connects lazily, see README.md. \
+                 Not v1.2 twice: v1.2, nor words, nor ../up, /etc/hosts or \".github/ci.yml\"."
+            ),
+            [
+                "pool.rs",
+                "src/db/pool.rs",
+                "README.md",
+                "v1.2",
+                "v1.2",
+                "../up",
+                "/etc/hosts",
+                ".github/ci.yml"
+            ]
+        );
     }
 
     #[test]

@@ -24,8 +24,12 @@
 //!   ([`gemini`]). Its compressions leave no mark in the transcript, so
 //!   its window is the whole session, cut to [`MAX_WINDOW_BYTES`] from its
 //!   end like any other.
+//!
+//! Beside the window, the hook reads which files the window's tool calls
+//! read or edited ([`tools`]), for capture to anchor its memories to.
 
 pub mod gemini;
+pub mod tools;
 
 use std::io;
 use std::path::Path;
@@ -76,10 +80,20 @@ pub struct Message {
     pub text: String,
 }
 
-/// The window of the transcript at `path`: its last
-/// [`MAX_TRANSCRIPT_BYTES`] read (a regular file only, see [`bounded`]),
-/// reduced by [`window`].
-pub fn read_window(path: &Path, format: Format) -> io::Result<Vec<Message>> {
+/// What the hook reads of a transcript.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Read {
+    /// The messages since the last compaction ([`parse`]).
+    pub window: Vec<Message>,
+    /// The files the tool calls since the last compaction read or
+    /// edited, as they named them, in the order they did (a file may come
+    /// again).
+    pub files: Vec<String>,
+}
+
+/// The transcript at `path`: its last [`MAX_TRANSCRIPT_BYTES`] read (a
+/// regular file only, see [`bounded`]), reduced by [`parse`].
+pub fn read(path: &Path, format: Format) -> io::Result<Read> {
     let Tail { mut bytes, cut } = bounded::read_tail(path, MAX_TRANSCRIPT_BYTES)?;
     if cut {
         // The first line starts somewhere before the tail: drop it.
@@ -89,27 +103,43 @@ pub fn read_window(path: &Path, format: Format) -> io::Result<Vec<Message>> {
             .map_or(bytes.len(), |i| i + 1);
         bytes.drain(..start);
     }
-    Ok(window(&String::from_utf8_lossy(&bytes), format))
+    Ok(parse(&String::from_utf8_lossy(&bytes), format))
 }
 
-/// The window of a transcript's text: messages since the last compaction,
-/// consecutive ones of the same role joined, cut to [`MAX_WINDOW_BYTES`].
-pub fn window(transcript: &str, format: Format) -> Vec<Message> {
+/// A transcript's text since the last compaction: its messages,
+/// consecutive ones of the same role joined, cut to [`MAX_WINDOW_BYTES`],
+/// and the files its tool calls named.
+pub fn parse(transcript: &str, format: Format) -> Read {
     let mut messages: Vec<Message> = Vec::new();
+    let mut files = Vec::new();
     if format == Format::Gemini {
-        for message in gemini::messages(transcript) {
+        let (said, named) = gemini::read(transcript);
+        for message in said {
             push(&mut messages, message.role, &message.text);
         }
-        return cut_to_budget(messages, MAX_WINDOW_BYTES);
+        return Read {
+            window: cut_to_budget(messages, MAX_WINDOW_BYTES),
+            files: named,
+        };
     }
     for line in transcript.lines() {
-        match read_line(line, format) {
-            Line::Compaction => messages.clear(),
+        let Ok(entry) = serde_json::from_str::<Value>(line) else {
+            continue;
+        };
+        match read_line(&entry, format) {
+            Line::Compaction => {
+                messages.clear();
+                files.clear();
+            }
             Line::Message(role, text) => push(&mut messages, role, &text),
             Line::Other => {}
         }
+        files.extend(tools::files(&entry, format));
     }
-    cut_to_budget(messages, MAX_WINDOW_BYTES)
+    Read {
+        window: cut_to_budget(messages, MAX_WINDOW_BYTES),
+        files,
+    }
 }
 
 /// Every user and assistant message of a transcript's text, across its
@@ -129,7 +159,10 @@ pub fn messages(transcript: &str, format: Format) -> Vec<(Message, usize)> {
             break;
         }
         offset += line.len();
-        if let Line::Message(role, text) = read_line(line, format) {
+        let Ok(entry) = serde_json::from_str::<Value>(line) else {
+            continue;
+        };
+        if let Line::Message(role, text) = read_line(&entry, format) {
             push(&mut messages, role, &text);
             ends.resize(messages.len(), offset);
             if let Some(end) = ends.last_mut() {
@@ -152,15 +185,11 @@ enum Line {
     Other,
 }
 
-/// What `line` means, read as `format` has it; a line that does not
-/// parse means nothing.
-fn read_line(line: &str, format: Format) -> Line {
-    let Ok(entry) = serde_json::from_str::<Value>(line) else {
-        return Line::Other;
-    };
+/// What a line's `entry` means, read as `format` has it.
+fn read_line(entry: &Value, format: Format) -> Line {
     match format {
-        Format::ClaudeCode => claude_code_line(&entry),
-        Format::Codex => codex_line(&entry),
+        Format::ClaudeCode => claude_code_line(entry),
+        Format::Codex => codex_line(entry),
         // Its records replace one another, so a line alone says nothing
         // sure: its transcripts are read whole ([`gemini::messages`]).
         Format::Gemini => Line::Other,
@@ -296,7 +325,7 @@ mod tests {
         ]
         .join("\n");
         assert_eq!(
-            window(&transcript, Format::ClaudeCode),
+            parse(&transcript, Format::ClaudeCode).window,
             vec![user("Use tabs."), assistant("Will do.\n\nDone.")]
         );
     }
@@ -310,7 +339,10 @@ mod tests {
             r#"{"type":"user","message":{"role":"user","content":"new"}}"#,
         ]
         .join("\n");
-        assert_eq!(window(&transcript, Format::ClaudeCode), vec![user("new")]);
+        assert_eq!(
+            parse(&transcript, Format::ClaudeCode).window,
+            vec![user("new")]
+        );
     }
 
     #[test]
@@ -326,7 +358,7 @@ mod tests {
         ]
         .join("\n");
         assert_eq!(
-            window(&transcript, Format::Codex),
+            parse(&transcript, Format::Codex).window,
             vec![user("Use tabs."), assistant("Will do.")]
         );
     }
@@ -368,8 +400,8 @@ mod tests {
     proptest! {
         #[test]
         fn any_transcript_reads_without_panicking(text in ".*", budget in 0usize..64) {
-            let messages = window(&text, Format::ClaudeCode);
-            let _ = window(&text, Format::Codex);
+            let messages = parse(&text, Format::ClaudeCode).window;
+            let _ = parse(&text, Format::Codex);
             let cut = cut_to_budget(messages, budget);
             prop_assert!(cut.iter().map(|m| m.text.len()).sum::<usize>() <= budget);
         }

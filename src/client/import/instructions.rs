@@ -12,13 +12,19 @@
 //! `POST /memories` with `dedupe`, so running the import again stores
 //! nothing new: each item is told as stored, a duplicate, or refused
 //! (with Engram's reason).
+//!
+//! A file in a git working tree is what its conventions are about: each
+//! one is anchored to the file it came from (repo-relative, with its
+//! content hash, as [`touched`] finds it), at the tree's `HEAD`, so a
+//! check finds it `changed` once the file is edited.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde_json::json;
 
 use super::Error;
 use crate::client::hook::project;
+use crate::client::hook::touched::{self, Touched};
 use crate::client::http::{self, ServerArgs};
 
 /// The longest paragraph taken as one convention, in characters: a longer
@@ -59,19 +65,29 @@ pub async fn run(args: &InstructionsArgs) -> Result<String, Error> {
             .and_then(|dir| project::repo_name(&dir)),
     }
     .ok_or_else(|| Error::Usage("no repo id: pass --repo".to_owned()))?;
-    let mut items = Vec::new();
-    for file in &args.files {
-        for item in conventions(&super::read_text(file)?) {
-            if !items.contains(&item) {
-                items.push(item);
+    // Each item once, with the file it was first found in.
+    let mut items: Vec<(String, usize)> = Vec::new();
+    let mut in_trees = Vec::with_capacity(args.files.len());
+    for (index, file) in args.files.iter().enumerate() {
+        let text = super::read_text(file)?;
+        in_trees.push(in_its_tree(file));
+        for item in conventions(&text) {
+            if !items.iter().any(|(seen, _)| *seen == item) {
+                items.push((item, index));
             }
         }
     }
     let api = args.server.api()?;
     let (mut stored, mut duplicates, mut refused) = (0, 0, 0);
-    for item in &items {
-        let body = json!({"scope": "repo", "repo": repo, "category": "project-conventions",
+    for (item, index) in &items {
+        let mut body = json!({"scope": "repo", "repo": repo, "category": "project-conventions",
             "content": item, "dedupe": true});
+        if let Some(Touched { commit, files }) = &in_trees[*index] {
+            body["anchors"] = json!(files);
+            if let Some(commit) = commit {
+                body["commit"] = json!(commit);
+            }
+        }
         match api.post("/memories", &body).await {
             Ok(memory) => {
                 stored += 1;
@@ -103,6 +119,13 @@ pub async fn run(args: &InstructionsArgs) -> Result<String, Error> {
          {refused} refused",
         items.len()
     ))
+}
+
+/// `file` as an anchor names it, with the `HEAD` of the git working tree
+/// holding it; `None` outside one.
+fn in_its_tree(file: &Path) -> Option<Touched> {
+    let file = std::path::absolute(file).ok()?;
+    touched::in_tree(file.parent()?, &[file.to_str()?.to_owned()])
 }
 
 /// The bullets and short paragraphs of an instructions file, each with

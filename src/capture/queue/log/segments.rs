@@ -22,7 +22,8 @@ pub(super) const GONE: u8 = 2;
 const SEGMENT_SUFFIX: &str = ".log";
 
 pub(super) enum Record {
-    Accepted(Trigger, u64),
+    /// Boxed: a trigger is far larger than an id.
+    Accepted(Box<Trigger>, u64),
     Gone(Uuid),
 }
 
@@ -55,7 +56,9 @@ pub(super) fn decode(bytes: &[u8]) -> (Vec<Record>, usize) {
         rest = &after[length..];
         match (body[0], &body[1..]) {
             (ACCEPTED, json) => match serde_json::from_slice::<Trigger>(json) {
-                Ok(trigger) => records.push(Record::Accepted(trigger, json.len() as u64)),
+                Ok(trigger) => {
+                    records.push(Record::Accepted(Box::new(trigger), json.len() as u64));
+                }
                 Err(err) => {
                     tracing::warn!(error = %err, "skipped a queue log record that is not a trigger");
                 }
@@ -115,7 +118,7 @@ pub(super) fn read_segments(dir: &Path) -> io::Result<Segments> {
         for record in records {
             match record {
                 Record::Accepted(trigger, bytes) => {
-                    live.insert(trigger.id, (sequence, (trigger, bytes)));
+                    live.insert(trigger.id, (sequence, (*trigger, bytes)));
                 }
                 Record::Gone(id) => {
                     live.remove(&id);

@@ -27,6 +27,8 @@ fn trigger(text_bytes: usize) -> Trigger {
         accepted_at: Utc::now(),
         attempts: 0,
         last_error: None,
+        commit: None,
+        files: Vec::new(),
     }
 }
 

@@ -7,7 +7,7 @@
 //! - `{"$set": {"messages": […]}}` replaces every message (other `$set`
 //!   keys are metadata);
 //! - `{"$rewindTo": id}` drops that message and every later one (all of
-//!   them when the id is unknown).
+//!   them when the id is unknown), and the files their tool calls named.
 //!
 //! Only `user` and `gemini` messages count (`info`, `error` and `warning`
 //! are the CLI's own), and of their content only text: a user message's
@@ -18,21 +18,31 @@
 
 use serde_json::Value;
 
-use super::{Message, Role};
+use super::{Message, Role, tools};
 
 /// The tags around text the CLI adds to a user message.
 const INJECTED_TAGS: [&str; 2] = ["hook_context", "session_context"];
 
+/// One message record, in its latest version.
+struct Record {
+    id: String,
+    /// Its text, when it is the user's or the model's and holds any.
+    message: Option<Message>,
+    /// The files its tool calls named, over all its versions.
+    files: Vec<String>,
+}
+
 /// The messages of a Gemini CLI transcript's text, in order, each
-/// message's latest version, before joining and cutting.
-pub fn messages(transcript: &str) -> Vec<Message> {
-    let mut records: Vec<(String, Message)> = Vec::new();
+/// message's latest version, before joining and cutting; and the files
+/// their tool calls named, in order.
+pub fn read(transcript: &str) -> (Vec<Message>, Vec<String>) {
+    let mut records: Vec<Record> = Vec::new();
     for line in transcript.lines() {
         let Ok(entry) = serde_json::from_str::<Value>(line) else {
             continue;
         };
         if let Some(id) = entry["$rewindTo"].as_str() {
-            let at = records.iter().position(|(seen, _)| seen == id);
+            let at = records.iter().position(|record| record.id == id);
             records.truncate(at.unwrap_or(0));
         } else if let Some(all) = entry["$set"]["messages"].as_array() {
             records.clear();
@@ -43,22 +53,36 @@ pub fn messages(transcript: &str) -> Vec<Message> {
             upsert(&mut records, &entry);
         }
     }
-    records.into_iter().map(|(_, message)| message).collect()
+    let mut messages = Vec::new();
+    let mut files = Vec::new();
+    for record in records {
+        messages.extend(record.message);
+        files.extend(record.files);
+    }
+    (messages, files)
 }
 
-/// Adds the message `record` holds, or replaces the one with its id.
-fn upsert(records: &mut Vec<(String, Message)>, record: &Value) {
-    let Some(id) = record["id"].as_str() else {
+/// Adds the record `entry` holds, or replaces the one with its id (the
+/// files its earlier versions named stay named).
+fn upsert(records: &mut Vec<Record>, entry: &Value) {
+    let Some(id) = entry["id"].as_str() else {
         return;
     };
-    let Some(message) = message(record) else {
-        // A message of no interest still replaces an older version that was.
-        records.retain(|(seen, _)| seen != id);
-        return;
-    };
-    match records.iter_mut().find(|(seen, _)| seen == id) {
-        Some((_, old)) => *old = message,
-        None => records.push((id.to_owned(), message)),
+    let named = tools::gemini_files(entry);
+    match records.iter_mut().find(|record| record.id == id) {
+        Some(old) => {
+            old.message = message(entry);
+            for file in named {
+                if !old.files.contains(&file) {
+                    old.files.push(file);
+                }
+            }
+        }
+        None => records.push(Record {
+            id: id.to_owned(),
+            message: message(entry),
+            files: named,
+        }),
     }
 }
 
@@ -126,7 +150,7 @@ mod tests {
         ]
         .join("\n");
         assert_eq!(
-            messages(&transcript),
+            read(&transcript).0,
             vec![
                 said(Role::User, "Use tabs."),
                 said(Role::Assistant, "Will do.")
@@ -145,11 +169,11 @@ mod tests {
         ]
         .join("\n");
         assert_eq!(
-            messages(&transcript),
+            read(&transcript).0,
             vec![said(Role::User, "first"), said(Role::User, "again")]
         );
         let unknown = format!("{transcript}\n{}", r#"{"$rewindTo":"nowhere"}"#);
-        assert_eq!(messages(&unknown), Vec::new());
+        assert_eq!(read(&unknown).0, Vec::new());
     }
 
     #[test]
@@ -171,7 +195,7 @@ mod tests {
     proptest! {
         #[test]
         fn any_text_reads_without_panicking(text in ".*") {
-            let _ = messages(&text);
+            let _ = read(&text);
             let _ = without_injected(&text);
         }
     }
