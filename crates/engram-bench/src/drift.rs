@@ -3,8 +3,8 @@
 //! written (see `scenario`), then 50 questions are asked twice: as Engram
 //! behaved before memories had a lifecycle (nothing checked, nothing let
 //! go: everything current is injected), and after the real `engram check`
-//! binary judged the anchors against the working tree and a restart let
-//! retention run. For each: the share of injected memories that are stale
+//! binary judged the anchors against the working tree, a restart let
+//! retention run and a consolidation pass went over the repo. For each: the share of injected memories that are stale
 //! (their code gone, their fact replaced, a decision they depend on
 //! replaced, a dead end), the share of those injected without a note, the
 //! share of questions whose right memory is injected, and the tokens
@@ -99,6 +99,12 @@ pub async fn drift(report: &mut Report, settings: &Settings) -> Result {
         .filter(|line| line["confidence"] == "provisional")
         .count();
     wait_archived(&client, provisional).await?;
+    let (status, consolidated) = client
+        .send("POST", "/consolidate", Some(&json!({ "repo": REPO })))
+        .await?;
+    if status != 200 {
+        return Err(format!("the consolidation answered {status}: {consolidated}").into());
+    }
     let after = ask(&client, &story, &versions, &stale, "after").await?;
     let (flagged_linked, flagged_others) = flagged(&client, &story).await?;
     server.stop().await;
