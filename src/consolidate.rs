@@ -35,7 +35,7 @@ use crate::retrieval::Retriever;
 use crate::store::consolidations::{Action, Pass, PassTrigger};
 use crate::store::{ListFilter, Store, WriteError};
 use crate::usage::Owner;
-use apply::Decisions;
+use model::Decisions;
 use model::Model;
 use plan::{Candidate, History, Thresholds, pair};
 

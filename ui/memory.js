@@ -230,16 +230,21 @@ function linkForm(memory, nodes) {
   return form;
 }
 
-async function forget(memory) {
+/** Forgets `memory` once the person confirms; whether it was forgotten. */
+export async function forgetMemory(memory) {
   const sure = await confirmAction(
     'Forget this memory?',
     `Its file (${namespaceOf(memory)}, version ${memory.version}) is removed for good; edges to it are ignored from then on.`,
     'Forget',
   );
-  if (!sure) return;
+  if (!sure) return false;
   await del(`/memories/${encodeURIComponent(memory.id)}`);
   notify('The memory is forgotten.');
-  location.hash = '#/';
+  return true;
+}
+
+async function forget(memory) {
+  if (await forgetMemory(memory)) location.hash = '#/';
 }
 
 /** Runs `action` for `form`, disabling it meanwhile and showing its error. */

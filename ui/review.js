@@ -4,11 +4,10 @@
 // confirmed; archived for disuse), each with the acts that settle it in
 // place. A repo or user in the address (#/review?repo=…) narrows it.
 
-import { del, get, query } from './api.js';
-import { h, namespaceOf, time } from './dom.js';
-import { confirmAction, notify } from './dialogs.js';
+import { get, query } from './api.js';
+import { h, time } from './dom.js';
 import { item } from './list.js';
-import { settleButton } from './memory.js';
+import { forgetMemory, settleButton } from './memory.js';
 
 const PAGE = 50;
 
@@ -19,15 +18,7 @@ function forgetButton(memory) {
     class: 'danger',
     'data-act': 'forget',
     onclick: async () => {
-      const sure = await confirmAction(
-        'Forget this memory?',
-        `Its file (${namespaceOf(memory)}, version ${memory.version}) is removed for good; edges to it are ignored from then on.`,
-        'Forget',
-      );
-      if (!sure) return;
-      await del(`/memories/${encodeURIComponent(memory.id)}`);
-      window.dispatchEvent(new HashChangeEvent('hashchange'));
-      notify('The memory is forgotten.');
+      if (await forgetMemory(memory)) window.dispatchEvent(new HashChangeEvent('hashchange'));
     },
   }, 'Forget');
 }

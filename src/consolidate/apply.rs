@@ -7,25 +7,14 @@
 //! group to the best-supported member, as with no model.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::Arc;
 
 use crate::config::Defaults;
-use crate::memory::{
-    Confidence, Lifecycle, MAX_REVIEW_REASON_CHARS, Memory, MemoryId, Namespace, excerpt,
-};
+use crate::memory::{Confidence, Lifecycle, MAX_REVIEW_REASON_CHARS, MemoryId, Namespace, excerpt};
 use crate::store::consolidations::{Action, Change, Edit, Pass};
 use crate::store::{NamespacePair, NewMemory, Store, WriteError};
 
-use super::model::{Merged, Settled};
+use super::model::{Decisions, Merged, Settled, by_age};
 use super::plan::{Contradiction, Merge, Plan};
-
-/// What the model decided of a plan, in the plan's order; `None` where no
-/// model was asked.
-#[derive(Default)]
-pub(super) struct Decisions {
-    pub merges: Vec<Option<Merged>>,
-    pub contradictions: Vec<Option<Settled>>,
-}
 
 /// A version the model wrote, to be written under `id` in place of the
 /// group of change `change`.
@@ -216,15 +205,6 @@ fn contradiction_change(
     })
 }
 
-/// The older and the newer of two memories, by when each was written.
-pub(super) fn by_age(one: Arc<Memory>, other: Arc<Memory>) -> (Arc<Memory>, Arc<Memory>) {
-    if (one.created_at, one.id) <= (other.created_at, other.id) {
-        (one, other)
-    } else {
-        (other, one)
-    }
-}
-
 /// The version the model wrote of `merge`: a new version of the member
 /// kept, which it supersedes, carrying its category, anchors, commit and
 /// the edges the namespace may keep; provisional, as what a model writes
@@ -346,12 +326,4 @@ fn fall_back(change: &mut Change, written: MemoryId, kept: MemoryId, err: &Write
         "{}; the model's version {written} could not be written ({err}), so {kept} is kept",
         change.reason
     );
-}
-
-/// The members of a group, the kept one first, for the model to read.
-pub(super) fn members(store: &Store, merge: &Merge) -> Vec<Arc<Memory>> {
-    std::iter::once(merge.kept)
-        .chain(merge.others.iter().map(|(id, _)| *id))
-        .filter_map(|id| store.get(id))
-        .collect()
 }

@@ -20,8 +20,7 @@ use crate::store::Store;
 use crate::tokens;
 use crate::usage::{CallKind, Owner};
 
-use super::apply::{self, Decisions};
-use super::plan::Plan;
+use super::plan::{Merge, Plan};
 
 /// Tokens kept for the model's reply.
 const REPLY_TOKENS: usize = 1024;
@@ -35,6 +34,14 @@ const SETTLE_PROMPT: &str = "Two memories a coding agent keeps about a project o
 to disagree. Say whether they contradict each other (both cannot hold at once) and whether you are \
 sure. Answer with JSON only: {\"contradict\": true or false, \"sure\": true or false, \"why\": \"one \
 short sentence\"}";
+
+/// What the model decided of a plan, in the plan's order; `None` where no
+/// model was asked.
+#[derive(Default)]
+pub(super) struct Decisions {
+    pub merges: Vec<Option<Merged>>,
+    pub contradictions: Vec<Option<Settled>>,
+}
 
 /// What the model made of a group of near-duplicates.
 pub(super) enum Merged {
@@ -157,7 +164,7 @@ impl Model<'_> {
 pub(super) async fn decide(model: &Model<'_>, store: &Store, plan: &Plan) -> Decisions {
     let mut decisions = Decisions::default();
     for merge in &plan.merges {
-        let members = apply::members(store, merge);
+        let members = members(store, merge);
         decisions.merges.push(Some(model.merge(&members).await));
     }
     for contradiction in &plan.contradictions {
@@ -168,10 +175,27 @@ pub(super) async fn decide(model: &Model<'_>, store: &Store, plan: &Plan) -> Dec
             decisions.contradictions.push(None);
             continue;
         };
-        let (older, newer) = apply::by_age(first, second);
+        let (older, newer) = by_age(first, second);
         decisions
             .contradictions
             .push(Some(model.settle(&older, &newer).await));
     }
     decisions
+}
+
+/// The members of a group, the kept one first, for the model to read.
+pub(super) fn members(store: &Store, merge: &Merge) -> Vec<Arc<Memory>> {
+    std::iter::once(merge.kept)
+        .chain(merge.others.iter().map(|(id, _)| *id))
+        .filter_map(|id| store.get(id))
+        .collect()
+}
+
+/// The older and the newer of two memories, by when each was written.
+pub(super) fn by_age(one: Arc<Memory>, other: Arc<Memory>) -> (Arc<Memory>, Arc<Memory>) {
+    if (one.created_at, one.id) <= (other.created_at, other.id) {
+        (one, other)
+    } else {
+        (other, one)
+    }
 }

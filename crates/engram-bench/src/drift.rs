@@ -4,13 +4,15 @@
 //! behaved before memories had a lifecycle (nothing checked, nothing let
 //! go: everything current is injected), and after the real `engram check`
 //! binary judged the anchors against the working tree, a restart let
-//! retention run and a consolidation pass went over the repo. For each: the share of injected memories that are stale
-//! (their code gone, their fact replaced, a decision they depend on
-//! replaced, a dead end), the share of those injected without a note, the
-//! share of questions whose right memory is injected, and the tokens
-//! injected. Then how many of the memories linked to a replaced decision
-//! are flagged for review, and how many others are; and `engram check`'s
-//! time over stores of 1,000 and 10,000 anchored memories.
+//! retention run and a consolidation pass went over the repo. For each:
+//! the share of injected memories that are stale (their code gone, their
+//! fact replaced, a decision they depend on replaced, a dead end), the
+//! share of those injected without a note, the share of questions whose
+//! right memory is injected, and the tokens injected. Then how many of the
+//! memories linked to a replaced decision are flagged for review, and how
+//! many others are (before the consolidation pass, whose own changes are
+//! counted apart); and `engram check`'s time over stores of 1,000 and
+//! 10,000 anchored memories.
 
 mod scenario;
 mod tree;
@@ -99,6 +101,7 @@ pub async fn drift(report: &mut Report, settings: &Settings) -> Result {
         .filter(|line| line["confidence"] == "provisional")
         .count();
     wait_archived(&client, provisional).await?;
+    let (flagged_linked, flagged_others) = flagged(&client, &story).await?;
     let (status, consolidated) = client
         .send("POST", "/consolidate", Some(&json!({ "repo": REPO })))
         .await?;
@@ -106,7 +109,6 @@ pub async fn drift(report: &mut Report, settings: &Settings) -> Result {
         return Err(format!("the consolidation answered {status}: {consolidated}").into());
     }
     let after = ask(&client, &story, &versions, &stale, "after").await?;
-    let (flagged_linked, flagged_others) = flagged(&client, &story).await?;
     server.stop().await;
 
     for (label, injected) in [("before", &before), ("after", &after)] {
@@ -147,6 +149,20 @@ pub async fn drift(report: &mut Report, settings: &Settings) -> Result {
         flagged_others as f64,
         "memories",
     );
+    for action in ["merged", "flagged"] {
+        let changes = consolidated["passes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|pass| pass["changes"].as_array().into_iter().flatten())
+            .filter(|change| change["action"] == action)
+            .count();
+        report.figure(
+            format!("drift: the consolidation pass, {action}"),
+            changes as f64,
+            "changes",
+        );
+    }
     report.figure(
         format!(
             "drift: engram check over the story ({} commits)",

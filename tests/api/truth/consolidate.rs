@@ -9,6 +9,7 @@ mod model;
 use axum::http::StatusCode;
 use serde_json::{Value, json};
 
+use super::exported;
 use crate::backends::{Backend, over_both_backends};
 use crate::helpers::{TestApp, id, ids, wait_until_async};
 
@@ -23,22 +24,16 @@ over_both_backends!(
 /// `extra` fields (lifecycle, use count) set on it.
 fn line(content: &str, minutes: i64, extra: &Value) -> Value {
     let at = (chrono::Utc::now() - chrono::TimeDelta::minutes(minutes)).to_rfc3339();
-    let mut line = json!({
-        "id": uuid::Uuid::now_v7().to_string(), "version": 1, "scope": "repo", "repo": "forge",
-        "category": "project-conventions", "created_at": at, "updated_at": at,
-        "related": [], "trigger": "turn", "content": content,
-    });
-    for (key, value) in extra.as_object().unwrap() {
-        line[key] = value.clone();
-    }
+    let mut line = exported(content, extra);
+    line["created_at"] = json!(at);
+    line["updated_at"] = json!(at);
     line
 }
 
+/// Brings `lines` in and waits until they are indexed (a pass weighs
+/// only memories with a vector).
 async fn import(app: &TestApp, lines: &[Value]) {
-    let response = app
-        .post("/memories/import", &json!({"memories": lines}))
-        .await;
-    assert_eq!(response.status, StatusCode::OK, "{}", response.text);
+    super::import(app, lines).await;
     app.wait_indexed().await;
 }
 
