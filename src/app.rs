@@ -218,7 +218,8 @@ impl App {
         background.push(tokio::spawn(upkeep::let_go_of_unused(
             store.clone(),
             readiness.clone(),
-            config.retention.policy(),
+            config.retention.clone(),
+            config.data_dir.clone(),
             stop.clone(),
         )));
         let api_keys = ApiKeys::from_config(&config.auth, config.api_key.as_ref());

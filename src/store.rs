@@ -35,6 +35,7 @@ mod write;
 pub use changes::{IndexStage, PendingChange};
 pub use import::Imported;
 pub use load::{Fingerprint, Fingerprints};
+pub use retention::{COUNTING_SINCE_FILE, counting_uses_since};
 
 use std::collections::BTreeMap;
 use std::io;

@@ -4,18 +4,20 @@
 //! unused too long, and consolidating every namespace. Each runs until
 //! the service stops.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use chrono::Utc;
 use tokio_util::sync::CancellationToken;
 
 use crate::blocking;
+use crate::config::RetentionConfig;
 use crate::consolidate::Consolidator;
-use crate::memory::{LetGo, Retention};
+use crate::memory::LetGo;
 use crate::metrics::Metrics;
 use crate::readiness::Readiness;
 use crate::retrieval::Retriever;
-use crate::store::Store;
+use crate::store::{self, Store};
 use crate::usage::Meter;
 
 /// How often access counts are saved (they are saved at shutdown too).
@@ -94,16 +96,24 @@ const READINESS_POLL: Duration = Duration::from_millis(200);
 
 /// Archives the memories `retention` lets go, once start-up is done (the
 /// view is loaded and, on a replica, caught up) and then every
-/// [`RETENTION_INTERVAL`], until `stop` is cancelled.
+/// [`RETENTION_INTERVAL`], until `stop` is cancelled. Disuse is counted
+/// from no earlier than the store under `data_dir` began counting uses.
 pub async fn let_go_of_unused(
     store: Store,
     readiness: Readiness,
-    retention: Retention,
+    retention: RetentionConfig,
+    data_dir: PathBuf,
     stop: CancellationToken,
 ) {
-    if retention.provisional.is_none() && retention.unused.is_none() {
+    if retention.provisional_days == 0 && retention.unused_days == 0 {
         return;
     }
+    let counting_since = if retention.unused_days > 0 {
+        blocking::run(move || store::counting_uses_since(&data_dir)).await
+    } else {
+        Utc::now()
+    };
+    let retention = retention.policy(counting_since);
     while !readiness.is_ready() {
         tokio::select! {
             () = tokio::time::sleep(READINESS_POLL) => {}

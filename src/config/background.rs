@@ -2,7 +2,7 @@
 //! the capture queue, how long unused memories are kept, the store's
 //! backend and the watch on the data directory.
 
-use chrono::TimeDelta;
+use chrono::{DateTime, TimeDelta, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::postgres::{Backend, PostgresConfig};
@@ -104,12 +104,14 @@ impl Default for RetentionConfig {
 }
 
 impl RetentionConfig {
-    /// The policy these days describe.
-    pub fn policy(&self) -> Retention {
+    /// The policy these days describe, in a store that has counted uses
+    /// since `counting_since`.
+    pub fn policy(&self, counting_since: DateTime<Utc>) -> Retention {
         let days = |days: u32| (days > 0).then(|| TimeDelta::days(i64::from(days)));
         Retention {
             provisional: days(self.provisional_days),
             unused: days(self.unused_days),
+            counting_since,
         }
     }
 }

@@ -398,13 +398,13 @@ fn the_postgres_backend_is_refused_without_a_usable_connection_string() {
 #[test]
 fn retention_is_days_and_zero_keeps_everything() {
     let config = load_yaml("retention: { provisional_days: 0 }\n", &[]).unwrap();
-    let policy = config.retention.policy();
+    let policy = config.retention.policy(chrono::Utc::now());
     assert_eq!(policy.provisional, None);
     assert_eq!(policy.unused, Some(chrono::TimeDelta::days(180)));
     let config = load_yaml("", &[("ENGRAM_RETENTION__UNUSED_DAYS", "0")]).unwrap();
     assert_eq!(
-        config.retention.policy().provisional,
+        config.retention.policy(chrono::Utc::now()).provisional,
         Some(chrono::TimeDelta::days(14))
     );
-    assert_eq!(config.retention.policy().unused, None);
+    assert_eq!(config.retention.policy(chrono::Utc::now()).unused, None);
 }

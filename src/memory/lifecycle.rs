@@ -91,6 +91,10 @@ pub struct Retention {
     /// How long a memory may go without being retrieved, confirmed or
     /// found `current` by a check.
     pub unused: Option<TimeDelta>,
+    /// Since when this store has counted uses: disuse is never counted
+    /// from before it, so that a store older than the counting is not let
+    /// go at once for the uses nobody wrote down.
+    pub counting_since: DateTime<Utc>,
 }
 
 /// Why a memory was let go.
@@ -189,11 +193,16 @@ impl Lifecycle {
         let found_current = self
             .checked_at
             .filter(|_| self.validity == Validity::Current);
-        let last_sign_of_life = [Some(written), self.used_at, found_current]
-            .into_iter()
-            .flatten()
-            .max()
-            .unwrap_or(written);
+        let last_sign_of_life = [
+            Some(written),
+            self.used_at,
+            found_current,
+            Some(retention.counting_since),
+        ]
+        .into_iter()
+        .flatten()
+        .max()
+        .unwrap_or(written);
         older_than(last_sign_of_life, retention.unused).then_some(LetGo::Unused)
     }
 
@@ -288,6 +297,7 @@ mod tests {
         let retention = Retention {
             provisional: Some(TimeDelta::days(14)),
             unused: Some(TimeDelta::days(180)),
+            counting_since: days(1000),
         };
         let provisional = Lifecycle::of_new(Confidence::Provisional);
         let confirmed = Lifecycle::default();
@@ -317,8 +327,18 @@ mod tests {
         let forever = Retention {
             provisional: None,
             unused: None,
+            counting_since: days(1000),
         };
         assert_eq!(provisional.to_let_go(days(4000), &forever, now), None);
+        let counting_lately = Retention {
+            counting_since: days(30),
+            ..retention
+        };
+        assert_eq!(
+            confirmed.to_let_go(days(400), &counting_lately, now),
+            None,
+            "uses before the counting began are unknown, not absent"
+        );
     }
 
     #[test]

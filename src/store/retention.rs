@@ -2,13 +2,40 @@
 //! provisional or unused too long are archived (never deleted), and the
 //! memories retrieval returns are marked used, at most once a day each.
 //! Both are lifecycle writes: no new version, the same on every replica.
+//! Since when uses are counted is kept in the data directory
+//! ([`COUNTING_SINCE_FILE`]), written at the first start that counts them.
 
 use std::collections::HashMap;
+use std::path::Path;
 
 use chrono::{DateTime, Utc};
 
-use super::{Store, WriteError};
+use super::{Store, WriteError, atomic};
 use crate::memory::{LetGo, Lifecycle, MemoryId, Retention};
+
+/// The file, in the data directory, that says since when uses are
+/// counted (RFC 3339).
+pub const COUNTING_SINCE_FILE: &str = ".counting-uses-since";
+
+/// Since when uses are counted in the store under `data_dir`: what its
+/// [`COUNTING_SINCE_FILE`] says, else now, written there for the next
+/// start. A store that began before uses were counted is thereby not let
+/// go for disuse until `retention.unused_days` after its first start that
+/// counts them. A file that cannot be read or written counts from now
+/// (the side that archives nothing). Blocking.
+pub fn counting_uses_since(data_dir: &Path) -> DateTime<Utc> {
+    let path = data_dir.join(COUNTING_SINCE_FILE);
+    if let Ok(text) = std::fs::read_to_string(&path)
+        && let Ok(since) = DateTime::parse_from_rfc3339(text.trim())
+    {
+        return since.to_utc();
+    }
+    let now = Utc::now();
+    if let Err(err) = atomic::write(&path, now.to_rfc3339().as_bytes()) {
+        tracing::warn!(file.path = %path.display(), error = %err, "could not note since when uses are counted");
+    }
+    now
+}
 
 impl Store {
     /// Archives each current memory `retention` lets go at `now`, in one

@@ -154,14 +154,29 @@ async fn a_commit_the_database_does_not_confirm_is_never_answered_503() {
     // A synchronous standby that never connects: a commit is made, then
     // waits for the standby's confirmation before it is answered.
     let admin = pg_cluster::connect(&cluster.url("postgres")).await;
-    let standby = async |setting: &str| {
+    // A reload reaches the server's processes a moment after it is asked
+    // for: once a session of its own reads the new value, every other has
+    // been told, and reads it before its next statement.
+    let standby = async |setting: &str, value: &str| {
         admin.batch_execute(setting).await.unwrap();
         admin
             .batch_execute("SELECT pg_reload_conf()")
             .await
             .unwrap();
+        wait_until_async("the reload", async || {
+            let row = admin
+                .query_one("SHOW synchronous_standby_names", &[])
+                .await
+                .unwrap();
+            row.get::<_, String>(0) == value
+        })
+        .await;
     };
-    standby("ALTER SYSTEM SET synchronous_standby_names = 'nobody'").await;
+    standby(
+        "ALTER SYSTEM SET synchronous_standby_names = 'nobody'",
+        "nobody",
+    )
+    .await;
 
     let unconfirmed = "Written while commits were not confirmed.";
     let (status, headers, problem) = write(&a, unconfirmed).await;
@@ -174,7 +189,7 @@ async fn a_commit_the_database_does_not_confirm_is_never_answered_503() {
     let detail = problem["detail"].as_str().unwrap();
     assert!(detail.contains("may have been made"), "{detail}");
 
-    standby("ALTER SYSTEM RESET synchronous_standby_names").await;
+    standby("ALTER SYSTEM RESET synchronous_standby_names", "").await;
 
     // It was committed after all: a 503 would have said it was not.
     assert_eq!(committed(&database, unconfirmed).await, 1);

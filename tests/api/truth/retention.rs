@@ -9,10 +9,11 @@
 use serde_json::json;
 
 use super::{days_ago, exported, import};
-use crate::backends::{Backend, over_both_backends};
 use engram::config::RetentionConfig;
+use engram::store::COUNTING_SINCE_FILE;
 
-use crate::helpers::{Builder, TestApp, id, ids, wait_until_async};
+use crate::backends::{Backend, over_both_backends};
+use crate::helpers::{Builder, Ground, TestApp, id, ids, wait_until_async};
 
 /// The ids `GET /memories?repo=forge` lists, archived ones or the others.
 async fn listed(app: &TestApp, archived: bool) -> Vec<String> {
@@ -52,7 +53,11 @@ async fn restarted_once_archived(backend: &Backend, app: TestApp, due: &[&String
 async fn memories_left_unconfirmed_or_unused_too_long_are_archived_until_restored(
     backend: Backend,
 ) {
-    let app = with_retention(&backend).spawn().await;
+    // A store that has counted uses for long enough to let go of what
+    // nobody used.
+    let ground = Ground::new().await;
+    std::fs::write(ground.path().join(COUNTING_SINCE_FILE), days_ago(1000)).unwrap();
+    let app = with_retention(&backend).on(ground).spawn().await;
     let old = days_ago(200);
     let lines = [
         exported(
@@ -132,4 +137,33 @@ async fn memories_left_unconfirmed_or_unused_too_long_are_archived_until_restore
     );
 }
 
-over_both_backends!(memories_left_unconfirmed_or_unused_too_long_are_archived_until_restored,);
+/// A store that began before uses were counted (its first start counts
+/// them from now) is not let go for the uses nobody wrote down; the
+/// unconfirmed are let go as ever.
+async fn a_store_older_than_the_counting_of_uses_is_not_let_go_for_disuse(backend: Backend) {
+    let app = with_retention(&backend).spawn().await;
+    let old = days_ago(400);
+    let lines = [
+        exported(
+            "Builds use the nightly toolchain.",
+            &json!({"confidence": "provisional", "created_at": days_ago(20), "updated_at": days_ago(20)}),
+        ),
+        exported(
+            "The staging cluster is called pluto.",
+            &json!({"created_at": old, "updated_at": old}),
+        ),
+    ];
+    import(&app, &lines).await;
+    let [unconfirmed, unused] = lines.map(|line| id(&line));
+    let app = restarted_once_archived(&backend, app, &[&unconfirmed]).await;
+    assert_eq!(
+        listed(&app, false).await,
+        [unused],
+        "uses before the counting began are unknown, not absent"
+    );
+}
+
+over_both_backends!(
+    memories_left_unconfirmed_or_unused_too_long_are_archived_until_restored,
+    a_store_older_than_the_counting_of_uses_is_not_let_go_for_disuse,
+);
