@@ -216,10 +216,12 @@ pub struct ListFilter {
     pub needs_review: Option<bool>,
     /// Archived memories only; by default they are left out.
     pub archived: bool,
+    /// Only memories with anchors (`true`) or without (`false`).
+    pub anchored: Option<bool>,
 }
 
 impl ListFilter {
-    /// Whether `memory`'s lifecycle passes the filter.
+    /// Whether `memory`'s lifecycle (and anchors) pass the filter.
     fn admits_lifecycle(&self, memory: &Memory) -> bool {
         let lifecycle = &memory.lifecycle;
         lifecycle.archived == self.archived
@@ -232,6 +234,9 @@ impl ListFilter {
             && self
                 .needs_review
                 .is_none_or(|needs_review| lifecycle.needs_review == needs_review)
+            && self
+                .anchored
+                .is_none_or(|anchored| memory.anchors.is_empty() != anchored)
     }
 }
 

@@ -87,7 +87,6 @@ pub struct Summary {
     repo: RepoId,
     head: Option<CommitId>,
     judgement: Judgement,
-    unanchored: usize,
     unknown: usize,
 }
 
@@ -139,18 +138,12 @@ pub async fn check_repo(
     repo: RepoId,
     bound: Bound,
 ) -> Result<Summary, Error> {
-    let memories = list(api, &repo).await?;
-    let listed = memories.len();
-    let mut anchored: Vec<Anchored> = memories
-        .into_iter()
-        .filter(|memory| !memory.anchors.is_empty())
-        .collect();
+    let mut anchored = list(api, &repo).await?;
     anchored.sort_by_key(|memory| (memory.checked_at, memory.created_at, memory.id));
     let mut summary = Summary {
         repo,
         head,
         judgement: Judgement::default(),
-        unanchored: listed - anchored.len(),
         unknown: 0,
     };
     anchored.truncate(bound.memories);
@@ -168,10 +161,11 @@ pub async fn check_repo(
     Ok(summary)
 }
 
-/// The repo's current memories, from every page of the listing.
+/// The repo's current memories with anchors, from every page of the
+/// listing (the server leaves out those without).
 async fn list(api: &Api, repo: &RepoId) -> Result<Vec<Anchored>, Error> {
     Ok(api
-        .every_page(&format!("/memories?repo={repo}&limit={PAGE}"))
+        .every_page(&format!("/memories?repo={repo}&anchored=true&limit={PAGE}"))
         .await?)
 }
 
@@ -239,12 +233,11 @@ impl fmt::Display for Summary {
             .map_or_else(String::new, |head| format!(" at {head}"));
         writeln!(
             f,
-            "{}{at}: {} current, {} changed, {} gone, {} unanchored skipped",
+            "{}{at}: {} current, {} changed, {} gone",
             self.repo,
             self.count(Verdict::Current),
             self.count(Verdict::Changed),
             self.count(Verdict::Gone),
-            self.unanchored,
         )?;
         for (old, new) in &self.judgement.followed {
             writeln!(

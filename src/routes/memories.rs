@@ -350,6 +350,9 @@ pub struct ListMemoriesQuery {
     /// `true`: only memories let go for disuse, which are otherwise never
     /// listed.
     pub archived: Option<bool>,
+    /// `true`: only memories with anchors (what `engram check` judges);
+    /// `false`: only those without.
+    pub anchored: Option<bool>,
 }
 
 /// One page of memories, newest first.
@@ -424,6 +427,7 @@ pub async fn list_memories(
         confidence: query.confidence,
         needs_review: query.needs_review,
         archived: query.archived.unwrap_or(false),
+        anchored: query.anchored,
     };
     let page = store.list(&filter, limit, after, |namespace| caller.can_see(namespace));
     Ok(Json(ListMemoriesResponse {

@@ -77,6 +77,27 @@ async fn anchors_are_stored_shown_and_carried_to_a_new_version(backend: Backend)
     let third = app.create(last).await;
     assert!(third.get("anchors").is_none(), "`[]` drops them: {third}");
 
+    // A listing by anchors, as `engram check` asks for them.
+    let plain = app
+        .create(memory("repo", "forge", "patterns", "Logs are JSON lines."))
+        .await;
+    let anchored_now = app
+        .create(anchored("Migrations live in src/db/migrations."))
+        .await;
+    let listed = |answer: Value| crate::helpers::ids(&answer);
+    assert_eq!(
+        listed(app.get("/memories?repo=forge&anchored=true").await.json),
+        [id(&anchored_now)],
+        "only current memories with anchors"
+    );
+    assert_eq!(
+        listed(app.get("/memories?repo=forge&anchored=false").await.json),
+        [id(&plain), id(&third)]
+    );
+    app.get("/memories?repo=forge&anchored=maybe")
+        .await
+        .assert_problem(StatusCode::UNPROCESSABLE_ENTITY, Some("anchored"));
+
     // An export's line brings them into another store as they were.
     let exported = created.clone();
     let other = backend.another().await.spawn_app().await;
