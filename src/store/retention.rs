@@ -10,12 +10,15 @@ use std::path::Path;
 
 use chrono::{DateTime, Utc};
 
-use super::{Store, WriteError, atomic};
+use super::{Store, WriteError, atomic, confine};
 use crate::memory::{LetGo, Lifecycle, MemoryId, Retention};
 
 /// The file, in the data directory, that says since when uses are
 /// counted (RFC 3339).
 pub const COUNTING_SINCE_FILE: &str = ".counting-uses-since";
+
+/// More than a timestamp is not one.
+const MAX_COUNTING_SINCE_BYTES: u64 = 64;
 
 /// Since when uses are counted in the store under `data_dir`: what its
 /// [`COUNTING_SINCE_FILE`] says, else now, written there for the next
@@ -25,7 +28,7 @@ pub const COUNTING_SINCE_FILE: &str = ".counting-uses-since";
 /// (the side that archives nothing). Blocking.
 pub fn counting_uses_since(data_dir: &Path) -> DateTime<Utc> {
     let path = data_dir.join(COUNTING_SINCE_FILE);
-    if let Ok(text) = std::fs::read_to_string(&path)
+    if let Ok(text) = confine::read_regular_file(&path, MAX_COUNTING_SINCE_BYTES)
         && let Ok(since) = DateTime::parse_from_rfc3339(text.trim())
     {
         return since.to_utc();
