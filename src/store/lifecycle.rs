@@ -78,6 +78,11 @@ impl Store {
         ids: &[MemoryId],
         change: &dyn Fn(&Memory) -> Option<Lifecycle>,
     ) -> Result<(Vec<Arc<Memory>>, Vec<MemoryId>), WriteError> {
+        if ids.is_empty() {
+            // Nothing retrieved since the last save of uses, say: no
+            // reason to wait for the writer.
+            return Ok((Vec::new(), Vec::new()));
+        }
         let _writer = self.lock_writer();
         let mut newly_gone = Vec::new();
         let changed: Vec<Arc<Memory>> = {
