@@ -37,3 +37,22 @@ fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
         .enable_all()
         .build()
 }
+
+/// A command's exit: on success what it did, printed to standard output
+/// as it is (with its own line ends); on failure `engram: <failed>:` and
+/// the error with its causes, to standard error.
+fn exit_with<T: std::fmt::Display, E: std::error::Error + 'static>(
+    failed: &str,
+    outcome: Result<T, E>,
+) -> std::process::ExitCode {
+    match outcome {
+        Ok(done) => {
+            print!("{done}");
+            std::process::ExitCode::SUCCESS
+        }
+        Err(err) => {
+            eprintln!("engram: {failed}: {}", crate::causes::error_chain(&err));
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

@@ -23,7 +23,6 @@ use self::git::WorkingTree;
 use self::judge::{Anchored, Judgement, ReadError};
 use super::hook::project;
 use super::http::{self, Api, ServerArgs};
-use crate::causes::error_chain;
 use crate::memory::{CommitId, RepoId};
 use crate::routes::check::{CheckRequest, CheckResponse, MAX_RESULTS, Verdict};
 
@@ -92,16 +91,7 @@ pub struct Summary {
 
 /// Runs `engram check`.
 pub fn run(args: &CheckArgs) -> ExitCode {
-    match check(args) {
-        Ok(summary) => {
-            print!("{summary}");
-            ExitCode::SUCCESS
-        }
-        Err(err) => {
-            eprintln!("engram: check failed: {}", error_chain(&err));
-            ExitCode::FAILURE
-        }
-    }
+    super::exit_with("check failed", check(args))
 }
 
 fn check(args: &CheckArgs) -> Result<Summary, Error> {

@@ -10,7 +10,6 @@ use serde_json::Value;
 
 use super::hook::project;
 use super::http::{self, ServerArgs};
-use crate::causes::error_chain;
 use crate::consolidate::Consolidated;
 
 /// `engram consolidate`'s arguments.
@@ -40,16 +39,10 @@ pub enum Error {
 
 /// Runs `engram consolidate`.
 pub fn run(args: &ConsolidateArgs) -> ExitCode {
-    match consolidate(args) {
-        Ok(consolidated) => {
-            print!("{}", render(&consolidated));
-            ExitCode::SUCCESS
-        }
-        Err(err) => {
-            eprintln!("engram: consolidate failed: {}", error_chain(&err));
-            ExitCode::FAILURE
-        }
-    }
+    super::exit_with(
+        "consolidate failed",
+        consolidate(args).map(|consolidated| render(&consolidated)),
+    )
 }
 
 fn consolidate(args: &ConsolidateArgs) -> Result<Consolidated, Error> {

@@ -27,7 +27,6 @@ use std::process::ExitCode;
 
 use super::agent::Agent;
 use super::http::{self, ServerArgs};
-use crate::causes::error_chain;
 use sessions::Importable;
 
 /// The most of one input file read.
@@ -173,16 +172,10 @@ pub fn run(args: &ImportArgs) -> ExitCode {
     let outcome = super::runtime()
         .map_err(Error::Runtime)
         .and_then(|runtime| runtime.block_on(import(&args.source)));
-    match outcome {
-        Ok(summary) => {
-            println!("{summary}");
-            ExitCode::SUCCESS
-        }
-        Err(err) => {
-            eprintln!("engram: import stopped: {}", error_chain(&err));
-            ExitCode::FAILURE
-        }
-    }
+    super::exit_with(
+        "import stopped",
+        outcome.map(|summary| format!("{summary}\n")),
+    )
 }
 
 /// Imports from `source` and says what was done.
