@@ -348,3 +348,40 @@ async fn method_not_allowed(method: Method, request: Request) -> ApiError {
         detail: format!("{method} is not allowed on {}", request.uri().path()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use utoipa::openapi::path::ParameterIn;
+
+    use super::*;
+
+    /// `ApiPath`, `ApiQuery` and `ApiJson` answer 422 for a value they
+    /// cannot read, so every operation that takes one says so (a fuzzer
+    /// reading the document finds the ones that do not).
+    #[test]
+    fn every_operation_that_reads_input_documents_its_422() {
+        let mut silent = Vec::new();
+        for (path, item) in &openapi().paths.paths {
+            for (method, operation) in [
+                ("get", &item.get),
+                ("post", &item.post),
+                ("put", &item.put),
+                ("patch", &item.patch),
+                ("delete", &item.delete),
+            ] {
+                let Some(operation) = operation else { continue };
+                let reads_input = operation.request_body.is_some()
+                    || operation.parameters.iter().flatten().any(|parameter| {
+                        matches!(
+                            parameter.parameter_in,
+                            ParameterIn::Path | ParameterIn::Query
+                        )
+                    });
+                if reads_input && !operation.responses.responses.contains_key("422") {
+                    silent.push(format!("{method} {path}"));
+                }
+            }
+        }
+        assert!(silent.is_empty(), "no 422 documented: {silent:?}");
+    }
+}

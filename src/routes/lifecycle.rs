@@ -75,6 +75,7 @@ pub struct ReviewRequest {
         (status = 200, description = "`keep`: the memory, no longer under review", body = MemoryView),
         (status = 204, description = "`forget`: the memory is gone"),
         NoSuchMemory,
+        (status = 422, description = "The id is not a UUID, or `action` is neither `keep` nor `forget`", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "`forget`: the memory's namespace directory in the data directory has become a symbolic link (never removed through)", body = Problem, content_type = "application/problem+json"),
     )
 )]
