@@ -27,6 +27,7 @@ use axum::Router;
 use axum::extract::State;
 use axum::http::request::Parts;
 use axum::middleware;
+use chrono::{DateTime, Utc};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
     ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
@@ -189,6 +190,8 @@ pub struct UpdateArguments {
     pub anchors: Option<Vec<Anchor>>,
     /// The repo's HEAD now; kept from the old version when left out.
     pub commit: Option<CommitId>,
+    /// When the new fact was said or became true (RFC 3339), if not now.
+    pub observed_at: Option<DateTime<Utc>>,
 }
 
 /// `review_memory`'s arguments.
@@ -336,6 +339,7 @@ impl Tools {
             session_id: None,
             anchors: arguments.anchors,
             commit: arguments.commit,
+            observed_at: arguments.observed_at,
             dedupe: None,
         };
         self.create(request, caller).await

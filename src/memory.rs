@@ -380,6 +380,7 @@ macro_rules! with_memory_fields {
             trigger: $source.trigger,
             anchors: $source.anchors,
             commit: $source.commit,
+            observed_at: $source.observed_at,
         }
     };
 }
@@ -405,6 +406,9 @@ pub struct Memory {
     pub anchors: Vec<Anchor>,
     /// The repo's HEAD when the memory was written.
     pub commit: Option<CommitId>,
+    /// When its fact was said or became true, when that is not when it
+    /// was written (see [`Memory::observed`]).
+    pub observed_at: Option<DateTime<Utc>>,
     /// The fact itself, trimmed, never empty.
     pub content: String,
     /// Whether it still holds, how sure Engram is of it, and whether it
@@ -445,9 +449,22 @@ pub struct MemoryView {
     /// The repo's HEAD when the memory was written.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub commit: Option<CommitId>,
+    /// When its fact was said or became true; left out when that is
+    /// `created_at`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub observed_at: Option<DateTime<Utc>>,
     pub content: String,
     #[serde(flatten)]
     pub lifecycle: Lifecycle,
+}
+
+impl Memory {
+    /// When its fact was said or became true: `observed_at`, else when
+    /// this version was written. Time in retrieval (`as_of`, recency, the
+    /// time a question names) is measured on it.
+    pub fn observed(&self) -> DateTime<Utc> {
+        self.observed_at.unwrap_or(self.created_at)
+    }
 }
 
 impl From<&Memory> for MemoryView {
@@ -486,6 +503,7 @@ impl Memory {
             trigger: Origin::Manual,
             anchors: Vec::new(),
             commit: None,
+            observed_at: None,
             content: content.to_owned(),
             lifecycle: Lifecycle::default(),
         }

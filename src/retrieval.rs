@@ -485,6 +485,7 @@ impl Retriever {
             &inner.access,
             boost.as_ref(),
             inner.standing,
+            request.moment(),
         );
         let total_matches = ranked.len();
         ranked.truncate(tuning.top_k);
@@ -499,6 +500,7 @@ impl Retriever {
             let hopped = hops::follow(&inner.store, &seeds, tuning.hop_depth, |memory| {
                 request.pair.contains(&memory.namespace)
                     && request.filters.admit(memory)
+                    && request.observed_by_then(memory)
                     && !request.exclude_ids.contains(&memory.id)
             });
             let ids = hopped.iter().map(|hop| hop.memory.id).collect();
@@ -515,6 +517,7 @@ impl Retriever {
                     &inner.access,
                     boost.as_ref(),
                     inner.standing,
+                    request.moment(),
                 )
                 .into_iter()
                 .filter(|ranked| ranked.relevance >= tuning.min_relevance),
@@ -595,15 +598,23 @@ impl Retriever {
             ..ListFilter::default()
         };
         let page = inner.store.list(&listing, MAX_FILTERED, None, |_| true);
-        let admitted = page.memories.into_iter().filter(|memory| {
-            request.filters.admit(memory) && !request.exclude_ids.contains(&memory.id)
-        });
+        let admitted = page
+            .memories
+            .into_iter()
+            .filter_map(|head| match request.as_of {
+                None => Some(head),
+                Some(_) => request.version_of(&inner.store, head.id),
+            })
+            .filter(|memory| {
+                request.filters.admit(memory) && !request.exclude_ids.contains(&memory.id)
+            });
         let mut ranked = rank::without_query(
             admitted,
             &request.tuning.weights,
             request.tuning.min_relevance,
             &inner.access,
             inner.standing,
+            request.moment(),
         );
         let total_matches = ranked.len();
         ranked.truncate(request.tuning.top_k);

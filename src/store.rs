@@ -195,6 +195,8 @@ pub struct NewMemory {
     pub trigger: Origin,
     pub anchors: Vec<Anchor>,
     pub commit: Option<CommitId>,
+    /// When its fact was said or became true, if not now.
+    pub observed_at: Option<DateTime<Utc>>,
     /// `provisional` for what the classifier wrote; `confirmed` otherwise.
     pub confidence: Confidence,
 }
@@ -512,6 +514,21 @@ impl Store {
             return Some(memory.clone());
         }
         view.chain(id).pop()
+    }
+
+    /// The version of `id`'s chain that stood at `at`: the newest one
+    /// observed by then ([`Memory::observed`]); none when the chain began
+    /// after it.
+    pub fn version_at(&self, id: MemoryId, at: DateTime<Utc>) -> Option<Arc<Memory>> {
+        let view = self.read();
+        let memory = view.by_id.get(&id)?;
+        if view.successor(id).is_none() && memory.observed() <= at {
+            return Some(memory.clone());
+        }
+        view.chain(id)
+            .into_iter()
+            .rev()
+            .find(|version| version.observed() <= at)
     }
 
     /// `id`'s edges in both directions, leaving out memories that are gone

@@ -230,6 +230,8 @@ fn check(
         },
         anchors,
         commit,
+        // Said in the window, however long the trigger waited in the queue.
+        observed_at: Some(trigger.observed_at.unwrap_or(trigger.accepted_at)),
         // Until the same fact is captured again, or someone confirms it.
         confidence: Confidence::Provisional,
     })

@@ -120,6 +120,9 @@ pub struct Trigger {
     /// [`MAX_TOUCHED_FILES`], each path once.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub files: Vec<TouchedFile>,
+    /// When the window's conversation took place, as the client said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_at: Option<DateTime<Utc>>,
 }
 
 impl Trigger {

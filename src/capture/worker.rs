@@ -521,6 +521,7 @@ mod tests {
             attempts: 0,
             last_error: None,
             commit: None,
+            observed_at: None,
             files: Vec::new(),
         }
     }

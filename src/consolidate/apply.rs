@@ -235,6 +235,8 @@ fn new_version(
         trigger: kept.trigger,
         anchors: kept.anchors.clone(),
         commit: kept.commit.clone(),
+        // The merged fact was said when the one kept was.
+        observed_at: Some(kept.observed()),
         confidence: Confidence::Provisional,
         pair,
     })

@@ -8,7 +8,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 
 use crate::index::cosine;
 use crate::memory::{Memory, MemoryId, Relationship};
@@ -87,7 +87,8 @@ pub fn follow(
 /// The hops as results: each keeps the relevance it was reached with,
 /// lowered by its own standing as a found memory's is, and its scores say
 /// how close it is to the best of `queries` (by its stored vector in
-/// `vectors`; 0 when it has none yet) and to the context.
+/// `vectors`; 0 when it has none yet) and to the context, its recency
+/// measured at `at`.
 pub fn ranked(
     hops: Vec<Hop>,
     vectors: &HashMap<MemoryId, Vec<f32>>,
@@ -95,8 +96,8 @@ pub fn ranked(
     access: &AccessCounts,
     boost: Option<&Boost<'_>>,
     standing: Standing,
+    at: DateTime<Utc>,
 ) -> Vec<Ranked> {
-    let now = Utc::now();
     hops.into_iter()
         .map(|hop| {
             let similarity = vectors
@@ -108,7 +109,7 @@ pub fn ranked(
                         .fold(0.0f32, f32::max)
                 })
                 .unwrap_or_default();
-            let mut scores = Scores::of(&hop.memory, similarity, access.get(hop.memory.id), now);
+            let mut scores = Scores::of(&hop.memory, similarity, access.get(hop.memory.id), at);
             scores.context_boost = boost.and_then(|boost| boost.of(hop.memory.id));
             let relevance = standing.apply(&hop.memory, &mut scores, hop.relevance);
             Ranked {

@@ -78,7 +78,8 @@ impl Boost<'_> {
 }
 
 /// The candidates with their weighted relevance (plus the context lift),
-/// those at `min_relevance` or above, best first.
+/// those at `min_relevance` or above, best first; recency is measured at
+/// `at`.
 pub fn rank(
     candidates: Vec<Candidate>,
     weights: &Weights,
@@ -86,13 +87,13 @@ pub fn rank(
     access: &AccessCounts,
     boost: Option<&Boost<'_>>,
     standing: Standing,
+    at: DateTime<Utc>,
 ) -> Vec<Ranked> {
-    let now = Utc::now();
     let mut ranked: Vec<Ranked> = candidates
         .into_iter()
         .map(|candidate| {
             let memory = candidate.memory;
-            let mut scores = Scores::of(&memory, candidate.similarity, access.get(memory.id), now);
+            let mut scores = Scores::of(&memory, candidate.similarity, access.get(memory.id), at);
             scores.lexical = f64::from(candidate.lexical);
             scores.conversation = candidate.conversation;
             scores.matched = candidate.fused;
@@ -117,22 +118,22 @@ pub fn rank(
 
 /// `memories` (what the filters admit, without a query) by the weighted
 /// relevance of all but similarity, those at `min_relevance` or above,
-/// best first; ties newest first.
+/// best first; ties newest first. Recency is measured at `at`.
 pub fn without_query(
     memories: impl Iterator<Item = Arc<Memory>>,
     weights: &Weights,
     min_relevance: f64,
     access: &AccessCounts,
     standing: Standing,
+    at: DateTime<Utc>,
 ) -> Vec<Ranked> {
     let weights = Weights {
         similarity: 0.0,
         ..*weights
     };
-    let now = Utc::now();
     let mut ranked: Vec<Ranked> = memories
         .map(|memory| {
-            let mut scores = Scores::of(&memory, 0.0, access.get(memory.id), now);
+            let mut scores = Scores::of(&memory, 0.0, access.get(memory.id), at);
             let relevance = scores.relevance(&weights);
             let relevance = standing.apply(&memory, &mut scores, relevance);
             Ranked {
@@ -147,7 +148,7 @@ pub fn without_query(
     ranked.sort_by(|a, b| {
         b.relevance
             .total_cmp(&a.relevance)
-            .then_with(|| b.memory.created_at.cmp(&a.memory.created_at))
+            .then_with(|| b.memory.observed().cmp(&a.memory.observed()))
     });
     ranked
 }
@@ -162,13 +163,15 @@ pub fn by_relevance(ranked: &mut [Ranked]) {
 }
 
 impl Scores {
-    pub fn of(memory: &Memory, similarity: f32, access_count: u64, now: DateTime<Utc>) -> Self {
+    /// A memory's scores, its recency measured at `at` from when it was
+    /// observed.
+    pub fn of(memory: &Memory, similarity: f32, access_count: u64, at: DateTime<Utc>) -> Self {
         #[expect(
             clippy::cast_precision_loss,
             reason = "ages in seconds and access counts stay far below 2^52"
         )]
         let (age_days, accesses) = (
-            (now - memory.created_at).num_seconds() as f64 / 86_400.0,
+            (at - memory.observed()).num_seconds() as f64 / 86_400.0,
             access_count as f64,
         );
         let similarity = f64::from(similarity).clamp(0.0, 1.0);

@@ -2,12 +2,14 @@
 //! (or the MCP tool), with the configured settings already overridden.
 
 use std::collections::HashSet;
+use std::sync::Arc;
 
+use chrono::{DateTime, Utc};
 use sha2::{Digest, Sha256};
 
 use crate::config;
 use crate::memory::{Category, Memory, MemoryId, Scope};
-use crate::store::Reach;
+use crate::store::{Reach, Store};
 use crate::window::Line;
 
 /// A parsed, validated retrieval.
@@ -25,6 +27,10 @@ pub struct Request {
     pub expand_query: bool,
     /// Text whose similarity lifts related memories.
     pub context_boost: Option<String>,
+    /// Answer as of this moment: what was observed after it is left out,
+    /// each chain is answered by its version of then, and recency is
+    /// measured from it.
+    pub as_of: Option<DateTime<Utc>>,
 }
 
 /// What to search for.
@@ -66,6 +72,36 @@ impl Filters {
 }
 
 impl Request {
+    /// The moment the answer is for: `as_of`, else now.
+    pub fn moment(&self) -> DateTime<Utc> {
+        self.as_of.unwrap_or_else(Utc::now)
+    }
+
+    /// The version of `id`'s chain that answers for it: the head, or with
+    /// `as_of` the version that stood then (none when the chain began
+    /// after it).
+    pub(super) fn version_of(&self, store: &Store, id: MemoryId) -> Option<Arc<Memory>> {
+        match self.as_of {
+            None => store.head_of(id),
+            Some(at) => store.version_at(id, at),
+        }
+    }
+
+    /// The version that answers for a match on version `matched`: that of
+    /// [`Self::version_of`], unless `matched` itself was observed after
+    /// `as_of` (what was said later is no evidence of what stood then).
+    pub(super) fn answer_for_match(&self, store: &Store, matched: MemoryId) -> Option<Arc<Memory>> {
+        if self.as_of.is_some() && !self.observed_by_then(&*store.get(matched)?) {
+            return None;
+        }
+        self.version_of(store, matched)
+    }
+
+    /// Whether `memory` was observed by the moment the answer is for.
+    pub(super) fn observed_by_then(&self, memory: &Memory) -> bool {
+        self.as_of.is_none_or(|at| memory.observed() <= at)
+    }
+
     /// A digest of everything the answer depends on besides the turn and
     /// the namespaces: the input, the settings, the filters, the excluded
     /// ids and the options. Two requests of one turn share a cached answer
@@ -82,6 +118,7 @@ impl Request {
             exclude_ids,
             expand_query,
             context_boost,
+            as_of,
         } = self;
         let mut excluded: Vec<&MemoryId> = exclude_ids.iter().collect();
         excluded.sort_unstable();
@@ -89,7 +126,7 @@ impl Request {
         // round-trip form) and the digest lives only in this process's
         // cache, so its wording never has to be stable across builds.
         let described = format!(
-            "{input:?}\n{tuning:?}\n{filters:?}\n{excluded:?}\n{expand_query}\n{context_boost:?}"
+            "{input:?}\n{tuning:?}\n{filters:?}\n{excluded:?}\n{expand_query}\n{context_boost:?}\n{as_of:?}"
         );
         Sha256::digest(described.as_bytes()).into()
     }

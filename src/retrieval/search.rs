@@ -266,8 +266,8 @@ fn merge(
     let mut by_head: HashMap<MemoryId, Candidate> = HashMap::new();
     for evidence in evidence {
         let id = evidence.id();
-        let Some(head) = store.head_of(id) else {
-            continue; // deleted since the snapshot was taken
+        let Some(head) = request.answer_for_match(store, id) else {
+            continue; // deleted since the snapshot was taken, or after `as_of`
         };
         let faint = matches!(evidence, Evidence::Dense { faint: true, .. });
         if request.exclude_ids.contains(&head.id)

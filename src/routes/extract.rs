@@ -14,9 +14,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use axum::extract::{FromRef, FromRequest, FromRequestParts, RawPathParams, Request};
 use axum::http::header;
 use axum::http::request::Parts;
+use chrono::{DateTime, SubsecRound, Utc};
 use serde::de::DeserializeOwned;
 
 use crate::error::ApiError;
+use crate::memory::parse_timestamp;
 
 /// The largest request body accepted, in bytes.
 #[derive(Clone, Copy, Debug)]
@@ -204,6 +206,14 @@ pub fn bounded_text(field: &str, text: &str, max_chars: usize) -> Result<String,
         ));
     }
     Ok(trimmed.to_owned())
+}
+
+/// An `observed_at` sent with a write, to the second (as `created_at`
+/// is), if it is neither before 1970 nor later than this server's clock
+/// allows; otherwise an `invalid-field` problem naming `field`.
+pub fn observed_at(field: &str, at: DateTime<Utc>) -> Result<DateTime<Utc>, ApiError> {
+    parse_timestamp(at.trunc_subsecs(0), Utc::now())
+        .map_err(|err| ApiError::invalid(field, format!("`{field}` {err}")))
 }
 
 /// `value` (or `default` when absent) if it lies in `range`; otherwise an

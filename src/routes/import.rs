@@ -83,6 +83,10 @@ pub struct ImportedMemory {
     pub anchors: Vec<Anchor>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub commit: Option<CommitId>,
+    /// When its fact was said or became true (left out: `created_at`);
+    /// bounded as `created_at`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_at: Option<DateTime<Utc>>,
     /// Non-empty, at most 8,000 characters; stored trimmed.
     pub content: String,
     /// The lifecycle, as `GET /memories` shows it (each part optional:
@@ -233,6 +237,7 @@ impl ImportedMemory {
         for (name, at) in [
             ("created_at", Some(self.created_at)),
             ("updated_at", Some(self.updated_at)),
+            ("observed_at", self.observed_at),
             ("checked_at", self.checked_at),
             ("used_at", self.used_at),
         ] {

@@ -5,6 +5,7 @@ use std::collections::HashSet;
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
+use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
@@ -20,7 +21,7 @@ use crate::memory::{
 };
 use crate::retrieval::inject::quoted;
 use crate::retrieval::{Degraded, Retriever};
-use crate::routes::extract::{ApiJson, ApiPath, ApiQuery, in_range};
+use crate::routes::extract::{self, ApiJson, ApiPath, ApiQuery, in_range};
 use crate::routes::problems::{BodyProblems, NoSuchMemory, Unauthorized};
 use crate::secrets;
 use crate::store::{Cursor, ListFilter, MAX_RELATED, NamespacePair, NewMemory, Store};
@@ -85,6 +86,10 @@ pub struct CreateMemoryRequest {
     /// The repo's HEAD as the memory is written. With `supersedes`, kept
     /// from the old version when left out.
     pub commit: Option<CommitId>,
+    /// When the fact was said or became true (RFC 3339), if not now: not
+    /// before 1970, nor more than 5 minutes past the server's clock. Never
+    /// carried over from the version superseded.
+    pub observed_at: Option<DateTime<Utc>>,
     /// `true`: refuse the write with `409`
     /// (`urn:engram:problem:duplicate-memory`) when a current memory of the
     /// namespace written already says nearly the same (cosine similarity
@@ -173,6 +178,10 @@ pub async fn create_memory(
     if let Some(anchors) = &request.anchors {
         check_anchor_fields(anchors, "")?;
     }
+    let observed_at = request
+        .observed_at
+        .map(|at| extract::observed_at("observed_at", at))
+        .transpose()?;
     // Only what the write touches must be held: the namespace written (and
     // so its `supersedes`) and those its `related` edges name; an omitted
     // owner the key does not hold is simply out of reach.
@@ -198,6 +207,7 @@ pub async fn create_memory(
         trigger: Origin::Manual,
         anchors: request.anchors.unwrap_or_default(),
         commit: request.commit,
+        observed_at,
         // A person or an agent asked it to be written.
         confidence: Confidence::Confirmed,
     };

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use axum::Json;
 use axum::extract::State;
+use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
@@ -13,7 +14,7 @@ use crate::auth::Caller;
 pub use crate::config::WeightsRequest;
 use crate::config::{Config, RetrievalOverrides, bounds};
 use crate::error::{ApiError, Problem};
-use crate::memory::{Category, MemoryId, MemoryView, RepoId, Scope, UserId};
+use crate::memory::{Category, MemoryId, MemoryView, RepoId, Scope, UserId, parse_timestamp};
 use crate::retrieval::{Degraded, Filters, Input, Outcome, Request, Retriever};
 use crate::routes::extract::{self, ApiJson, in_range};
 use crate::routes::problems::{BodyProblems, Unauthorized};
@@ -66,6 +67,11 @@ pub struct RetrieveRequest {
     /// Text (e.g. the current task) whose similarity lifts memories by up
     /// to 0.1 relevance; at most 10,000 characters.
     pub context_boost: Option<String>,
+    /// Answer as it would have been at this moment (RFC 3339, not before
+    /// 1970 nor later than now): memories observed after it are left out,
+    /// each version chain is answered by the version that stood then, and
+    /// recency is measured from it.
+    pub as_of: Option<DateTime<Utc>>,
 }
 
 /// Which memories may be returned.
@@ -154,6 +160,13 @@ fn parse(request: RetrieveRequest, config: &Config, caller: &Caller) -> Result<R
             "`filters.categories` must not be empty; leave it out for every category",
         ));
     }
+    let as_of = request
+        .as_of
+        .map(|at| {
+            parse_timestamp(at, Utc::now())
+                .map_err(|err| ApiError::invalid("as_of", format!("`as_of` {err}")))
+        })
+        .transpose()?;
     if request.exclude_ids.len() > MAX_EXCLUDED {
         return Err(ApiError::invalid(
             "exclude_ids",
@@ -173,6 +186,7 @@ fn parse(request: RetrieveRequest, config: &Config, caller: &Caller) -> Result<R
         use_cache: request.use_cache.unwrap_or(true),
         expand_query: request.expand_query.unwrap_or(false),
         context_boost,
+        as_of,
     })
 }
 

@@ -7,7 +7,7 @@ use std::collections::HashSet;
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use uuid::Uuid;
@@ -49,6 +49,11 @@ pub struct TriggerRequest {
     /// repo memory is anchored to those it names.
     #[serde(default)]
     pub files: Vec<TouchedFile>,
+    /// When the conversation took place (its latest message; RFC 3339),
+    /// the `observed_at` of the memories captured from it. Default, and
+    /// for a time past the server's clock: when the window is received.
+    /// Not before 1970.
+    pub observed_at: Option<DateTime<Utc>>,
 }
 
 /// What became of the trigger.
@@ -128,6 +133,13 @@ async fn accept(
     // Written into every memory captured from the window.
     secrets::ensure_no_secret("session_id", request.session_id.as_str())?;
     check_files(&request.files)?;
+    // A time past the server's clock is the client's clock running ahead:
+    // the turn is taken as said now rather than lost.
+    let accepted_at = Utc::now();
+    let observed_at = request
+        .observed_at
+        .map(|at| extract::observed_at("observed_at", at.min(accepted_at)))
+        .transpose()?;
     let turn_id = request
         .turn_id
         .as_deref()
@@ -154,11 +166,12 @@ async fn accept(
                 text: line.text,
             })
             .collect(),
-        accepted_at: Utc::now(),
+        accepted_at,
         attempts: 0,
         last_error: None,
         commit: request.commit,
         files: request.files,
+        observed_at,
     };
     let trigger_id = trigger.id;
     let status = capture.enqueue(trigger).await?;

@@ -50,6 +50,8 @@ struct FrontMatter {
     anchors: Vec<Anchor>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     commit: Option<CommitId>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    observed_at: Option<DateTime<Utc>>,
 }
 
 /// Renders a memory as the text of its file.
@@ -147,6 +149,7 @@ mod tests {
             trigger: Origin::Turn,
             anchors: Vec::new(),
             commit: None,
+            observed_at: None,
             lifecycle: Lifecycle::default(),
             content: "User prefers `errors.As` over type assertions for error handling in Go."
                 .to_owned(),
@@ -264,6 +267,7 @@ User prefers `errors.As` over type assertions for error handling in Go.
             (
                 prop::collection::vec(("[a-z]{1,8}(/[a-z0-9_]{1,8}){0,3}", any::<bool>()), 0..3),
                 prop::option::of("[0-9a-f]{40}"),
+                prop::option::of(0i64..4_000_000_000),
             ),
         )
             .prop_map(
@@ -279,7 +283,7 @@ User prefers `errors.As` over type assertions for error handling in Go.
                     trigger,
                     content,
                     repo,
-                    (anchors, commit),
+                    (anchors, commit, observed),
                 )| {
                     let at = Utc.timestamp_opt(secs, 0).unwrap();
                     Memory {
@@ -318,6 +322,7 @@ User prefers `errors.As` over type assertions for error handling in Go.
                             })
                             .collect(),
                         commit: commit.map(|c| CommitId::from_str(&c).unwrap()),
+                        observed_at: observed.map(|secs| Utc.timestamp_opt(secs, 0).unwrap()),
                         content: content.trim().to_owned(),
                         lifecycle: Lifecycle::default(),
                     }

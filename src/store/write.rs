@@ -99,6 +99,7 @@ impl Store {
             trigger: new.trigger,
             anchors: new.anchors,
             commit: new.commit,
+            observed_at: new.observed_at,
             content: new.content,
             lifecycle: Lifecycle::of_new(new.confidence),
         });

@@ -47,7 +47,7 @@ pub(crate) async fn app_over(
         .await
 }
 
-fn turn(session: &str, repo: &str, text: &str) -> Value {
+pub(crate) fn turn(session: &str, repo: &str, text: &str) -> Value {
     json!({"session_id": session, "repo": repo, "user": "ana", "messages": [
         {"role": "user", "content": text},
         {"role": "assistant", "content": null, "tool_calls": [{"id": "1", "type": "function"}]},

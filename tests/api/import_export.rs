@@ -110,8 +110,12 @@ async fn a_store_worth_exporting(app: &RunningApp) {
         "supersedes": v2["id"]}),
     )
     .await;
-    let preference = create(app, json!({"scope": "user", "repo": "forge", "user": "ana",
-        "category": "coding-preferences", "content": "Ana prefers errors.As over type assertions."}))
+    let preference = create(
+        app,
+        json!({"scope": "user", "repo": "forge", "user": "ana",
+        "category": "coding-preferences", "content": "Ana prefers errors.As over type assertions.",
+        "observed_at": "2025-06-01T08:00:00Z"}),
+    )
     .await;
     create(app, json!({"scope": "repo", "repo": "forge", "user": "ana",
         "category": "architectural-decisions",

@@ -31,6 +31,7 @@ mod similar;
 mod site_guard;
 mod store;
 mod sync;
+mod time;
 mod truth;
 mod ui;
 mod upstream_faults;

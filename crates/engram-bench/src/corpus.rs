@@ -145,6 +145,7 @@ pub fn memories(namespace: &Namespace, count: usize, seed: u64) -> Vec<Memory> {
                 trigger: Origin::Manual,
                 anchors: Vec::new(),
                 commit: None,
+                observed_at: None,
                 content: sentence(&mut rng, serial),
                 lifecycle: Lifecycle::default(),
             }

@@ -23,6 +23,7 @@ fn trigger(kind: Kind, session: &str, repo: &str) -> Trigger {
         attempts: 0,
         last_error: None,
         commit: None,
+        observed_at: None,
         files: Vec::new(),
     }
 }

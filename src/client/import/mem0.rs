@@ -157,6 +157,7 @@ fn convert(mem0: &Mem0Memory, args: &Mem0Args, os_user: Option<&str>) -> Result<
         trigger: Origin::Manual,
         anchors: Vec::new(),
         commit: None,
+        observed_at: None,
         content: content.to_owned(),
         // Brought in today: retention counts its disuse from now, not from
         // when mem0 wrote it.

@@ -82,6 +82,7 @@ impl Run {
                 trigger: Origin::Manual,
                 anchors: Vec::new(),
                 commit: None,
+                observed_at: None,
                 confidence: Confidence::Confirmed,
             })
             .await

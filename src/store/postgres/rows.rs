@@ -14,7 +14,7 @@ use crate::memory::{CommitId, Lifecycle, Memory, MemoryId, Namespace, Scope, Ses
 
 /// The columns of a memory's row, in the order every read selects them
 /// and [`insert`] writes them; `id` first, its lifecycle's last.
-const COLUMNS: [&str; 24] = [
+const COLUMNS: [&str; 25] = [
     "id",
     "scope",
     "owner",
@@ -29,6 +29,7 @@ const COLUMNS: [&str; 24] = [
     "trigger",
     "anchors",
     "commit_id",
+    "observed_at",
     "content",
     "validity",
     "checked_at",
@@ -168,6 +169,7 @@ pub(super) async fn insert(client: &tokio_postgres::Client, memory: &Memory) -> 
         &memory.trigger.as_str(),
         &anchors,
         &memory.commit.as_ref().map(CommitId::as_str),
+        &memory.observed_at,
         &memory.content,
     ];
     let lifecycle = LifecycleValues::of(&memory.lifecycle);
@@ -248,6 +250,7 @@ pub(super) fn read(row: &Row, offset: usize) -> Result<Memory, Error> {
             .map(str::parse)
             .transpose()
             .map_err(|err| invalid("commit_id", format!("{err}")))?,
+        observed_at: row.try_get(at("observed_at"))?,
         content: row.try_get(at("content"))?,
         lifecycle: Lifecycle {
             validity: row

@@ -14,6 +14,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (4, include_str!("migrations/0004_usage.sql")),
     (5, include_str!("migrations/0005_memory_over_time.sql")),
     (6, include_str!("migrations/0006_consolidation.sql")),
+    (7, include_str!("migrations/0007_observed_at.sql")),
 ];
 
 /// Held while migrating, so replicas starting together migrate once.

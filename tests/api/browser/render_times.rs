@@ -77,6 +77,7 @@ fn write_store(root: &std::path::Path) -> Vec<MemoryId> {
             trigger: Origin::Manual,
             anchors: Vec::new(),
             commit: None,
+            observed_at: None,
             lifecycle: Lifecycle::default(),
             content: format!(
                 "Fact {n}: the **{}** rule for `{}` and {} in the {} service.",

@@ -28,6 +28,7 @@ fn trigger(text_bytes: usize) -> Trigger {
         attempts: 0,
         last_error: None,
         commit: None,
+        observed_at: None,
         files: Vec::new(),
     }
 }
