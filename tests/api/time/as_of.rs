@@ -83,7 +83,7 @@ async fn as_of_answers_with_the_versions_that_stood_then(backend: Backend) {
 
     // The same turn as of March: the cached answer of today is not reused.
     let march = retrieve(&app, "t-1", Some("2026-03-01T12:00:00Z"), question).await;
-    assert_eq!(ids(&march), [mysql.clone()], "{march:#}");
+    assert_eq!(ids(&march), [mysql.as_str()], "{march:#}");
     let recency = march["memories"][0]["scores"]["recency"].as_f64().unwrap();
     let expected = 1.0 - 50.0 / 365.0;
     assert!(
@@ -92,7 +92,7 @@ async fn as_of_answers_with_the_versions_that_stood_then(backend: Backend) {
     );
 
     let july = retrieve(&app, "t-2", Some("2026-07-01T00:00:00+02:00"), question).await;
-    assert_eq!(ids(&july), [postgres.clone()], "{july:#}");
+    assert_eq!(ids(&july), [postgres.as_str()], "{july:#}");
 
     // Found by what MySQL's version said, not by what came later.
     let by_later_words = retrieve(
