@@ -446,6 +446,7 @@ impl ToRead {
             window.push(Message {
                 role: transcript::Role::User,
                 text: prompt.clone(),
+                at: None,
             });
         }
         Found {

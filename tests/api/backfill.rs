@@ -17,6 +17,7 @@ use serde_json::Value;
 use crate::helpers::{RunningApp, TestApp, get_json, wait_until_async};
 use crate::hooks::{Project, start_engram};
 use crate::import_export::{agent_driven, engram_against, succeeded, text};
+use crate::upstream::Behaviour;
 
 const SESSION: &str = "5b0c1f9e-8d7a-4c1b-9f3e-2a6d4e8b7c10";
 
@@ -181,6 +182,10 @@ async fn a_codex_backfill_reads_the_event_stream_and_needs_a_classifier() {
 
     let app = start_engram().await;
     let upstream = app.upstream.clone();
+    upstream.set_chat(
+        Behaviour::Answer,
+        r#"[{"content": "forge's migrations live in db/migrations.", "scope": "repo", "category": "project-conventions"}]"#,
+    );
     let said = succeeded(
         &engram_against(
             &project,
@@ -209,6 +214,11 @@ async fn a_codex_backfill_reads_the_event_stream_and_needs_a_classifier() {
     );
     assert!(!requests.contains("TOOL OUTPUT"), "tool output is stripped");
     assert!(!requests.contains("environment_context"), "{requests}");
+    let captured = get_json(&app.base_url, "/memories?repo=forge").await;
+    assert_eq!(
+        captured["memories"][0]["observed_at"], "2026-11-23T12:00:03Z",
+        "said when the session's last message was, not today: {captured}"
+    );
     let other = project.home().join("elsewhere");
     std::fs::create_dir_all(&other).unwrap();
     let said = succeeded(

@@ -217,6 +217,9 @@ impl Call {
                 if let Some(touched) = &self.touched {
                     add_touched(&mut body, touched, "files", MAX_TOUCHED_FILES);
                 }
+                if let Some(at) = transcript::latest_time(&window) {
+                    body["observed_at"] = json!(at);
+                }
                 match self.post(path, body).await {
                     Err(Error::Api(http::Error::Status {
                         problem: Some(problem),
@@ -371,6 +374,7 @@ fn append_unless_last(window: &mut Vec<Message>, role: Role, text: &str) {
         window.push(Message {
             role,
             text: text.to_owned(),
+            at: None,
         });
     }
     let cut = transcript::cut_to_budget(std::mem::take(window), transcript::MAX_WINDOW_BYTES);

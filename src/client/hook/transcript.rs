@@ -34,6 +34,7 @@ pub mod tools;
 use std::io;
 use std::path::Path;
 
+use chrono::{DateTime, Utc};
 use serde_json::Value;
 
 use super::bounded::{self, Tail};
@@ -78,6 +79,22 @@ impl Role {
 pub struct Message {
     pub role: Role,
     pub text: String,
+    /// When it was written, where the transcript says (each agent stamps
+    /// its lines with an RFC 3339 `timestamp`); for joined messages, the
+    /// last part's.
+    pub at: Option<DateTime<Utc>>,
+}
+
+/// When the latest message of `window` that says so was written: when
+/// the conversation took place, for what is captured from it.
+pub fn latest_time(window: &[Message]) -> Option<DateTime<Utc>> {
+    window.iter().filter_map(|message| message.at).max()
+}
+
+/// The time an entry of a transcript is stamped with, if it is one.
+pub fn stamped(entry: &Value) -> Option<DateTime<Utc>> {
+    let text = entry["timestamp"].as_str()?;
+    Some(DateTime::parse_from_rfc3339(text).ok()?.to_utc())
 }
 
 /// What the hook reads of a transcript.
@@ -115,7 +132,7 @@ pub fn parse(transcript: &str, format: Format) -> Read {
     if format == Format::Gemini {
         let (said, named) = gemini::read(transcript);
         for message in said {
-            push(&mut messages, message.role, &message.text);
+            push(&mut messages, message.role, &message.text, message.at);
         }
         return Read {
             window: cut_to_budget(messages, MAX_WINDOW_BYTES),
@@ -131,7 +148,7 @@ pub fn parse(transcript: &str, format: Format) -> Read {
                 messages.clear();
                 files.clear();
             }
-            Line::Message(role, text) => push(&mut messages, role, &text),
+            Line::Message(role, text) => push(&mut messages, role, &text, stamped(&entry)),
             Line::Other => {}
         }
         files.extend(tools::files(&entry, format));
@@ -163,7 +180,7 @@ pub fn messages(transcript: &str, format: Format) -> Vec<(Message, usize)> {
             continue;
         };
         if let Line::Message(role, text) = read_line(&entry, format) {
-            push(&mut messages, role, &text);
+            push(&mut messages, role, &text, stamped(&entry));
             ends.resize(messages.len(), offset);
             if let Some(end) = ends.last_mut() {
                 *end = offset;
@@ -249,9 +266,10 @@ fn codex_line(entry: &Value) -> Line {
     }
 }
 
-/// Appends `text` as a message of `role`, joined to the previous message
-/// when it has the same role (an answer written in several pieces).
-fn push(messages: &mut Vec<Message>, role: Role, text: &str) {
+/// Appends `text` as a message of `role` written `at`, joined to the
+/// previous message when it has the same role (an answer written in
+/// several pieces).
+fn push(messages: &mut Vec<Message>, role: Role, text: &str, at: Option<DateTime<Utc>>) {
     let text = text.trim();
     if text.is_empty() {
         return;
@@ -260,10 +278,12 @@ fn push(messages: &mut Vec<Message>, role: Role, text: &str) {
         Some(last) if last.role == role => {
             last.text.push_str("\n\n");
             last.text.push_str(text);
+            last.at = at.or(last.at);
         }
         _ => messages.push(Message {
             role,
             text: text.to_owned(),
+            at,
         }),
     }
 }
@@ -301,6 +321,7 @@ mod tests {
         Message {
             role: Role::User,
             text: text.to_owned(),
+            at: None,
         }
     }
 
@@ -308,7 +329,42 @@ mod tests {
         Message {
             role: Role::Assistant,
             text: text.to_owned(),
+            at: None,
         }
+    }
+
+    #[test]
+    fn each_message_keeps_its_time_and_a_joined_one_its_last_part_s() {
+        let transcript = [
+            r#"{"type":"user","timestamp":"2026-11-23T10:00:00.000Z","message":{"role":"user","content":"Use tabs."}}"#,
+            r#"{"type":"assistant","timestamp":"2026-11-23T10:00:04.000Z","message":{"role":"assistant","content":[{"type":"text","text":"Will do."}]}}"#,
+            r#"{"type":"assistant","timestamp":"2026-11-23T10:00:09.500+01:00","message":{"role":"assistant","content":[{"type":"text","text":"Done."}]}}"#,
+            r#"{"type":"user","timestamp":"yesterday","message":{"role":"user","content":"Thanks."}}"#,
+        ]
+        .join("\n");
+        let window = parse(&transcript, Format::ClaudeCode).window;
+        let at = |text: &str| Some(DateTime::parse_from_rfc3339(text).unwrap().to_utc());
+        let times: Vec<_> = window.iter().map(|message| message.at).collect();
+        assert_eq!(
+            times,
+            [
+                at("2026-11-23T10:00:00Z"),
+                at("2026-11-23T09:00:09.5Z"),
+                None
+            ]
+        );
+        assert_eq!(latest_time(&window), at("2026-11-23T10:00:00Z"));
+        let codex = r#"{"timestamp":"2026-11-23T12:00:03.000Z","type":"event_msg","payload":{"type":"user_message","message":"Hi."}}"#;
+        assert_eq!(
+            latest_time(&parse(codex, Format::Codex).window),
+            at("2026-11-23T12:00:03Z")
+        );
+        let gemini = r#"{"id":"a","timestamp":"2026-11-26T23:19:45.000Z","type":"user","content":[{"text":"Hi."}]}"#;
+        assert_eq!(
+            latest_time(&parse(gemini, Format::Gemini).window),
+            at("2026-11-26T23:19:45Z")
+        );
+        assert_eq!(latest_time(&[user("no time")]), None);
     }
 
     #[test]

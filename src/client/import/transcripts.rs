@@ -298,6 +298,10 @@ async fn send(
     if let Some(user) = user {
         body["user"] = json!(user);
     }
+    // What is captured from an old session was said then, not today.
+    if let Some(at) = transcript::latest_time(&window.messages) {
+        body["observed_at"] = json!(at);
+    }
     for _ in 0..MAX_QUEUE_WAITS {
         match api.post("/compactions", &body).await {
             Ok(_) => return Ok(()),

@@ -103,7 +103,11 @@ fn message(record: &Value) -> Option<Message> {
         _ => return None,
     };
     let text = without_injected(&text);
-    (!text.is_empty()).then_some(Message { role, text })
+    (!text.is_empty()).then_some(Message {
+        role,
+        text,
+        at: super::stamped(record),
+    })
 }
 
 /// `text` with the blocks the CLI and its hooks add taken out, trimmed.
@@ -132,6 +136,7 @@ mod tests {
         Message {
             role,
             text: text.to_owned(),
+            at: None,
         }
     }
 
