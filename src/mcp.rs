@@ -162,6 +162,9 @@ pub struct RecallArguments {
     pub token_budget: Option<usize>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub filters: Option<FiltersRequest>,
+    /// The answer as it would have been at this moment (RFC 3339).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub as_of: Option<DateTime<Utc>>,
 }
 
 /// The memory a tool acts on.

@@ -146,3 +146,37 @@ async fn a_malformed_or_future_as_of_is_refused_by_name() {
         .assert_problem(StatusCode::UNPROCESSABLE_ENTITY, Some("as_of"));
     }
 }
+
+/// The MCP tools speak time as the API does: `remember` takes
+/// `observed_at` and `recall` answers `as_of` a moment.
+#[tokio::test]
+async fn the_mcp_tools_take_observed_at_and_as_of() {
+    let app = crate::mcp::service().await;
+    let client = crate::mcp::connect(&app.base_url, crate::mcp::ROOT).await;
+    let remembered = crate::mcp::ok(
+        &client,
+        "remember",
+        json!({"scope": "repo", "repo": "forge", "category": "architectural-decisions",
+               "content": "The orders service stores its data in MySQL.",
+               "observed_at": "2026-01-10T12:00:00Z"}),
+    )
+    .await;
+    assert_eq!(
+        remembered["observed_at"], "2026-01-10T12:00:00Z",
+        "{remembered}"
+    );
+    crate::mcp::recall_until_found(
+        &client,
+        "orders service database",
+        "The orders service stores its data in MySQL.",
+    )
+    .await;
+    let before = crate::mcp::ok(
+        &client,
+        "recall",
+        json!({"repo": "forge", "query": "orders service database",
+               "as_of": "2026-01-01T00:00:00Z"}),
+    )
+    .await;
+    assert_eq!(before["memories"], json!([]), "{before}");
+}
