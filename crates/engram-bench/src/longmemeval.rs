@@ -62,6 +62,10 @@ pub struct Settings {
     /// Where the loaded data directories and the results persist.
     #[arg(long, default_value = DEFAULT_WORK)]
     work_dir: PathBuf,
+    /// Ask without the question's date (`as_of`): as a client that does
+    /// not know when it asks, or as Engram before it knew time.
+    #[arg(long)]
+    without_dates: bool,
     #[command(flatten)]
     weighing: Weighing,
 }
@@ -96,6 +100,7 @@ pub async fn longmemeval(report: &mut Report, settings: Settings) -> Result {
         questions,
         data,
         work_dir,
+        without_dates,
         weighing,
     } = settings;
     let items = haystack::read(&data)?;
@@ -122,10 +127,11 @@ pub async fn longmemeval(report: &mut Report, settings: Settings) -> Result {
     .await?;
     let client = server.client();
     let variant = format!(
-        "{} half, {} granularity, {}",
+        "{} half, {} granularity, {}{}",
         half.as_arg(),
         granularity.as_arg(),
-        weighing.label()
+        weighing.label(),
+        if without_dates { ", without dates" } else { "" }
     );
     report.rows.push(Row::single(
         "longmemeval startup",
@@ -168,7 +174,7 @@ pub async fn longmemeval(report: &mut Report, settings: Settings) -> Result {
 
         // Every memory is loaded at the same moment with no importance, so
         // the eval ranks by the match alone, as the LoCoMo workload does.
-        let ranked = json!({
+        let mut ranked = json!({
             "turn_id": format!("lme-{}", item.question_id),
             "user": item.question_id,
             "query": item.question,
@@ -177,6 +183,12 @@ pub async fn longmemeval(report: &mut Report, settings: Settings) -> Result {
             "token_budget": 128_000,
             "weights": engram::config::Weights::similarity_only(),
         });
+        let asked_at = (!without_dates)
+            .then(|| haystack::rfc3339(&item.question_date))
+            .transpose()?;
+        if let Some(asked_at) = &asked_at {
+            ranked["as_of"] = json!(asked_at);
+        }
         let (answer, took) = retrieve(&client, &ranked).await?;
         ranked_latencies.push(took);
         let returned = answer["memories"].as_array().map(Vec::as_slice);
@@ -205,11 +217,14 @@ pub async fn longmemeval(report: &mut Report, settings: Settings) -> Result {
             .collect();
         reference.add(item, &bm25, granularity);
 
-        let defaults = json!({
+        let mut defaults = json!({
             "turn_id": format!("lme-default-{}", item.question_id),
             "user": item.question_id,
             "query": item.question,
         });
+        if let Some(asked_at) = &asked_at {
+            defaults["as_of"] = json!(asked_at);
+        }
         let (answer, took) = retrieve(&client, &defaults).await?;
         default_latencies.push(took);
         let injection = answer["injection"].as_str().unwrap_or_default();
@@ -316,6 +331,7 @@ async fn load(client: &Client, item: &Item, granularity: Granularity) -> Result<
         memories: Vec::new(),
         refused: 0,
         sessions: true,
+        observed: true,
     };
     let mut writes = tokio::task::JoinSet::new();
     let mut documents = item.documents(granularity).into_iter();
@@ -324,9 +340,10 @@ async fn load(client: &Client, item: &Item, granularity: Granularity) -> Result<
             let Some(document) = documents.next() else {
                 break;
             };
-            let session = &item.sessions[document.place.session as usize].session_id;
+            let session = &item.sessions[document.place.session as usize];
             let body = json!({"scope": "user", "user": item.question_id,
-                "category": "user-facts", "session_id": session, "content": document.text});
+                "category": "user-facts", "session_id": session.session_id,
+                "observed_at": haystack::rfc3339(&session.date)?, "content": document.text});
             let client = client.clone();
             writes.spawn(async move {
                 let written = client.send("POST", "/memories", Some(&body)).await;

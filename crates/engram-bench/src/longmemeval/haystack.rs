@@ -17,6 +17,8 @@ pub struct Item {
     pub question_id: String,
     pub question_type: String,
     pub question: String,
+    /// When the question is asked, as the benchmark writes dates.
+    pub question_date: String,
     pub answer_session_ids: Vec<String>,
     pub sessions: Vec<Session>,
 }
@@ -24,7 +26,21 @@ pub struct Item {
 #[derive(Deserialize)]
 pub struct Session {
     pub session_id: String,
+    /// When the session took place, as the benchmark writes dates.
+    pub date: String,
     pub user_turns: Vec<UserTurn>,
+}
+
+/// A date as the benchmark writes them, `2023/05/30 (Tue) 10:18`, read
+/// as UTC (the benchmark names no zone), in RFC 3339.
+pub fn rfc3339(date: &str) -> Result<String> {
+    let (day, time) = date
+        .split_once(' ')
+        .and_then(|(day, rest)| Some((day, rest.rsplit_once(' ')?.1)))
+        .ok_or_else(|| format!("not a LongMemEval date: {date:?}"))?;
+    let at = chrono::NaiveDateTime::parse_from_str(&format!("{day} {time}"), "%Y/%m/%d %H:%M")
+        .map_err(|err| format!("not a LongMemEval date: {date:?}: {err}"))?;
+    Ok(at.and_utc().to_rfc3339())
 }
 
 #[derive(Deserialize)]
@@ -221,6 +237,15 @@ mod tests {
     use super::*;
 
     #[test]
+    fn dates_are_read_as_utc() {
+        assert_eq!(
+            rfc3339("2023/05/30 (Tue) 10:18").unwrap(),
+            "2023-05-30T10:18:00+00:00"
+        );
+        assert!(rfc3339("2023-05-30").is_err());
+    }
+
+    #[test]
     fn long_texts_are_cut_at_whitespace_within_the_limit() {
         assert_eq!(pieces("  one two three  ", 100), ["one two three"]);
         assert_eq!(pieces("one two three", 9), ["one two", "three"]);
@@ -237,13 +262,15 @@ mod tests {
         let item: Item = serde_json::from_value(serde_json::json!({
             "question_id": "q1", "question_type": "single-session-user",
             "question": "Where do I live?", "answer": "Lisbon",
+            "question_date": "2023/05/30 (Tue) 10:18",
             "answer_session_ids": ["answer_1"],
             "sessions": [
-                {"session_id": "s0", "user_turns": [{"i": 0, "content": "Hi"}]},
-                {"session_id": "answer_1", "user_turns": [
+                {"session_id": "s0", "date": "2023/05/20 (Sat) 07:47",
+                 "user_turns": [{"i": 0, "content": "Hi"}]},
+                {"session_id": "answer_1", "date": "2023/05/21 (Sun) 09:00", "user_turns": [
                     {"i": 0, "content": "I moved.", "has_answer": false},
                     {"i": 2, "content": "I live in Lisbon now.", "has_answer": true}]},
-                {"session_id": "s2", "user_turns": []}
+                {"session_id": "s2", "date": "2023/05/22 (Mon) 09:00", "user_turns": []}
             ]
         }))
         .unwrap();

@@ -27,6 +27,10 @@ pub struct Question {
     /// lines written before they did are loaded again.
     #[serde(default)]
     pub sessions: bool,
+    /// Whether its memories carry their sessions' dates (as
+    /// `observed_at`); lines written before they did are loaded again.
+    #[serde(default)]
+    pub observed: bool,
 }
 
 pub struct Loaded {
@@ -56,11 +60,12 @@ impl Loaded {
         Ok(Self { file, questions })
     }
 
-    /// The question's record, if it was loaded whole, with its sessions.
+    /// The question's record, if it was loaded whole, with its sessions
+    /// and their dates.
     pub fn get(&self, question_id: &str) -> Option<&Question> {
         self.questions
             .get(question_id)
-            .filter(|question| question.sessions)
+            .filter(|question| question.sessions && question.observed)
     }
 
     pub fn record(&mut self, question: Question) -> Result {
@@ -92,6 +97,7 @@ mod tests {
                 memories: vec![("id-1".to_owned(), place)],
                 refused: 1,
                 sessions: true,
+                observed: true,
             })
             .unwrap();
         drop(loaded);
@@ -110,6 +116,7 @@ mod tests {
                 memories: Vec::new(),
                 refused: 0,
                 sessions: true,
+                observed: true,
             })
             .unwrap();
         assert!(Loaded::open(&path).unwrap().get("q2").is_some());
