@@ -8,25 +8,26 @@
 //! ranked exactly as before.
 //!
 //! It is pure and cheap: one pass cuts the text into tokens (one
-//! allocation, `tokens`), then each token is tried as the start of a
-//! phrase, looking a bounded number of tokens ahead (`grammar`, and
-//! `dates` for the forms of a date), so the cost is linear in the text.
-//! Calendar arithmetic lives in `calendar`,
-//! the sense of single words (is `last` a word of the prose or part of
-//! `last_seen`?) in `reader`, the ordering words in `order`.
-//! docs/retrieval.md ("Time in the question") lists every form read.
+//! allocation, `tokens`); a token that no phrase can start with (most of a
+//! text's words) is passed over with one look-up, and each other is tried
+//! as the start of a phrase, looking a bounded number of tokens ahead
+//! (`grammar`, and `dates` for the forms of a date), so the cost is linear
+//! in the text. Calendar arithmetic lives in `calendar`, the sense of
+//! single words (is `last` a word of the prose or part of `last_seen`?) in
+//! `reader`, the ordering words in `order`. docs/retrieval.md ("Time in
+//! the question") lists every form read.
 //!
-//! Why a parser of our own: the maintained date crates parse a string that
-//! *is* a date expression; none finds one inside a sentence, so each would
-//! have to be tried on every run of words (quadratic) and still resolve
-//! points rather than spans. `interim` (0.2, MIT, maintained: the successor
-//! of the unmaintained `chrono-english`) returns one instant for "last
-//! friday" and has no "early March", "in the last 3 days" or "since";
-//! `two_timer` (2.2, MIT, one maintainer, quiet for years) returns ranges
-//! but builds a large regular grammar at start-up and pulls `pidgin`,
-//! `lazy_static` and `serde_json`; `dateparser` (0.3, MIT) reads absolute
-//! formats only. None knows the false positives a coding question is full
-//! of (`last_seen`, `first-class`, `1.12.3`, `Monday.com`, "May I").
+//! Why a parser of our own: the date crates parse a string that *is* a
+//! date expression; none finds one inside a sentence, so each would have
+//! to be tried on every run of words (quadratic), and most resolve points,
+//! not spans. `interim` (0.2.2, MIT; the maintained successor of the
+//! unmaintained `chrono-english`) returns one instant for "last friday"
+//! and has no "early March", "in the last 3 days" or "since"; `two_timer`
+//! (2.2.5, MIT, one maintainer) returns ranges but builds a large regular
+//! grammar at start-up and pulls `pidgin`, `lazy_static` and `serde_json`;
+//! `dateparser` (0.3.1, MIT) reads absolute formats only. None knows the
+//! false positives a coding question is full of (`last_seen`,
+//! `first-class`, `1.12.3`, `Monday.com`, "May I").
 
 mod calendar;
 mod dates;
@@ -85,6 +86,14 @@ pub fn time_in(text: &str, reference: DateTime<Utc>) -> Option<TimeInQuestion> {
     let mut order = None;
     let mut at = 0;
     while at < tokens.len() && (window.is_none() || order.is_none()) {
+        if !reader.may_start(at) {
+            debug_assert!(
+                grammar::window_at(&reader, at).is_none() && order::order_at(&reader, at).is_none(),
+                "token {at} of {text:?} starts a phrase that first_words does not know"
+            );
+            at += 1;
+            continue;
+        }
         // Every time phrase is read (and skipped), even after the first,
         // so that its words ("the last 3 days") are not taken for orders.
         if let Some(found) = grammar::window_at(&reader, at) {

@@ -25,7 +25,7 @@ pub(super) const MONTHS: &[(&str, u32)] = &[
     ("december", 12),
 ];
 
-const MONTH_ABBREVIATIONS: &[(&str, u32)] = &[
+pub(super) const MONTH_ABBREVIATIONS: &[(&str, u32)] = &[
     ("jan", 1),
     ("feb", 2),
     ("mar", 3),
@@ -40,7 +40,7 @@ const MONTH_ABBREVIATIONS: &[(&str, u32)] = &[
     ("dec", 12),
 ];
 
-const WEEKDAYS: &[(&str, Weekday)] = &[
+pub(super) const WEEKDAYS: &[(&str, Weekday)] = &[
     ("monday", Weekday::Mon),
     ("tuesday", Weekday::Tue),
     ("wednesday", Weekday::Wed),

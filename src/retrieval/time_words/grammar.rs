@@ -14,7 +14,8 @@ use chrono::{DateTime, Datelike, Days, NaiveDate, Utc};
 
 use super::calendar::{self, Named, Part, Unit};
 use super::dates::{
-    MONTHS, bare_year, day_first, iso_date, modified_month, month_first, slash_date, weekday,
+    MONTH_ABBREVIATIONS, MONTHS, WEEKDAYS, bare_year, day_first, iso_date, modified_month,
+    month_first, slash_date, weekday,
 };
 use super::reader::Reader;
 
@@ -135,6 +136,30 @@ const BOUNDS: &[(&[&str], Bound)] = &[
     (&["till"], Bound::Until),
     (&["up", "to"], Bound::Until),
 ];
+
+/// Every word a time phrase can start with (a number can start one too),
+/// but "the": every phrase that starts with it ("the last 3 days", "the
+/// 12th", "the end of March") goes on with one of these words or a number.
+/// The reading passes over any other word at once.
+pub(super) fn first_words() -> impl Iterator<Item = &'static str> {
+    // The words the matchers name themselves: `range`, `rolling`, `count`,
+    // `part`, `modified_month`, `weekday`.
+    const OPENERS: &[&str] = &[
+        "between", "from", "last", "past", "this", "on", "a", "couple", "few",
+    ];
+    let phrases = RELATIVE
+        .iter()
+        .map(|(words, _)| words[0])
+        .chain(BOUNDS.iter().map(|(words, _)| words[0]));
+    let names = MONTHS
+        .iter()
+        .chain(MONTH_ABBREVIATIONS)
+        .chain(COUNTS)
+        .map(|&(word, _)| word)
+        .chain(WEEKDAYS.iter().map(|&(word, _)| word))
+        .chain(PARTS.iter().chain(PART_NOUNS).map(|&(word, _)| word));
+    phrases.chain(names).chain(OPENERS.iter().copied())
+}
 
 /// The time phrase that starts at token `at`, if one does.
 pub(super) fn window_at(r: &Reader, at: usize) -> Option<Found> {

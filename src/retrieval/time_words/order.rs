@@ -135,6 +135,11 @@ const POSITIONS: &[&str] = &[
     "quarter",
 ];
 
+/// Every word an ordering word or phrase starts with.
+pub(super) fn first_words() -> impl Iterator<Item = &'static str> {
+    ORDER_WORDS.iter().map(|(words, _)| words[0])
+}
+
 /// The order asked for by the ordering word at `at`, if it asks for one.
 pub(super) fn order_at(r: &Reader, at: usize) -> Option<TimeOrder> {
     let (words, order) = ORDER_WORDS.iter().find(|(words, _)| r.words(at, words))?;

@@ -57,8 +57,17 @@ pub(super) fn tokenize(text: &str) -> Vec<Token> {
             at = end;
             continue;
         }
-        let Some(c) = text[at..].chars().next() else {
-            break;
+        if byte == b' ' {
+            at += 1;
+            continue;
+        }
+        let c = if byte.is_ascii() {
+            char::from(byte)
+        } else {
+            let Some(c) = text[at..].chars().next() else {
+                break;
+            };
+            c
         };
         let width = c.len_utf8();
         if is_word_char(c) {
@@ -88,10 +97,18 @@ fn is_word_char(c: char) -> bool {
 }
 
 fn word_end(text: &str, start: usize) -> usize {
-    text[start..]
+    let ascii_end = text.as_bytes()[start..]
+        .iter()
+        .position(|&b| !(b.is_ascii_alphanumeric() || b == b'_'))
+        .map_or(text.len(), |offset| start + offset);
+    if text.as_bytes().get(ascii_end).is_none_or(u8::is_ascii) {
+        return ascii_end;
+    }
+    // A letter of another script goes on the word: read it by characters.
+    text[ascii_end..]
         .char_indices()
         .find(|&(_, c)| !is_word_char(c))
-        .map_or(text.len(), |(offset, _)| start + offset)
+        .map_or(text.len(), |(offset, _)| ascii_end + offset)
 }
 
 fn word_kind(word: &str) -> Kind {
