@@ -36,6 +36,7 @@ pub mod search;
 pub mod similar;
 pub mod stats;
 pub mod suggestions;
+pub mod time_words;
 
 use std::collections::HashMap;
 use std::sync::Arc;
