@@ -124,6 +124,8 @@ struct Inner {
     feedback: f32,
     /// How much a changed or provisional memory's relevance is lowered.
     standing: rank::Standing,
+    /// How much the time a question names counts.
+    time_weight: f64,
     cache: TurnCache<Outcome>,
     stats: RetrievalStats,
     metrics: Metrics,
@@ -158,6 +160,7 @@ impl Retriever {
                     changed: settings.changed_factor,
                     provisional: settings.provisional_factor,
                 },
+                time_weight: settings.time_weight,
                 stats: RetrievalStats::default(),
                 metrics: parts.metrics,
             }),
@@ -486,7 +489,11 @@ impl Retriever {
             &inner.access,
             boost.as_ref(),
             inner.standing,
-            request.moment(),
+            rank::When {
+                at: request.moment(),
+                named: request.time.as_ref(),
+                weight: inner.time_weight,
+            },
         );
         let total_matches = ranked.len();
         ranked.truncate(tuning.top_k);

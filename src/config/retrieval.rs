@@ -77,6 +77,10 @@ pub struct Retrieval {
     /// What a provisional memory's relevance (written by the classifier,
     /// not yet confirmed) is multiplied by, 0..1.
     pub provisional_factor: f64,
+    /// How much the time a question names counts, 0..1: a memory's
+    /// relevance becomes `(relevance + w × scores.time) / (1 + w)` when
+    /// the query or latest user message names a time (0: time is ignored).
+    pub time_weight: f64,
     pub weights: Weights,
 }
 
@@ -100,6 +104,7 @@ impl Default for Retrieval {
             daily_token_budget: DEFAULT_RETRIEVAL_DAILY_TOKENS,
             changed_factor: 0.8,
             provisional_factor: 0.9,
+            time_weight: 0.3,
             weights: Weights::default(),
         }
     }
@@ -232,6 +237,7 @@ impl Retrieval {
         within("min_similarity", self.min_similarity, 0.0..=1.0)?;
         within("changed_factor", self.changed_factor, 0.0..=1.0)?;
         within("provisional_factor", self.provisional_factor, 0.0..=1.0)?;
+        within("time_weight", self.time_weight, 0.0..=1.0)?;
         within("cache_ttl_s", self.cache_ttl_s, 1..=86_400)?;
         within("cache_capacity", self.cache_capacity, 1..=1_000_000)?;
         within(

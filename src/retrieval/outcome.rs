@@ -3,6 +3,7 @@
 //! the timings), assembled once, at the end of a retrieval, from what the
 //! stages returned.
 
+use chrono::{DateTime, Utc};
 use serde::Serialize;
 use utoipa::ToSchema;
 
@@ -10,6 +11,7 @@ use crate::memory::{MemoryId, MemoryView, Relationship};
 use crate::upstream;
 
 use super::hyde;
+use super::time_words::TimeWindow;
 
 /// How the texts searched for were made.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, ToSchema)]
@@ -103,7 +105,8 @@ pub enum Reason {
     /// `retrieval.passage_weight`). `feedback` (present only when true):
     /// its similarity is to the query moved toward the best match (the
     /// outcome's `moved_toward`), which found it closer than the query
-    /// itself did.
+    /// itself did. `time_window` (present only then): the question named
+    /// a time and it was observed in it.
     Query {
         found_by: FoundBy,
         #[serde(skip_serializing_if = "Option::is_none")]
@@ -114,10 +117,12 @@ pub enum Reason {
         passage: bool,
         #[serde(skip_serializing_if = "std::ops::Not::not")]
         feedback: bool,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        time_window: Option<TimeWindowView>,
     },
     /// It matched HyDE hypothesis number `hypothesis` (0-based);
-    /// `matched_version`, `vector_pending`, `passage` and `feedback` as
-    /// for `query`.
+    /// `matched_version`, `vector_pending`, `passage`, `feedback` and
+    /// `time_window` as for `query`.
     Hypothesis {
         hypothesis: usize,
         found_by: FoundBy,
@@ -129,6 +134,8 @@ pub enum Reason {
         passage: bool,
         #[serde(skip_serializing_if = "std::ops::Not::not")]
         feedback: bool,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        time_window: Option<TimeWindowView>,
     },
     /// A `related` edge links it with `from`, a memory in the result.
     Hop {
@@ -170,6 +177,27 @@ impl Reason {
             *vector_pending = pending && by == FoundBy::Lexical;
         }
     }
+
+    /// Notes that the memory was observed in the time the question named.
+    pub(super) fn set_time_window(&mut self, window: &TimeWindow) {
+        if let Self::Query { time_window, .. } | Self::Hypothesis { time_window, .. } = self {
+            *time_window = Some(TimeWindowView {
+                phrase: window.phrase.clone(),
+                from: window.start,
+                until: window.end,
+            });
+        }
+    }
+}
+
+/// The time a question named, as the words it was read from and the span
+/// they were resolved to, `[from, until)`.
+#[derive(Clone, Debug, PartialEq, Serialize, ToSchema)]
+pub struct TimeWindowView {
+    /// The words, as written ("last week").
+    pub phrase: String,
+    pub from: DateTime<Utc>,
+    pub until: DateTime<Utc>,
 }
 
 /// A retrieved memory with why it is there and how it scored.
@@ -269,6 +297,13 @@ pub struct Scores {
     /// 0.1 to the relevance.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub context_boost: Option<f64>,
+    /// When the question names a time: 1 for a memory observed in the
+    /// span it names (or, for "first" or "latest", by how early or late
+    /// among the candidates it was observed), 0 for one observed outside
+    /// it; `retrieval.time_weight` of it is averaged into the relevance.
+    /// Absent when the question names no time, and for hops.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub time: Option<f64>,
     /// What its standing multiplied its relevance by, when below 1: the
     /// code it describes changed (`retrieval.changed_factor`), or it is
     /// provisional (`retrieval.provisional_factor`).

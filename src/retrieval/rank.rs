@@ -18,6 +18,7 @@ use crate::memory::{Confidence, Lifecycle, Memory, MemoryId, Validity};
 use super::access::AccessCounts;
 use super::outcome::{Reason, Scores};
 use super::search::Candidate;
+use super::time_words::{TimeInQuestion, TimeOrder, TimeWindow};
 
 /// Expands the list of signals into the weighted mean over a memory's
 /// scores, each weight applied to its signal's score.
@@ -77,9 +78,19 @@ impl Boost<'_> {
     }
 }
 
-/// The candidates with their weighted relevance (plus the context lift),
-/// those at `min_relevance` or above, best first; recency is measured at
-/// `at`.
+/// When a retrieval is measured: the moment recency counts from, and the
+/// time its question names with how much that counts.
+#[derive(Clone, Copy)]
+pub struct When<'a> {
+    pub at: DateTime<Utc>,
+    pub named: Option<&'a TimeInQuestion>,
+    /// `retrieval.time_weight`.
+    pub weight: f64,
+}
+
+/// The candidates with their weighted relevance (plus the context lift
+/// and the time the question names), those at `min_relevance` or above,
+/// best first.
 pub fn rank(
     candidates: Vec<Candidate>,
     weights: &Weights,
@@ -87,13 +98,25 @@ pub fn rank(
     access: &AccessCounts,
     boost: Option<&Boost<'_>>,
     standing: Standing,
-    at: DateTime<Utc>,
+    when: When<'_>,
 ) -> Vec<Ranked> {
+    let time = when.named.filter(|_| when.weight > 0.0).map(|named| {
+        let observed = candidates
+            .iter()
+            .map(|candidate| candidate.memory.observed());
+        TimeLift::new(named, observed)
+    });
     let mut ranked: Vec<Ranked> = candidates
         .into_iter()
         .map(|candidate| {
             let memory = candidate.memory;
-            let mut scores = Scores::of(&memory, candidate.similarity, access.get(memory.id), at);
+            let mut reason = candidate.reason;
+            let mut scores = Scores::of(
+                &memory,
+                candidate.similarity,
+                access.get(memory.id),
+                when.at,
+            );
             scores.lexical = f64::from(candidate.lexical);
             scores.conversation = candidate.conversation;
             scores.matched = candidate.fused;
@@ -102,12 +125,20 @@ pub fn rank(
                 scores.context_boost = Some(lift);
                 relevance = (relevance + CONTEXT_LIFT * lift).min(1.0);
             }
+            if let Some(time) = &time {
+                let score = time.score(&memory);
+                scores.time = Some(score);
+                relevance = (relevance + when.weight * score) / (1.0 + when.weight);
+                if let Some(window) = time.window_holding(&memory) {
+                    reason.set_time_window(window);
+                }
+            }
             let relevance = standing.apply(&memory, &mut scores, relevance);
             Ranked {
                 memory,
                 scores,
                 relevance,
-                reason: candidate.reason,
+                reason,
             }
         })
         .filter(|ranked| ranked.relevance >= min_relevance)
@@ -184,7 +215,65 @@ impl Scores {
             importance: memory.importance.unwrap_or(DEFAULT_IMPORTANCE),
             access: ((accesses + 1.0).log10() / ACCESS_LOG_SCALE).min(1.0),
             context_boost: None,
+            time: None,
             standing: None,
+        }
+    }
+}
+
+/// How the time a question names lifts the candidates: those observed in
+/// the span it names, and by how early or late among the candidates they
+/// were observed when it asks for the first or the latest.
+struct TimeLift<'a> {
+    window: Option<&'a TimeWindow>,
+    order: Option<TimeOrder>,
+    /// The earliest and latest moments the candidates were observed.
+    span: (DateTime<Utc>, DateTime<Utc>),
+}
+
+impl<'a> TimeLift<'a> {
+    /// The lift of `named` over candidates observed at `observed`.
+    fn new(
+        named: &'a TimeInQuestion,
+        observed: impl Iterator<Item = DateTime<Utc>> + Clone,
+    ) -> Self {
+        let earliest = observed.clone().min().unwrap_or_default();
+        let latest = observed.max().unwrap_or_default();
+        Self {
+            window: named.window.as_ref(),
+            order: named.order,
+            span: (earliest, latest),
+        }
+    }
+
+    /// The span named, if `memory` was observed in it.
+    fn window_holding(&self, memory: &Memory) -> Option<&'a TimeWindow> {
+        let observed = memory.observed();
+        self.window
+            .filter(|window| window.start <= observed && observed < window.end)
+    }
+
+    /// 0..1: in the span (1) or not (0), times how far toward the end
+    /// the question asks for it lies among the candidates.
+    fn score(&self, memory: &Memory) -> f64 {
+        if self.window.is_some() && self.window_holding(memory).is_none() {
+            return 0.0;
+        }
+        let (earliest, latest) = self.span;
+        #[expect(
+            clippy::cast_precision_loss,
+            reason = "spans in seconds stay far below 2^52"
+        )]
+        let lateness = if latest > earliest {
+            (memory.observed() - earliest).num_seconds() as f64
+                / (latest - earliest).num_seconds() as f64
+        } else {
+            1.0
+        };
+        match self.order {
+            None => 1.0,
+            Some(TimeOrder::Latest) => lateness,
+            Some(TimeOrder::Earliest) => 1.0 - lateness,
         }
     }
 }
@@ -265,6 +354,7 @@ mod tests {
             importance: 0.0,
             access: 0.0,
             context_boost: None,
+            time: None,
             standing: None,
         };
         let weights = Weights {
@@ -278,5 +368,56 @@ mod tests {
             ..Weights::ZERO
         };
         assert!((scores.relevance(&similarity_only) - 1.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn time_lifts_what_was_observed_in_the_span_named_and_in_the_order_asked() {
+        let now = Utc::now();
+        let observed_days_ago = |days| {
+            let mut memory = memory(Duration::days(0), None);
+            memory.observed_at = Some(now - Duration::days(days));
+            memory
+        };
+        let (old, middle, new) = (
+            observed_days_ago(30),
+            observed_days_ago(10),
+            observed_days_ago(2),
+        );
+        let observed = [&old, &middle, &new].map(Memory::observed);
+        let window = TimeWindow {
+            start: now - Duration::days(14),
+            end: now - Duration::days(7),
+            phrase: "last week".to_owned(),
+        };
+        let in_span = TimeInQuestion {
+            window: Some(window.clone()),
+            order: None,
+        };
+        let lift = TimeLift::new(&in_span, observed.into_iter());
+        assert_eq!(
+            [&old, &middle, &new].map(|memory| lift.score(memory)),
+            [0.0, 1.0, 0.0]
+        );
+        assert_eq!(lift.window_holding(&middle), Some(&window));
+        assert_eq!(lift.window_holding(&new), None);
+
+        let first = TimeInQuestion {
+            window: None,
+            order: Some(TimeOrder::Earliest),
+        };
+        let lift = TimeLift::new(&first, observed.into_iter());
+        let scores = [&old, &middle, &new].map(|memory| lift.score(memory));
+        assert!(
+            (scores[0] - 1.0).abs() < 1e-9 && scores[2].abs() < 1e-9,
+            "{scores:?}"
+        );
+        assert!(scores[1] > scores[2] && scores[1] < scores[0], "{scores:?}");
+        let latest = TimeInQuestion {
+            window: None,
+            order: Some(TimeOrder::Latest),
+        };
+        let lift = TimeLift::new(&latest, observed.into_iter());
+        assert!((lift.score(&new) - 1.0).abs() < 1e-9);
+        assert_eq!(lift.window_holding(&new), None);
     }
 }

@@ -12,6 +12,8 @@ use crate::memory::{Category, Memory, MemoryId, Scope};
 use crate::store::{Reach, Store};
 use crate::window::Line;
 
+use super::time_words::TimeInQuestion;
+
 /// A parsed, validated retrieval.
 #[derive(Clone, Debug)]
 pub struct Request {
@@ -31,6 +33,9 @@ pub struct Request {
     /// each chain is answered by its version of then, and recency is
     /// measured from it.
     pub as_of: Option<DateTime<Utc>>,
+    /// The time the query or the latest user message names, resolved
+    /// against `as_of` or the moment the request came.
+    pub time: Option<TimeInQuestion>,
 }
 
 /// What to search for.
@@ -79,12 +84,24 @@ impl Request {
 
     /// The version of `id`'s chain that answers for it: the head, or with
     /// `as_of` the version that stood then (none when the chain began
-    /// after it).
+    /// after it). A question about a past span ("last March") is answered
+    /// by the version that stood at its end, when the chain had begun.
     pub(super) fn version_of(&self, store: &Store, id: MemoryId) -> Option<Arc<Memory>> {
+        if let Some(end) = self.past_window_end()
+            && let Some(then) = store.version_at(id, end)
+        {
+            return Some(then);
+        }
         match self.as_of {
             None => store.head_of(id),
             Some(at) => store.version_at(id, at),
         }
+    }
+
+    /// The end of the span the question names, when it lies in the past.
+    fn past_window_end(&self) -> Option<DateTime<Utc>> {
+        let window = self.time.as_ref()?.window.as_ref()?;
+        (window.end < self.moment()).then_some(window.end)
     }
 
     /// The version that answers for a match on version `matched`: that of
@@ -119,6 +136,8 @@ impl Request {
             expand_query,
             context_boost,
             as_of,
+            // Read from the input, against `as_of` or now.
+            time: _,
         } = self;
         let mut excluded: Vec<&MemoryId> = exclude_ids.iter().collect();
         excluded.sort_unstable();

@@ -308,6 +308,7 @@ impl Candidate {
                 vector_pending: false,
                 passage: false,
                 feedback: false,
+                time_window: None,
             },
         }
     }
@@ -335,6 +336,7 @@ impl Candidate {
                 vector_pending: false,
                 passage: hit.passage,
                 feedback,
+                time_window: None,
             }
         } else {
             Reason::Query {
@@ -343,6 +345,7 @@ impl Candidate {
                 vector_pending: false,
                 passage: hit.passage,
                 feedback,
+                time_window: None,
             }
         };
     }

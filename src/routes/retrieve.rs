@@ -15,6 +15,7 @@ pub use crate::config::WeightsRequest;
 use crate::config::{Config, RetrievalOverrides, bounds};
 use crate::error::{ApiError, Problem};
 use crate::memory::{Category, MemoryId, MemoryView, RepoId, Scope, UserId, parse_timestamp};
+use crate::retrieval::time_words::time_in;
 use crate::retrieval::{Degraded, Filters, Input, Outcome, Request, Retriever};
 use crate::routes::extract::{self, ApiJson, in_range};
 use crate::routes::problems::{BodyProblems, Unauthorized};
@@ -167,6 +168,12 @@ fn parse(request: RetrieveRequest, config: &Config, caller: &Caller) -> Result<R
                 .map_err(|err| ApiError::invalid("as_of", format!("`as_of` {err}")))
         })
         .transpose()?;
+    let asked = match &input {
+        Input::Query(query) => Some(query.as_str()),
+        Input::Window(lines) => window::latest_user_text(lines),
+        Input::Filters => None,
+    };
+    let time = asked.and_then(|text| time_in(text, as_of.unwrap_or_else(Utc::now)));
     if request.exclude_ids.len() > MAX_EXCLUDED {
         return Err(ApiError::invalid(
             "exclude_ids",
@@ -187,6 +194,7 @@ fn parse(request: RetrieveRequest, config: &Config, caller: &Caller) -> Result<R
         expand_query: request.expand_query.unwrap_or(false),
         context_boost,
         as_of,
+        time,
     })
 }
 

@@ -1,9 +1,11 @@
 //! Time: when a memory's fact was said or became true (`observed_at`),
 //! written by hand and by capture, kept in the file and the row; and
-//! retrieval as of a moment (`as_of`).
+//! retrieval as of a moment (`as_of`) and the time a question names
+//! (`words`).
 
 mod as_of;
 mod observed;
+mod words;
 
 use serde_json::Value;
 
