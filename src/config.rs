@@ -29,7 +29,7 @@ pub use consolidation::Consolidation;
 pub use http::{Http, parse_host};
 pub use postgres::{Backend, DatabaseUrl, PostgresConfig};
 pub use retrieval::{Retrieval, RetrievalOverrides, SettingError, Tuning};
-pub use signals::{Weights, WeightsRequest};
+pub use signals::{MatchSettings, Weights, WeightsRequest};
 pub use upstream::{Embedding, EmbeddingProvider, Llm, Price};
 
 use std::collections::BTreeMap;

@@ -117,11 +117,9 @@ struct Inner {
     access: AccessCounts,
     /// The whole retrieval's time budget.
     budget: Duration,
-    /// How the search weighs words, conversations and passages.
-    weighing: search::Weighing,
-    /// How far the query moves toward its best match for a second search
-    /// (0: one search).
-    feedback: f32,
+    /// How the search weighs words, conversations and passages, and how
+    /// far the query moves toward its best match for a second search.
+    matching: config::MatchSettings,
     /// How much a changed or provisional memory's relevance is lowered.
     standing: rank::Standing,
     /// How much the time a question names counts.
@@ -148,14 +146,7 @@ impl Retriever {
                 index_ready: parts.index_ready,
                 access: parts.access,
                 budget: Duration::from_millis(settings.budget_ms),
-                weighing: search::Weighing {
-                    lexical: settings.lexical_weight,
-                    conversation: settings.conversation_weight,
-                    passage: settings.passage_weight,
-                    min_similarity: settings.min_similarity,
-                },
-                #[expect(clippy::cast_possible_truncation, reason = "a weight, 0..1")]
-                feedback: settings.feedback_weight as f32,
+                matching: settings.match_settings(),
                 standing: rank::Standing {
                     changed: settings.changed_factor,
                     provisional: settings.provisional_factor,
@@ -374,14 +365,16 @@ impl Retriever {
             &inner.store,
             request,
             query(vectors.clone(), Vec::new()),
-            inner.weighing,
+            inner.matching,
         )
         .await;
         let unmoved = |candidates| Searched {
             candidates,
             moved_toward: None,
         };
-        if inner.feedback == 0.0
+        #[expect(clippy::cast_possible_truncation, reason = "a weight, 0..1")]
+        let feedback = inner.matching.feedback_weight as f32;
+        if feedback == 0.0
             || !feedback::near_tie(first.iter().map(|candidate| candidate.similarity))
         {
             return unmoved(first);
@@ -394,7 +387,7 @@ impl Retriever {
             return unmoved(first);
         };
         let (moved_from, moved): (Vec<usize>, Vec<Vec<f32>>) =
-            feedback::moved(&vectors, &best_vector, inner.feedback)
+            feedback::moved(&vectors, &best_vector, feedback)
                 .into_iter()
                 .unzip();
         if moved.is_empty() {
@@ -407,7 +400,7 @@ impl Retriever {
                 &inner.store,
                 request,
                 query(both, moved_from),
-                inner.weighing,
+                inner.matching,
             )
             .await,
             moved_toward: Some(best_id),

@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::bounds;
-use super::signals::{Weights, WeightsRequest};
+use super::signals::{MatchSettings, Weights, WeightsRequest, with_match_settings};
 
 /// The default daily budget of the retrieval model: a HyDE call is at most
 /// about 3,500 tokens (a 12,000-character window and the prompt), and a
@@ -13,105 +13,92 @@ use super::signals::{Weights, WeightsRequest};
 /// million tokens.
 const DEFAULT_RETRIEVAL_DAILY_TOKENS: u64 = 1_000_000;
 
-/// The `retrieval` section. The service-wide settings (time budget,
-/// cache, the words' weight) are read once at start; the rest are the
-/// defaults of each request's [`Tuning`].
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct Retrieval {
-    /// How many memories a retrieval returns at most (before hops).
-    pub top_k: usize,
-    /// How many `related` edges to follow from each result, 0–3.
-    pub hop_depth: usize,
-    /// How many hypothetical memories HyDE asks for, 1–10.
-    pub hypothesis_count: usize,
-    /// The most tokens the injection text may take.
-    pub token_budget: usize,
-    /// The least relevance (0..1) a returned memory has.
-    pub min_relevance: f64,
-    /// The whole retrieval's time budget, in ms; past it the answer is
-    /// `degraded`.
-    pub budget_ms: u64,
-    /// The words' (BM25) largest share of the match score against meaning,
-    /// 0..1, taken where the vector search cannot tell the closest
-    /// memories apart (an eighth of it where the best stands clear); 0
-    /// searches by vector only.
-    pub lexical_weight: f64,
-    /// How much a memory's conversation (the memories that share its
-    /// namespace and session) lifts its match by how well their words
-    /// match the query together, 0..1; 0 judges each memory alone, and a
-    /// memory without a session is never lifted.
-    pub conversation_weight: f64,
-    /// How much a memory's closest sentence counts against its whole text,
-    /// 0..1: a memory of several sentences is also embedded sentence by
-    /// sentence, and its closeness to a query is the larger of its whole
-    /// text's cosine and this share of its closest sentence's. 0 embeds
-    /// whole texts only. A change takes effect at the next start.
-    pub passage_weight: f64,
-    /// How far a query moves toward its best match for a second search,
-    /// 0..1 (pseudo-relevance feedback), when the two closest memories are
-    /// near-tied: the query's vector plus this share of the best match's,
-    /// normalised, searched for beside the query itself. It finds what is
-    /// like the answer as well as like the question (the other trips, when
-    /// asked in what order trips were taken); 0 searches once.
-    pub feedback_weight: f64,
-    /// The least cosine similarity (0..1) at which the vector search counts
-    /// a memory as found in a store larger than `top_k` (a smaller one
-    /// answers with all of it); below it only the memory's words can bring
-    /// it back. Unrelated sentences score about 0 to 0.1 with MiniLM.
-    pub min_similarity: f64,
-    /// How long a turn's result stays cached, in seconds.
-    pub cache_ttl_s: u64,
-    /// The most turns cached at once.
-    pub cache_capacity: usize,
-    /// The most bytes the cached answers may hold (estimated from their
-    /// text); the least recently used go first.
-    pub cache_max_bytes: usize,
-    /// The retrieval model's tokens (HyDE, expansion, suggestions) a UTC
-    /// day; past it they are skipped and the plain query is searched for.
-    /// 0 is unlimited. Not a request's to override.
-    pub daily_token_budget: u64,
-    /// What a memory's relevance is multiplied by when the code it
-    /// describes changed since it was written (`validity: changed`), 0..1.
-    pub changed_factor: f64,
-    /// What a provisional memory's relevance (written by the classifier,
-    /// not yet confirmed) is multiplied by, 0..1.
-    pub provisional_factor: f64,
-    /// How much the time a question names counts, 0..1: a memory's
-    /// relevance becomes `(relevance + w × scores.time) / (1 + w)` when
-    /// the query or latest user message names a time (0: time is ignored).
-    pub time_weight: f64,
-    pub weights: Weights,
+/// Expands the match stage's settings into the section's fields, their
+/// defaults and the [`MatchSettings`] the search reads; the section's other
+/// fields are written out here.
+macro_rules! retrieval_section {
+    ($($(#[doc = $doc:literal])* $name:ident = $default:literal, zero: $zero:literal;)+) => {
+        /// The `retrieval` section. The service-wide settings (time budget,
+        /// cache, the match stage's) are read once at start; the rest are
+        /// the defaults of each request's [`Tuning`].
+        #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+        #[serde(deny_unknown_fields, default)]
+        pub struct Retrieval {
+            /// How many memories a retrieval returns at most (before hops).
+            pub top_k: usize,
+            /// How many `related` edges to follow from each result, 0–3.
+            pub hop_depth: usize,
+            /// How many hypothetical memories HyDE asks for, 1–10.
+            pub hypothesis_count: usize,
+            /// The most tokens the injection text may take.
+            pub token_budget: usize,
+            /// The least relevance (0..1) a returned memory has.
+            pub min_relevance: f64,
+            /// The whole retrieval's time budget, in ms; past it the answer
+            /// is `degraded`.
+            pub budget_ms: u64,
+            $($(#[doc = $doc])* pub $name: f64,)+
+            /// How long a turn's result stays cached, in seconds.
+            pub cache_ttl_s: u64,
+            /// The most turns cached at once.
+            pub cache_capacity: usize,
+            /// The most bytes the cached answers may hold (estimated from
+            /// their text); the least recently used go first.
+            pub cache_max_bytes: usize,
+            /// The retrieval model's tokens (HyDE, expansion, suggestions) a
+            /// UTC day; past it they are skipped and the plain query is
+            /// searched for. 0 is unlimited. Not a request's to override.
+            pub daily_token_budget: u64,
+            /// What a memory's relevance is multiplied by when the code it
+            /// describes changed since it was written (`validity: changed`),
+            /// 0..1.
+            pub changed_factor: f64,
+            /// What a provisional memory's relevance (written by the
+            /// classifier, not yet confirmed) is multiplied by, 0..1.
+            pub provisional_factor: f64,
+            /// How much the time a question names counts, 0..1: a memory's
+            /// relevance becomes `(relevance + w × scores.time) / (1 + w)`
+            /// when the query or latest user message names a time (0: time
+            /// is ignored).
+            pub time_weight: f64,
+            pub weights: Weights,
+        }
+
+        impl Default for Retrieval {
+            fn default() -> Self {
+                Self {
+                    top_k: 5,
+                    hop_depth: 1,
+                    hypothesis_count: 3,
+                    $($name: $default,)+
+                    cache_ttl_s: 300,
+                    cache_capacity: 10_000,
+                    cache_max_bytes: 32 * 1024 * 1024,
+                    token_budget: 1000,
+                    min_relevance: 0.0,
+                    budget_ms: 2000,
+                    daily_token_budget: DEFAULT_RETRIEVAL_DAILY_TOKENS,
+                    changed_factor: 0.8,
+                    provisional_factor: 0.9,
+                    time_weight: 0.3,
+                    weights: Weights::default(),
+                }
+            }
+        }
+
+        impl Retrieval {
+            /// The match stage's settings, as the search reads them.
+            pub fn match_settings(&self) -> MatchSettings {
+                MatchSettings { $($name: self.$name,)+ }
+            }
+        }
+    };
 }
 
-impl Default for Retrieval {
-    fn default() -> Self {
-        Self {
-            top_k: 5,
-            hop_depth: 1,
-            hypothesis_count: 3,
-            lexical_weight: 0.8,
-            conversation_weight: 0.3,
-            passage_weight: 0.8,
-            feedback_weight: 0.2,
-            min_similarity: 0.1,
-            cache_ttl_s: 300,
-            cache_capacity: 10_000,
-            cache_max_bytes: 32 * 1024 * 1024,
-            token_budget: 1000,
-            min_relevance: 0.0,
-            budget_ms: 2000,
-            daily_token_budget: DEFAULT_RETRIEVAL_DAILY_TOKENS,
-            changed_factor: 0.8,
-            provisional_factor: 0.9,
-            time_weight: 0.3,
-            weights: Weights::default(),
-        }
-    }
-}
+with_match_settings!(retrieval_section);
 
 /// The weights' check; the signals themselves are declared in
-/// [`crate::retrieval::signals`].
+/// [`super::signals`].
 impl Weights {
     /// The first weight outside 0..1, or that all are zero.
     pub fn check(&self) -> Result<(), SettingError> {
@@ -230,11 +217,9 @@ impl Retrieval {
     /// starts from, then the service's own.
     pub fn check(&self) -> Result<(), SettingError> {
         self.tuning(&RetrievalOverrides::default())?;
-        within("lexical_weight", self.lexical_weight, 0.0..=1.0)?;
-        within("conversation_weight", self.conversation_weight, 0.0..=1.0)?;
-        within("passage_weight", self.passage_weight, 0.0..=1.0)?;
-        within("feedback_weight", self.feedback_weight, 0.0..=1.0)?;
-        within("min_similarity", self.min_similarity, 0.0..=1.0)?;
+        for (field, value) in self.match_settings().named() {
+            within(field, value, 0.0..=1.0)?;
+        }
         within("changed_factor", self.changed_factor, 0.0..=1.0)?;
         within("provisional_factor", self.provisional_factor, 0.0..=1.0)?;
         within("time_weight", self.time_weight, 0.0..=1.0)?;

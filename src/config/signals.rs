@@ -1,11 +1,16 @@
-//! The relevance signals, declared once in [`with_relevance_signals!`]:
-//! each one's name (its key under `retrieval.weights` and a request's
-//! `weights`), its default weight and the `scores` field its weight
-//! applies to. The configuration's [`Weights`], a request's
-//! [`WeightsRequest`], their checks and overrides and the bench's
-//! similarity-only runs expand the list here; the weighted mean over a
-//! memory's scores expands it in `retrieval::rank`, where the scores are.
-//! `docs/guides/adding-a-retrieval-signal.md` says how to add one.
+//! The retrieval's signals, each declared once. The relevance signals, in
+//! [`with_relevance_signals!`]: each one's name (its key under
+//! `retrieval.weights` and a request's `weights`), its default weight and
+//! the `scores` field its weight applies to. The configuration's
+//! [`Weights`], a request's [`WeightsRequest`], their checks and overrides
+//! and the bench's similarity-only runs expand the list here; the weighted
+//! mean over a memory's scores expands it in `retrieval::rank`, where the
+//! scores are. The match stage's settings, in [`with_match_settings!`]:
+//! each one's key under `retrieval`, its default and what 0 does. The
+//! configuration's `Retrieval` (field, default, check) expands that list in
+//! `config::retrieval`, what the search reads ([`MatchSettings`]) here, and
+//! the bench's flags in its `workload`.
+//! `docs/guides/adding-a-retrieval-signal.md` says how to add either.
 
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -90,3 +95,76 @@ impl Weights {
         }
     }
 }
+
+/// The list of the match stage's settings, handed to `$then!`: each line
+/// is `name = default, zero: "what 0 does";`, the name being its key
+/// under `retrieval`, each 0..1: what the search finds and how it weighs
+/// the evidence into a memory's match score (`scores.match`) before
+/// ranking. The one place such a setting is
+/// declared; each layer that needs the list (the configuration, the
+/// search, the bench's flags) expands it with a macro of its own.
+#[macro_export]
+#[doc(hidden)]
+macro_rules! with_match_settings {
+    ($then:ident) => {
+        $then! {
+            /// The words' (BM25) largest share of the match score against
+            /// meaning, 0..1, taken where the vector search cannot tell the
+            /// closest memories apart (an eighth of it where the best stands
+            /// clear); 0 searches by vector only.
+            lexical_weight = 0.8, zero: "vector search only";
+            /// How much a memory's conversation (the memories that share its
+            /// namespace and session) lifts its match by how well their
+            /// words match the query together, 0..1; 0 judges each memory
+            /// alone, and a memory without a session is never lifted.
+            conversation_weight = 0.3, zero: "each memory judged alone";
+            /// How much a memory's closest sentence counts against its
+            /// whole text, 0..1: a memory of several sentences is also
+            /// embedded sentence by sentence, and its closeness to a query
+            /// is the larger of its whole text's cosine and this share of
+            /// its closest sentence's. 0 embeds whole texts only. A change
+            /// takes effect at the next start.
+            passage_weight = 0.8, zero: "whole texts only";
+            /// How far a query moves toward its best match for a second
+            /// search, 0..1 (pseudo-relevance feedback), when the two
+            /// closest memories are near-tied: the query's vector plus this
+            /// share of the best match's, normalised, searched for beside
+            /// the query itself. It finds what is like the answer as well as
+            /// like the question (the other trips, when asked in what order
+            /// trips were taken); 0 searches once.
+            feedback_weight = 0.2, zero: "one search, no feedback";
+            /// The least cosine similarity (0..1) at which the vector search
+            /// counts a memory as found in a store larger than `top_k` (a
+            /// smaller one answers with all of it); below it only the
+            /// memory's words can bring it back. Unrelated sentences score
+            /// about 0 to 0.1 with MiniLM.
+            min_similarity = 0.1, zero: "every cosine counts as found";
+        }
+    };
+}
+pub use crate::with_match_settings;
+
+/// Expands the match stage's settings into what the search reads.
+macro_rules! match_settings {
+    ($($(#[doc = $doc:literal])* $name:ident = $default:literal, zero: $zero:literal;)+) => {
+        /// The match stage's settings, from `retrieval` in the
+        /// configuration: how the search weighs the evidence.
+        #[derive(Clone, Copy, Debug, PartialEq)]
+        pub struct MatchSettings {
+            $($(#[doc = $doc])* pub $name: f64,)+
+        }
+
+        impl MatchSettings {
+            /// Each setting with its key within `retrieval`
+            /// (`lexical_weight`), in the order of the declaration.
+            pub fn named(&self) -> [(&'static str, f64); MATCH_COUNT] {
+                [$((stringify!($name), self.$name),)+]
+            }
+        }
+
+        /// How many match-stage settings there are.
+        const MATCH_COUNT: usize = [$(stringify!($name),)+].len();
+    };
+}
+
+with_match_settings!(match_settings);

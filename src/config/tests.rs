@@ -259,6 +259,26 @@ fn bad_values_are_named() {
             "consolidation.interval_hours",
         ),
         (
+            "retrieval: { lexical_weight: 1.5 }\n",
+            "retrieval.lexical_weight",
+        ),
+        (
+            "retrieval: { conversation_weight: -0.1 }\n",
+            "retrieval.conversation_weight",
+        ),
+        (
+            "retrieval: { passage_weight: 2 }\n",
+            "retrieval.passage_weight",
+        ),
+        (
+            "retrieval: { feedback_weight: 1.5 }\n",
+            "retrieval.feedback_weight",
+        ),
+        (
+            "retrieval: { min_similarity: -1 }\n",
+            "retrieval.min_similarity",
+        ),
+        (
             "retrieval: { weights: { recency: 1.5 } }\n",
             "retrieval.weights.recency",
         ),

@@ -14,6 +14,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::blocking;
+use crate::config::MatchSettings;
 use crate::index::{Hit, LexicalHit, Snapshot, lexical};
 use crate::memory::{Category, Memory, MemoryId};
 use crate::store::Store;
@@ -62,22 +63,6 @@ pub struct Query {
     pub terms: Vec<lexical::Term>,
 }
 
-/// How the search weighs the evidence, from `retrieval` in the
-/// configuration.
-#[derive(Clone, Copy, Debug)]
-pub struct Weighing {
-    /// The words' largest share of the match score, 0..1 (0: vector only).
-    pub lexical: f64,
-    /// How much the conversation's words lift a match, 0..1.
-    pub conversation: f64,
-    /// How much a memory's closest passage counts against its whole
-    /// text, 0..1 (0: whole texts only).
-    pub passage: f64,
-    /// The least cosine at which the vector search counts a memory as
-    /// found (`retrieval.min_similarity`).
-    pub min_similarity: f64,
-}
-
 /// The candidates for `query`, best fused score first. With a lexical
 /// weight of 0 the lexical search does not run (and conversations, which
 /// are judged by their words, lift nothing).
@@ -86,7 +71,7 @@ pub async fn candidates(
     store: &Store,
     request: &Request,
     query: Query,
-    weighing: Weighing,
+    matching: MatchSettings,
 ) -> Vec<Candidate> {
     let Query {
         vectors,
@@ -99,7 +84,7 @@ pub async fn candidates(
         unmoved: vectors.len() - moved_from.len(),
         moved_from,
     };
-    let (dense, sparse) = scan(snapshot, request, vectors, terms, weighing).await;
+    let (dense, sparse) = scan(snapshot, request, vectors, terms, matching).await;
     let closest: Vec<f32> = dense
         .iter()
         .take(fusion::SPREAD_SAMPLE)
@@ -108,14 +93,14 @@ pub async fn candidates(
     let (evidence, best_similarity) = evidence(
         &dense,
         &sparse,
-        weighing.min_similarity,
+        matching.min_similarity,
         request.tuning.top_k,
     );
     let best_lexical = sparse.first().map_or(1.0, |hit| hit.score);
     let by_head = merge(store, request, evidence, &texts, best_lexical);
-    let mut candidates = fused(by_head, weighing.lexical, &closest, best_similarity);
-    if weighing.conversation > 0.0 {
-        lift_by_conversation(&mut candidates, weighing.conversation);
+    let mut candidates = fused(by_head, matching.lexical_weight, &closest, best_similarity);
+    if matching.conversation_weight > 0.0 {
+        lift_by_conversation(&mut candidates, matching.conversation_weight);
     }
     by_fused_score(&mut candidates);
     candidates
@@ -149,14 +134,18 @@ async fn scan(
     request: &Request,
     vectors: Vec<Vec<f32>>,
     terms: Vec<lexical::Term>,
-    weighing: Weighing,
+    matching: MatchSettings,
 ) -> (Vec<Hit>, Vec<LexicalHit>) {
     let namespaces = request.pair.namespaces();
     let limit = (request.tuning.top_k * CANDIDATE_FACTOR).max(MIN_CANDIDATES);
     let filters = request.filters.clone();
-    let lexical_limit = if weighing.lexical > 0.0 { limit } else { 0 };
+    let lexical_limit = if matching.lexical_weight > 0.0 {
+        limit
+    } else {
+        0
+    };
     #[expect(clippy::cast_possible_truncation, reason = "a weight, 0..1")]
-    let passage_weight = weighing.passage as f32;
+    let passage_weight = matching.passage_weight as f32;
     let small = snapshot.is_small_search(&namespaces, vectors.len());
     let scan = move || {
         let admit = |_: MemoryId, category: Category| filters.admit_category(category);
