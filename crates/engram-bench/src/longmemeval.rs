@@ -56,6 +56,9 @@ pub struct Settings {
     /// Only the first N questions of the half (in digest order), for quick runs.
     #[arg(long)]
     questions: Option<usize>,
+    /// Only questions of this type (e.g. `temporal-reasoning`).
+    #[arg(long)]
+    question_type: Option<String>,
     /// The directory that holds `longmemeval_s_useronly.json.gz`.
     #[arg(long, default_value = DEFAULT_DATA)]
     data: PathBuf,
@@ -98,6 +101,7 @@ pub async fn longmemeval(report: &mut Report, settings: Settings) -> Result {
         granularity,
         half,
         questions,
+        question_type,
         data,
         work_dir,
         without_dates,
@@ -107,6 +111,11 @@ pub async fn longmemeval(report: &mut Report, settings: Settings) -> Result {
     let mut chosen: Vec<&Item> = items
         .iter()
         .filter(|item| !item.abstains() && half.holds(&item.question_id))
+        .filter(|item| {
+            question_type
+                .as_deref()
+                .is_none_or(|kind| item.question_type == kind)
+        })
         .collect();
     chosen.sort_by_key(|item| haystack::digest(&item.question_id));
     chosen.truncate(questions.unwrap_or(usize::MAX));
