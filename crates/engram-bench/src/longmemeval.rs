@@ -193,7 +193,7 @@ pub async fn longmemeval(report: &mut Report, settings: Settings) -> Result {
             "weights": engram::config::Weights::similarity_only(),
         });
         let asked_at = (!without_dates)
-            .then(|| haystack::rfc3339(&item.question_date))
+            .then(|| haystack::asked_at(item))
             .transpose()?;
         if let Some(asked_at) = &asked_at {
             ranked["as_of"] = json!(asked_at);
