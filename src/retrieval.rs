@@ -33,6 +33,7 @@ pub mod plan;
 pub mod rank;
 pub mod request;
 pub mod search;
+pub mod session;
 pub mod similar;
 pub mod stats;
 pub mod suggestions;
@@ -124,6 +125,7 @@ struct Inner {
     /// How much a changed or provisional memory's relevance is lowered.
     standing: rank::Standing,
     cache: TurnCache<Outcome>,
+    sessions: session::Sessions,
     stats: RetrievalStats,
     metrics: Metrics,
 }
@@ -157,6 +159,7 @@ impl Retriever {
                     changed: settings.changed_factor,
                     provisional: settings.provisional_factor,
                 },
+                sessions: session::Sessions::default(),
                 stats: RetrievalStats::default(),
                 metrics: parts.metrics,
             }),
@@ -195,7 +198,11 @@ impl Retriever {
     /// Retrieves for `request` within the configured budget.
     pub async fn run(&self, request: Request) -> Outcome {
         let started = Instant::now();
-        let outcome = self.run_uncounted(request, started).await;
+        let turn = session::Turn::of(&request);
+        let mut outcome = self.run_uncounted(request, started).await;
+        if let Some(turn) = turn {
+            self.inner.sessions.inject(&turn, &mut outcome);
+        }
         let timings = outcome.timings_ms;
         for (stage, millis) in [
             ("hyde", timings.hyde),

@@ -8,9 +8,11 @@ use chrono::{DateTime, Utc};
 use sha2::{Digest, Sha256};
 
 use crate::config;
-use crate::memory::{Category, Memory, MemoryId, Scope};
+use crate::memory::{Category, Confidence, Memory, MemoryId, Scope};
 use crate::store::{Reach, Store};
 use crate::window::Line;
+
+use super::session::Injecting;
 
 /// A parsed, validated retrieval.
 #[derive(Clone, Debug)]
@@ -31,6 +33,9 @@ pub struct Request {
     /// each chain is answered by its version of then, and recency is
     /// measured from it.
     pub as_of: Option<DateTime<Utc>>,
+    /// The agent session it is made for: what it injects is then decided
+    /// per session ([`super::session`]).
+    pub session: Option<Injecting>,
 }
 
 /// What to search for.
@@ -51,6 +56,8 @@ pub struct Filters {
     pub scope: Option<Scope>,
     /// Any of these; `None` means every category.
     pub categories: Option<Vec<Category>>,
+    /// Only confirmed memories (a session's brief).
+    pub confirmed_only: bool,
 }
 
 impl Filters {
@@ -62,6 +69,7 @@ impl Filters {
                 .scope
                 .is_none_or(|scope| memory.namespace.scope() == scope)
             && self.admit_category(memory.category)
+            && (!self.confirmed_only || memory.lifecycle.confidence == Confidence::Confirmed)
     }
 
     pub(super) fn admit_category(&self, category: Category) -> bool {
@@ -119,6 +127,9 @@ impl Request {
             expand_query,
             context_boost,
             as_of,
+            // The answer the cache keeps is every session's: what one
+            // session injects of it is decided after the cache.
+            session: _,
         } = self;
         let mut excluded: Vec<&MemoryId> = exclude_ids.iter().collect();
         excluded.sort_unstable();
