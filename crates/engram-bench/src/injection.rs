@@ -191,6 +191,8 @@ const PROMPTS: [(&str, &[usize]); 50] = [
 struct Replay {
     /// Tokens of each injection: the start's first, then each prompt's.
     tokens: Vec<usize>,
+    /// The memories injected at the start.
+    at_start: usize,
     /// The prompts whose needed memories were all in the context.
     served: Vec<usize>,
 }
@@ -253,15 +255,17 @@ fn figures(report: &mut Report, label: &str, replay: &Replay, before: Option<&Re
         .filter(|(_, needs)| !needs.is_empty())
         .count();
     #[expect(clippy::cast_precision_loss, reason = "token and prompt counts")]
-    let (total_f, start, mean, most, served) = (
+    let (total_f, start, at_start, mean, most, served) = (
         total as f64,
         replay.tokens[0] as f64,
+        replay.at_start as f64,
         prompts.iter().sum::<usize>() as f64 / prompts.len() as f64,
         prompts.iter().copied().max().unwrap_or(0) as f64,
         100.0 * replay.served.len() as f64 / needy as f64,
     );
     report.figure(format!("{label}: tokens injected per session"), total_f, "");
     report.figure(format!("{label}: tokens at the start"), start, "");
+    report.figure(format!("{label}: memories at the start"), at_start, "");
     report.figure(format!("{label}: tokens per prompt, mean"), mean, "");
     report.figure(format!("{label}: tokens per prompt, most"), most, "");
     report.figure(
@@ -321,6 +325,7 @@ async fn replay(
     }
     let mut in_context: HashSet<String> = HashSet::new();
     let mut tokens = vec![injected(&client.retrieve(&start).await?, &mut in_context)];
+    let at_start = in_context.len();
     let mut window: Vec<Value> = Vec::new();
     let mut served = Vec::new();
     for (number, (prompt, needs)) in PROMPTS.iter().enumerate() {
@@ -345,7 +350,11 @@ async fn replay(
         window.push(json!({"role": "assistant", "content": format!("Done: {prompt}")}));
     }
     server.stop().await;
-    Ok(Replay { tokens, served })
+    Ok(Replay {
+        tokens,
+        at_start,
+        served,
+    })
 }
 
 /// Writes the coding set (some of it important) and the preferences;
