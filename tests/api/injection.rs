@@ -2,9 +2,9 @@
 //! a memory once per session (it is still returned, saying why it is not
 //! injected again), only above `inject.min_relevance`, within
 //! `inject.prompt_tokens`; a retried turn injects the same again; a
-//! retrieval without a session is as it always was. The session's brief
-//! (`brief`) and the agents' hooks that send the session (`hooks`) have
-//! modules of their own.
+//! retrieval without a session, the MCP `recall` tool's among them, is as
+//! it always was. The session's brief (`brief`) and the agents' hooks
+//! that send the session (`hooks`) have modules of their own.
 
 pub mod brief;
 mod hooks;
@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 
 use crate::backends::{Backend, over_both_backends};
 use crate::helpers::{TestApp, id, memory};
+use crate::mcp::{ROOT, app_post, connect, ok, recall_until_found, refused, service};
 
 over_both_backends!(
     a_session_injects_each_memory_once_and_says_why_not_again,
@@ -253,4 +254,39 @@ async fn a_prompt_injects_above_the_floor_within_its_budgets(backend: Backend) {
         .post("/retrieve", &prompt(Some("../s-1"), "t-2", query))
         .await;
     bad.assert_problem(StatusCode::UNPROCESSABLE_ENTITY, Some("session_id"));
+}
+
+#[tokio::test]
+async fn recall_over_mcp_answers_in_full_whatever_a_session_was_given() {
+    let app = service().await;
+    let client = connect(&app.base_url, ROOT).await;
+    ok(
+        &client,
+        "remember",
+        json!({"repo": "forge", "scope": "repo", "category": "project-conventions",
+               "content": TABS}),
+    )
+    .await;
+    let question = "How does forge indent Go code?";
+    recall_until_found(&client, question, TABS).await;
+    let mut asked = prompt(Some("s-1"), "t-1", question);
+    app_post(&app, "/retrieve", ROOT, &asked).await;
+    asked["turn_id"] = json!("t-2");
+    let (status, again) = app_post(&app, "/retrieve", ROOT, &asked).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        again["memories"][0]["not_injected"], "earlier_in_session",
+        "{again:#}"
+    );
+
+    // The session has it; a question asked on purpose still gets it.
+    let arguments = json!({"query": question, "repo": "forge", "user": "ana"});
+    for _ in 0..2 {
+        let recalled = ok(&client, "recall", arguments.clone()).await;
+        assert_eq!(recalled["memories"][0]["injected"], true, "{recalled:#}");
+        assert!(injection(&recalled).contains(TABS), "{recalled:#}");
+    }
+    let mut with_session = arguments;
+    with_session["session_id"] = json!("s-1");
+    refused(&client, "recall", with_session).await;
 }
