@@ -42,7 +42,7 @@ const BRIEF_TOP_K: usize = 50;
 /// and used (the configured weights of those).
 const BRIEF_IMPORTANCE_WEIGHT: f64 = 1.0;
 /// The most entries all sessions hold together (a session counts one,
-/// each memory version it holds one more): a few MiB at most.
+/// each memory version it holds one more): about 15 MiB at most.
 const MAX_ENTRIES: usize = 1 << 18;
 /// The most memory versions one session holds; past it, its oldest are
 /// forgotten (and may be injected again).
