@@ -14,6 +14,7 @@ mod access;
 mod background;
 mod consolidation;
 mod http;
+mod inject;
 mod load;
 mod postgres;
 mod retrieval;
@@ -27,6 +28,7 @@ pub use access::{Auth, Cors, KeyGrant, Mcp};
 pub use background::{CaptureConfig, RetentionConfig, StoreConfig};
 pub use consolidation::Consolidation;
 pub use http::{Http, parse_host};
+pub use inject::Inject;
 pub use postgres::{Backend, DatabaseUrl, PostgresConfig};
 pub use retrieval::{Retrieval, RetrievalOverrides, SettingError, Tuning};
 pub use signals::{MatchSettings, Weights, WeightsRequest};
@@ -78,6 +80,8 @@ pub struct Config {
     /// only.
     pub prices: BTreeMap<String, Price>,
     pub retrieval: Retrieval,
+    /// What retrievals for an agent session inject, and how much.
+    pub inject: Inject,
     pub capture: CaptureConfig,
     pub retention: RetentionConfig,
     pub consolidation: Consolidation,
@@ -124,6 +128,7 @@ impl Default for Config {
             llm: None,
             prices: BTreeMap::new(),
             retrieval: Retrieval::default(),
+            inject: Inject::default(),
             capture: CaptureConfig::default(),
             retention: RetentionConfig::default(),
             consolidation: Consolidation::default(),

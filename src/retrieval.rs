@@ -33,6 +33,7 @@ pub mod plan;
 pub mod rank;
 pub mod request;
 pub mod search;
+pub mod session;
 pub mod similar;
 pub mod stats;
 pub mod suggestions;
@@ -125,6 +126,7 @@ struct Inner {
     /// How much the time a question names counts.
     time_weight: f64,
     cache: TurnCache<Outcome>,
+    sessions: session::Sessions,
     stats: RetrievalStats,
     metrics: Metrics,
 }
@@ -152,6 +154,7 @@ impl Retriever {
                     provisional: settings.provisional_factor,
                 },
                 time_weight: settings.time_weight,
+                sessions: session::Sessions::default(),
                 stats: RetrievalStats::default(),
                 metrics: parts.metrics,
             }),
@@ -190,7 +193,11 @@ impl Retriever {
     /// Retrieves for `request` within the configured budget.
     pub async fn run(&self, request: Request) -> Outcome {
         let started = Instant::now();
-        let outcome = self.run_uncounted(request, started).await;
+        let turn = session::Turn::of(&request);
+        let mut outcome = self.run_uncounted(request, started).await;
+        if let Some(turn) = turn {
+            self.inner.sessions.inject(&turn, &mut outcome);
+        }
         let timings = outcome.timings_ms;
         for (stage, millis) in [
             ("hyde", timings.hyde),

@@ -5,9 +5,9 @@
 //!
 //! | event | Engram call | printed |
 //! | --- | --- | --- |
-//! | `UserPromptSubmit` | `POST /retrieve` with the window and the new prompt | the injection as `additionalContext` |
+//! | `UserPromptSubmit` | `POST /retrieve` with the window, the new prompt and the session (so what the session was given is not injected again) | the injection as `additionalContext` |
 //! | the same, for a `remember:` prompt ([`remember`]) | also `POST /memories` (with `dedupe`; the project's, anchored to the files it names in a git working tree) | one line on what was stored, or why not, then the injection |
-//! | `SessionStart` | `POST /retrieve` with the window, or a query for the project when it is empty; beside it, in a git working tree, the anchors' check ([`tree_check`]) | [`GUIDANCE`], then the injection |
+//! | `SessionStart` | `POST /retrieve` for the session's brief (its id, no query: the most important confirmed memories); beside it, in a git working tree, the anchors' check ([`tree_check`]) | [`GUIDANCE`], then the brief |
 //! | `Stop` (a turn ended) | `POST /turns` with the window, and in a git working tree its `HEAD` and the files the window's tool calls read or edited ([`touched`]) | nothing |
 //! | `PreCompact` | `POST /compactions` with the same | nothing |
 //!

@@ -278,6 +278,13 @@ fn bad_values_are_named() {
             "retrieval: { min_similarity: -1 }\n",
             "retrieval.min_similarity",
         ),
+        ("retrieval: { time_weight: 2 }\n", "retrieval.time_weight"),
+        (
+            "inject: { session_start_tokens: 200000 }\n",
+            "inject.session_start_tokens",
+        ),
+        ("inject: { prompt_tokens: -1 }\n", "inject.prompt_tokens"),
+        ("inject: { min_relevance: 1.5 }\n", "inject.min_relevance"),
         (
             "retrieval: { weights: { recency: 1.5 } }\n",
             "retrieval.weights.recency",

@@ -103,6 +103,9 @@ impl Config {
         if let Err(err) = self.retrieval.check() {
             return key_error(&format!("retrieval.{}", err.field()), &err.to_string());
         }
+        if let Err((key, reason)) = self.inject.check() {
+            return key_error(key, reason);
+        }
         let capture = &self.capture;
         if !(1..=100_000).contains(&capture.queue_capacity) {
             return key_error("capture.queue_capacity", "must be between 1 and 100000");

@@ -4,11 +4,11 @@
 use std::time::{Duration, Instant};
 
 use super::inject;
-use super::outcome::{Degraded, Mode, Outcome, RetrievedMemory, Timings};
+use super::outcome::{Degraded, Mode, NotInjected, Outcome, RetrievedMemory, Timings};
 use super::plan::Plan;
 use super::rank::Ranked;
 use super::request::Request;
-use crate::memory::{Memory, MemoryView};
+use crate::memory::MemoryView;
 
 /// What ranking and hops returned.
 #[derive(Default)]
@@ -30,18 +30,27 @@ pub(super) fn assemble(
     degraded: Option<Degraded>,
     timings_ms: Timings,
 ) -> Outcome {
-    let memories: Vec<&Memory> = found.ranked.iter().map(|r| r.memory.as_ref()).collect();
-    let (injection, injected) = inject::render(&memories, request.tuning.token_budget);
+    let views: Vec<MemoryView> = found
+        .ranked
+        .iter()
+        .map(|ranked| MemoryView::from(ranked.memory.as_ref()))
+        .collect();
+    let (injection, injected) = inject::render(
+        &views.iter().collect::<Vec<_>>(),
+        request.tuning.token_budget,
+    );
     let memories = found
         .ranked
         .into_iter()
+        .zip(views)
         .zip(injected)
-        .map(|(ranked, injected)| RetrievedMemory {
-            memory: MemoryView::from(ranked.memory.as_ref()),
+        .map(|((ranked, memory), injected)| RetrievedMemory {
+            memory,
             relevance: ranked.relevance,
             scores: ranked.scores,
             reason: ranked.reason,
             injected,
+            not_injected: (!injected).then_some(NotInjected::OverBudget),
         })
         .collect();
     let (expanded_query, added_terms) = plan

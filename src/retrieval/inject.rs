@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::sync::{Mutex, OnceLock, PoisonError};
 
-use crate::memory::{Memory, excerpt};
+use crate::memory::{MemoryView, excerpt};
 use crate::tokens;
 
 const HEADER: &str = "## Relevant Long-Term Memories\n\n\
@@ -42,7 +42,7 @@ fn header_tokens() -> usize {
 /// line break and each entry opens with `**[` (a piece that holds a line
 /// break ends there, unless a `/` follows). So each entry is counted on
 /// its own, and its count kept ([`entry_tokens`]).
-pub fn render(memories: &[&Memory], token_budget: usize) -> (String, Vec<bool>) {
+pub fn render(memories: &[&MemoryView], token_budget: usize) -> (String, Vec<bool>) {
     let mut included = vec![false; memories.len()];
     let mut used = header_tokens();
     if memories.is_empty() || used >= token_budget {
@@ -124,11 +124,11 @@ fn assemble(entries: &[String], included: &[bool]) -> String {
 
 /// `**[category | scope | vN]**`, what it supersedes, then the content
 /// quoted line by line.
-fn entry(memory: &Memory) -> String {
+fn entry(memory: &MemoryView) -> String {
     let mut entry = format!(
         "**[{} | {} | v{}]**",
         memory.category.as_str(),
-        memory.namespace.scope().as_str(),
+        memory.scope.as_str(),
         memory.version
     );
     if let Some(previous) = memory.supersedes {
@@ -196,11 +196,11 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
-    use crate::memory::{Category, MemoryId, Namespace};
+    use crate::memory::{Category, Memory, MemoryId, Namespace};
 
-    fn memory(content: &str) -> Memory {
+    fn memory(content: &str) -> MemoryView {
         let ana = Namespace::User("ana".parse().unwrap());
-        Memory::example(ana, Category::CodingPreferences, content)
+        MemoryView::from(&Memory::example(ana, Category::CodingPreferences, content))
     }
 
     #[test]
@@ -267,7 +267,7 @@ mod tests {
         fn the_whole_counts_as_the_header_and_the_entries(
             contents in prop::collection::vec("\\PC{1,200}|[ a-z/*>.\n\r\t-]{1,200}", 1..6),
         ) {
-            let memories: Vec<Memory> = contents.iter().map(|c| memory(c)).collect();
+            let memories: Vec<MemoryView> = contents.iter().map(|c| memory(c)).collect();
             let entries: Vec<String> = memories.iter().map(entry).collect();
             let whole = assemble(&entries, &vec![true; entries.len()]);
             let parts: usize = entries.iter().map(|entry| tokens::count(entry)).sum();
@@ -290,8 +290,8 @@ mod tests {
             contents in prop::collection::vec("\\PC{1,300}", 1..12),
             budget in 1usize..800,
         ) {
-            let memories: Vec<Memory> = contents.iter().map(|c| memory(c)).collect();
-            let refs: Vec<&Memory> = memories.iter().collect();
+            let memories: Vec<MemoryView> = contents.iter().map(|c| memory(c)).collect();
+            let refs: Vec<&MemoryView> = memories.iter().collect();
             let (text, included) = render(&refs, budget);
             prop_assert!(tokens::count(&text) <= budget);
             prop_assert_eq!(text.is_empty(), !included.contains(&true));

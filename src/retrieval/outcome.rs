@@ -210,8 +210,27 @@ pub struct RetrievedMemory {
     pub relevance: f64,
     pub scores: Scores,
     pub reason: Reason,
-    /// Whether the memory is in `injection` (it may not fit the budget).
+    /// Whether the memory is in `injection`.
     pub injected: bool,
+    /// Why it is not in `injection`, when it is not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub not_injected: Option<NotInjected>,
+}
+
+/// Why a returned memory is not in the injection text.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum NotInjected {
+    /// It did not fit the token budget (`token_budget`; for a session,
+    /// `inject.prompt_tokens` or `inject.session_start_tokens` too).
+    OverBudget,
+    /// A retrieval for a session's prompt: its relevance is below
+    /// `inject.min_relevance`.
+    BelowMinRelevance,
+    /// A retrieval for a session: it was injected at an earlier turn of
+    /// the same session (the brief included), so it is in the agent's
+    /// context already.
+    EarlierInSession,
 }
 
 /// Where the time went, in milliseconds.

@@ -8,10 +8,11 @@ use chrono::{DateTime, Utc};
 use sha2::{Digest, Sha256};
 
 use crate::config;
-use crate::memory::{Category, Memory, MemoryId, Scope};
+use crate::memory::{Category, Confidence, Memory, MemoryId, Scope};
 use crate::store::{Reach, Store};
 use crate::window::Line;
 
+use super::session::Injecting;
 use super::time_words::TimeInQuestion;
 
 /// A parsed, validated retrieval.
@@ -36,6 +37,9 @@ pub struct Request {
     /// The time the query or the latest user message names, resolved
     /// against `as_of` or the moment the request came.
     pub time: Option<TimeInQuestion>,
+    /// The agent session it is made for: what it injects is then decided
+    /// per session ([`super::session`]).
+    pub session: Option<Injecting>,
 }
 
 /// What to search for.
@@ -56,6 +60,8 @@ pub struct Filters {
     pub scope: Option<Scope>,
     /// Any of these; `None` means every category.
     pub categories: Option<Vec<Category>>,
+    /// Only confirmed memories (a session's brief).
+    pub confirmed_only: bool,
 }
 
 impl Filters {
@@ -67,6 +73,7 @@ impl Filters {
                 .scope
                 .is_none_or(|scope| memory.namespace.scope() == scope)
             && self.admit_category(memory.category)
+            && (!self.confirmed_only || memory.lifecycle.confidence == Confidence::Confirmed)
     }
 
     pub(super) fn admit_category(&self, category: Category) -> bool {
@@ -138,6 +145,9 @@ impl Request {
             as_of,
             // Read from the input, against `as_of` or now.
             time: _,
+            // The answer the cache keeps is every session's: what one
+            // session injects of it is decided after the cache.
+            session: _,
         } = self;
         let mut excluded: Vec<&MemoryId> = exclude_ids.iter().collect();
         excluded.sort_unstable();

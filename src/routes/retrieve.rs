@@ -14,7 +14,10 @@ use crate::auth::Caller;
 pub use crate::config::WeightsRequest;
 use crate::config::{Config, RetrievalOverrides, bounds};
 use crate::error::{ApiError, Problem};
-use crate::memory::{Category, MemoryId, MemoryView, RepoId, Scope, UserId, parse_timestamp};
+use crate::memory::{
+    Category, MemoryId, MemoryView, RepoId, Scope, SessionId, UserId, parse_timestamp,
+};
+use crate::retrieval::session::{self, Injecting};
 use crate::retrieval::time_words::time_in;
 use crate::retrieval::{Degraded, Filters, Input, Outcome, Request, Retriever};
 use crate::routes::extract::{self, ApiJson, in_range};
@@ -73,6 +76,14 @@ pub struct RetrieveRequest {
     /// each version chain is answered by the version that stood then, and
     /// recency is measured from it.
     pub as_of: Option<DateTime<Utc>>,
+    /// The agent session the retrieval is for. Then a memory injected at
+    /// an earlier turn of the session is returned but not injected again,
+    /// and per prompt only memories at `inject.min_relevance` or above
+    /// are injected, within `inject.prompt_tokens`; with no `query` and
+    /// no `messages`, it is the session's start: a brief of the most
+    /// important confirmed memories within `inject.session_start_tokens`,
+    /// and the session begins anew. `token_budget`, when given, caps both.
+    pub session_id: Option<SessionId>,
 }
 
 /// Which memories may be returned.
@@ -140,20 +151,22 @@ fn parse(request: RetrieveRequest, config: &Config, caller: &Caller) -> Result<R
         .as_deref()
         .map(|text| extract::bounded_text("context_boost", text, MAX_QUERY_CHARS))
         .transpose()?;
-    let tuning = config
-        .retrieval
-        .tuning(&RetrievalOverrides {
-            top_k: request.top_k,
-            hop_depth: request.hop_depth,
-            hypothesis_count: request.hypothesis_count,
-            token_budget: request.token_budget,
-            min_relevance: request.min_relevance,
-            weights: request.weights.unwrap_or_default(),
-        })
-        .map_err(|err| {
-            let field = err.field();
-            ApiError::invalid(field, format!("`{field}` {err}"))
-        })?;
+    let brief = request.session_id.is_some() && matches!(input, Input::Filters);
+    let mut overrides = RetrievalOverrides {
+        top_k: request.top_k,
+        hop_depth: request.hop_depth,
+        hypothesis_count: request.hypothesis_count,
+        token_budget: request.token_budget,
+        min_relevance: request.min_relevance,
+        weights: request.weights.unwrap_or_default(),
+    };
+    if brief {
+        session::brief_overrides(&mut overrides);
+    }
+    let tuning = config.retrieval.tuning(&overrides).map_err(|err| {
+        let field = err.field();
+        ApiError::invalid(field, format!("`{field}` {err}"))
+    })?;
     let filters = request.filters.unwrap_or_default();
     if filters.categories.as_ref().is_some_and(Vec::is_empty) {
         return Err(ApiError::invalid(
@@ -188,6 +201,7 @@ fn parse(request: RetrieveRequest, config: &Config, caller: &Caller) -> Result<R
         filters: Filters {
             scope: filters.scope,
             categories: filters.categories,
+            confirmed_only: brief,
         },
         exclude_ids: request.exclude_ids.into_iter().collect::<HashSet<_>>(),
         use_cache: request.use_cache.unwrap_or(true),
@@ -195,6 +209,9 @@ fn parse(request: RetrieveRequest, config: &Config, caller: &Caller) -> Result<R
         context_boost,
         as_of,
         time,
+        session: request
+            .session_id
+            .map(|session| Injecting::new(session, brief, &config.inject, request.token_budget)),
     })
 }
 

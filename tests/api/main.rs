@@ -18,6 +18,7 @@ mod grants;
 mod graph;
 mod hooks;
 mod import_export;
+mod injection;
 mod lifecycle;
 mod mcp;
 mod memories;

@@ -36,12 +36,12 @@ const ALL: usize = 1000;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct CodingItem {
-    memory: String,
-    prompts: Vec<String>,
+pub struct CodingItem {
+    pub memory: String,
+    pub prompts: Vec<String>,
 }
 
-fn coding_items() -> Result<Vec<CodingItem>> {
+pub fn coding_items() -> Result<Vec<CodingItem>> {
     CODING_SET
         .lines()
         .filter(|line| !line.trim().is_empty())

@@ -19,6 +19,7 @@ mod embedref;
 mod floor;
 mod freshness;
 mod guard;
+mod injection;
 mod locomo;
 mod longmemeval;
 mod mcp;
@@ -197,6 +198,12 @@ enum Command {
     /// session through `POST /turns`, the whole window each turn, as the
     /// hooks send it; tokens per turn and per memory written.
     CaptureCost,
+    /// What the agent hooks inject over a scripted 50-prompt coding
+    /// session whose needed memories are known: tokens per session and
+    /// per prompt, and the share of prompts whose needed memories were in
+    /// the context, before (no session) and after (per session, a brief
+    /// at the start) for each `inject` setting measured.
+    Injection(injection::Settings),
     /// The secret guard, line by line, on conversations, code and a
     /// fixture of secrets: lines flagged, the rate, and each flagged line.
     Guard(guard::Settings),
@@ -280,6 +287,7 @@ fn main() -> ExitCode {
             Command::Mcp { memories, requests } => mcp::mcp(&mut report, memories, requests).await,
             Command::Guard(settings) => guard::guard(&mut report, &settings),
             Command::CaptureCost => capture_cost::capture_cost(&mut report).await,
+            Command::Injection(settings) => injection::injection(&mut report, &settings).await,
             Command::Backfill { sessions } => backfill::backfill(&mut report, sessions).await,
             Command::Replicas(settings) => replicas::replicas(&mut report, &settings).await,
             Command::All => all(&mut report).await,

@@ -146,7 +146,13 @@ impl Call {
                     return Ok(None);
                 }
                 let turn_id = turn_id(payload, &self.session_id, &window);
-                let body = json!({"turn_id": turn_id, "messages": wire(&window)});
+                // The session's: what an earlier prompt or the brief put
+                // in the agent's context is not injected again.
+                let body = json!({
+                    "turn_id": turn_id,
+                    "session_id": self.session_id,
+                    "messages": wire(&window),
+                });
                 let Some(request) = payload.prompt.as_deref().and_then(remember::parse) else {
                     let injection = self.retrieve(args.event, body).await?;
                     return Ok(injection.map(|text| self.context(args.event, &text)));
@@ -169,15 +175,14 @@ impl Call {
                 Ok(Some(self.context(args.event, &text)))
             }
             Event::SessionStart => {
-                let turn_id = turn_id(payload, &self.session_id, &window);
-                let body = if window.is_empty() {
-                    let project = self.repo.as_deref().unwrap_or("this project");
-                    json!({"turn_id": turn_id, "query": format!(
-                        "Conventions, decisions and preferences for working on {project}."
-                    )})
-                } else {
-                    json!({"turn_id": turn_id, "messages": wire(&window)})
-                };
+                // The session's brief: no query, so the most important
+                // confirmed memories, and the session begins anew (a
+                // resumed or compacted context holds nothing injected
+                // before).
+                let body = json!({
+                    "turn_id": turn_id(payload, &self.session_id, &window),
+                    "session_id": self.session_id,
+                });
                 // Side by side: the session waits for the slower one,
                 // and the check's budget is the smaller.
                 let (retrieved, ()) = tokio::join!(

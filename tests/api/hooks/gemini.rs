@@ -12,11 +12,12 @@ use std::process::Command;
 
 use serde_json::{Value, json};
 
-use crate::helpers::{closed_url, get_json, wait_until_async};
+use crate::helpers::{closed_url, get_json, post_json, wait_until_async};
 use crate::hooks::{
     Project, assert_silent, engram, engram_remembering, hook, last_prompt, memories,
     printed_context, run,
 };
+use crate::injection::brief::provisional_line;
 use crate::setup::agents::{cli_or_skip, printed};
 use crate::setup::backups;
 use crate::setup::private::backup_place;
@@ -181,9 +182,17 @@ async fn the_gemini_cli_runs_engrams_hooks_through_a_turn_without_a_model() {
     let Some(cli) = cli_or_skip("gemini-cli", "gemini") else {
         return;
     };
+    // The fact for the prompt is provisional, so the session's brief
+    // leaves it to the prompt; the confirmed convention is the brief's,
+    // and the prompt, of the same session, does not repeat it.
     let fact = "forge indents Go with tabs, never spaces.";
-    let (app, project) = engram_remembering("gemini/transcript.jsonl", fact).await;
+    let convention = "forge vendors no Go modules.";
+    let (app, project) = engram_remembering("gemini/transcript.jsonl", convention).await;
     let upstream = &app.upstream;
+    let import = json!({"memories": [provisional_line(fact)]});
+    post_json(&app.base_url, "/memories/import", &import).await;
+    app.wait_indexed().await;
+    upstream.set_chat(Behaviour::Answer, &json!([fact]).to_string());
 
     let home = project.home();
     let mut command = engram(&project);
@@ -243,6 +252,8 @@ async fn the_gemini_cli_runs_engrams_hooks_through_a_turn_without_a_model() {
         .unwrap_or_else(|| panic!("{messages}"))
         .1;
     assert!(after_prompt.contains(fact), "{messages}");
+    assert_eq!(messages.matches(convention).count(), 1, "{messages}");
+    assert!(!after_prompt.contains(convention), "{messages}");
     // AfterAgent handed the turn, the stand-in's answer included, to capture.
     wait_until_async("the turn to reach the classifier", async || {
         upstream.chat_requests().iter().any(|request| {
