@@ -93,10 +93,14 @@ async fn remember_prompts_write_repo_and_user_memories_with_no_model(backend: Ba
         "remember for me: I prefer table-driven tests",
     )
     .await;
+    let said = said.unwrap();
     assert!(
-        said.unwrap()
-            .starts_with("Engram remembered this for user ana as coding-preferences"),
+        said.starts_with("Engram remembered this for user ana as coding-preferences"),
+        "{said}"
     );
+    // A remember prompt is a prompt too: its retrieval gives the session
+    // what was remembered before.
+    assert!(said.contains("vX.Y.Z"), "{said}");
     let said = prompt(
         &app,
         &project,
@@ -119,11 +123,13 @@ async fn remember_prompts_write_repo_and_user_memories_with_no_model(backend: Ba
     );
 
     // A plain prompt, even one that says "remember", writes nothing; its
-    // retrieval still runs and finds what was remembered.
+    // retrieval still runs, and gives what this session was not given yet
+    // (the release tags were, at the prompt before).
     let said = prompt(&app, &project, "Remember to tag the forge release").await;
     let said = said.expect("the memories for the prompt");
     assert!(!said.contains("Engram remembered"), "{said}");
-    assert!(said.contains("vX.Y.Z"), "{said}");
+    assert!(said.contains("make cli"), "{said}");
+    assert!(!said.contains("vX.Y.Z"), "{said}");
     assert_eq!(indexed_memories(&app).await.len(), 3);
     assert_eq!(project.log_lines(), Vec::<String>::new());
     app.stop().await;

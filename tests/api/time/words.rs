@@ -125,15 +125,25 @@ async fn a_question_without_time_ranks_as_with_time_ignored() {
         ask(&with, "t", question).await,
         ask(&without, "t", question).await,
     );
-    let ranked = |answer: &Value| -> Vec<(Value, Value)> {
+    let ranked = |answer: &Value| -> Vec<(String, f64)> {
         answer["memories"]
             .as_array()
             .unwrap()
             .iter()
-            .map(|memory| (memory["content"].clone(), memory["relevance"].clone()))
+            .map(|memory| {
+                let content = memory["content"].as_str().unwrap().to_owned();
+                (content, memory["relevance"].as_f64().unwrap())
+            })
             .collect()
     };
-    assert_eq!(ranked(&a), ranked(&b));
+    let (with_time, without_time) = (ranked(&a), ranked(&b));
+    assert_eq!(with_time.len(), without_time.len());
+    for ((one, x), (other, y)) in with_time.iter().zip(&without_time) {
+        assert_eq!(one, other, "{with_time:?} {without_time:?}");
+        // The two stores were written moments apart: their recencies
+        // differ in the eighth decimal.
+        assert!((x - y).abs() < 1e-6, "{with_time:?} {without_time:?}");
+    }
     assert!(
         a["memories"]
             .as_array()
