@@ -80,7 +80,7 @@ macro_rules! retrieval_section {
                     daily_token_budget: DEFAULT_RETRIEVAL_DAILY_TOKENS,
                     changed_factor: 0.8,
                     provisional_factor: 0.9,
-                    time_weight: 0.3,
+                    time_weight: 0.15,
                     weights: Weights::default(),
                 }
             }

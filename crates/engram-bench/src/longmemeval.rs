@@ -69,6 +69,9 @@ pub struct Settings {
     /// not know when it asks, or as Engram before it knew time.
     #[arg(long)]
     without_dates: bool,
+    /// `retrieval.time_weight`: how much the time a question names counts.
+    #[arg(long, default_value_t = engram::config::Retrieval::default().time_weight)]
+    time_weight: f64,
     #[command(flatten)]
     weighing: Weighing,
 }
@@ -105,6 +108,7 @@ pub async fn longmemeval(report: &mut Report, settings: Settings) -> Result {
         data,
         work_dir,
         without_dates,
+        time_weight,
         weighing,
     } = settings;
     let items = haystack::read(&data)?;
@@ -132,6 +136,7 @@ pub async fn longmemeval(report: &mut Report, settings: Settings) -> Result {
     }
     let (server, ready_in) = Server::start_with(&data_dir, EmbedderChoice::Local, |config| {
         weighing.apply(config);
+        config.retrieval.time_weight = time_weight;
     })
     .await?;
     let client = server.client();
@@ -140,7 +145,11 @@ pub async fn longmemeval(report: &mut Report, settings: Settings) -> Result {
         half.as_arg(),
         granularity.as_arg(),
         weighing.label(),
-        if without_dates { ", without dates" } else { "" }
+        if without_dates {
+            ", without dates".to_owned()
+        } else {
+            format!(", time_weight {time_weight}")
+        }
     );
     report.rows.push(Row::single(
         "longmemeval startup",
