@@ -193,7 +193,7 @@ impl Retriever {
     /// Retrieves for `request` within the configured budget.
     pub async fn run(&self, request: Request) -> Outcome {
         let started = Instant::now();
-        let turn = session::Turn::of(&request);
+        let turn = request.session_turn();
         let mut outcome = self.run_uncounted(request, started).await;
         if let Some(turn) = turn {
             self.inner.sessions.inject(&turn, &mut outcome);

@@ -12,7 +12,7 @@ use crate::memory::{Category, Confidence, Memory, MemoryId, Scope};
 use crate::store::{Reach, Store};
 use crate::window::Line;
 
-use super::session::Injecting;
+use super::session::{Injecting, Turn};
 use super::time_words::TimeInQuestion;
 
 /// A parsed, validated retrieval.
@@ -84,6 +84,12 @@ impl Filters {
 }
 
 impl Request {
+    /// Its turn of the session it is made for, if it is.
+    pub fn session_turn(&self) -> Option<Turn> {
+        let injecting = self.session.clone()?;
+        Some(Turn::new(self.pair.clone(), &self.turn_id, injecting))
+    }
+
     /// The moment the answer is for: `as_of`, else now.
     pub fn moment(&self) -> DateTime<Utc> {
         self.as_of.unwrap_or_else(Utc::now)

@@ -32,7 +32,6 @@ use crate::store::Reach;
 
 use super::inject;
 use super::outcome::{NotInjected, Outcome, RetrievedMemory};
-use super::request::Request;
 
 /// How many memories a brief considers when the request does not say:
 /// its token budget, not a count, is what bounds it.
@@ -108,17 +107,16 @@ pub struct Turn {
 }
 
 impl Turn {
-    /// The turn of `request`, if it is made for a session.
-    pub fn of(request: &Request) -> Option<Self> {
-        let injecting = request.session.clone()?;
-        Some(Self {
+    /// Turn `turn_id` of the session `injecting` names, under `pair`.
+    pub fn new(pair: Reach, turn_id: &str, injecting: Injecting) -> Self {
+        Self {
             key: Key {
-                pair: request.pair.clone(),
+                pair,
                 session: injecting.session.clone(),
             },
-            turn: digest(&request.turn_id),
+            turn: digest(turn_id),
             injecting,
-        })
+        }
     }
 }
 

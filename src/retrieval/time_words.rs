@@ -9,7 +9,7 @@
 //!
 //! It is pure and cheap: one pass cuts the text into tokens (one
 //! allocation, `tokens`); a token that no phrase can start with (most of a
-//! text's words) is passed over with one look-up, and each other is tried
+//! text's words) is passed over with one look-up (`openers`), and each other is tried
 //! as the start of a phrase, looking a bounded number of tokens ahead
 //! (`grammar`, and `dates` for the forms of a date), so the cost is linear
 //! in the text. Calendar arithmetic lives in `calendar`, the sense of
@@ -32,6 +32,7 @@
 mod calendar;
 mod dates;
 mod grammar;
+mod openers;
 mod order;
 mod reader;
 #[cfg(test)]
@@ -86,7 +87,7 @@ pub fn time_in(text: &str, reference: DateTime<Utc>) -> Option<TimeInQuestion> {
     let mut order = None;
     let mut at = 0;
     while at < tokens.len() && (window.is_none() || order.is_none()) {
-        if !reader.may_start(at) {
+        if !openers::may_start(&reader, at) {
             debug_assert!(
                 grammar::window_at(&reader, at).is_none() && order::order_at(&reader, at).is_none(),
                 "token {at} of {text:?} starts a phrase that first_words does not know"

@@ -8,6 +8,13 @@
 
 use chrono::{DateTime, Datelike, Days, Months, NaiveDate, NaiveTime, TimeDelta, Utc, Weekday};
 
+/// A phrase found: what it names, and the token after it.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Found {
+    pub named: Named,
+    pub end: usize,
+}
+
 /// A time named in a text, before it becomes instants. Months and years
 /// stay themselves so that "early" or "the end of" can take a part of them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

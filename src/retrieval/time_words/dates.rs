@@ -6,8 +6,7 @@
 
 use chrono::{Datelike, NaiveDate, Weekday};
 
-use super::calendar::{self, Named};
-use super::grammar::Found;
+use super::calendar::{self, Found, Named};
 use super::reader::Reader;
 
 pub(super) const MONTHS: &[(&str, u32)] = &[

@@ -12,19 +12,12 @@
 
 use chrono::{DateTime, Datelike, Days, NaiveDate, Utc};
 
-use super::calendar::{self, Named, Part, Unit};
+use super::calendar::{self, Found, Named, Part, Unit};
 use super::dates::{
     MONTH_ABBREVIATIONS, MONTHS, WEEKDAYS, bare_year, day_first, iso_date, modified_month,
     month_first, slash_date, weekday,
 };
 use super::reader::Reader;
-
-/// A phrase found: what it names, and the token after it.
-#[derive(Clone, Copy, Debug)]
-pub(super) struct Found {
-    pub named: Named,
-    pub end: usize,
-}
 
 pub(super) const UNITS: &[(&str, Unit)] = &[
     ("minute", Unit::Minute),

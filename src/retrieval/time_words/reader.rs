@@ -8,33 +8,9 @@
 //! `1.12.3`, `src/2025/` and `first(` are not words here, nor is a token
 //! shaped like code: `last_seen`, `firstName`.
 
-use std::sync::LazyLock;
-
 use chrono::{DateTime, NaiveDate, Utc};
 
 use super::tokens::{Kind, Token};
-use super::{grammar, order};
-
-/// The words a time phrase or an ordering word can start with, each
-/// lower case in one integer ([`packed`]), sorted for a binary search.
-static FIRST_WORDS: LazyLock<Vec<u128>> = LazyLock::new(|| {
-    let mut words: Vec<u128> = grammar::first_words()
-        .chain(order::first_words())
-        .filter_map(|word| packed(word.as_bytes()))
-        .collect();
-    words.sort_unstable();
-    words.dedup();
-    words
-});
-
-/// A word of up to 16 bytes, lower case, as one integer: comparing two is
-/// one instruction, not a call to `memcmp`.
-fn packed(word: &[u8]) -> Option<u128> {
-    let mut bytes = [0; 16];
-    bytes.get_mut(..word.len())?.copy_from_slice(word);
-    bytes.make_ascii_lowercase();
-    Some(u128::from_be_bytes(bytes))
-}
 
 /// The words after which a bare month, year or "the 12th" names a time.
 pub(super) const INTRODUCERS: &[&str] = &[
@@ -150,23 +126,6 @@ impl<'a> Reader<'a> {
     /// Whether token `at` is the free word `word` (ASCII, lower case).
     pub(super) fn word(&self, at: usize, word: &str) -> bool {
         self.raw_word(at, word) && self.free(at)
-    }
-
-    /// Whether anything can be read from token `at`: a number, a word
-    /// that a time phrase or an ordering word starts with, or "the" before
-    /// one of those. Most words of a text are none, and are passed over
-    /// with one look-up.
-    pub(super) fn may_start(&self, at: usize) -> bool {
-        let at = at + usize::from(self.raw_word(at, "the"));
-        let Some(token) = self.tokens.get(at) else {
-            return false;
-        };
-        match token.kind {
-            Kind::Number { .. } => true,
-            Kind::Punct(_) => false,
-            Kind::Word => packed(&self.text.as_bytes()[token.start..token.end])
-                .is_some_and(|word| FIRST_WORDS.binary_search(&word).is_ok()),
-        }
     }
 
     /// Whether token `at` is the word `word`, free or not (inside "mid-March").
