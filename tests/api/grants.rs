@@ -28,8 +28,15 @@ over_both_backends!(
     a_retrieval_leaves_out_an_omitted_owner_the_key_does_not_hold,
 );
 
-const ROOT: &str = "root-key";
-const LIMITED: &str = "forge-ana-key";
+pub const ROOT: &str = "root-key";
+pub const LIMITED: &str = "forge-ana-key";
+
+/// A full key, [`ROOT`], and [`LIMITED`], a key limited to repo `forge`
+/// and user `ana`.
+pub fn root_and_limited_keys(config: &mut engram::config::Config) {
+    config.api_key = Some(ApiKey::new(ROOT));
+    config.auth.keys = vec![grant(LIMITED, &["forge"], &["ana"])];
+}
 
 struct Fixture {
     app: TestApp,
@@ -44,10 +51,7 @@ async fn fixture(backend: &Backend) -> Fixture {
         .builder()
         .embedder()
         .llm()
-        .config(|config| {
-            config.api_key = Some(ApiKey::new(ROOT));
-            config.auth.keys = vec![grant(LIMITED, &["forge"], &["ana"])];
-        })
+        .config(root_and_limited_keys)
         .spawn()
         .await;
     let create = async |body: Value| {

@@ -5,17 +5,14 @@
 //! one, and no answer tells that another namespace holds an id.
 
 use axum::http::{Method, StatusCode};
-use engram::config::ApiKey;
 use serde_json::{Value, json};
 
 use crate::backends::{Backend, over_both_backends};
-use crate::grants::{grant, send};
+use crate::grants::{LIMITED, ROOT, root_and_limited_keys, send};
 use crate::helpers::{TestApp, TestResponse, memory};
 
 over_both_backends!(a_limited_keys_import_links_only_to_memories_it_sees_and_confirms_no_other_id,);
 
-const ROOT: &str = "root-key";
-const LIMITED: &str = "forge-ana-key";
 /// An id no memory has.
 const MISSING: &str = "0193f0c2-6a55-7b1e-9c2d-5f1e2a3b4c5d";
 
@@ -51,10 +48,7 @@ async fn a_limited_keys_import_links_only_to_memories_it_sees_and_confirms_no_ot
     let app = backend
         .builder()
         .embedder()
-        .config(|config| {
-            config.api_key = Some(ApiKey::new(ROOT));
-            config.auth.keys = vec![grant(LIMITED, &["forge"], &["ana"])];
-        })
+        .config(root_and_limited_keys)
         .spawn()
         .await;
     let theirs = create(

@@ -5,12 +5,11 @@
 //! what the caller's key may see.
 
 use axum::http::{Method, StatusCode};
-use engram::config::ApiKey;
 use serde_json::{Value, json};
 
 use super::{injection, returned};
 use crate::backends::{Backend, over_both_backends};
-use crate::grants::{grant, send};
+use crate::grants::{LIMITED, ROOT, root_and_limited_keys, send};
 use crate::helpers::{TestApp, id, ids, memory};
 
 over_both_backends!(
@@ -141,17 +140,11 @@ async fn the_brief_keeps_to_its_budget_most_important_first(backend: Backend) {
     assert_eq!(injection(&app.retrieve(capped).await), "");
 }
 
-const ROOT: &str = "root-key";
-const LIMITED: &str = "forge-ana-key";
-
 async fn a_limited_keys_brief_holds_only_what_it_may_see(backend: Backend) {
     let app = backend
         .builder()
         .embedder()
-        .config(|config| {
-            config.api_key = Some(ApiKey::new(ROOT));
-            config.auth.keys = vec![grant(LIMITED, &["forge"], &["ana"])];
-        })
+        .config(root_and_limited_keys)
         .spawn()
         .await;
     let write = async |body: Value| {
