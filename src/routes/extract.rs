@@ -208,12 +208,18 @@ pub fn bounded_text(field: &str, text: &str, max_chars: usize) -> Result<String,
     Ok(trimmed.to_owned())
 }
 
-/// An `observed_at` sent with a write, to the second (as `created_at`
-/// is), if it is neither before 1970 nor later than this server's clock
-/// allows; otherwise an `invalid-field` problem naming `field`.
-pub fn observed_at(field: &str, at: DateTime<Utc>) -> Result<DateTime<Utc>, ApiError> {
-    parse_timestamp(at.trunc_subsecs(0), Utc::now())
+/// A moment sent with a request, if it is neither before 1970 nor later
+/// than this server's clock allows; otherwise an `invalid-field` problem
+/// naming `field`.
+pub fn moment(field: &str, at: DateTime<Utc>) -> Result<DateTime<Utc>, ApiError> {
+    parse_timestamp(at, Utc::now())
         .map_err(|err| ApiError::invalid(field, format!("`{field}` {err}")))
+}
+
+/// An `observed_at` sent with a write, to the second (as `created_at`
+/// is), checked as [`moment`] checks one.
+pub fn observed_at(field: &str, at: DateTime<Utc>) -> Result<DateTime<Utc>, ApiError> {
+    moment(field, at.trunc_subsecs(0))
 }
 
 /// `value` (or `default` when absent) if it lies in `range`; otherwise an

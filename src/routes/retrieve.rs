@@ -14,9 +14,7 @@ use crate::auth::Caller;
 pub use crate::config::WeightsRequest;
 use crate::config::{Config, RetrievalOverrides, bounds};
 use crate::error::{ApiError, Problem};
-use crate::memory::{
-    Category, MemoryId, MemoryView, RepoId, Scope, SessionId, UserId, parse_timestamp,
-};
+use crate::memory::{Category, MemoryId, MemoryView, RepoId, Scope, SessionId, UserId};
 use crate::retrieval::session::{self, Injecting};
 use crate::retrieval::time_words::time_in;
 use crate::retrieval::{Degraded, Filters, Input, Outcome, Request, Retriever};
@@ -176,10 +174,7 @@ fn parse(request: RetrieveRequest, config: &Config, caller: &Caller) -> Result<R
     }
     let as_of = request
         .as_of
-        .map(|at| {
-            parse_timestamp(at, Utc::now())
-                .map_err(|err| ApiError::invalid("as_of", format!("`as_of` {err}")))
-        })
+        .map(|at| extract::moment("as_of", at))
         .transpose()?;
     let asked = match &input {
         Input::Query(query) => Some(query.as_str()),
