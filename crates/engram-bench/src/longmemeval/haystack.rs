@@ -40,20 +40,25 @@ pub const QUESTION_DATE_SLACK_HOURS: i64 = 24;
 /// The moment a question is asked as of: its date, plus the slack its
 /// haystack's dates need ([`QUESTION_DATE_SLACK_HOURS`]), in RFC 3339.
 pub fn asked_at(item: &Item) -> Result<String> {
-    let date = chrono::DateTime::parse_from_rfc3339(&rfc3339(&item.question_date)?)?;
+    let date = read_date(&item.question_date)?;
     Ok((date + chrono::TimeDelta::hours(QUESTION_DATE_SLACK_HOURS)).to_rfc3339())
 }
 
-/// A date as the benchmark writes them, `2023/05/30 (Tue) 10:18`, read
-/// as UTC (the benchmark names no zone), in RFC 3339.
+/// A date as the benchmark writes them, in RFC 3339.
 pub fn rfc3339(date: &str) -> Result<String> {
+    Ok(read_date(date)?.to_rfc3339())
+}
+
+/// A date as the benchmark writes them, `2023/05/30 (Tue) 10:18`, read
+/// as UTC (the benchmark names no zone).
+fn read_date(date: &str) -> Result<chrono::DateTime<chrono::Utc>> {
     let (day, time) = date
         .split_once(' ')
         .and_then(|(day, rest)| Some((day, rest.rsplit_once(' ')?.1)))
         .ok_or_else(|| format!("not a LongMemEval date: {date:?}"))?;
     let at = chrono::NaiveDateTime::parse_from_str(&format!("{day} {time}"), "%Y/%m/%d %H:%M")
         .map_err(|err| format!("not a LongMemEval date: {date:?}: {err}"))?;
-    Ok(at.and_utc().to_rfc3339())
+    Ok(at.and_utc())
 }
 
 #[derive(Deserialize)]
