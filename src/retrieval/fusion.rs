@@ -108,8 +108,12 @@ pub fn words_share(lexical_weight: f64, closest: &[f32], best_coverage: f32) -> 
 }
 
 /// The mean cosine of the closest [`SPREAD_SAMPLE`] memories (negative
-/// ones as 0) over the best: 1 when they are all alike, or when there is
-/// nothing to compare.
+/// ones as 0) over the best: 1 when they are all alike, or when no cosine
+/// is positive. A store of fewer memories than the sample counts the
+/// missing ones as 0: the best of a young store stands clear of nothing,
+/// and a lone memory's cosine alone would call the vector side flat and
+/// hand the match to words whose idf a store that small cannot make
+/// certain (a lone memory found by its meaning scored 0.2).
 fn flatness(closest: &[f32]) -> f64 {
     let sample = &closest[..closest.len().min(SPREAD_SAMPLE)];
     let best = sample.first().map_or(0.0, |&best| f64::from(best));
@@ -120,8 +124,8 @@ fn flatness(closest: &[f32]) -> f64 {
         .iter()
         .map(|&cosine| f64::from(cosine).max(0.0))
         .sum();
-    #[expect(clippy::cast_precision_loss, reason = "at most SPREAD_SAMPLE")]
-    let mean = sum / sample.len() as f64;
+    #[expect(clippy::cast_precision_loss, reason = "a small constant")]
+    let mean = sum / SPREAD_SAMPLE as f64;
     mean / best
 }
 
@@ -293,6 +297,17 @@ mod tests {
         let mut more = closest(0.9);
         more.extend([0.0; 100]);
         assert!((words_share(FLAT, &more, 0.0) - FLAT).abs() < 1e-6);
+    }
+
+    #[test]
+    fn a_store_smaller_than_the_sample_is_not_flat_for_lack_of_memories() {
+        // One memory: it stands clear of the empty places, so meaning
+        // leads its match as it would beside a second, unrelated memory.
+        let alone = words_share(FLAT, &[0.46], 0.0);
+        assert!((alone - FLAT / 8.0).abs() < 1e-6, "{alone}");
+        assert!((alone - words_share(FLAT, &[0.46, 0.0], 0.0)).abs() < 1e-12);
+        // A full sample of near-equal cosines is flat, as before.
+        assert!((words_share(FLAT, &[0.46; SPREAD_SAMPLE], 0.0) - FLAT).abs() < 1e-6);
     }
 
     #[test]

@@ -22,6 +22,7 @@ over_both_backends!(
     a_retried_turn_injects_the_same_again_and_counts_once,
     a_cached_answer_is_injected_per_session,
     a_prompt_injects_above_the_floor_within_its_budgets,
+    a_young_stores_prompt_injects_what_it_is_about_at_the_default_floor,
 );
 
 const TABS: &str = "forge indents Go code with tabs.";
@@ -254,6 +255,31 @@ async fn a_prompt_injects_above_the_floor_within_its_budgets(backend: Backend) {
         .post("/retrieve", &prompt(Some("../s-1"), "t-2", query))
         .await;
     bad.assert_problem(StatusCode::UNPROCESSABLE_ENTITY, Some("session_id"));
+}
+
+async fn a_young_stores_prompt_injects_what_it_is_about_at_the_default_floor(backend: Backend) {
+    // A store of one memory and a prompt that shares one word with it:
+    // there is no spread of cosines to judge the vector side by, so its
+    // meaning leads the match, as it would beside a second memory.
+    let app = backend.builder().embedder().spawn().await;
+    let tabs = app
+        .create(memory("repo", "forge", "project-conventions", TABS))
+        .await;
+    app.wait_indexed().await;
+
+    let answer = app
+        .retrieve(prompt(
+            Some("s-1"),
+            "t-1",
+            "How should I format the Go files?",
+        ))
+        .await;
+    assert_eq!(
+        returned(&answer, &id(&tabs))["injected"],
+        true,
+        "{answer:#}"
+    );
+    assert!(injection(&answer).contains(TABS), "{answer:#}");
 }
 
 #[tokio::test]
