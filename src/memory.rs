@@ -114,7 +114,8 @@ macro_rules! name_type {
 
 mod anchors;
 pub use anchors::{
-    Anchor, AnchorPath, AnchorSymbol, CommitId, ContentHash, MAX_ANCHORS, check_anchors,
+    Anchor, AnchorPath, AnchorSymbol, CommitId, ContentHash, MAX_ANCHORS, Renamed, check_anchors,
+    follow_renames,
 };
 
 name_type!(

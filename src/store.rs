@@ -34,6 +34,7 @@ mod write;
 
 pub use changes::{IndexStage, PendingChange};
 pub use import::Imported;
+pub use lifecycle::InPlace;
 pub use load::{Fingerprint, Fingerprints};
 pub use retention::{COUNTING_SINCE_FILE, counting_uses_since};
 

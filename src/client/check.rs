@@ -3,7 +3,9 @@
 //! `POST /memories/check`: a memory whose files and symbols are as they
 //! were is `current`, one whose file's content changed is `changed`, one
 //! whose file or symbol is gone (and not renamed, as git's rename
-//! detection sees it) is `gone`.
+//! detection sees it) is `gone`. An anchor on a file git found renamed is
+//! judged at the new path and comes to name it, so the next check finds
+//! the file without git's help (which fails once the file is rewritten).
 //!
 //! The `SessionStart` hook runs the same check ([`check_repo`]) within a
 //! time budget and a bound ([`Bound`]): the longest unchecked memories
@@ -232,7 +234,7 @@ impl fmt::Display for Summary {
         for (old, new) in &self.judgement.followed {
             writeln!(
                 f,
-                "renamed: {old} -> {new} (judged at its new path; the memories still name {old})"
+                "renamed: {old} -> {new} (judged at its new path, which its memories now name)"
             )?;
         }
         if self.unknown > 0 {

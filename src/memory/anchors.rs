@@ -131,6 +131,40 @@ fn check_commit(mut value: String) -> Result<String, ParseError> {
     }
 }
 
+/// A file of the repo that git found renamed since a memory was written:
+/// the memory's anchors on `from` follow it to `to`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Renamed {
+    pub from: AnchorPath,
+    pub to: AnchorPath,
+}
+
+/// `anchors` with each one on a renamed file's old path moved to its new
+/// one (its symbol and hash kept: the hash is still of the content it was
+/// written against). One that then repeats an earlier (path, symbol) is
+/// dropped, so the list stays valid for [`check_anchors`].
+pub fn follow_renames(anchors: &[Anchor], renamed: &[Renamed]) -> Vec<Anchor> {
+    let mut followed: Vec<Anchor> = Vec::with_capacity(anchors.len());
+    for anchor in anchors {
+        let path = renamed
+            .iter()
+            .find(|rename| rename.from == anchor.path)
+            .map_or(&anchor.path, |rename| &rename.to);
+        let moved = Anchor {
+            path: path.clone(),
+            ..anchor.clone()
+        };
+        let repeats = followed
+            .iter()
+            .any(|earlier| earlier.path == moved.path && earlier.symbol == moved.symbol);
+        if !repeats {
+            followed.push(moved);
+        }
+    }
+    followed
+}
+
 /// Checks a memory's anchors as a whole: at most [`MAX_ANCHORS`], each
 /// (path, symbol) once. Returns the field at fault and why.
 pub fn check_anchors(anchors: &[Anchor]) -> Result<(), (String, String)> {
@@ -213,6 +247,56 @@ mod tests {
         for bad in ["", " pool", "pool\n", &"x".repeat(257)] {
             assert!(AnchorSymbol::from_str(bad).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn anchors_follow_their_renamed_files_and_stay_each_once() {
+        let anchor = |path: &str, symbol: Option<&str>| Anchor {
+            path: AnchorPath::from_str(path).unwrap(),
+            symbol: symbol.map(|symbol| AnchorSymbol::from_str(symbol).unwrap()),
+            hash: Some(ContentHash::of(path.as_bytes())),
+        };
+        let rename = |from: &str, to: &str| Renamed {
+            from: AnchorPath::from_str(from).unwrap(),
+            to: AnchorPath::from_str(to).unwrap(),
+        };
+        let anchors = [
+            anchor("src/a.rs", Some("run")),
+            anchor("src/a.rs", None),
+            anchor("src/b.rs", None),
+            anchor("README.md", None),
+        ];
+        let followed = follow_renames(
+            &anchors,
+            &[
+                rename("src/a.rs", "src/c.rs"),
+                rename("src/b.rs", "src/c.rs"),
+            ],
+        );
+        let paths: Vec<(&str, Option<&str>)> = followed
+            .iter()
+            .map(|anchor| {
+                (
+                    anchor.path.as_str(),
+                    anchor.symbol.as_ref().map(AnchorSymbol::as_str),
+                )
+            })
+            .collect();
+        // b.rs's anchor would repeat a.rs's whole-file one at c.rs.
+        assert_eq!(
+            paths,
+            [
+                ("src/c.rs", Some("run")),
+                ("src/c.rs", None),
+                ("README.md", None)
+            ]
+        );
+        assert_eq!(
+            followed[0].hash, anchors[0].hash,
+            "the hash stays the written one"
+        );
+        assert!(check_anchors(&followed).is_ok());
+        assert_eq!(follow_renames(&anchors, &[]), anchors);
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! `POST /memories/check`: what `engram check` found when it judged a
 //! repo's anchored memories against a working tree (the server never
 //! sees the tree), recorded as each memory's `validity` and `checked_at`
-//! in one durable write for the whole batch, without a new version.
+//! in one durable write for the whole batch, without a new version; an
+//! anchor on a file git found renamed comes to name its new path.
 
 use std::collections::{HashMap, HashSet};
 
@@ -13,10 +14,13 @@ use utoipa::ToSchema;
 
 use crate::auth::Caller;
 use crate::error::{ApiError, Problem};
-use crate::memory::{CommitId, Lifecycle, Memory, MemoryId, Namespace, RepoId, Validity};
+use crate::memory::{
+    CommitId, Lifecycle, MAX_ANCHORS, Memory, MemoryId, Namespace, Renamed, RepoId, Validity,
+    follow_renames,
+};
 use crate::routes::extract::ApiJson;
 use crate::routes::problems::{BodyProblems, Unauthorized};
-use crate::store::Store;
+use crate::store::{InPlace, Store};
 
 /// The most results one request records.
 pub const MAX_RESULTS: usize = 10_000;
@@ -40,6 +44,11 @@ pub struct CheckRequest {
 pub struct CheckResult {
     pub id: MemoryId,
     pub validity: Verdict,
+    /// Its anchored files git found renamed (at most 32): the anchors on
+    /// each `from` come to name its `to`, in the same version. A `from`
+    /// the memory has no anchor on is passed over.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub renamed: Vec<Renamed>,
 }
 
 /// What a check can find of a memory (never `unverified`: it was
@@ -114,6 +123,14 @@ pub async fn record_check(
             let detail = format!("`{field}` repeats {}", result.id);
             return Err(ApiError::invalid(field, detail));
         }
+        if result.renamed.len() > MAX_ANCHORS {
+            let field = format!("results[{index}].renamed");
+            let detail = format!(
+                "`{field}` holds {} renames; a memory has at most {MAX_ANCHORS} anchors",
+                result.renamed.len()
+            );
+            return Err(ApiError::invalid(field, detail));
+        }
     }
     let namespace = Namespace::Repo(request.repo);
     if !caller.can_see(&namespace) {
@@ -128,19 +145,23 @@ pub async fn record_check(
                 .is_some_and(|memory| memory.namespace == namespace)
         });
     let checked_at = Utc::now();
-    let verdicts: HashMap<MemoryId, Validity> = known
-        .iter()
-        .map(|result| (result.id, result.validity.into()))
-        .collect();
     let ids = known.iter().map(|result| result.id).collect();
+    let verdicts: HashMap<MemoryId, CheckResult> = known
+        .into_iter()
+        .map(|result| (result.id, result))
+        .collect();
     let checked_commit = request.commit.clone();
     let recorded = store
-        .update_lifecycles(ids, move |memory: &Memory| {
-            Some(Lifecycle {
-                validity: *verdicts.get(&memory.id)?,
-                checked_at: Some(checked_at),
-                checked_commit: checked_commit.clone(),
-                ..memory.lifecycle.clone()
+        .update_in_place(ids, move |memory: &Memory| {
+            let result = verdicts.get(&memory.id)?;
+            Some(InPlace {
+                lifecycle: Lifecycle {
+                    validity: Validity::from(result.validity),
+                    checked_at: Some(checked_at),
+                    checked_commit: checked_commit.clone(),
+                    ..memory.lifecycle.clone()
+                },
+                anchors: follow_renames(&memory.anchors, &result.renamed),
             })
         })
         .await?;

@@ -60,14 +60,7 @@ impl Store {
     pub(super) fn persist(&self, memory: &Memory, chain: Chain) -> Result<(), WriteError> {
         match &self.inner.durable {
             Durable::Files => {
-                let owner_field = match memory.namespace.scope() {
-                    Scope::Repo => "repo",
-                    Scope::User => "user",
-                };
-                let dir = self.namespace_dir(&memory.namespace, owner_field, true)?;
-                let path = dir.join(file_name(memory.id));
-                atomic::write(&path, markdown::render(memory).as_bytes())
-                    .map_err(|source| Error::Write { path, source })?;
+                self.rewrite_file(memory)?;
                 if !memory.lifecycle.is_default() {
                     self.write_lifecycle_files(&[(
                         &memory.namespace,
@@ -84,6 +77,20 @@ impl Store {
                 committed.map_err(|refusal| refused(memory, refusal))
             }
         }
+    }
+
+    /// Writes `memory`'s file (files mode), replacing the one of its id
+    /// atomically. Blocking; called with the writer lock held.
+    pub(super) fn rewrite_file(&self, memory: &Memory) -> Result<(), WriteError> {
+        let owner_field = match memory.namespace.scope() {
+            Scope::Repo => "repo",
+            Scope::User => "user",
+        };
+        let dir = self.namespace_dir(&memory.namespace, owner_field, true)?;
+        let path = dir.join(file_name(memory.id));
+        atomic::write(&path, markdown::render(memory).as_bytes())
+            .map_err(|source| Error::Write { path, source })?;
+        Ok(())
     }
 
     /// Removes `memory` durably. Blocking; called with the writer lock

@@ -1,5 +1,8 @@
 //! Memories' lifecycles (validity, confidence, review, archive): changed
-//! in place, never as a new version, durably before the view changes.
+//! in place, never as a new version, durably before the view changes. A
+//! check's change in place may also set a memory's anchors, when git found
+//! the file one names renamed: the anchor follows its file, and the memory
+//! (same id, same version) is rewritten, its file or its row.
 //!
 //! In files mode a namespace's lifecycles live in one hidden file beside
 //! its memory files, `.lifecycle.json` (an object of memory id to
@@ -17,7 +20,7 @@ use std::sync::Arc;
 use super::durable::Durable;
 use super::{Error, Store, WriteError, atomic, confine};
 use crate::blocking;
-use crate::memory::{Lifecycle, Memory, MemoryId, Namespace, Validity};
+use crate::memory::{Anchor, Lifecycle, Memory, MemoryId, Namespace, Validity};
 
 /// The file of a namespace's lifecycles, in its directory.
 pub const LIFECYCLE_FILE: &str = ".lifecycle.json";
@@ -44,6 +47,14 @@ pub fn read_file(dir: &Path) -> HashMap<MemoryId, Lifecycle> {
     })
 }
 
+/// What a change in place sets of a memory: its lifecycle, and its
+/// anchors (which change only where a check follows a renamed file).
+#[derive(Clone, Debug, PartialEq)]
+pub struct InPlace {
+    pub lifecycle: Lifecycle,
+    pub anchors: Vec<Anchor>,
+}
+
 impl Store {
     /// Sets the lifecycle of each memory `change` gives one for (from the
     /// memory as it is), durably, and returns those changed. Ids of no
@@ -54,8 +65,26 @@ impl Store {
         ids: Vec<MemoryId>,
         change: impl Fn(&Memory) -> Option<Lifecycle> + Send + 'static,
     ) -> Result<Vec<Arc<Memory>>, WriteError> {
+        self.update_in_place(ids, move |memory| {
+            change(memory).map(|lifecycle| InPlace {
+                lifecycle,
+                anchors: memory.anchors.clone(),
+            })
+        })
+        .await
+    }
+
+    /// Sets the lifecycle and the anchors of each memory `change` gives
+    /// them for, durably, and returns those changed: as
+    /// [`Self::update_lifecycles`], and a memory whose anchors change is
+    /// rewritten in place (its file, or its row), still the same version.
+    pub async fn update_in_place(
+        &self,
+        ids: Vec<MemoryId>,
+        change: impl Fn(&Memory) -> Option<InPlace> + Send + 'static,
+    ) -> Result<Vec<Arc<Memory>>, WriteError> {
         let store = self.clone();
-        blocking::run(move || store.update_lifecycles_blocking(&ids, &change)).await
+        blocking::run(move || store.update_in_place_blocking(&ids, &change)).await
     }
 
     pub(super) fn update_lifecycles_blocking(
@@ -63,7 +92,20 @@ impl Store {
         ids: &[MemoryId],
         change: &dyn Fn(&Memory) -> Option<Lifecycle>,
     ) -> Result<Vec<Arc<Memory>>, WriteError> {
-        let (changed, newly_gone) = self.apply_lifecycles(ids, change)?;
+        self.update_in_place_blocking(ids, &|memory| {
+            change(memory).map(|lifecycle| InPlace {
+                lifecycle,
+                anchors: memory.anchors.clone(),
+            })
+        })
+    }
+
+    fn update_in_place_blocking(
+        &self,
+        ids: &[MemoryId],
+        change: &dyn Fn(&Memory) -> Option<InPlace>,
+    ) -> Result<Vec<Arc<Memory>>, WriteError> {
+        let (changed, newly_gone) = self.apply_in_place(ids, change)?;
         self.flag_linked_to_all(
             &newly_gone,
             "was found gone: the code it describes no longer exists",
@@ -71,12 +113,12 @@ impl Store {
         Ok(changed)
     }
 
-    /// [`Self::update_lifecycles_blocking`] under the writer lock: the
+    /// [`Self::update_in_place_blocking`] under the writer lock: the
     /// memories changed, and those of them found `gone` by this change.
-    fn apply_lifecycles(
+    fn apply_in_place(
         &self,
         ids: &[MemoryId],
-        change: &dyn Fn(&Memory) -> Option<Lifecycle>,
+        change: &dyn Fn(&Memory) -> Option<InPlace>,
     ) -> Result<(Vec<Arc<Memory>>, Vec<MemoryId>), WriteError> {
         if ids.is_empty() {
             // Nothing retrieved since the last save of uses, say: no
@@ -85,6 +127,7 @@ impl Store {
         }
         let _writer = self.lock_writer();
         let mut newly_gone = Vec::new();
+        let mut moved = Vec::new();
         let changed: Vec<Arc<Memory>> = {
             let view = self.read();
             ids.iter()
@@ -92,14 +135,20 @@ impl Store {
                 .into_iter()
                 .filter_map(|id| view.by_id.get(id))
                 .filter_map(|memory| {
-                    let lifecycle = change(memory).filter(|new| *new != memory.lifecycle)?;
+                    let InPlace { lifecycle, anchors } = change(memory).filter(|new| {
+                        new.lifecycle != memory.lifecycle || new.anchors != memory.anchors
+                    })?;
                     if lifecycle.validity == Validity::Gone
                         && memory.lifecycle.validity != Validity::Gone
                     {
                         newly_gone.push(memory.id);
                     }
+                    if anchors != memory.anchors {
+                        moved.push(memory.id);
+                    }
                     Some(Arc::new(Memory {
                         lifecycle,
+                        anchors,
                         ..Memory::clone(memory)
                     }))
                 })
@@ -110,6 +159,9 @@ impl Store {
         }
         let numbers = match &self.inner.durable {
             Durable::Files => {
+                for memory in changed.iter().filter(|memory| moved.contains(&memory.id)) {
+                    self.rewrite_file(memory)?;
+                }
                 let files: Vec<_> = changed
                     .iter()
                     .map(|memory| (&memory.namespace, memory.id, Some(&memory.lifecycle)))
@@ -118,7 +170,7 @@ impl Store {
                 Vec::new()
             }
             Durable::Postgres(database) => tokio::runtime::Handle::current()
-                .block_on(database.update_lifecycles(&changed))
+                .block_on(database.update_in_place(&changed))
                 .map_err(Error::Database)?,
         };
         let mut view = self.write_view();

@@ -376,10 +376,11 @@ impl Database {
         Ok(Ok(()))
     }
 
-    /// Sets the lifecycle of each of `memories` in its row, logging each
-    /// as a write so every replica takes it in, in one transaction. A row
-    /// deleted meanwhile is skipped. Answers each change's number.
-    pub async fn update_lifecycles(
+    /// Sets the lifecycle and the anchors of each of `memories` in its
+    /// row, logging each as a write so every replica takes it in, in one
+    /// transaction. A row deleted meanwhile is skipped. Answers each
+    /// change's number.
+    pub async fn update_in_place(
         &self,
         memories: &[Arc<Memory>],
     ) -> Result<Vec<(MemoryId, u64)>, Error> {
@@ -389,7 +390,7 @@ impl Database {
         let mut last = None;
         for memory in memories {
             if !writing
-                .answered(rows::update_lifecycle(client, memory.id, &memory.lifecycle))
+                .answered(rows::update_in_place(client, memory))
                 .await?
             {
                 continue;

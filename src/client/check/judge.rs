@@ -11,7 +11,7 @@ use chrono::{DateTime, Utc};
 use serde::Deserialize;
 
 use crate::client::hook::bounded;
-use crate::memory::{Anchor, CommitId, ContentHash, MemoryId};
+use crate::memory::{Anchor, AnchorPath, CommitId, ContentHash, MemoryId, Renamed};
 use crate::routes::check::{CheckResult, Verdict};
 
 /// A memory as the check needs it: what it is anchored to, when and at
@@ -44,7 +44,8 @@ pub struct Judgement {
     /// Each anchored memory's verdict, by id.
     pub results: Vec<CheckResult>,
     /// The anchored paths missing from the tree that git found renamed,
-    /// old to new, each judged at its new path.
+    /// old to new, each judged at its new path (and sent with the
+    /// results, for the anchors to follow).
     pub followed: BTreeMap<String, String>,
 }
 
@@ -117,12 +118,21 @@ pub fn judge<E: From<ReadError>>(
     let mut judgement = Judgement::default();
     for memory in anchored {
         let mut worst = Verdict::Current;
+        let mut renamed = Vec::new();
         for anchor in &memory.anchors {
             let path = at(anchor.path.as_str());
             if let Some(new) = path.as_ref().filter(|path| **path != anchor.path.as_str()) {
                 judgement
                     .followed
                     .insert(anchor.path.to_string(), new.clone());
+                // A path git names that an anchor could not hold stays
+                // judged at it, and unfollowed.
+                if let Ok(to) = new.parse::<AnchorPath>() {
+                    renamed.push(Renamed {
+                        from: anchor.path.clone(),
+                        to,
+                    });
+                }
             }
             let found = path.and_then(|path| files.get(&path));
             worst = worst.max(verdict(anchor, found));
@@ -130,6 +140,7 @@ pub fn judge<E: From<ReadError>>(
         judgement.results.push(CheckResult {
             id: memory.id,
             validity: worst,
+            renamed,
         });
     }
     Ok(judgement)

@@ -45,7 +45,7 @@ const COLUMNS: [&str; 25] = [
 /// How many columns a lifecycle takes: the last of [`COLUMNS`].
 const LIFECYCLE_COLUMN_COUNT: usize = 9;
 
-/// The columns of a memory's lifecycle, the ones [`update_lifecycle`]
+/// The columns of a memory's lifecycle, which [`update_in_place`]
 /// changes: a lifecycle is not part of a version.
 const LIFECYCLE_COLUMNS: &[&str] = COLUMNS.split_at(COLUMNS.len() - LIFECYCLE_COLUMN_COUNT).1;
 
@@ -138,14 +138,8 @@ pub(super) fn sequence(seq: i64) -> Result<u64, Error> {
 /// Inserts `memory`'s row.
 pub(super) async fn insert(client: &tokio_postgres::Client, memory: &Memory) -> Result<(), Error> {
     let (scope, owner) = namespace_columns(&memory.namespace);
-    let json = |value: serde_json::Result<serde_json::Value>, what: &str| {
-        value.map_err(|err| Error::Row {
-            table: "engram_memories",
-            reason: format!("the {what} do not serialize: {err}"),
-        })
-    };
     let related = json(serde_json::to_value(&memory.related), "edges")?;
-    let anchors = json(serde_json::to_value(&memory.anchors), "anchors")?;
+    let anchors = anchors_value(memory)?;
     let placeholders: Vec<String> = (1..=COLUMNS.len()).map(|n| format!("${n}")).collect();
     let statement = format!(
         "INSERT INTO engram_memories ({}) VALUES ({})",
@@ -179,28 +173,46 @@ pub(super) async fn insert(client: &tokio_postgres::Client, memory: &Memory) -> 
     Ok(())
 }
 
-/// Sets the lifecycle of `id`'s row; whether there was one.
-pub(super) async fn update_lifecycle(
+/// Sets the lifecycle and the anchors of `memory`'s row to its own (what
+/// a change in place may change); whether there was a row.
+pub(super) async fn update_in_place(
     client: &tokio_postgres::Client,
-    id: MemoryId,
-    lifecycle: &Lifecycle,
+    memory: &Memory,
 ) -> Result<bool, Error> {
     let assignments: Vec<String> = LIFECYCLE_COLUMNS
         .iter()
         .enumerate()
-        .map(|(n, column)| format!("{column} = ${}", n + 2))
+        .map(|(n, column)| format!("{column} = ${}", n + 3))
         .collect();
     let statement = format!(
-        "UPDATE engram_memories SET {} WHERE id = $1",
+        "UPDATE engram_memories SET anchors = $2, {} WHERE id = $1",
         assignments.join(", ")
     );
-    // The id, then the lifecycle's values.
-    let id = id.as_uuid();
-    let lifecycle = LifecycleValues::of(lifecycle);
-    let values: Vec<Value<'_>> = std::iter::once(&id as Value<'_>)
+    // The id, the anchors, then the lifecycle's values.
+    let id = memory.id.as_uuid();
+    let anchors = anchors_value(memory)?;
+    let lifecycle = LifecycleValues::of(&memory.lifecycle);
+    let values: Vec<Value<'_>> = [&id as Value<'_>, &anchors]
+        .into_iter()
         .chain(lifecycle.values())
         .collect();
     Ok(client.execute(&statement, &values).await? == 1)
+}
+
+/// `memory`'s anchors as their column holds them.
+fn anchors_value(memory: &Memory) -> Result<serde_json::Value, Error> {
+    json(serde_json::to_value(&memory.anchors), "anchors")
+}
+
+/// A JSON column's value, or why it does not serialize.
+fn json(
+    value: serde_json::Result<serde_json::Value>,
+    what: &str,
+) -> Result<serde_json::Value, Error> {
+    value.map_err(|err| Error::Row {
+        table: "engram_memories",
+        reason: format!("the {what} do not serialize: {err}"),
+    })
 }
 
 /// The memory of a row selected with [`select_list`], from `offset` on,

@@ -254,6 +254,16 @@ async fn the_check_route_refuses_a_bad_batch_by_field_and_reports_unknown_ids(ba
             json!({"repo": "forge", "results": [{"id": mine, "validity": "gone", "line": 3}]}),
             "results[0].line",
         ),
+        (
+            json!({"repo": "forge", "results": [{"id": mine, "validity": "current",
+                   "renamed": [{"from": "src/a.rs", "to": "../a.rs"}]}]}),
+            "results[0].renamed[0].to",
+        ),
+        (
+            json!({"repo": "forge", "results": [{"id": mine, "validity": "current",
+                   "renamed": vec![json!({"from": "a", "to": "b"}); 33]}]}),
+            "results[0].renamed",
+        ),
         (json!({"repo": "forge", "results": []}), "results"),
         (json!({"repo": "forge", "results": too_many}), "results"),
         (
@@ -347,8 +357,62 @@ async fn a_limited_key_checks_only_its_repos(backend: Backend) {
     assert_eq!(read.json["validity"], "unverified");
 }
 
+async fn an_anchor_follows_its_renamed_file_so_a_later_check_still_finds_it(backend: Backend) {
+    let temp = tempfile::tempdir().unwrap();
+    let tree = temp.path().join("forge");
+    let commit = working_tree(&tree, &[("src/backoff.rs", BACKOFF), ("README.md", README)]);
+    let app = backend.builder().embedder().serve().await;
+    let moved = anchored(
+        &app,
+        "Backoff doubles with each attempt.",
+        json!([{"path": "src/backoff.rs", "symbol": "backoff", "hash": sha256(BACKOFF)},
+               {"path": "README.md"}]),
+        &commit,
+    )
+    .await;
+    git(&tree, &["mv", "src/backoff.rs", "src/retry.rs"]);
+
+    let output = engram_check(&tree, &app.base_url, &[]).await;
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let read = get_json(&app.base_url, &format!("/memories/{moved}")).await;
+    assert_eq!(read["validity"], "current", "{read:#}");
+    assert_eq!(
+        read["anchors"],
+        json!([{"path": "src/retry.rs", "symbol": "backoff", "hash": sha256(BACKOFF)},
+               {"path": "README.md"}]),
+        "the anchor names the new path, its symbol and hash as written: {read:#}"
+    );
+    assert_eq!(read["version"], 1, "the same version: {read:#}");
+    assert!(
+        !backend
+            .holding(&app.data_dir, "src/retry.rs")
+            .await
+            .is_empty(),
+        "the new path is stored durably"
+    );
+
+    // Rewritten past what git's rename detection recognises: found at the
+    // path the anchor now names, changed rather than gone.
+    std::fs::write(
+        tree.join("src/retry.rs"),
+        "pub fn backoff(attempt: u32) -> u64 {\n    let capped = attempt.min(10);\n    \
+         100 * u64::from(capped) + jitter()\n}\n\nfn jitter() -> u64 {\n    7\n}\n",
+    )
+    .unwrap();
+    let output = engram_check(&tree, &app.base_url, &[]).await;
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    assert!(
+        text(&output.stdout).contains("0 current, 1 changed, 0 gone"),
+        "{}",
+        text(&output.stdout)
+    );
+    let read = get_json(&app.base_url, &format!("/memories/{moved}")).await;
+    assert_eq!(read["validity"], "changed", "{read:#}");
+}
+
 over_both_backends!(
     engram_check_judges_anchors_against_a_git_working_tree,
+    an_anchor_follows_its_renamed_file_so_a_later_check_still_finds_it,
     the_check_route_refuses_a_bad_batch_by_field_and_reports_unknown_ids,
     a_limited_key_checks_only_its_repos,
 );
