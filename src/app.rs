@@ -238,6 +238,7 @@ impl App {
         );
         background.push(tokio::spawn(upkeep::consolidate_now_and_then(
             consolidator.clone(),
+            store.clone(),
             config.consolidation.interval_hours,
             stop.clone(),
         )));

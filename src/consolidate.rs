@@ -11,7 +11,9 @@
 //! reason and the lifecycles it set, before it is made, and can be undone
 //! ([`undo`]). A pass deletes nothing.
 //!
-//! Passes and undos run one at a time in a process. The memories a pass
+//! Passes and undos run one at a time in a process, and in postgres mode
+//! one at a time across replicas, each on a view that holds the changes of
+//! the one before ([`Store::pass_turn`]). The memories a pass
 //! weighs are its namespace's current ones that are neither archived nor
 //! `gone` and whose vectors are indexed, the newest [`MAX_CANDIDATES`] of
 //! them (every pair of those is compared).
@@ -111,6 +113,7 @@ impl Consolidator {
         trigger: PassTrigger,
     ) -> Result<Consolidated, WriteError> {
         let _running = self.inner.running.lock().await;
+        let _turn = self.store().pass_turn().await?;
         let mut consolidated = Consolidated {
             scanned: Vec::new(),
             passes: Vec::new(),
@@ -240,6 +243,7 @@ impl Consolidator {
         visible: impl Fn(&Namespace) -> bool,
     ) -> Result<undo::Undone, UndoError> {
         let _running = self.inner.running.lock().await;
+        let _turn = self.store().pass_turn().await?;
         undo::undo(self.store(), id, changes, visible).await
     }
 }

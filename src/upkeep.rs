@@ -151,11 +151,16 @@ pub async fn let_go_of_unused(
 /// consolidates, and a start is never slowed by a pass.
 const FIRST_CONSOLIDATION_AFTER: Duration = Duration::from_secs(60 * 60);
 
+/// The schedule's name for its consolidation pass, in `engram_passes`.
+const SCHEDULED_CONSOLIDATION: &str = "consolidation";
+
 /// Runs a consolidation pass over every namespace every `interval_hours`
 /// (the first one hour after start-up at the latest), until `stop` is
-/// cancelled; 0 hours runs none.
+/// cancelled; 0 hours runs none. Of replicas, the one that claims the
+/// interval first runs it; the others pass their turn.
 pub async fn consolidate_now_and_then(
     consolidator: Consolidator,
+    store: Store,
     interval_hours: u64,
     stop: CancellationToken,
 ) {
@@ -169,8 +174,21 @@ pub async fn consolidate_now_and_then(
             () = tokio::time::sleep_until(next) => {}
             () = stop.cancelled() => return,
         }
-        if let Err(err) = consolidator.consolidate_everything().await {
-            tracing::warn!(error = %err, "the scheduled consolidation failed; it runs again at the next interval");
+        match store
+            .claim_scheduled(SCHEDULED_CONSOLIDATION, interval)
+            .await
+        {
+            Ok(true) => {
+                if let Err(err) = consolidator.consolidate_everything().await {
+                    tracing::warn!(error = %err, "the scheduled consolidation failed; it runs again at the next interval");
+                }
+            }
+            Ok(false) => {
+                tracing::debug!("another replica ran the scheduled consolidation this interval");
+            }
+            Err(err) => {
+                tracing::warn!(error = %err, "could not claim the scheduled consolidation; it is tried at the next interval");
+            }
         }
         next = tokio::time::Instant::now() + interval;
     }

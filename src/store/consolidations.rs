@@ -8,6 +8,7 @@
 //! this module only keeps it.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -128,7 +129,37 @@ impl Pass {
     }
 }
 
+/// This replica's turn to run a pass: in postgres mode the cluster's one
+/// ([`super::postgres::passes`]); in files mode one process owns the
+/// store and its own one-at-a-time is all there is.
+pub struct PassTurn {
+    _hold: Option<super::postgres::passes::PassHold>,
+}
+
 impl Store {
+    /// Waits for this replica's turn to run a pass, on a view that holds
+    /// every change committed before it.
+    pub async fn pass_turn(&self) -> Result<PassTurn, Error> {
+        let hold = match self.database() {
+            Some(database) => Some(database.hold_passes().await.map_err(Error::Database)?),
+            None => None,
+        };
+        Ok(PassTurn { _hold: hold })
+    }
+
+    /// Whether this replica runs the schedule's pass `name` now: always in
+    /// files mode; in postgres mode when no replica ran it within the last
+    /// `interval`.
+    pub async fn claim_scheduled(&self, name: &str, interval: Duration) -> Result<bool, Error> {
+        match self.database() {
+            Some(database) => database
+                .claim_scheduled(name, interval)
+                .await
+                .map_err(Error::Database),
+            None => Ok(true),
+        }
+    }
+
     /// Keeps `pass` durably (a new one, or one with changes undone since).
     pub async fn keep_pass(&self, pass: Pass) -> Result<(), Error> {
         match self.database() {

@@ -20,6 +20,7 @@ mod commit;
 pub mod consolidations;
 pub mod embeddings;
 pub mod follow;
+pub mod passes;
 pub mod prune;
 mod rows;
 pub mod schema;
@@ -70,6 +71,11 @@ pub enum Error {
     /// commit: the write was rolled back.
     #[error("the request timed out before its write committed; the write was rolled back")]
     CalledOff,
+    /// This replica had not applied the other replicas' changes within
+    /// `statement_timeout_ms` of a consolidation pass's turn: the pass
+    /// would weigh memories as they were.
+    #[error("this replica did not take in the other replicas' changes within {} ms", after.as_millis())]
+    Behind { after: Duration },
     /// The database did not confirm a commit, and could not be asked
     /// whether it was made: the change may or may not be in.
     #[error("PostgreSQL did not confirm the commit of the change to memory {id}")]
@@ -84,6 +90,7 @@ impl Error {
         match self {
             Self::Closed
             | Self::Unanswered { .. }
+            | Self::Behind { .. }
             | Self::CalledOff
             | Self::Pool(deadpool_postgres::PoolError::Timeout(_)) => true,
             Self::Pool(deadpool_postgres::PoolError::Backend(err)) | Self::Query(err) => {

@@ -42,7 +42,7 @@ impl Drop for Session {
 }
 
 impl Session {
-    fn client(&self) -> &tokio_postgres::Client {
+    pub(super) fn client(&self) -> &tokio_postgres::Client {
         self.connection
             .as_ref()
             .expect("a session holds its connection until dropped")

@@ -15,6 +15,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (5, include_str!("migrations/0005_memory_over_time.sql")),
     (6, include_str!("migrations/0006_consolidation.sql")),
     (7, include_str!("migrations/0007_observed_at.sql")),
+    (8, include_str!("migrations/0008_passes.sql")),
 ];
 
 /// Held while migrating, so replicas starting together migrate once.

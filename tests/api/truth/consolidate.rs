@@ -421,3 +421,80 @@ async fn a_pass_on_one_replica_is_the_same_on_another() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn passes_run_one_at_a_time_across_replicas_each_on_the_last_ones_changes() {
+    let Some(backend) = Backend::postgres().await else {
+        return;
+    };
+    let one = backend.spawn_app().await;
+    let other = backend.spawn_app().await;
+    let [newest, busy, kept, _] = duplicates();
+    import(&one, &[newest, busy, kept]).await;
+    wait_until_async("the other replica takes the memories in", async || {
+        listed(&other).await.len() == 3
+    })
+    .await;
+    other.wait_indexed().await;
+
+    // Asked at once of both: the second to get its turn weighs what the
+    // first made, and finds nothing left to do.
+    let (first, second) = tokio::join!(consolidate(&one), consolidate(&other));
+    let passes = [&first, &second]
+        .iter()
+        .map(|answer| answer["passes"].as_array().unwrap().len())
+        .sum::<usize>();
+    assert_eq!(passes, 1, "{first:#}\n{second:#}");
+    let listing = one.get("/consolidations?repo=forge").await.json;
+    assert_eq!(
+        listing["passes"].as_array().unwrap().len(),
+        1,
+        "{listing:#}"
+    );
+    let pass = [&first, &second]
+        .into_iter()
+        .find_map(|answer| answer["passes"].get(0))
+        .unwrap();
+    let kept = [pass["changes"][0]["kept"].as_str().unwrap().to_owned()];
+    wait_until_async("both replicas list the kept memory alone", async || {
+        listed(&one).await == kept && listed(&other).await == kept
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn the_scheduled_pass_is_claimed_by_one_replica_per_interval() {
+    let Some(Backend::Postgres(database)) = Backend::postgres().await else {
+        return;
+    };
+    let settings = engram::config::PostgresConfig {
+        url: Some(engram::config::DatabaseUrl::new(&database.url)),
+        ..engram::config::PostgresConfig::default()
+    };
+    let one = engram::store::postgres::Database::open(&settings)
+        .await
+        .unwrap();
+    let other = engram::store::postgres::Database::open(&settings)
+        .await
+        .unwrap();
+    let day = std::time::Duration::from_secs(24 * 60 * 60);
+
+    let (first, second) = tokio::join!(
+        one.claim_scheduled("consolidation", day),
+        other.claim_scheduled("consolidation", day)
+    );
+    let claims = [first.unwrap(), second.unwrap()];
+    assert_eq!(
+        claims.iter().filter(|claimed| **claimed).count(),
+        1,
+        "{claims:?}"
+    );
+    assert!(!one.claim_scheduled("consolidation", day).await.unwrap());
+    // Another pass's turn is its own; a past interval is claimed again.
+    assert!(other.claim_scheduled("retention", day).await.unwrap());
+    assert!(
+        one.claim_scheduled("consolidation", std::time::Duration::ZERO)
+            .await
+            .unwrap()
+    );
+}
