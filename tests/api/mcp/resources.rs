@@ -3,7 +3,8 @@
 //! than one page, `resources/read` of a memory, a namespace and a search,
 //! the templates, `prompts/list` and `prompts/get`, and what a key limited
 //! to one repo may list and read (a memory it may not see is not found,
-//! as a missing one is). Through the stdio bridge too. Files only: the
+//! as a missing one is). The stdio bridge's pass-through is in `bridge`.
+//! Files only: the
 //! REST operations underneath run over both backends elsewhere.
 
 use std::collections::HashSet;
@@ -62,14 +63,14 @@ pub async fn read(client: &Client, uri: &str) -> String {
 }
 
 /// The protocol error of a refused request: its code and message.
-fn protocol_error<T: std::fmt::Debug>(answer: Result<T, ServiceError>) -> (ErrorCode, String) {
+pub fn protocol_error<T: std::fmt::Debug>(answer: Result<T, ServiceError>) -> (ErrorCode, String) {
     match answer {
         Err(ServiceError::McpError(error)) => (error.code, error.message.into_owned()),
         other => panic!("a protocol error: {other:?}"),
     }
 }
 
-async fn read_refused(client: &Client, uri: &str) -> (ErrorCode, String) {
+pub async fn read_refused(client: &Client, uri: &str) -> (ErrorCode, String) {
     protocol_error(
         client
             .read_resource(ReadResourceRequestParams::new(uri))
@@ -96,7 +97,7 @@ fn prompt_text(result: &GetPromptResult) -> String {
 }
 
 /// Writes a memory of `repo` through REST: its id.
-async fn remember(app: &RunningApp, repo: &str, content: &str) -> String {
+pub async fn remember(app: &RunningApp, repo: &str, content: &str) -> String {
     let (status, written) = app_post(
         app,
         "/memories",
