@@ -139,13 +139,19 @@ fn search(query: &str) -> Result<Target, String> {
     })
 }
 
+/// The namespace a memory's view names: its repo, else its user (a view
+/// is made from a memory's namespace, so it names one of them).
+fn namespace_of(view: &MemoryView) -> Namespace {
+    view.repo
+        .clone()
+        .map(Namespace::Repo)
+        .or_else(|| view.user.clone().map(Namespace::User))
+        .expect("a memory's view names its repo or its user")
+}
+
 /// The uri of a memory.
 pub fn uri_of(view: &MemoryView) -> String {
-    match (&view.repo, &view.user) {
-        (Some(repo), _) => format!("{SCHEME}{}/{}", Namespace::Repo(repo.clone()), view.id),
-        (None, Some(user)) => format!("{SCHEME}{}/{}", Namespace::User(user.clone()), view.id),
-        (None, None) => unreachable!("a memory has a repo or a user"),
-    }
+    format!("{SCHEME}{}/{}", namespace_of(view), view.id)
 }
 
 /// A memory's title: its first line, cut to [`TITLE_CHARS`].
@@ -157,6 +163,15 @@ pub fn title_of(content: &str) -> String {
     }
 }
 
+/// A markdown link to a memory, its title as the text (brackets escaped,
+/// so a title cannot end the link early).
+fn link_to(view: &MemoryView) -> String {
+    let title = title_of(&view.content)
+        .replace('[', "\\[")
+        .replace(']', "\\]");
+    format!("[{title}]({})", uri_of(view))
+}
+
 /// A memory as a listed resource.
 fn resource(view: &MemoryView) -> Resource {
     let mut annotations = Annotations::default().with_timestamp(view.updated_at);
@@ -164,15 +179,12 @@ fn resource(view: &MemoryView) -> Resource {
         // Importance is 0..1, the range of a priority.
         annotations = annotations.with_priority(importance as f32);
     }
-    let owner = match (&view.repo, &view.user) {
-        (Some(repo), _) => format!("repo {repo}"),
-        (None, Some(user)) => format!("user {user}"),
-        (None, None) => unreachable!("a memory has a repo or a user"),
-    };
     Resource::new(uri_of(view), title_of(&view.content))
         .with_description(format!(
-            "A {} memory of {owner} (version {})",
-            view.category, view.version
+            "A {} memory of {} (version {})",
+            view.category,
+            namespace_of(view),
+            view.version
         ))
         .with_mime_type(MARKDOWN)
         .with_annotations(annotations)
@@ -213,7 +225,7 @@ pub async fn list(
 ) -> Result<ListResourcesResult, ErrorData> {
     let page = list_memories(state, caller, json!({"limit": PAGE_SIZE, "cursor": cursor}))
         .await
-        .map_err(|err| protocol_error(&err, "cursor"))?;
+        .map_err(|err| protocol_error(&err, json!({"cursor": cursor})))?;
     let mut result = ListResourcesResult::with_all_items(
         page.memories.iter().map(|m| resource(&m.memory)).collect(),
     );
@@ -236,7 +248,7 @@ pub async fn read(
             search_results(state, caller, &query, repo, user).await
         }
     }
-    .map_err(|err| protocol_error(&err, uri))?;
+    .map_err(|err| protocol_error(&err, json!({"uri": uri})))?;
     Ok(ReadResourceResult::new(vec![
         ResourceContents::text(text, uri).with_mime_type(MARKDOWN),
     ]))
@@ -283,9 +295,8 @@ async fn listing(
     for listed in &page.memories {
         let view = &listed.memory;
         text.push_str(&format!(
-            "- [{}]({}): {}, updated {}\n",
-            title_of(&view.content),
-            uri_of(view),
+            "- {}: {}, updated {}\n",
+            link_to(view),
             view.category,
             view.updated_at.to_rfc3339()
         ));
@@ -330,9 +341,8 @@ fn render_search(query: &str, outcome: &Outcome) -> String {
     for found in &outcome.memories {
         let view = &found.memory;
         text.push_str(&format!(
-            "## [{}]({})\n\n{}: relevance {:.2}\n\n{}\n\n",
-            title_of(&view.content),
-            uri_of(view),
+            "## {}\n\n{}: relevance {:.2}\n\n{}\n\n",
+            link_to(view),
             view.category,
             found.relevance,
             view.content
@@ -360,20 +370,22 @@ async fn list_memories(
     Ok(page)
 }
 
-/// The protocol error for a refused read of `subject` (a uri, or the
-/// cursor): what the caller may not see is not found, as what is missing
-/// is; a bad value is invalid params; the rest is the service's fault.
-fn protocol_error(err: &ApiError, subject: &str) -> ErrorData {
+/// The protocol error for a refused read of what `asked` names (the uri,
+/// or the cursor): what the caller may not see is not found, as what is
+/// missing is, with nothing but `asked`; a bad value is invalid params;
+/// the rest is the service's fault. Both of those carry the problem.
+fn protocol_error(err: &ApiError, mut asked: Value) -> ErrorData {
+    if let ApiError::NotFound { .. } | ApiError::Forbidden { .. } = err {
+        return ErrorData::resource_not_found("Resource not found", Some(asked));
+    }
     let problem = err.report();
-    let data = Some(json!({"uri": subject, "problem": problem}));
+    let detail = problem.detail.clone();
+    asked["problem"] = json!(problem);
     match err {
-        ApiError::NotFound { .. } | ApiError::Forbidden { .. } => {
-            ErrorData::resource_not_found("Resource not found", Some(json!({"uri": subject})))
-        }
         ApiError::InvalidField { .. } | ApiError::MalformedJson { .. } => {
-            ErrorData::invalid_params(problem.detail, data)
+            ErrorData::invalid_params(detail, Some(asked))
         }
-        _ => ErrorData::internal_error(problem.detail, data),
+        _ => ErrorData::internal_error(detail, Some(asked)),
     }
 }
 

@@ -284,6 +284,14 @@ async fn the_templates_read_a_namespace_and_a_search() {
         "{listing}"
     );
     assert!(!listing.contains("green"), "{listing}");
+    let bracketed = remember(&app, "forge", "[Draft](x) Forge tags from main.").await;
+    let listing = read(&limited, "engram://repo/forge").await;
+    assert!(
+        listing.contains(&format!(
+            "[\\[Draft\\](x) Forge tags from main.](engram://repo/forge/{bracketed})"
+        )),
+        "a title cannot end its link: {listing}"
+    );
     assert!(
         read(&limited, "engram://user/ana")
             .await
