@@ -12,7 +12,8 @@
 //! the grants and the error wording are the REST ones. A refused call is a
 //! tool result with `isError` and the problem document as JSON text, which
 //! a model can read and act on ([`problem_result`]); only an unknown tool
-//! is a protocol error.
+//! is a protocol error. The memories are resources too ([`resources`]),
+//! and a person may pick two prompts ([`prompts`]).
 //!
 //! `Host` and `Origin` are checked as for every route (DNS-rebinding and
 //! cross-site protection, `routes::site_guard`): the service's own origin
