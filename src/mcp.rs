@@ -12,13 +12,16 @@
 //! the grants and the error wording are the REST ones. A refused call is a
 //! tool result with `isError` and the problem document as JSON text, which
 //! a model can read and act on ([`problem_result`]); only an unknown tool
-//! is a protocol error.
+//! is a protocol error. The memories are resources too ([`resources`]),
+//! and a person may pick two prompts ([`prompts`]).
 //!
 //! `Host` and `Origin` are checked as for every route (DNS-rebinding and
 //! cross-site protection, `routes::site_guard`): the service's own origin
 //! (on loopback, any loopback name at its port) and `mcp.allowed_origins`
 //! may call the tools.
 
+pub mod prompts;
+pub mod resources;
 pub mod schema;
 
 use std::sync::Arc;
@@ -29,9 +32,10 @@ use axum::http::request::Parts;
 use axum::middleware;
 use chrono::{DateTime, Utc};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
-    ToolAnnotations,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, GetPromptRequestParams,
+    GetPromptResponse, Implementation, ListPromptsResult, ListResourceTemplatesResult,
+    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams,
+    ReadResourceResponse, ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
 };
 use rmcp::service::RequestContext;
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
@@ -373,11 +377,28 @@ fn to_value(value: &impl Serialize) -> Result<Value, ApiError> {
 }
 
 /// How Engram describes itself to an MCP client, over HTTP and through the
-/// stdio bridge alike.
+/// stdio bridge alike: tools, resources and prompts. Resources without
+/// `subscribe` or `listChanged`, which need a stream from server to client
+/// that a stateless `/mcp` does not keep ([`resources`]).
 pub fn server_config() -> ServerConfig {
-    ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+    let capabilities = ServerCapabilities::builder()
+        .enable_tools()
+        .enable_resources()
+        .enable_prompts()
+        .build();
+    ServerConfig::new(capabilities)
         .with_server_info(Implementation::new("engram", env!("CARGO_PKG_VERSION")))
         .with_instructions(INSTRUCTIONS)
+}
+
+/// The key's grant, as the REST extractor reads it: put there by the key
+/// check in front of `/mcp`, absent when no key is configured.
+fn caller_of(context: &RequestContext<RoleServer>) -> Caller {
+    context
+        .extensions
+        .get::<Parts>()
+        .and_then(|parts| parts.extensions.get::<Caller>().cloned())
+        .unwrap_or_else(Caller::everything)
 }
 
 impl ServerHandler for Tools {
@@ -408,18 +429,61 @@ impl ServerHandler for Tools {
                 None,
             ));
         }
-        // The key's grant, as the REST extractor reads it: put there by the
-        // key check in front of `/mcp`, absent when no key is configured.
-        let caller = context
-            .extensions
-            .get::<Parts>()
-            .and_then(|parts| parts.extensions.get::<Caller>().cloned())
-            .unwrap_or_else(Caller::everything);
+        let caller = caller_of(&context);
         let arguments = Value::Object(request.arguments.unwrap_or_default());
         let result = match self.call(&request.name, &arguments, caller).await {
             Ok(value) => CallToolResult::structured(value),
             Err(err) => problem_result(&json!(err.report())),
         };
+        Ok(result.into())
+    }
+
+    async fn list_resources(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        let cursor = request.and_then(|request| request.cursor);
+        resources::list(&self.state, caller_of(&context), cursor).await
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        Ok(resources::templates())
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let result = resources::read(&self.state, caller_of(&context), &request.uri).await?;
+        Ok(result.into())
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        Ok(prompts::list())
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        let result = prompts::get(
+            &self.state,
+            caller_of(&context),
+            &request.name,
+            request.arguments,
+        )
+        .await?;
         Ok(result.into())
     }
 }

@@ -18,11 +18,17 @@
 //! The key never goes through a proxy for a loopback URL; for another, the
 //! proxy variables apply with `NO_PROXY` honoured.
 //!
+//! Resources and prompts pass through the same way (the prompt and
+//! template lists are answered here, from the service's definitions); a
+//! request the service did not answer is an internal error with the same
+//! words.
+//!
 //! Its one addition is the namespace: a tool call that names no `repo` or
 //! `user` gets the bridge's (`--repo`, `--user`, else the project of the
 //! directory the agent started it in and the OS user, as `engram hook`
-//! finds them), so the memories an agent reaches through MCP are the ones
-//! its hooks capture and retrieve.
+//! finds them), and so does a prompt that names no `repo`, so the memories
+//! an agent reaches through MCP are the ones its hooks capture and
+//! retrieve.
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -31,8 +37,9 @@ use std::time::Duration;
 use clap::Args;
 use reqwest::Url;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, ListToolsResult, PaginatedRequestParams, ServerConfig,
-    Tool,
+    CallToolRequestParams, CallToolResponse, GetPromptRequestParams, GetPromptResponse,
+    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
+    PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ServerConfig, Tool,
 };
 use rmcp::service::{ClientInitializeError, RequestContext, RunningService, ServiceError};
 use rmcp::transport::StreamableHttpClientTransport;
@@ -136,6 +143,20 @@ impl Bridge {
 
     /// The tool error for a call the service did not answer.
     fn unanswered(&self, why: &Unanswered) -> CallToolResponse {
+        let problem = serde_json::to_value(self.problem(why)).expect("a problem always serializes");
+        crate::mcp::problem_result(&problem).into()
+    }
+
+    /// The protocol error for a request other than a tool call that the
+    /// service did not answer: the same words, as an internal error.
+    fn unanswered_request(&self, why: &Unanswered) -> ErrorData {
+        let problem = self.problem(why);
+        let detail = problem.detail.clone();
+        ErrorData::internal_error(detail, serde_json::to_value(problem).ok())
+    }
+
+    /// Why the service did not answer, as the model reads it.
+    fn problem(&self, why: &Unanswered) -> Problem {
         let (title, status, detail) = match why {
             Unanswered::KeyRefused => (
                 "Engram refused the key",
@@ -173,15 +194,37 @@ impl Bridge {
                 ),
             ),
         };
-        let problem = Problem {
+        Problem {
             kind: "urn:engram:problem:unreachable".to_owned(),
             title: title.to_owned(),
             status,
             detail,
             field: None,
+        }
+    }
+
+    /// Passes a request other than a tool call through to the service,
+    /// within the bound: its answer, its protocol error as it sent it, or
+    /// an internal error saying why it did not answer.
+    async fn forward<T, Sent>(
+        &self,
+        send: impl FnOnce(Arc<Upstream>) -> Sent,
+    ) -> Result<T, ErrorData>
+    where
+        Sent: Future<Output = Result<T, ServiceError>>,
+    {
+        let upstream = match self.upstream().await {
+            Ok(upstream) => upstream,
+            Err(why) => return Err(self.unanswered_request(&why)),
         };
-        let problem = serde_json::to_value(problem).expect("a problem always serializes");
-        crate::mcp::problem_result(&problem).into()
+        let why = match tokio::time::timeout(self.timeout, send(upstream.clone())).await {
+            Ok(Ok(answer)) => return Ok(answer),
+            Ok(Err(ServiceError::McpError(error))) => return Err(error),
+            Ok(Err(err)) => Unanswered::calling(&err),
+            Err(_) => Unanswered::Silent,
+        };
+        self.drop_upstream(&upstream).await;
+        Err(self.unanswered_request(&why))
     }
 }
 
@@ -269,6 +312,57 @@ impl ServerHandler for Bridge {
         };
         self.drop_upstream(&upstream).await;
         Ok(self.unanswered(&why))
+    }
+
+    async fn list_resources(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        self.forward(|upstream| async move { upstream.list_resources(request).await })
+            .await
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        Ok(crate::mcp::resources::templates())
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        self.forward(|upstream| async move { upstream.read_resource_once(request).await })
+            .await
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        Ok(crate::mcp::prompts::list())
+    }
+
+    async fn get_prompt(
+        &self,
+        mut request: GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        // Both prompts take the repo: the bridge's, when the person names none.
+        if let Some(repo) = self.owners.get("repo") {
+            request
+                .arguments
+                .get_or_insert_default()
+                .entry("repo")
+                .or_insert_with(|| repo.clone());
+        }
+        self.forward(|upstream| async move { upstream.get_prompt_once(request).await })
+            .await
     }
 }
 

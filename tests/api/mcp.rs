@@ -3,11 +3,13 @@
 //! write and read memories run over both backends; the transport's checks
 //! (keys, hosts, origins) cannot depend on the backend.
 //! Around it, a module each: the stdio bridge (`bridge`), the official
-//! conformance suite (`conformance`) and the TypeScript SDK's client
-//! (`typescript`).
+//! conformance suite (`conformance`), the TypeScript SDK's client
+//! (`typescript`), and memories as resources with the prompts
+//! (`resources`).
 
 mod bridge;
 mod conformance;
+mod resources;
 mod typescript;
 
 use engram::config::ApiKey;

@@ -2,7 +2,8 @@
 //! process speaking MCP on its stdin and stdout) and driven by the official
 //! SDK's client: against a real service, against nothing, against a
 //! service that accepts connections and never answers, behind proxy
-//! variables, and in a directory whose parent holds a `.git` FIFO.
+//! variables, and in a directory whose parent holds a `.git` FIFO; its
+//! resources and prompts, passed through.
 //! Files only: the bridge is under test; the tools run over both
 //! backends in `mcp`.
 
@@ -11,11 +12,13 @@ use std::process::Stdio;
 
 use engram::config::ApiKey;
 use rmcp::ServiceExt;
+use rmcp::model::{ErrorCode, GetPromptRequestParams};
 use rmcp::transport::TokioChildProcess;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 use crate::helpers::{Ground, PATIENCE, TestApp, finishes};
+use crate::mcp::resources::{protocol_error, read, read_refused, remember};
 use crate::mcp::{Client, LIMITED, ROOT, connect, ok, recall_until_found, refused, service};
 
 /// `engram mcp` started as an agent starts it, in its project's checkout,
@@ -139,6 +142,58 @@ async fn the_stdio_bridge_serves_the_same_tools_with_its_key() {
 }
 
 #[tokio::test]
+async fn the_stdio_bridge_passes_resources_and_prompts_through_with_its_repo() {
+    let app = service().await;
+    let _upstream = &app.upstream;
+    let mine = remember(
+        &app,
+        "forge",
+        "Forge pins its toolchain in rust-toolchain.toml.",
+    )
+    .await;
+    let theirs = remember(&app, "secret", "Secret pins nothing.").await;
+    app.wait_indexed_with(ROOT).await;
+    let project = app.data_dir.join("checkouts/forge");
+    std::fs::create_dir_all(&project).unwrap();
+    let limited = stdio_bridge(&app.base_url, &project, LIMITED).await;
+    let direct = connect(&app.base_url, LIMITED).await;
+
+    let listed = limited.list_all_resources().await.unwrap();
+    assert_eq!(listed, direct.list_all_resources().await.unwrap());
+    let uris: Vec<&str> = listed.iter().map(|r| r.uri.as_str()).collect();
+    assert_eq!(uris, [format!("engram://repo/forge/{mine}")]);
+    let file = read(&limited, uris[0]).await;
+    assert!(file.ends_with("---\nForge pins its toolchain in rust-toolchain.toml.\n"));
+    assert_eq!(
+        read_refused(&limited, &format!("engram://repo/secret/{theirs}"))
+            .await
+            .0,
+        ErrorCode::RESOURCE_NOT_FOUND,
+        "the service's error, as it sent it"
+    );
+    assert_eq!(
+        limited.list_all_resource_templates().await.unwrap(),
+        direct.list_all_resource_templates().await.unwrap()
+    );
+    assert_eq!(
+        limited.list_all_prompts().await.unwrap(),
+        direct.list_all_prompts().await.unwrap()
+    );
+    // A prompt that names no repo gets the bridge's (the key's default
+    // repo is not one it holds).
+    let recalled = limited
+        .get_prompt(GetPromptRequestParams::new("recall-repo"))
+        .await
+        .unwrap();
+    let text = serde_json::to_string(&recalled.messages).unwrap();
+    assert!(text.contains("rust-toolchain.toml"), "{text}");
+
+    limited.cancel().await.unwrap();
+    direct.cancel().await.unwrap();
+    app.stop().await;
+}
+
+#[tokio::test]
 async fn an_agent_started_before_engram_has_its_tools_and_they_work_once_it_is_up() {
     let ground = Ground::new().await;
     let project = ground.path().join("checkouts/forge");
@@ -171,6 +226,12 @@ async fn an_agent_started_before_engram_has_its_tools_and_they_work_once_it_is_u
     );
     assert!(detail.contains("engram serve"), "{detail}");
     assert!(!detail.contains("rmcp::"), "no Rust types: {detail}");
+    // The prompts are listed offline too; a resource read is an error
+    // saying the same.
+    assert_eq!(agent.list_all_prompts().await.unwrap().len(), 2);
+    let (code, message) = protocol_error(agent.list_all_resources().await);
+    assert_eq!(code, ErrorCode::INTERNAL_ERROR);
+    assert!(message.contains("Engram is not answering"), "{message}");
 
     // The same session, once the service is up.
     let app = start(ground).await;

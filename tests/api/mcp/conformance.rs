@@ -1,7 +1,7 @@
 //! `/mcp` against the official MCP conformance suite
 //! (`@modelcontextprotocol/conformance`), over a real port: the server
 //! scenarios that apply to a stateless Streamable HTTP server offering
-//! tools alone ([`SCENARIOS`]).
+//! tools, memories as resources and prompts ([`SCENARIOS`]).
 //!
 //! The suite and the Node release it needs (22 or later; it reads
 //! `fs.globSync`) are the package `tests/mcp-conformance`, installed by
@@ -14,7 +14,9 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use crate::helpers::{TestApp, npm_installed, or_skip};
+use serde_json::json;
+
+use crate::helpers::{TestApp, npm_installed, or_skip, post_json};
 
 /// The server scenarios that apply to Engram, and why each does:
 /// - `server-initialize`: the handshake;
@@ -22,18 +24,29 @@ use crate::helpers::{TestApp, npm_installed, or_skip};
 /// - `tools-list`: every tool has a name, a description and an input
 ///   schema;
 /// - `dns-rebinding-protection`: a foreign `Host` and `Origin` are refused,
-///   a loopback one at the server's own port is answered.
+///   a loopback one at the server's own port is answered;
+/// - `resources-list`: every resource (a memory) has a uri and a name;
+/// - `prompts-list`: every prompt has a name and a description.
 ///
 /// Left out: the scenarios that call the suite's own test tools
-/// (`tools-call-*`, `json-schema-2020-12`, `elicitation-*`), resources,
-/// prompts, completion and logging (Engram offers none of them), and the
-/// SSE ones (`server-sse-polling`, `server-sse-multiple-streams`), which
-/// need sessions and event streams a stateless JSON server does not keep.
-const SCENARIOS: [&str; 4] = [
+/// (`tools-call-*`, `json-schema-2020-12`, `elicitation-*`), read its own
+/// fixtures (`resources-read-text` and `resources-read-binary` read
+/// `test://static-text` and `test://static-binary`,
+/// `resources-templates-read` reads `test://template/123/data`) or get its
+/// own prompts (`prompts-get-simple`, `-with-args`, `-embedded-resource`,
+/// `-with-image` get `test_simple_prompt` and the like), which a real
+/// server does not have; `resources-subscribe` and `resources-unsubscribe`,
+/// completion and logging (Engram offers none of them: a stateless server
+/// has no stream to notify a subscriber on); and the SSE ones
+/// (`server-sse-polling`, `server-sse-multiple-streams`), which need
+/// sessions and event streams a stateless JSON server does not keep.
+const SCENARIOS: [&str; 6] = [
     "server-initialize",
     "ping",
     "tools-list",
     "dns-rebinding-protection",
+    "resources-list",
+    "prompts-list",
 ];
 
 /// The package's directory.
@@ -76,6 +89,15 @@ async fn the_official_conformance_suite_passes_the_server_scenarios_that_apply()
         return;
     };
     let app = TestApp::builder().embedder().serve().await;
+    // A memory to list as a resource.
+    let written = post_json(
+        &app.base_url,
+        "/memories",
+        &json!({"repo": "forge", "scope": "repo", "category": "patterns",
+                "content": "Forge releases on Tuesdays."}),
+    )
+    .await;
+    assert!(written["id"].is_string(), "{written}");
     let url = format!("{}/mcp", app.base_url);
     for scenario in SCENARIOS {
         let output = run_scenario(suite.clone(), url.clone(), scenario).await;

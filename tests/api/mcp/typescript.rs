@@ -1,7 +1,9 @@
 //! `/mcp` through the official TypeScript SDK's client, which checks each
 //! tool result against the tool's `outputSchema` (as the MCP Inspector and
 //! the clients built on the SDK do): every tool's success must pass that
-//! check, and a refusal must reach the client as Engram's problem.
+//! check, and a refusal must reach the client as Engram's problem. Memories
+//! as resources and the prompts are listed, read and got through it too,
+//! their results checked against the protocol's schemas.
 //!
 //! The client is `tests/mcp-ts/client.mjs`, run by `node` with the SDK
 //! installed by `npm ci --prefix tests/mcp-ts` (`.ci/run` does). Without
@@ -117,5 +119,66 @@ async fn the_typescript_sdk_accepts_every_result_and_shows_refusals() {
             assert_eq!(problem["field"], field, "{problem:#}");
         }
     }
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn the_typescript_sdk_lists_and_reads_memories_and_gets_a_prompt() {
+    let Some(_) = or_skip(sdk()) else { return };
+    let app = service().await;
+    let _upstream = &app.upstream;
+    let (_, written) = app_post(
+        &app,
+        "/memories",
+        ROOT,
+        &json!({"repo": "forge", "scope": "repo", "category": "patterns", "importance": 0.9,
+                "content": "Forge releases on Tuesdays."}),
+    )
+    .await;
+    let uri = format!("engram://repo/forge/{}", written["id"].as_str().unwrap());
+    let missing = "engram://repo/forge/0193f0c1-0000-7000-8000-000000000001";
+    let calls = json!([
+        {"request": "listResources", "params": {}},
+        {"request": "readResource", "params": {"uri": uri}},
+        {"request": "listResourceTemplates", "params": {}},
+        {"request": "readResource", "params": {"uri": "engram://repo/forge"}},
+        {"request": "listPrompts", "params": {}},
+        {"request": "getPrompt", "params": {"name": "recall-repo", "arguments": {"repo": "forge"}}},
+        {"request": "readResource", "params": {"uri": missing}},
+        {"request": "getPrompt", "params": {"name": "recall-everything"}},
+    ]);
+    let answers = Value::Array(typescript_client(format!("{}/mcp", app.base_url), calls).await);
+
+    let listed = &answers[0]["result"]["resources"];
+    assert_eq!(listed[0]["uri"], uri.as_str(), "{answers:#}");
+    assert_eq!(listed[0]["name"], "Forge releases on Tuesdays.");
+    let file = &answers[1]["result"]["contents"][0];
+    assert_eq!(file["mimeType"], "text/markdown", "{answers:#}");
+    assert!(
+        file["text"]
+            .as_str()
+            .unwrap()
+            .ends_with("---\nForge releases on Tuesdays.\n"),
+        "{file:#}"
+    );
+    assert_eq!(
+        answers[2]["result"]["resourceTemplates"]
+            .as_array()
+            .unwrap()
+            .len(),
+        3,
+        "{answers:#}"
+    );
+    let listing = answers[3]["result"]["contents"][0]["text"]
+        .as_str()
+        .unwrap();
+    assert!(listing.contains(&uri), "{listing}");
+    assert_eq!(answers[4]["result"]["prompts"][0]["name"], "recall-repo");
+    assert_eq!(
+        answers[5]["result"]["messages"][0]["role"], "user",
+        "{answers:#}"
+    );
+    assert_eq!(answers[6]["code"], -32002, "not found: {answers:#}");
+    assert_eq!(answers[7]["code"], -32602, "no such prompt: {answers:#}");
     app.stop().await;
 }
