@@ -258,15 +258,24 @@ impl Cursor {
         }
     }
 
-    /// The opaque text form clients pass back.
+    /// The opaque text form clients pass back: the time to the
+    /// nanosecond (an import keeps its lines' times as written; cut to
+    /// the microsecond, a page ended among memories stamped within one
+    /// microsecond skipped the rest of them), then the id.
     pub fn encode(&self) -> String {
-        format!("{}_{}", self.created_at.timestamp_micros(), self.id)
+        format!(
+            "{}.{:09}_{}",
+            self.created_at.timestamp(),
+            self.created_at.timestamp_subsec_nanos(),
+            self.id
+        )
     }
 
     pub fn decode(text: &str) -> Option<Self> {
-        let (micros, id) = text.split_once('_')?;
+        let (at, id) = text.split_once('_')?;
+        let (seconds, nanos) = at.split_once('.')?;
         Some(Self {
-            created_at: DateTime::from_timestamp_micros(micros.parse().ok()?)?,
+            created_at: DateTime::from_timestamp(seconds.parse().ok()?, nanos.parse().ok()?)?,
             id: id.parse().ok()?,
         })
     }

@@ -259,6 +259,44 @@ async fn pages_cover_every_memory_exactly_once(backend: Backend) {
     assert_eq!(seen, written);
 }
 
+async fn pages_cover_memories_stamped_finer_than_a_microsecond(backend: Backend) {
+    // An import keeps its lines' times as written, to the nanosecond.
+    let app = backend.spawn_app().await;
+    let at = "2026-11-20T12:00:00.123456789Z";
+    let lines: Vec<Value> = (0..3)
+        .map(|n| {
+            json!({"id": uuid::Uuid::now_v7().to_string(), "version": 1, "scope": "repo",
+                   "repo": "forge", "category": "patterns", "created_at": at, "updated_at": at,
+                   "trigger": "manual", "content": format!("Fact {n}.")})
+        })
+        .collect();
+    let imported = app
+        .post("/memories/import", &json!({"memories": lines}))
+        .await;
+    assert_eq!(imported.status, StatusCode::OK, "{}", imported.text);
+
+    let mut seen = Vec::new();
+    let mut uri = "/memories?limit=1".to_owned();
+    loop {
+        let page = app.get(&uri).await;
+        assert_eq!(page.status, StatusCode::OK, "{}", page.text);
+        seen.extend(
+            page.json["memories"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|m| m["id"].clone()),
+        );
+        match page.json["next_cursor"].as_str() {
+            Some(cursor) => uri = format!("/memories?limit=1&cursor={cursor}"),
+            None => break,
+        }
+    }
+    let mut expected: Vec<Value> = lines.iter().map(|line| line["id"].clone()).collect();
+    expected.sort_by_key(|id| std::cmp::Reverse(id.as_str().unwrap().to_owned()));
+    assert_eq!(seen, expected);
+}
+
 async fn stats_count_memories_per_namespace_and_category(backend: Backend) {
     let app = backend.spawn_app().await;
     app.create(memory("repo", "forge", "patterns", "One."))
@@ -418,6 +456,7 @@ over_both_backends!(
     deleting_removes_the_file_and_edges_to_it_are_ignored,
     listing_filters_and_orders_newest_first,
     pages_cover_every_memory_exactly_once,
+    pages_cover_memories_stamped_finer_than_a_microsecond,
     stats_count_memories_per_namespace_and_category,
     health_and_readiness_answer,
     listings_and_counts_show_current_memories_unless_all_versions_are_asked_for,
