@@ -151,6 +151,7 @@ impl Retriever {
                 matching: settings.match_settings(),
                 standing: rank::Standing {
                     changed: settings.changed_factor,
+                    review: settings.review_factor,
                     provisional: settings.provisional_factor,
                 },
                 time_weight: settings.time_weight,

@@ -53,6 +53,10 @@ macro_rules! retrieval_section {
             /// describes changed since it was written (`validity: changed`),
             /// 0..1.
             pub changed_factor: f64,
+            /// What a memory's relevance is multiplied by while it is under
+            /// review (`needs_review`: a memory it is linked to changed),
+            /// 0..1.
+            pub review_factor: f64,
             /// What a provisional memory's relevance (written by the
             /// classifier, not yet confirmed) is multiplied by, 0..1.
             pub provisional_factor: f64,
@@ -79,6 +83,7 @@ macro_rules! retrieval_section {
                     budget_ms: 2000,
                     daily_token_budget: DEFAULT_RETRIEVAL_DAILY_TOKENS,
                     changed_factor: 0.8,
+                    review_factor: 0.8,
                     provisional_factor: 0.9,
                     time_weight: 0.15,
                     weights: Weights::default(),
@@ -221,6 +226,7 @@ impl Retrieval {
             within(field, value, 0.0..=1.0)?;
         }
         within("changed_factor", self.changed_factor, 0.0..=1.0)?;
+        within("review_factor", self.review_factor, 0.0..=1.0)?;
         within("provisional_factor", self.provisional_factor, 0.0..=1.0)?;
         within("time_weight", self.time_weight, 0.0..=1.0)?;
         within("cache_ttl_s", self.cache_ttl_s, 1..=86_400)?;

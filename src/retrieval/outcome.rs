@@ -324,8 +324,9 @@ pub struct Scores {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub time: Option<f64>,
     /// What its standing multiplied its relevance by, when below 1: the
-    /// code it describes changed (`retrieval.changed_factor`), or it is
-    /// provisional (`retrieval.provisional_factor`).
+    /// code it describes changed (`retrieval.changed_factor`), it is
+    /// under review (`retrieval.review_factor`), or it is provisional
+    /// (`retrieval.provisional_factor`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub standing: Option<f64>,
 }

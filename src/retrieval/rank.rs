@@ -279,10 +279,12 @@ impl<'a> TimeLift<'a> {
 }
 
 /// How much a memory's standing lowers its relevance: the code it
-/// describes changed since it was written, or nobody confirmed it yet.
+/// describes changed since it was written, a memory it is linked to
+/// changed (it is under review), or nobody confirmed it yet.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Standing {
     pub changed: f64,
+    pub review: f64,
     pub provisional: f64,
 }
 
@@ -292,6 +294,9 @@ impl Standing {
         let mut factor = 1.0;
         if lifecycle.validity == Validity::Changed {
             factor *= self.changed;
+        }
+        if lifecycle.needs_review {
+            factor *= self.review;
         }
         if lifecycle.confidence == Confidence::Provisional {
             factor *= self.provisional;

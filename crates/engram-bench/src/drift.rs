@@ -53,6 +53,9 @@ pub struct Settings {
     /// Anchored memories `engram check` is timed over.
     #[arg(long, value_delimiter = ',', default_value = "1000,10000")]
     pub check_sizes: Vec<usize>,
+    /// `retrieval.review_factor` after the check (default: the service's).
+    #[arg(long)]
+    pub review_factor: Option<f64>,
 }
 
 /// What the questions brought in.
@@ -94,7 +97,12 @@ pub async fn drift(report: &mut Report, settings: &Settings) -> Result {
     // retention's defaults.
     let checked_in = check(&engram, client.base_url(), story.tree.dir())?;
     server.stop().await;
-    let (server, _) = Server::start(data.path(), EmbedderChoice::Local).await?;
+    let (server, _) = Server::start_with(data.path(), EmbedderChoice::Local, |config| {
+        if let Some(factor) = settings.review_factor {
+            config.retrieval.review_factor = factor;
+        }
+    })
+    .await?;
     let client = server.client();
     let provisional = lines
         .iter()

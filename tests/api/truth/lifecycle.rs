@@ -162,9 +162,14 @@ async fn retrieval_never_injects_what_is_gone_or_let_go_and_notes_what_changed(b
         exported(sentence, &json!({"validity": "changed"})),
         exported(sentence, &json!({"confidence": "provisional"})),
         exported(sentence, &json!({"validity": "current"})),
+        exported(
+            sentence,
+            &json!({"validity": "current", "needs_review": true,
+                    "review_reason": "memory 0196 it relates to was superseded"}),
+        ),
     ];
     import(&app, &lines).await;
-    let [gone, archived, changed, provisional, current] = lines.map(|line| id(&line));
+    let [gone, archived, changed, provisional, current, review] = lines.map(|line| id(&line));
     app.wait_indexed().await;
 
     let result = app
@@ -177,10 +182,15 @@ async fn retrieval_never_injects_what_is_gone_or_let_go_and_notes_what_changed(b
         "{result:#}"
     );
     assert_eq!(
-        found,
-        [current.as_str(), provisional.as_str(), changed.as_str()],
+        found[..2],
+        [current.as_str(), provisional.as_str()],
         "{result:#}"
     );
+    let mut lowest = found[2..].to_vec();
+    lowest.sort();
+    let mut expected = [changed.as_str(), review.as_str()];
+    expected.sort();
+    assert_eq!(lowest, expected, "{result:#}");
     let by_id = |wanted: &str| {
         result["memories"]
             .as_array()
@@ -193,10 +203,18 @@ async fn retrieval_never_injects_what_is_gone_or_let_go_and_notes_what_changed(b
     assert!(by_id(&current)["scores"].get("standing").is_none());
     assert_eq!(by_id(&provisional)["scores"]["standing"], 0.9);
     assert_eq!(by_id(&changed)["scores"]["standing"], 0.8);
+    assert_eq!(by_id(&review)["scores"]["standing"], 0.8);
     let injection = result["injection"].as_str().unwrap();
     assert_eq!(
         injection
             .matches("*(note: the code it describes changed since it was written)*")
+            .count(),
+        1,
+        "{injection}"
+    );
+    assert_eq!(
+        injection
+            .matches("memory 0196 it relates to was superseded")
             .count(),
         1,
         "{injection}"
@@ -206,7 +224,7 @@ async fn retrieval_never_injects_what_is_gone_or_let_go_and_notes_what_changed(b
         .retrieve(json!({"turn_id": "t2", "repo": "forge", "top_k": 10}))
         .await;
     let found = ids(&listed);
-    assert_eq!(found.len(), 3, "without a query too: {listed:#}");
+    assert_eq!(found.len(), 4, "without a query too: {listed:#}");
     assert!(!found.contains(&gone) && !found.contains(&archived));
 }
 
