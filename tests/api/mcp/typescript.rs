@@ -18,7 +18,7 @@ use std::process::{Command, Stdio};
 
 use serde_json::{Value, json};
 
-use crate::helpers::{npm_installed, or_skip};
+use crate::helpers::{RunningApp, npm_installed, or_skip};
 use crate::mcp::{ROOT, app_post, service};
 
 /// The client script's directory.
@@ -33,6 +33,19 @@ fn sdk() -> Result<PathBuf, String> {
         "mcp-ts",
         "@modelcontextprotocol/sdk/package.json",
     )
+}
+
+/// Writes forge's release day at `importance`; its id.
+async fn release_day(app: &RunningApp, importance: f64) -> String {
+    let (_, written) = app_post(
+        app,
+        "/memories",
+        ROOT,
+        &json!({"repo": "forge", "scope": "repo", "category": "patterns",
+                "importance": importance, "content": "Forge releases on Tuesdays."}),
+    )
+    .await;
+    written["id"].as_str().unwrap().to_owned()
 }
 
 /// The answers of the TypeScript client to `calls`, one per call: `result`
@@ -63,15 +76,7 @@ async fn the_typescript_sdk_accepts_every_result_and_shows_refusals() {
     let Some(_) = or_skip(sdk()) else { return };
     let app = service().await;
     let _upstream = &app.upstream;
-    let (_, written) = app_post(
-        &app,
-        "/memories",
-        ROOT,
-        &json!({"repo": "forge", "scope": "repo", "category": "patterns", "importance": 0.5,
-                "content": "Forge releases on Tuesdays."}),
-    )
-    .await;
-    let id = written["id"].as_str().unwrap();
+    let id = &release_day(&app, 0.5).await;
     let unknown = "0193f0c1-0000-7000-8000-000000000001";
     let calls = json!([
         {"tool": "remember", "arguments": {"repo": "forge", "scope": "repo",
@@ -127,15 +132,7 @@ async fn the_typescript_sdk_lists_and_reads_memories_and_gets_a_prompt() {
     let Some(_) = or_skip(sdk()) else { return };
     let app = service().await;
     let _upstream = &app.upstream;
-    let (_, written) = app_post(
-        &app,
-        "/memories",
-        ROOT,
-        &json!({"repo": "forge", "scope": "repo", "category": "patterns", "importance": 0.9,
-                "content": "Forge releases on Tuesdays."}),
-    )
-    .await;
-    let uri = format!("engram://repo/forge/{}", written["id"].as_str().unwrap());
+    let uri = format!("engram://repo/forge/{}", release_day(&app, 0.9).await);
     let missing = "engram://repo/forge/0193f0c1-0000-7000-8000-000000000001";
     let calls = json!([
         {"request": "listResources", "params": {}},
