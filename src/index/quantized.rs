@@ -165,6 +165,11 @@ impl Query {
             code: coder.code(vector),
         }
     }
+
+    /// Its code.
+    pub fn code(&self) -> &[u64] {
+        &self.code
+    }
 }
 
 /// Rows a block of [`Codes`] interleaves: a word of them is four 512-bit
@@ -223,6 +228,11 @@ impl Codes {
             .collect()
     }
 
+    /// How many rows they hold.
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
     /// The bytes reserved for them.
     pub fn bytes(&self) -> usize {
         self.blocks.capacity() * size_of::<u64>()
@@ -264,6 +274,58 @@ pulp::simd_type! {
     struct VectorPopcount {
         pub avx512f: "avx512f",
         pub avx512vpopcntdq: "avx512vpopcntdq",
+    }
+}
+
+/// The row of `codes` whose code differs least from `code` (of the same
+/// coder), with the bits it differs in; the first such row on a tie,
+/// `None` without rows.
+pub fn closest(code: &[u64], codes: &Codes) -> Option<(usize, u16)> {
+    let closest = Closest { code, codes };
+    match VectorPopcount::try_new() {
+        Some(simd) => simd.vectorize(|| closest.run()),
+        None => Arch::new().dispatch(closest),
+    }
+}
+
+/// [`closest`], compiled like [`Scan`].
+struct Closest<'a> {
+    code: &'a [u64],
+    codes: &'a Codes,
+}
+
+impl WithSimd for Closest<'_> {
+    type Output = Option<(usize, u16)>;
+
+    #[inline(always)]
+    fn with_simd<S: Simd>(self, _simd: S) -> Self::Output {
+        self.run()
+    }
+}
+
+impl Closest<'_> {
+    #[inline(always)]
+    fn run(self) -> Option<(usize, u16)> {
+        let Self { code, codes } = self;
+        if codes.words == 0 {
+            return None;
+        }
+        let mut best: Option<(usize, u64)> = None;
+        for (block, words) in codes.blocks.chunks_exact(LANES * codes.words).enumerate() {
+            let mut differing = [0u64; LANES];
+            for (column, bits) in words.chunks_exact(LANES).zip(code) {
+                for (sum, row) in differing.iter_mut().zip(column) {
+                    *sum += u64::from((row ^ bits).count_ones());
+                }
+            }
+            for (lane, &count) in differing.iter().enumerate() {
+                let slot = block * LANES + lane;
+                if slot < codes.rows && best.is_none_or(|(_, least)| count < least) {
+                    best = Some((slot, count));
+                }
+            }
+        }
+        best.map(|(slot, count)| (slot, u16::try_from(count).unwrap_or(u16::MAX)))
     }
 }
 
