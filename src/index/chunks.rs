@@ -117,6 +117,16 @@ impl Namespaces {
             .sum()
     }
 
+    /// The rows of the largest of `namespaces`.
+    pub(super) fn largest(&self, namespaces: &[Namespace]) -> usize {
+        namespaces
+            .iter()
+            .filter_map(|namespace| self.0.get(namespace))
+            .map(|index| index.len())
+            .max()
+            .unwrap_or(0)
+    }
+
     /// Namespaces with an approximate index, and their lists.
     pub(super) fn partitioned(&self) -> impl Iterator<Item = (&Namespace, usize)> {
         self.0.iter().filter_map(|(namespace, index)| {

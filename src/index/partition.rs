@@ -8,7 +8,7 @@
 //! so a row's list is found with the same XOR and popcount as the scan,
 //! from the code the chunk already keeps. A search scans only the chunks
 //! of the lists whose centroids are nearest its queries, enough of them
-//! for [`PROBED_ROWS`] rows a query, and rescores its pool as the full
+//! for [`probed_rows`] rows a query, and rescores its pool as the full
 //! scan does; a row whose true neighbours sit in lists it did not probe
 //! is what the index can miss (recall is measured by `engram-bench
 //! scale`, not bounded).
@@ -24,10 +24,20 @@ use super::chunks::{CHUNK_CAPACITY, Chunk};
 use super::quantized::{self, Coder, Codes, Query};
 
 /// The rows a search scans per query, at least: the nearest lists until
-/// their rows reach it. Measured (see `docs/benchmarks.md`, "Search at
-/// scale"): at a million rows of the bench's corpus, recall@10 against
-/// the full scan is 0.99 or more.
+/// their rows reach it, or [`PROBED_SHARE`] of the namespace if more.
 pub(super) const PROBED_ROWS: usize = 16 * 1024;
+
+/// The share of a large namespace's rows a search scans per query (one
+/// in this many). Measured on the bench's corpus (`docs/benchmarks.md`,
+/// "Search at scale"): at a million rows, recall@10 against the exact
+/// scan was 0.90 probing 16,384 rows, 0.96 probing 32,768 and 0.97
+/// probing 65,536; at 200,000 rows, 1.0 probing 16,384.
+const PROBED_SHARE: usize = 16;
+
+/// The rows a search of a namespace of `rows` rows scans per query.
+pub(super) fn probed_rows(rows: usize) -> usize {
+    PROBED_ROWS.max(rows / PROBED_SHARE)
+}
 
 /// The namespace's growth since its centroids were trained at which they
 /// are trained again.
@@ -45,8 +55,11 @@ const MAX_LISTS: usize = u16::MAX as usize;
 
 /// A namespace's lists.
 pub(super) struct Partition {
-    /// One code per list.
-    centroids: Codes,
+    /// One code per list, for finding a row's list.
+    centroids: Arc<Codes>,
+    /// The same codes one after another, for ranking the lists for a
+    /// query ([`quantized::Leaning`]).
+    directions: Arc<Vec<u64>>,
     /// Where each list's chunks end in the namespace's chunks.
     ends: Vec<usize>,
     /// The namespace's rows when the centroids were trained.
@@ -99,6 +112,7 @@ impl Partition {
         let (chunks, ends) = concatenated(lists);
         let partition = Self {
             centroids: self.centroids.clone(),
+            directions: self.directions.clone(),
             ends,
             trained_for: self.trained_for,
         };
@@ -106,22 +120,37 @@ impl Partition {
     }
 
     /// The chunks of the lists nearest `queries`, nearest first, until
-    /// they hold `wanted` rows; and whether that left any list out.
+    /// they hold `wanted` rows; and whether that left any list out. A
+    /// list's nearness is the query's rotated vector's dot product with
+    /// its centroid's direction (the closest query's): finer than the
+    /// bits the query's code differs in, so the lists that hold a query's
+    /// true neighbours come first more often.
     pub(super) fn probe<'a>(
         &self,
         chunks: &'a [Arc<Chunk>],
         queries: &[Query],
         wanted: usize,
     ) -> (Vec<&'a Arc<Chunk>>, bool) {
-        let mut near = quantized::scan(queries, &self.centroids, u16::MAX);
-        near.sort_unstable_by_key(|list| (list.differing, list.slot));
+        let leanings: Vec<quantized::Leaning> = queries.iter().map(Query::leaning).collect();
+        let words = self.directions.len() / self.ends.len().max(1);
+        let mut near: Vec<(f32, usize)> = self
+            .directions
+            .chunks_exact(words.max(1))
+            .map(|direction| {
+                leanings
+                    .iter()
+                    .map(|leaning| leaning.toward(direction))
+                    .fold(f32::NEG_INFINITY, f32::max)
+            })
+            .zip(0..)
+            .collect();
+        near.sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
         let mut probed = Vec::new();
         let mut rows = 0;
-        for (taken, list) in near.iter().enumerate() {
+        for (taken, &(_, list)) in near.iter().enumerate() {
             if rows >= wanted {
                 return (probed, taken < near.len());
             }
-            let list = usize::from(list.slot);
             let start = if list == 0 { 0 } else { self.ends[list - 1] };
             for chunk in &chunks[start..self.ends[list]] {
                 rows += chunk.ids.len();
@@ -146,9 +175,15 @@ impl Partition {
                 .flat_map(|chunk| (0..chunk.ids.len()).map(|slot| chunk.codes.row(slot)))
         };
         let sample: Vec<Vec<u64>> = codes().step_by(step).collect();
-        let centroids = train(&sample, lists, coder.words());
+        let directions = train(&sample, lists, coder.words());
+        let mut centroids = Codes::new(coder.words());
+        centroids.reserve_exact(directions.len());
+        for direction in &directions {
+            centroids.push(direction);
+        }
         let partition = Self {
-            centroids,
+            centroids: Arc::new(centroids),
+            directions: Arc::new(directions.concat()),
             ends: Vec::new(),
             trained_for: rows,
         };
@@ -210,7 +245,7 @@ pub(super) fn concatenated(lists: Vec<Vec<Arc<Chunk>>>) -> (Vec<Arc<Chunk>>, Vec
 /// its members'. Seeded with rows spread evenly over the sample, so the
 /// same rows train the same centroids; a centroid left without members is
 /// seeded again from another row.
-fn train(sample: &[Vec<u64>], lists: usize, words: usize) -> Codes {
+fn train(sample: &[Vec<u64>], lists: usize, words: usize) -> Vec<Vec<u64>> {
     let lists = lists.min(sample.len()).max(1);
     let codes_of = |centroids: &[Vec<u64>]| {
         let mut codes = Codes::new(words);
@@ -266,7 +301,7 @@ fn train(sample: &[Vec<u64>], lists: usize, words: usize) -> Codes {
             }
         }
     }
-    codes_of(&centroids)
+    centroids
 }
 
 #[cfg(test)]

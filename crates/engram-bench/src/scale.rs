@@ -25,8 +25,10 @@ const LIMIT: usize = 40;
 const RECALL_AT: usize = 10;
 const QUERIES: usize = 200;
 /// Rows a search probes per query, for recall against the probe's width
-/// (the search's own is `PROBED_ROWS` in `src/index/partition.rs`).
-const PROBES: [usize; 4] = [4096, 8192, 16_384, 32_768];
+/// (the search's own is `probed_rows` in `src/index/partition.rs`).
+const PROBES: [usize; 4] = [8192, 16_384, 32_768, 65_536];
+/// Pools rescored, for recall against the pool at each probe's width.
+const POOLS: [usize; 3] = [256, 512, 1024];
 
 /// The workload's settings.
 #[derive(clap::Args, Debug)]
@@ -34,7 +36,8 @@ pub struct Settings {
     /// Namespace sizes searched through the index directly.
     #[arg(long, value_delimiter = ',', default_value = "20000,200000,1000000")]
     memories: Vec<usize>,
-    /// Sizes also searched through the service (loaded over its store).
+    /// Sizes also searched through the service (loaded over its store);
+    /// 0: none.
     #[arg(long, value_delimiter = ',', default_value = "20000,200000")]
     served: Vec<usize>,
     /// `index.approximate_above` for both.
@@ -52,7 +55,7 @@ pub async fn scale(report: &mut Report, settings: &Settings) -> Result {
         report.rows.extend(table.rows);
         report.figures.extend(table.figures);
     }
-    for &size in &settings.served {
+    for &size in settings.served.iter().filter(|&&size| size > 0) {
         served(report, size, settings).await?;
     }
     Ok(())
@@ -105,7 +108,7 @@ fn direct(size: usize, approximate_above: usize) -> Result<Report> {
     let detail = format!("{size} memories, limit {LIMIT}");
     let (mut exact_times, mut search_times, mut scan_times) = (Vec::new(), Vec::new(), Vec::new());
     let (mut found, mut scanned) = (0, 0);
-    let mut probed = [0usize; PROBES.len()];
+    let mut probed = [[0usize; POOLS.len()]; PROBES.len()];
     let started = Instant::now();
     for query in &queries {
         let query = std::slice::from_ref(query);
@@ -120,11 +123,11 @@ fn direct(size: usize, approximate_above: usize) -> Result<Report> {
         let hits = snapshot.search_in_pool(&namespaces, query, LIMIT, 512, |_, _| true);
         scan_times.push(one.elapsed());
         scanned += recall(&exact, &hits);
-        for (count, rows) in probed.iter_mut().zip(PROBES) {
-            *count += recall(
-                &exact,
-                &snapshot.search_probing(&namespaces, query, LIMIT, rows, |_, _| true),
-            );
+        for (counts, rows) in probed.iter_mut().zip(PROBES) {
+            for (count, pool) in counts.iter_mut().zip(POOLS) {
+                let hits = snapshot.search_probing_in_pool(&namespaces, query, LIMIT, rows, pool);
+                *count += recall(&exact, &hits);
+            }
         }
     }
     let wall = started.elapsed();
@@ -149,12 +152,14 @@ fn direct(size: usize, approximate_above: usize) -> Result<Report> {
         share(scanned),
         "",
     );
-    for (count, rows) in probed.into_iter().zip(PROBES) {
-        report.figure(
-            format!("… recall@{RECALL_AT} at {size} probing {rows} rows"),
-            share(count),
-            "",
-        );
+    for (counts, rows) in probed.into_iter().zip(PROBES) {
+        for (count, pool) in counts.into_iter().zip(POOLS) {
+            report.figure(
+                format!("… recall@{RECALL_AT} at {size} probing {rows} rows, pool {pool}"),
+                share(count),
+                "",
+            );
+        }
     }
     Ok(report)
 }

@@ -74,14 +74,11 @@ impl Snapshot {
         passage_weight: f32,
         accept: impl Fn(MemoryId, Category) -> bool,
     ) -> Vec<Hit> {
-        self.search_widening(
-            namespaces,
-            queries,
-            limit,
-            passage_weight,
-            Some(partition::PROBED_ROWS),
-            accept,
-        )
+        let probe = Probe {
+            rows: Some(partition::probed_rows(self.embedded.largest(namespaces))),
+            pool: None,
+        };
+        self.search_widening(namespaces, queries, limit, passage_weight, probe, accept)
     }
 
     /// [`Self::search`], scanning the nearest lists of an approximate
@@ -95,7 +92,28 @@ impl Snapshot {
         probed_rows: usize,
         accept: impl Fn(MemoryId, Category) -> bool,
     ) -> Vec<Hit> {
-        self.search_widening(namespaces, queries, limit, 0.0, Some(probed_rows), accept)
+        let probe = Probe {
+            rows: Some(probed_rows),
+            pool: None,
+        };
+        self.search_widening(namespaces, queries, limit, 0.0, probe, accept)
+    }
+
+    /// [`Self::search_probing`], rescoring the `pool` best estimates of
+    /// the rows probed: for measuring recall against both.
+    pub fn search_probing_in_pool(
+        &self,
+        namespaces: &[Namespace],
+        queries: &[Vec<f32>],
+        limit: usize,
+        probed_rows: usize,
+        pool: usize,
+    ) -> Vec<Hit> {
+        let probe = Probe {
+            rows: Some(probed_rows),
+            pool: Some(pool),
+        };
+        self.search_widening(namespaces, queries, limit, 0.0, probe, |_, _| true)
     }
 
     /// [`Self::search`] as a full scan, rescoring the `pool` best
@@ -125,7 +143,7 @@ impl Snapshot {
         queries: &[Vec<f32>],
         limit: usize,
         passage_weight: f32,
-        probed_rows: Option<usize>,
+        probe: Probe,
         accept: impl Fn(MemoryId, Category) -> bool,
     ) -> Vec<Hit> {
         let queries = self.normalised(queries);
@@ -133,10 +151,13 @@ impl Snapshot {
             return Vec::new();
         }
         let coded = self.coded(&queries);
-        let mut probed_rows = probed_rows;
+        let mut probed_rows = probe.rows;
         loop {
             let sides = Sides::probed(self, namespaces, &coded, probed_rows, passage_weight);
-            let pool = rescore_pool(limit, sides.rows()).max(limit);
+            let pool = probe
+                .pool
+                .unwrap_or_else(|| rescore_pool(limit, sides.rows()))
+                .max(limit);
             let (hits, accepted) =
                 self.search_sides(&sides, &queries, &coded, limit, pool, &accept);
             if !sides.narrowed || accepted >= pool {
@@ -283,9 +304,10 @@ impl Snapshot {
     /// enough to run in place rather than on another thread: a hand-off
     /// costs two thread wake-ups, each a chance to wait for a busy core.
     pub fn is_small_search(&self, namespaces: &[Namespace], queries: usize) -> bool {
+        let probed = partition::probed_rows(self.embedded.largest(namespaces));
         let entries = self
             .embedded
-            .searched_rows(namespaces, partition::PROBED_ROWS.saturating_mul(queries));
+            .searched_rows(namespaces, probed.saturating_mul(queries));
         entries.saturating_mul(queries.max(1)) <= SMALL_SEARCH
     }
 
@@ -296,6 +318,15 @@ impl Snapshot {
     ) -> impl Iterator<Item = &'a Arc<Chunk>> {
         self.embedded.chunks_of(namespaces)
     }
+}
+
+/// How much of an approximate index a search reads: the nearest lists
+/// until they hold `rows` rows per query (`None`: every list), and the
+/// pool of best estimates rescored (`None`: [`rescore_pool`]'s).
+#[derive(Clone, Copy)]
+struct Probe {
+    rows: Option<usize>,
+    pool: Option<usize>,
 }
 
 /// The chunks a search scans: the whole texts' first, then, if asked for,
