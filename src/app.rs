@@ -124,7 +124,9 @@ impl App {
 
         let readiness = Readiness::default();
         let metrics = Metrics::default();
-        let index = Arc::new(Index::new(embedder.dimensions()));
+        let index = Arc::new(
+            Index::new(embedder.dimensions()).approximate_above(config.index.approximate_above),
+        );
         let stop = CancellationToken::new();
         let (indexer_stats, indexer) = Indexer::spawn(
             IndexerDeps {

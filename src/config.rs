@@ -14,6 +14,7 @@ mod access;
 mod background;
 mod consolidation;
 mod http;
+mod index;
 mod inject;
 mod load;
 mod postgres;
@@ -28,6 +29,7 @@ pub use access::{Auth, Cors, KeyGrant, Mcp};
 pub use background::{CaptureConfig, RetentionConfig, StoreConfig};
 pub use consolidation::Consolidation;
 pub use http::{Http, parse_host};
+pub use index::IndexConfig;
 pub use inject::Inject;
 pub use postgres::{Backend, DatabaseUrl, PostgresConfig};
 pub use retrieval::{Retrieval, RetrievalOverrides, SettingError, Tuning};
@@ -80,6 +82,7 @@ pub struct Config {
     /// only.
     pub prices: BTreeMap<String, Price>,
     pub retrieval: Retrieval,
+    pub index: IndexConfig,
     /// What retrievals for an agent session inject, and how much.
     pub inject: Inject,
     pub capture: CaptureConfig,
@@ -128,6 +131,7 @@ impl Default for Config {
             llm: None,
             prices: BTreeMap::new(),
             retrieval: Retrieval::default(),
+            index: IndexConfig::default(),
             inject: Inject::default(),
             capture: CaptureConfig::default(),
             retention: RetentionConfig::default(),

@@ -33,13 +33,22 @@
 //! codes ranked a true result outside the pool (measured, not bounded:
 //! `engram-bench retrieve` reports recall@10; see `docs/benchmarks.md`).
 //!
+//! A namespace of more than `index.approximate_above` rows is searched
+//! through an approximate index instead of a full scan: its chunks are
+//! grouped into lists around centroids of the codes ([`partition`]), and
+//! the search scans the lists nearest its queries. It is built and kept
+//! by the writer like the rest of a snapshot, so readers never wait on
+//! it, and rebuilt from the embedding cache at start with the index.
+//!
 //! The parts: [`snapshot`] (a state and its searches), [`chunks`] (one
-//! side's namespaces of column-wise chunks), [`top_k`] (the bounded heap
+//! side's namespaces of column-wise chunks), [`partition`] (the
+//! approximate index of a large namespace), [`top_k`] (the bounded heap
 //! both searches rank with) and [`vector`] (the vector arithmetic).
 
 mod chunks;
 pub mod indexer;
 pub mod lexical;
+mod partition;
 pub mod passages;
 mod pool;
 pub mod quantized;
@@ -137,7 +146,14 @@ pub struct Index {
     snapshot: ArcSwap<Snapshot>,
     /// Where each indexed id lives; only the (serialized) writer reads it.
     writer: Mutex<HashMap<MemoryId, (Namespace, Side)>>,
+    /// Namespaces of more rows than this are searched through an
+    /// approximate index (`index.approximate_above`).
+    approximate_above: usize,
 }
+
+/// `index.approximate_above`'s default: below it a namespace's scan is
+/// exact and fast (see `docs/benchmarks.md`, "Search at scale").
+pub const DEFAULT_APPROXIMATE_ABOVE: usize = 50_000;
 
 impl Index {
     /// An index of vectors of `dimensions` floats; `None`: of the length of
@@ -153,7 +169,16 @@ impl Index {
             coder: known,
             snapshot: ArcSwap::from_pointee(Snapshot::default()),
             writer: Mutex::new(HashMap::new()),
+            approximate_above: DEFAULT_APPROXIMATE_ABOVE,
         }
+    }
+
+    /// This index, searching namespaces of more than `rows` rows through
+    /// an approximate index.
+    #[must_use]
+    pub fn approximate_above(mut self, rows: usize) -> Self {
+        self.approximate_above = rows;
+        self
     }
 
     pub fn dimensions(&self) -> Option<usize> {
@@ -237,7 +262,11 @@ impl Index {
         }
 
         let current = self.snapshot.load();
-        self.snapshot.store(Arc::new(current.updated(coder, edits)));
+        self.snapshot.store(Arc::new(current.updated(
+            coder,
+            edits,
+            self.approximate_above,
+        )));
     }
 }
 

@@ -102,16 +102,7 @@ impl Coder {
     /// The code of `vector`: [`Self::words`] words, bit `i` of the
     /// rotated vector's component `i` set where it is negative.
     pub fn code(&self, vector: &[f32]) -> Vec<u64> {
-        let rotated = self.rotate(vector);
-        let mut code = vec![0u64; self.words()];
-        for (word, values) in code.iter_mut().zip(rotated.chunks(64)) {
-            for (bit, value) in values.iter().enumerate() {
-                if *value < 0.0 {
-                    *word |= 1 << bit;
-                }
-            }
-        }
-        code
+        sign_bits(&self.rotate(vector))
     }
 
     /// Bits per code: the search's estimates run from 0 to this many
@@ -126,6 +117,19 @@ impl Default for Coder {
     fn default() -> Self {
         Self::new(0)
     }
+}
+
+/// One bit per value of `rotated`, set where it is negative.
+fn sign_bits(rotated: &[f32]) -> Vec<u64> {
+    let mut code = vec![0u64; rotated.len().div_ceil(64)];
+    for (word, values) in code.iter_mut().zip(rotated.chunks(64)) {
+        for (bit, value) in values.iter().enumerate() {
+            if *value < 0.0 {
+                *word |= 1 << bit;
+            }
+        }
+    }
+    code
 }
 
 /// The fast Walsh–Hadamard transform, unnormalised, of a power-of-two
@@ -152,18 +156,69 @@ fn splitmix(state: &mut u64) -> u64 {
     z ^ (z >> 31)
 }
 
-/// A query's code.
+/// A query's code, and its rotated vector.
 #[derive(Clone, Debug)]
 pub struct Query {
     code: Vec<u64>,
+    rotated: Vec<f32>,
 }
 
 impl Query {
     /// Codes `vector`, of the coder's length.
     pub fn new(coder: &Coder, vector: &[f32]) -> Self {
+        let rotated = coder.rotate(vector);
         Self {
-            code: coder.code(vector),
+            code: sign_bits(&rotated),
+            rotated,
         }
+    }
+
+    /// Its code.
+    pub fn code(&self) -> &[u64] {
+        &self.code
+    }
+
+    /// The tables that say how close it is to a code's direction
+    /// ([`Leaning`]).
+    pub fn leaning(&self) -> Leaning {
+        let mut tables = vec![0.0f32; self.rotated.len().div_ceil(8) * 256];
+        for (byte, values) in self.rotated.chunks(8).enumerate() {
+            let table = &mut tables[byte * 256..(byte + 1) * 256];
+            for pattern in 1..256usize {
+                let lowest = pattern.trailing_zeros() as usize;
+                table[pattern] =
+                    table[pattern & (pattern - 1)] + values.get(lowest).copied().unwrap_or(0.0);
+            }
+        }
+        Leaning {
+            total: self.rotated.iter().sum(),
+            tables,
+        }
+    }
+}
+
+/// How close a query is to the direction of a code `c` (±1 per bit: −1
+/// where set): the dot product of its rotated vector with `c`, without
+/// coding the query, so finer than the bits that differ. Read byte by
+/// byte from tables of the query's sums over each byte's set bits.
+pub struct Leaning {
+    /// The sum of the query's rotated values.
+    total: f32,
+    /// For each byte of a code and each of its 256 values, the sum of
+    /// the query's rotated values where the byte's bits are set.
+    tables: Vec<f32>,
+}
+
+impl Leaning {
+    /// The dot product with `code`'s ±1 direction.
+    pub fn toward(&self, code: &[u64]) -> f32 {
+        let set: f32 = code
+            .iter()
+            .flat_map(|word| word.to_le_bytes())
+            .enumerate()
+            .map(|(byte, value)| self.tables[byte * 256 + usize::from(value)])
+            .sum();
+        self.total - 2.0 * set
     }
 }
 
@@ -223,6 +278,11 @@ impl Codes {
             .collect()
     }
 
+    /// How many rows they hold.
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
     /// The bytes reserved for them.
     pub fn bytes(&self) -> usize {
         self.blocks.capacity() * size_of::<u64>()
@@ -264,6 +324,58 @@ pulp::simd_type! {
     struct VectorPopcount {
         pub avx512f: "avx512f",
         pub avx512vpopcntdq: "avx512vpopcntdq",
+    }
+}
+
+/// The row of `codes` whose code differs least from `code` (of the same
+/// coder), with the bits it differs in; the first such row on a tie,
+/// `None` without rows.
+pub fn closest(code: &[u64], codes: &Codes) -> Option<(usize, u16)> {
+    let closest = Closest { code, codes };
+    match VectorPopcount::try_new() {
+        Some(simd) => simd.vectorize(|| closest.run()),
+        None => Arch::new().dispatch(closest),
+    }
+}
+
+/// [`closest`], compiled like [`Scan`].
+struct Closest<'a> {
+    code: &'a [u64],
+    codes: &'a Codes,
+}
+
+impl WithSimd for Closest<'_> {
+    type Output = Option<(usize, u16)>;
+
+    #[inline(always)]
+    fn with_simd<S: Simd>(self, _simd: S) -> Self::Output {
+        self.run()
+    }
+}
+
+impl Closest<'_> {
+    #[inline(always)]
+    fn run(self) -> Option<(usize, u16)> {
+        let Self { code, codes } = self;
+        if codes.words == 0 {
+            return None;
+        }
+        let mut best: Option<(usize, u64)> = None;
+        for (block, words) in codes.blocks.chunks_exact(LANES * codes.words).enumerate() {
+            let mut differing = [0u64; LANES];
+            for (column, bits) in words.chunks_exact(LANES).zip(code) {
+                for (sum, row) in differing.iter_mut().zip(column) {
+                    *sum += u64::from((row ^ bits).count_ones());
+                }
+            }
+            for (lane, &count) in differing.iter().enumerate() {
+                let slot = block * LANES + lane;
+                if slot < codes.rows && best.is_none_or(|(_, least)| count < least) {
+                    best = Some((slot, count));
+                }
+            }
+        }
+        best.map(|(slot, count)| (slot, u16::try_from(count).unwrap_or(u16::MAX)))
     }
 }
 
@@ -388,6 +500,27 @@ mod tests {
     }
 
     proptest! {
+        /// A query's leaning toward a code is its rotated vector's dot
+        /// product with the code's ±1 direction, for codes of one word
+        /// and of several.
+        #[test]
+        fn a_leaning_is_the_dot_product_with_the_codes_direction(
+            vector in prop::collection::vec(-1.0f32..1.0, 200),
+            code in prop::collection::vec(any::<u64>(), 4),
+            short in any::<bool>(),
+        ) {
+            let dimensions = if short { 40 } else { 200 };
+            let coder = Coder::new(dimensions);
+            let query = Query::new(&coder, &vector[..dimensions]);
+            let code = &code[..coder.words()];
+            let rotated = coder.rotate(&vector[..dimensions]);
+            let direction: Vec<f32> = (0..coder.bits())
+                .map(|bit| if code[bit / 64] >> (bit % 64) & 1 == 1 { -1.0 } else { 1.0 })
+                .collect();
+            let expected = dot(&rotated, &direction);
+            prop_assert!((query.leaning().toward(code) - expected).abs() < 1e-4);
+        }
+
         /// The rotation is orthogonal: lengths and dot products survive it.
         #[test]
         fn the_rotation_keeps_dot_products(

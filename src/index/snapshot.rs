@@ -47,14 +47,26 @@ pub struct Snapshot {
 
 impl Snapshot {
     /// This state with `edits` applied to each side, its vectors coded by
-    /// `coder`.
-    pub(super) fn updated(&self, coder: Arc<quantized::Coder>, edits: SideEdits) -> Self {
+    /// `coder`; a namespace of more than `approximate_above` rows on a
+    /// side gets an approximate index there.
+    pub(super) fn updated(
+        &self,
+        coder: Arc<quantized::Coder>,
+        edits: SideEdits,
+        approximate_above: usize,
+    ) -> Self {
         Self {
-            embedded: self.embedded.updated(&coder, edits.embedded),
-            passages: self.passages.updated(&coder, edits.passages),
-            words_only: self
-                .words_only
-                .updated(&quantized::Coder::default(), edits.words_only),
+            embedded: self
+                .embedded
+                .updated(&coder, edits.embedded, approximate_above),
+            passages: self
+                .passages
+                .updated(&coder, edits.passages, approximate_above),
+            words_only: self.words_only.updated(
+                &quantized::Coder::default(),
+                edits.words_only,
+                approximate_above,
+            ),
             coder,
         }
     }
@@ -96,6 +108,12 @@ impl Snapshot {
                     .sum::<usize>();
         }
         total
+    }
+
+    /// The namespaces whose whole texts have an approximate index, with
+    /// its number of lists.
+    pub fn approximate(&self) -> impl Iterator<Item = (&Namespace, usize)> {
+        self.embedded.partitioned()
     }
 
     /// Entries whose words are indexed and whose vectors are not yet.

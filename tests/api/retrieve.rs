@@ -3,6 +3,7 @@
 //! and validation; what an upstream's failure degrades (`degradation`)
 //! and the search by exact words (`lexical`) in modules of their own.
 
+mod approximate;
 mod conversation;
 mod degradation;
 mod feedback;

@@ -28,6 +28,7 @@ mod paraphrase;
 mod process;
 mod reads;
 mod replicas;
+mod scale;
 mod scan;
 mod scratch;
 mod semantic;
@@ -81,6 +82,11 @@ enum Command {
         #[arg(long, value_enum, default_value_t = EmbedderChoice::Fake)]
         embedder: EmbedderChoice,
     },
+    /// The vector search at scale: one namespace of each size, through
+    /// the index directly (build time, latency, recall@10 against the
+    /// exact scan) and through the service (vector-only retrievals'
+    /// `timings_ms.search`).
+    Scale(scale::Settings),
     /// Start-up to ready over a store, with a cold and then a warm
     /// embedding cache.
     Startup {
@@ -250,6 +256,7 @@ fn main() -> ExitCode {
                 }
                 Ok(())
             }
+            Command::Scale(settings) => scale::scale(&mut report, &settings).await,
             Command::Startup { memories, embedder } => {
                 reads::startup(&mut report, memories, embedder).await
             }

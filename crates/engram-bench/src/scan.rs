@@ -40,7 +40,9 @@ pub async fn scan(report: &mut Report, size: usize) -> Result {
 
 fn measure(size: usize) -> Result<Report> {
     let namespace = Namespace::Repo("bench".parse()?);
-    let index = Index::new(upstream::Vectors::MINILM.dimensions);
+    // The scan it names, whatever the size: the approximate index has
+    // the `scale` workload.
+    let index = Index::new(upstream::Vectors::MINILM.dimensions).approximate_above(usize::MAX);
     let changes: Vec<Change> = corpus::memories(&namespace, size, 1)
         .into_iter()
         .map(|memory| {

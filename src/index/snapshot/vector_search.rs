@@ -10,7 +10,7 @@ use super::Snapshot;
 use crate::index::chunks::Chunk;
 use crate::index::top_k::{Scored, TopK};
 use crate::index::vector::best_of;
-use crate::index::{Hit, pool, quantized, scan};
+use crate::index::{Hit, partition, pool, quantized, scan};
 use crate::memory::{Category, MemoryId, Namespace};
 
 /// The fewest and the most candidates of the one-bit scan rescored.
@@ -60,6 +60,12 @@ impl Snapshot {
     /// ([`crate::index::passages`]): a memory scores the larger of its
     /// whole text's similarity and `passage_weight` times its closest
     /// passage's (0: whole texts only, as [`Self::search`]).
+    ///
+    /// A namespace with an approximate index ([`partition`]) is searched
+    /// in the lists nearest the queries only. When those could not fill
+    /// the pool with rows `accept` lets through (a selective filter), the
+    /// search runs again over four times the rows, up to the full scan,
+    /// so a filter never leaves it short of what the scan would find.
     pub fn search_passages(
         &self,
         namespaces: &[Namespace],
@@ -68,36 +74,54 @@ impl Snapshot {
         passage_weight: f32,
         accept: impl Fn(MemoryId, Category) -> bool,
     ) -> Vec<Hit> {
-        let mut sides = Sides::whole(self, namespaces);
-        if passage_weight > 0.0 {
-            sides.add_passages(self, namespaces, passage_weight);
-        }
-        let pool = rescore_pool(limit, sides.rows());
-        self.search_sides(&sides, queries, limit, pool, accept)
+        let probe = Probe {
+            rows: Some(partition::probed_rows(self.embedded.largest(namespaces))),
+            pool: None,
+        };
+        self.search_widening(namespaces, queries, limit, passage_weight, probe, accept)
     }
 
-    /// [`Self::search`], rescoring the `pool` best estimates (at least
-    /// `limit`): for measuring recall against the pool's size.
-    pub fn search_in_pool(
+    /// [`Self::search`], scanning the nearest lists of an approximate
+    /// index until they hold `probed_rows` rows per query (and widening
+    /// as it does): for measuring recall against the probe's width.
+    pub fn search_probing(
         &self,
         namespaces: &[Namespace],
         queries: &[Vec<f32>],
         limit: usize,
-        pool: usize,
+        probed_rows: usize,
         accept: impl Fn(MemoryId, Category) -> bool,
     ) -> Vec<Hit> {
-        self.search_sides(
-            &Sides::whole(self, namespaces),
-            queries,
-            limit,
-            pool,
-            accept,
-        )
+        let probe = Probe {
+            rows: Some(probed_rows),
+            pool: None,
+        };
+        self.search_widening(namespaces, queries, limit, 0.0, probe, accept)
     }
 
-    fn search_sides(
+    /// [`Self::search_probing`], rescoring the `pool` best estimates of
+    /// the rows probed: for measuring recall against both.
+    pub fn search_probing_in_pool(
         &self,
-        sides: &Sides,
+        namespaces: &[Namespace],
+        queries: &[Vec<f32>],
+        limit: usize,
+        probed_rows: usize,
+        pool: usize,
+    ) -> Vec<Hit> {
+        let probe = Probe {
+            rows: Some(probed_rows),
+            pool: Some(pool),
+        };
+        self.search_widening(namespaces, queries, limit, 0.0, probe, |_, _| true)
+    }
+
+    /// [`Self::search`] as a full scan, rescoring the `pool` best
+    /// estimates (at least `limit`): for measuring recall against the
+    /// pool's size.
+    pub fn search_in_pool(
+        &self,
+        namespaces: &[Namespace],
         queries: &[Vec<f32>],
         limit: usize,
         pool: usize,
@@ -107,16 +131,67 @@ impl Snapshot {
         if queries.is_empty() || limit == 0 {
             return Vec::new();
         }
-        let coded: Arc<Vec<quantized::Query>> = Arc::new(
+        let coded = self.coded(&queries);
+        let sides = Sides::probed(self, namespaces, &coded, None, 0.0);
+        self.search_sides(&sides, &queries, &coded, limit, pool, &accept)
+            .0
+    }
+
+    fn search_widening(
+        &self,
+        namespaces: &[Namespace],
+        queries: &[Vec<f32>],
+        limit: usize,
+        passage_weight: f32,
+        probe: Probe,
+        accept: impl Fn(MemoryId, Category) -> bool,
+    ) -> Vec<Hit> {
+        let queries = self.normalised(queries);
+        if queries.is_empty() || limit == 0 {
+            return Vec::new();
+        }
+        let coded = self.coded(&queries);
+        let mut probed_rows = probe.rows;
+        loop {
+            let sides = Sides::probed(self, namespaces, &coded, probed_rows, passage_weight);
+            let pool = probe
+                .pool
+                .unwrap_or_else(|| rescore_pool(limit, sides.rows()))
+                .max(limit);
+            let (hits, accepted) =
+                self.search_sides(&sides, &queries, &coded, limit, pool, &accept);
+            if !sides.narrowed || accepted >= pool {
+                return hits;
+            }
+            probed_rows = probed_rows.map(|rows| rows.saturating_mul(4));
+        }
+    }
+
+    fn coded(&self, queries: &[Vec<f32>]) -> Arc<Vec<quantized::Query>> {
+        Arc::new(
             queries
                 .iter()
                 .map(|query| quantized::Query::new(&self.coder, query))
                 .collect(),
-        );
+        )
+    }
+
+    /// The search over `sides`, of normalised `queries` and their codes;
+    /// with how many rows `accept` let into the pool.
+    fn search_sides(
+        &self,
+        sides: &Sides,
+        queries: &[Vec<f32>],
+        coded: &Arc<Vec<quantized::Query>>,
+        limit: usize,
+        pool: usize,
+        accept: &impl Fn(MemoryId, Category) -> bool,
+    ) -> (Vec<Hit>, usize) {
         let chunks = &sides.chunks;
         let mut best_codes = pool::Pool::new(pool.max(limit), self.coder.bits());
         let cutoff = Arc::new(AtomicU16::new(best_codes.cutoff()));
-        scan::approximate(chunks, &coded, &cutoff, |index, near| {
+        let mut accepted = 0;
+        scan::approximate(chunks, coded, &cutoff, |index, near| {
             let chunk = &chunks[index];
             let index = u32::try_from(index).expect("far fewer chunks than 2^32");
             for row in near {
@@ -128,6 +203,7 @@ impl Snapshot {
                         chunk: index,
                         slot: row.slot,
                     };
+                    accepted += 1;
                     best_codes.offer(row.differing, candidate);
                 }
             }
@@ -156,7 +232,7 @@ impl Snapshot {
         let hits = candidates.into_iter().map(|candidate| {
             let (chunk, slot) = place(candidate);
             chunk.decode(slot, &mut row);
-            let (query, similarity) = best_of(&queries, &row).expect("queries is not empty");
+            let (query, similarity) = best_of(queries, &row).expect("queries is not empty");
             Hit {
                 id: chunk.ids[slot],
                 similarity: similarity * sides.weight(candidate.chunk as usize),
@@ -190,7 +266,7 @@ impl Snapshot {
         } else {
             hits.for_each(&mut offer);
         }
-        best.into_sorted()
+        (best.into_sorted(), accepted)
     }
 
     /// The full scan that [`Self::search`] approximates: every stored
@@ -228,20 +304,29 @@ impl Snapshot {
     /// enough to run in place rather than on another thread: a hand-off
     /// costs two thread wake-ups, each a chance to wait for a busy core.
     pub fn is_small_search(&self, namespaces: &[Namespace], queries: usize) -> bool {
-        let entries: usize = self
-            .chunks_of(namespaces)
-            .map(|chunk| chunk.ids.len())
-            .sum();
+        let probed = partition::probed_rows(self.embedded.largest(namespaces));
+        let entries = self
+            .embedded
+            .searched_rows(namespaces, probed.saturating_mul(queries));
         entries.saturating_mul(queries.max(1)) <= SMALL_SEARCH
     }
 
-    /// The embedded chunks of `namespaces`: what the vector search scans.
+    /// The embedded chunks of `namespaces`: what the full scan reads.
     fn chunks_of<'a>(
         &'a self,
         namespaces: &'a [Namespace],
     ) -> impl Iterator<Item = &'a Arc<Chunk>> {
         self.embedded.chunks_of(namespaces)
     }
+}
+
+/// How much of an approximate index a search reads: the nearest lists
+/// until they hold `rows` rows per query (`None`: every list), and the
+/// pool of best estimates rescored (`None`: [`rescore_pool`]'s).
+#[derive(Clone, Copy)]
+struct Probe {
+    rows: Option<usize>,
+    pool: Option<usize>,
 }
 
 /// The chunks a search scans: the whole texts' first, then, if asked for,
@@ -251,22 +336,36 @@ struct Sides {
     /// Where the passages' chunks begin in `chunks`.
     passages_from: usize,
     passage_weight: f32,
+    /// Whether an approximate index left chunks out.
+    narrowed: bool,
 }
 
 impl Sides {
-    fn whole(snapshot: &Snapshot, namespaces: &[Namespace]) -> Self {
-        let chunks: Vec<Arc<Chunk>> = snapshot.chunks_of(namespaces).cloned().collect();
-        Self {
-            passages_from: chunks.len(),
-            chunks,
-            passage_weight: 1.0,
+    /// The whole texts' chunks, and the passages' if `passage_weight` is
+    /// above 0, of `namespaces` a search for `queries` scans: of a
+    /// namespace with an approximate index, its nearest lists until they
+    /// hold `probed_rows` rows per query (`None`: all).
+    fn probed(
+        snapshot: &Snapshot,
+        namespaces: &[Namespace],
+        queries: &[quantized::Query],
+        probed_rows: Option<usize>,
+        passage_weight: f32,
+    ) -> Self {
+        let (whole, mut narrowed) = snapshot.embedded.probe(namespaces, queries, probed_rows);
+        let mut chunks: Vec<Arc<Chunk>> = whole.into_iter().cloned().collect();
+        let passages_from = chunks.len();
+        if passage_weight > 0.0 {
+            let (passages, left_out) = snapshot.passages.probe(namespaces, queries, probed_rows);
+            chunks.extend(passages.into_iter().cloned());
+            narrowed |= left_out;
         }
-    }
-
-    fn add_passages(&mut self, snapshot: &Snapshot, namespaces: &[Namespace], weight: f32) {
-        self.chunks
-            .extend(snapshot.passages.chunks_of(namespaces).cloned());
-        self.passage_weight = weight;
+        Self {
+            chunks,
+            passages_from,
+            passage_weight,
+            narrowed,
+        }
     }
 
     fn rows(&self) -> usize {

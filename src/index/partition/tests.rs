@@ -1,0 +1,309 @@
+//! The approximate index against the exact scan: its recall on clustered
+//! vectors, removals and updates, selective filters, passages, and
+//! snapshots read while it is built and rebuilt.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use crate::index::{Change, Entry, Hit, Index, Vectors, lexical};
+use crate::memory::{Category, MemoryId, Namespace};
+
+const DIMENSIONS: usize = 128;
+/// The threshold the tests lower `index.approximate_above` to.
+const ABOVE: usize = 1000;
+
+fn namespace() -> Namespace {
+    Namespace::Repo("big".parse().unwrap())
+}
+
+/// A seeded generator (SplitMix64), for vectors the same in every run.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in -1..1.
+    #[expect(clippy::cast_precision_loss, reason = "53 random bits")]
+    fn unit(&mut self) -> f32 {
+        ((self.next() >> 11) as f64 / (1u64 << 52) as f64 - 1.0) as f32
+    }
+
+    fn vector(&mut self) -> Vec<f32> {
+        (0..DIMENSIONS).map(|_| self.unit()).collect()
+    }
+
+    /// `centre` moved by noise of `spread`.
+    fn near(&mut self, centre: &[f32], spread: f32) -> Vec<f32> {
+        centre.iter().map(|c| c + spread * self.unit()).collect()
+    }
+}
+
+/// Memories around `clusters` centres, `per_cluster` each: the shape of
+/// real embeddings (topics), where an inverted file has lists to find.
+struct Corpus {
+    centres: Vec<Vec<f32>>,
+    rows: Vec<(MemoryId, Vec<f32>)>,
+}
+
+fn corpus(rng: &mut Rng, clusters: usize, per_cluster: usize) -> Corpus {
+    let centres: Vec<Vec<f32>> = (0..clusters).map(|_| rng.vector()).collect();
+    let rows = centres
+        .iter()
+        .flat_map(|centre| (0..per_cluster).map(|_| centre.clone()).collect::<Vec<_>>())
+        .map(|centre| (MemoryId::new(), rng.near(&centre, 0.6)))
+        .collect();
+    Corpus { centres, rows }
+}
+
+fn upsert(id: MemoryId, vector: Vec<f32>) -> Change {
+    Change::Upsert(entry(id), vector.into())
+}
+
+fn entry(id: MemoryId) -> Entry {
+    Entry {
+        id,
+        namespace: namespace(),
+        category: Category::Patterns,
+        terms: lexical::Terms::default(),
+    }
+}
+
+fn index_of(rows: &[(MemoryId, Vec<f32>)]) -> Index {
+    let index = Index::new(DIMENSIONS).approximate_above(ABOVE);
+    index.apply(
+        rows.iter()
+            .map(|(id, vector)| upsert(*id, vector.clone()))
+            .collect(),
+    );
+    index
+}
+
+fn all(_: MemoryId, _: Category) -> bool {
+    true
+}
+
+/// Of `found`'s first ten, how many score at least the exact tenth's.
+fn recall(exact: &[Hit], found: &[Hit]) -> usize {
+    let tenth = exact[9.min(exact.len() - 1)].similarity;
+    found
+        .iter()
+        .take(10)
+        .filter(|hit| hit.similarity >= tenth - 1e-6)
+        .count()
+}
+
+#[test]
+fn the_approximate_index_finds_what_the_exact_scan_does_in_a_quarter_of_the_rows() {
+    let mut rng = Rng(7);
+    let corpus = corpus(&mut rng, 60, 100);
+    let index = index_of(&corpus.rows);
+    let snapshot = index.snapshot();
+    let ns = [namespace()];
+    let lists: Vec<usize> = snapshot.approximate().map(|(_, lists)| lists).collect();
+    assert_eq!(
+        lists.len(),
+        1,
+        "6,000 rows are above the threshold of 1,000"
+    );
+    assert!(lists[0] > 4, "{lists:?}");
+    let (mut found, mut asked) = (0, 0);
+    for query in 0..50 {
+        let query = [rng.near(&corpus.centres[query % corpus.centres.len()], 0.6)];
+        let exact = snapshot.exact_search(&ns, &query, 10);
+        let hits = snapshot.search_probing(&ns, &query, 10, 1500, all);
+        found += recall(&exact, &hits);
+        asked += 10;
+    }
+    assert!(
+        found * 100 >= asked * 95,
+        "recall@10 {found} of {asked} probing a quarter of the rows"
+    );
+}
+
+#[test]
+fn removals_and_updates_reach_the_approximate_index() {
+    let mut rng = Rng(11);
+    let corpus = corpus(&mut rng, 40, 100);
+    let index = index_of(&corpus.rows);
+    let ns = [namespace()];
+    let removed: Vec<(MemoryId, Vec<f32>)> = corpus.rows.iter().step_by(20).cloned().collect();
+    // Each moved to another cluster's centre, exactly.
+    let moved: Vec<(MemoryId, Vec<f32>)> = corpus
+        .rows
+        .iter()
+        .skip(7)
+        .step_by(40)
+        .enumerate()
+        .map(|(serial, (id, _))| (*id, corpus.centres[(serial * 7) % 40].clone()))
+        .collect();
+    index.apply(
+        removed
+            .iter()
+            .map(|(id, _)| Change::Remove(*id))
+            .chain(moved.iter().map(|(id, vector)| upsert(*id, vector.clone())))
+            .collect(),
+    );
+    let snapshot = index.snapshot();
+    assert_eq!(snapshot.len(), corpus.rows.len() - removed.len());
+    assert_eq!(snapshot.approximate().count(), 1);
+    let gone: HashSet<MemoryId> = removed.iter().map(|(id, _)| *id).collect();
+    for (_, vector) in &removed {
+        let hits = snapshot.search_probing(&ns, std::slice::from_ref(vector), 10, 500, all);
+        assert!(hits.iter().all(|hit| !gone.contains(&hit.id)));
+    }
+    for (id, vector) in &moved {
+        let hits = snapshot.search_probing(&ns, std::slice::from_ref(vector), 50, 500, all);
+        let hit = hits.iter().find(|hit| hit.id == *id);
+        assert!(
+            hit.is_some_and(|hit| hit.similarity > 0.999),
+            "a moved memory is found where it went: {hit:?}"
+        );
+    }
+}
+
+#[test]
+fn a_selective_filter_widens_the_search_to_what_the_exact_scan_finds() {
+    let mut rng = Rng(13);
+    let corpus = corpus(&mut rng, 60, 100);
+    let index = index_of(&corpus.rows);
+    let snapshot = index.snapshot();
+    let ns = [namespace()];
+    // One row in a hundred, spread over every cluster.
+    let admitted: HashSet<MemoryId> = corpus.rows.iter().step_by(100).map(|(id, _)| *id).collect();
+    let admit = |id: MemoryId, _: Category| admitted.contains(&id);
+    for query in 0..20 {
+        let query = [rng.near(&corpus.centres[query], 0.6)];
+        let exact: Vec<MemoryId> = snapshot
+            .exact_search(&ns, &query, corpus.rows.len())
+            .into_iter()
+            .filter(|hit| admitted.contains(&hit.id))
+            .take(10)
+            .map(|hit| hit.id)
+            .collect();
+        let found: Vec<MemoryId> = snapshot
+            .search_probing(&ns, &query, 10, 500, admit)
+            .into_iter()
+            .map(|hit| hit.id)
+            .collect();
+        assert_eq!(found, exact);
+    }
+}
+
+#[test]
+fn passages_of_a_large_namespace_are_searched_through_their_own_lists() {
+    let mut rng = Rng(17);
+    let corpus = corpus(&mut rng, 30, 50);
+    let index = Index::new(DIMENSIONS).approximate_above(ABOVE);
+    // Each memory's whole text is noise; its one passage is its vector.
+    index.apply(
+        corpus
+            .rows
+            .iter()
+            .map(|(id, vector)| {
+                Change::Upsert(
+                    entry(*id),
+                    Vectors {
+                        whole: rng.vector(),
+                        passages: vec![vector.clone()],
+                    },
+                )
+            })
+            .collect(),
+    );
+    let snapshot = index.snapshot();
+    assert_eq!(snapshot.passages(), corpus.rows.len());
+    let ns = [namespace()];
+    for (id, vector) in corpus.rows.iter().step_by(97) {
+        let hits = snapshot.search_passages(&ns, std::slice::from_ref(vector), 5, 0.9, all);
+        assert_eq!(
+            hits.first().map(|hit| (hit.id, hit.passage)),
+            Some((*id, true))
+        );
+    }
+}
+
+#[test]
+fn a_namespace_shrunk_to_half_the_threshold_is_scanned_again() {
+    let mut rng = Rng(19);
+    let corpus = corpus(&mut rng, 20, 100);
+    let index = index_of(&corpus.rows);
+    assert_eq!(index.snapshot().approximate().count(), 1);
+    let (kept, removed) = corpus.rows.split_at(ABOVE / 2);
+    index.apply(removed.iter().map(|(id, _)| Change::Remove(*id)).collect());
+    let snapshot = index.snapshot();
+    assert_eq!(snapshot.approximate().count(), 0);
+    assert_eq!(snapshot.len(), kept.len());
+    let ns = [namespace()];
+    for (id, vector) in kept.iter().step_by(50) {
+        let hits = snapshot.search(&ns, std::slice::from_ref(vector), 1, all);
+        assert_eq!(hits[0].id, *id);
+    }
+}
+
+#[test]
+fn readers_see_whole_snapshots_while_the_index_is_built_and_rebuilt() {
+    const BATCH: usize = 500;
+    let mut rng = Rng(23);
+    let corpus = corpus(&mut rng, 40, 200);
+    let index = Arc::new(Index::new(DIMENSIONS).approximate_above(ABOVE));
+    // The first batch's rows are what every reader looks for.
+    let sentinels: Vec<(MemoryId, Vec<f32>)> = corpus
+        .rows
+        .iter()
+        .take(BATCH)
+        .step_by(25)
+        .cloned()
+        .collect();
+    index.apply(
+        corpus.rows[..BATCH]
+            .iter()
+            .map(|(id, vector)| upsert(*id, vector.clone()))
+            .collect(),
+    );
+    let done = Arc::new(AtomicBool::new(false));
+    let readers: Vec<_> = (0..2)
+        .map(|_| {
+            let (index, done, sentinels) = (index.clone(), done.clone(), sentinels.clone());
+            std::thread::spawn(move || {
+                let ns = [namespace()];
+                let mut reads = 0;
+                while !done.load(Ordering::Acquire) || reads == 0 {
+                    let snapshot = index.snapshot();
+                    assert_eq!(snapshot.len() % BATCH, 0, "a whole number of batches");
+                    assert_eq!(snapshot.entries().count(), snapshot.len());
+                    for (id, vector) in &sentinels {
+                        let query = std::slice::from_ref(vector);
+                        let hits = snapshot.search_probing(&ns, query, 1, 500, all);
+                        assert_eq!(hits.first().map(|hit| hit.id), Some(*id));
+                    }
+                    reads += 1;
+                }
+                reads
+            })
+        })
+        .collect();
+    // Past the threshold at the third batch, and four times it (trained
+    // again) at the ninth.
+    for batch in corpus.rows[BATCH..].chunks(BATCH) {
+        index.apply(
+            batch
+                .iter()
+                .map(|(id, vector)| upsert(*id, vector.clone()))
+                .collect(),
+        );
+    }
+    done.store(true, Ordering::Release);
+    for reader in readers {
+        assert!(reader.join().expect("a reader failed") > 0);
+    }
+    let snapshot = index.snapshot();
+    assert_eq!(snapshot.len(), corpus.rows.len());
+    assert_eq!(snapshot.approximate().count(), 1);
+}
