@@ -212,8 +212,9 @@ const BATCH_BYTES: usize = 512 * 1024;
 
 /// `bodies` in the requests that carry them, in order: at most
 /// `max_count` and [`BATCH_BYTES`] of JSON each (a body larger than that
-/// alone goes alone, for the server to judge).
-fn batches(bodies: Vec<serde_json::Value>, max_count: usize) -> Vec<Vec<serde_json::Value>> {
+/// alone goes alone, for the server to judge). The bench's loaders use it
+/// too.
+pub fn batches(bodies: Vec<serde_json::Value>, max_count: usize) -> Vec<Vec<serde_json::Value>> {
     let mut batches = Vec::new();
     let mut batch: Vec<serde_json::Value> = Vec::new();
     let mut bytes = 0;
