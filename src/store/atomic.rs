@@ -244,6 +244,48 @@ mod tests {
         assert_eq!(mode(&dir.path().join("new")), DIR_MODE);
     }
 
+    fn names_in(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> = fs::read_dir(dir)
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn a_group_puts_every_file_in_place_and_a_dropped_one_leaves_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut group = Group::default();
+        for name in ["a/1.md", "a/2.md", "b/3.md"] {
+            group
+                .stage(&dir.path().join(name), name.as_bytes())
+                .unwrap();
+        }
+        assert_eq!(group.commit().unwrap(), 3);
+        for name in ["a/1.md", "a/2.md", "b/3.md"] {
+            assert_eq!(fs::read_to_string(dir.path().join(name)).unwrap(), name);
+        }
+        let mut dropped = Group::default();
+        dropped.stage(&dir.path().join("a/4.md"), b"four").unwrap();
+        drop(dropped);
+        assert_eq!(names_in(&dir.path().join("a")), ["1.md", "2.md"]);
+    }
+
+    #[test]
+    fn a_group_that_fails_part_way_says_how_many_are_in_place_and_leaves_no_temp_file() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::create_dir_all(dir.path().join("c/taken/inside")).unwrap();
+        let mut group = Group::default();
+        group.stage(&dir.path().join("c/1.md"), b"one").unwrap();
+        group.stage(&dir.path().join("c/taken"), b"two").unwrap();
+        group.stage(&dir.path().join("c/3.md"), b"three").unwrap();
+        let failed = group.commit().unwrap_err();
+        assert_eq!(failed.placed, 1);
+        assert_eq!(failed.path, dir.path().join("c/taken"));
+        assert_eq!(names_in(&dir.path().join("c")), ["1.md", "taken"]);
+    }
+
     #[test]
     fn removing_a_missing_file_is_fine() {
         let dir = tempfile::tempdir().unwrap();
