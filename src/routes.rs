@@ -5,6 +5,7 @@
 //! Routes are registered through `utoipa-axum`, so the served document at
 //! `/openapi.json` is generated from the same handlers that answer.
 
+pub mod batch;
 pub mod check;
 pub mod consolidate;
 pub mod extract;
@@ -21,6 +22,7 @@ pub mod stats;
 pub mod triggers;
 pub mod turns;
 pub mod ui;
+pub mod writing;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -98,6 +100,7 @@ fn api_router(keys: ApiKeys) -> OpenApiRouter<AppState> {
         .routes(routes!(memories::list_memories, memories::create_memory))
         .routes(routes!(memories::get_memory, memories::delete_memory))
         .routes(routes!(memories::find_similar_memories))
+        .routes(routes!(batch::create_memories))
         .routes(routes!(lifecycle::confirm_memory))
         .routes(routes!(lifecycle::review_memory))
         .routes(routes!(lifecycle::restore_memory))

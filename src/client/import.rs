@@ -206,6 +206,33 @@ fn whole_summary(outcome: &whole::Outcome) -> String {
     )
 }
 
+/// The most JSON one request of an import carries, well inside the
+/// default 1 MiB body limit.
+const BATCH_BYTES: usize = 512 * 1024;
+
+/// `bodies` in the requests that carry them, in order: at most
+/// `max_count` and [`BATCH_BYTES`] of JSON each (a body larger than that
+/// alone goes alone, for the server to judge). The bench's loaders use it
+/// too.
+pub fn batches(bodies: Vec<serde_json::Value>, max_count: usize) -> Vec<Vec<serde_json::Value>> {
+    let mut batches = Vec::new();
+    let mut batch: Vec<serde_json::Value> = Vec::new();
+    let mut bytes = 0;
+    for body in bodies {
+        let size = body.to_string().len();
+        if !batch.is_empty() && (batch.len() == max_count || bytes + size > BATCH_BYTES) {
+            batches.push(std::mem::take(&mut batch));
+            bytes = 0;
+        }
+        bytes += size;
+        batch.push(body);
+    }
+    if !batch.is_empty() {
+        batches.push(batch);
+    }
+    batches
+}
+
 /// The text of the file at `path` (its first 256 MiB).
 fn read_text(path: &Path) -> Result<String, Error> {
     let bytes =

@@ -26,8 +26,8 @@ use crate::memory::{
 };
 use crate::retrieval::Retriever;
 use crate::routes::extract::ApiJson;
-use crate::routes::memories::check_anchor_fields;
 use crate::routes::problems::{BodyProblems, Unauthorized};
+use crate::routes::writing::check_anchor_fields;
 use crate::secrets;
 use crate::store::MAX_RELATED;
 

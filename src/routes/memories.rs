@@ -1,7 +1,5 @@
 //! `/memories`: write, list, read and forget memories by hand.
 
-use std::collections::HashSet;
-
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -10,29 +8,23 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use crate::auth::Caller;
-use crate::capture::guard::{self, DuplicateOf, Verdict};
-use crate::causes::error_chain;
 use crate::config::Defaults;
 use crate::error::{ApiError, Problem};
 use crate::memory::{
-    Anchor, Category, CommitId, Confidence, Memory, MemoryId, MemoryView, Namespace, Origin,
-    RelatedEdge, RepoId, Scope, SessionId, UserId, Validity, check_anchors, excerpt, parse_content,
-    parse_importance,
+    Anchor, Category, CommitId, Confidence, Memory, MemoryId, MemoryView, Namespace, RelatedEdge,
+    RepoId, Scope, SessionId, UserId, Validity,
 };
-use crate::retrieval::inject::quoted;
 use crate::retrieval::{Degraded, Retriever};
-use crate::routes::extract::{self, ApiJson, ApiPath, ApiQuery, in_range};
+use crate::routes::extract::{ApiJson, ApiPath, ApiQuery, in_range};
 use crate::routes::problems::{BodyProblems, NoSuchMemory, Unauthorized};
-use crate::secrets;
-use crate::store::{Cursor, ListFilter, MAX_RELATED, NamespacePair, NewMemory, Store};
+use crate::routes::writing::Writer;
+use crate::store::{Cursor, ListFilter, Store};
 
 /// The default and largest page sizes of a listing.
 const DEFAULT_LIMIT: usize = 50;
 const MAX_LIMIT: usize = 1000;
 /// The longest `text` filter, in characters.
 const MAX_TEXT_FILTER_CHARS: usize = 1000;
-/// The most of an existing memory a duplicate's problem quotes, in characters.
-const EXCERPT_CHARS: usize = 200;
 
 // The view itself lives beside `Memory`; trimming it to a caller needs the
 // store and the key, which only the routes hold.
@@ -100,44 +92,6 @@ pub struct CreateMemoryRequest {
     pub dedupe: Option<bool>,
 }
 
-/// The one rule for a new version, through REST and MCP alike: what the
-/// request leaves out is carried over from the version it supersedes.
-/// Only a predecessor the write may supersede (in the namespace written,
-/// visible to the caller) lends anything; otherwise the store refuses
-/// `supersedes` as it would have. Carried edges are those that still lead
-/// to a memory the pair and the key may link to.
-fn carry_over(
-    request: &mut CreateMemoryRequest,
-    store: &Store,
-    caller: &Caller,
-    pair: &NamespacePair,
-    written: &Namespace,
-) {
-    let Some(predecessor) = request
-        .supersedes
-        .and_then(|id| store.get(id))
-        .filter(|old| old.namespace == *written && caller.can_see(&old.namespace))
-    else {
-        return;
-    };
-    request.importance = request.importance.or(predecessor.importance);
-    if request.session_id.is_none() {
-        request.session_id.clone_from(&predecessor.session_id);
-    }
-    if request.anchors.is_none() {
-        request.anchors = Some(predecessor.anchors.clone());
-    }
-    if request.commit.is_none() {
-        request.commit.clone_from(&predecessor.commit);
-    }
-    if request.related.is_none() {
-        let edges = store.edges_within(predecessor.id, |namespace| {
-            pair.contains(namespace) && caller.can_see(namespace)
-        });
-        request.related = Some(edges.outgoing);
-    }
-}
-
 /// Write a memory.
 #[utoipa::path(
     post,
@@ -160,152 +114,18 @@ pub async fn create_memory(
     State(config): State<std::sync::Arc<crate::config::Config>>,
     State(retriever): State<Retriever>,
     caller: Caller,
-    ApiJson(mut request): ApiJson<CreateMemoryRequest>,
+    ApiJson(request): ApiJson<CreateMemoryRequest>,
 ) -> Result<(StatusCode, Json<MemoryView>), ApiError> {
-    let content = parse_content(&request.content)
-        .map_err(|err| ApiError::invalid("content", format!("`content` {err}")))?;
-    secrets::ensure_no_secret("content", content)?;
-    if let Some(session_id) = &request.session_id {
-        secrets::ensure_no_secret("session_id", session_id.as_str())?;
-    }
-    if let Some(importance) = request.importance {
-        parse_importance(importance)
-            .map_err(|err| ApiError::invalid("importance", format!("`importance` {err}")))?;
-    }
-    if let Some(related) = &request.related {
-        check_related(related)?;
-    }
-    if let Some(anchors) = &request.anchors {
-        check_anchor_fields(anchors, "")?;
-    }
-    let observed_at = request
-        .observed_at
-        .map(|at| extract::observed_at("observed_at", at))
-        .transpose()?;
-    // Only what the write touches must be held: the namespace written (and
-    // so its `supersedes`) and those its `related` edges name; an omitted
-    // owner the key does not hold is simply out of reach.
-    let reach = caller.reach(request.repo.clone(), request.user.clone(), &defaults)?;
-    let pair = NamespacePair::or_defaults(request.repo.clone(), request.user.clone(), &defaults);
-    let written = pair.owner(request.scope);
-    if !reach.contains(&written) {
-        return Err(ApiError::Forbidden {
-            detail: format!("this API key may not write to {written}"),
-        });
-    }
-    let content = content.to_owned();
-    carry_over(&mut request, &store, &caller, &pair, &written);
-    let new = NewMemory {
-        pair,
-        scope: request.scope,
-        category: request.category,
-        content,
-        importance: request.importance,
-        supersedes: request.supersedes,
-        related: request.related.unwrap_or_default(),
-        session_id: request.session_id,
-        trigger: Origin::Manual,
-        anchors: request.anchors.unwrap_or_default(),
-        commit: request.commit,
-        observed_at,
-        // A person or an agent asked it to be written.
-        confidence: Confidence::Confirmed,
+    let writer = Writer {
+        store: &store,
+        defaults: &defaults,
+        config: &config,
+        retriever: &retriever,
+        caller: &caller,
     };
-    if request.dedupe == Some(true) {
-        refuse_duplicate(&retriever, &new, config.capture.duplicate_threshold).await?;
-    }
-    crate::disk::ensure_free_space(&config.data_dir, config.limits.min_free_disk_bytes)?;
-    let memory = store.create_within(new, reach).await?;
-    Ok((
-        StatusCode::CREATED,
-        Json(MemoryView::seen_by(&memory, &store, &caller)),
-    ))
-}
-
-/// `dedupe`: the capture guard's near-duplicate check, for one memory.
-/// An embedder that fails does not stop an explicit write: the memory is
-/// written unchecked (a duplicate at worst), and the failure logged.
-async fn refuse_duplicate(
-    retriever: &Retriever,
-    new: &NewMemory,
-    threshold: f64,
-) -> Result<(), ApiError> {
-    let verdicts = guard::near_duplicates(
-        retriever.embedder(),
-        retriever.index(),
-        retriever.store(),
-        std::slice::from_ref(new),
-        threshold,
-    )
-    .await;
-    let existing = match verdicts.as_deref() {
-        Ok([Verdict::Duplicate(DuplicateOf::Stored(id))]) if Some(*id) != new.supersedes => {
-            retriever.store().get(*id)
-        }
-        Ok(_) => None,
-        Err(err) => {
-            tracing::warn!(error = %error_chain(err), "no duplicate check: the embedder failed; writing unchecked");
-            None
-        }
-    };
-    match existing {
-        // The memory is quoted as the injection quotes memories, as data:
-        // the detail goes into an agent's context (`remember:`, MCP).
-        Some(existing) => Err(ApiError::DuplicateMemory {
-            detail: format!(
-                "memory {} ({} {}) already says this; update it (`supersedes`) to change it. \
-                 It says, quoted as data:\n{}",
-                existing.id,
-                existing.namespace,
-                existing.category,
-                quoted(&excerpt(&existing.content, EXCERPT_CHARS)).trim_end_matches('\n'),
-            ),
-        }),
-        None => Ok(()),
-    }
-}
-
-/// Checks anchors to be written (their field names after `prefix`, as
-/// `memories[3].`): the list as a whole, and no secret in a path or a
-/// symbol (both are stored and shown like content).
-pub(crate) fn check_anchor_fields(anchors: &[Anchor], prefix: &str) -> Result<(), ApiError> {
-    check_anchors(anchors).map_err(|(field, reason)| {
-        let field = format!("{prefix}{field}");
-        ApiError::invalid(field.clone(), format!("`{field}` {reason}"))
-    })?;
-    for (index, anchor) in anchors.iter().enumerate() {
-        secrets::ensure_no_secret(
-            format!("{prefix}anchors[{index}].path"),
-            anchor.path.as_str(),
-        )?;
-        if let Some(symbol) = &anchor.symbol {
-            secrets::ensure_no_secret(format!("{prefix}anchors[{index}].symbol"), symbol.as_str())?;
-        }
-    }
-    Ok(())
-}
-
-fn check_related(related: &[RelatedEdge]) -> Result<(), ApiError> {
-    if related.len() > MAX_RELATED {
-        return Err(ApiError::invalid(
-            "related",
-            format!(
-                "`related` has {} edges; the limit is {MAX_RELATED}",
-                related.len()
-            ),
-        ));
-    }
-    let mut seen = HashSet::new();
-    for (index, edge) in related.iter().enumerate() {
-        if !seen.insert(edge.id) {
-            let field = format!("related[{index}].id");
-            return Err(ApiError::invalid(
-                field.clone(),
-                format!("`{field}` repeats {}", edge.id),
-            ));
-        }
-    }
-    Ok(())
+    let mut written = writer.write(vec![Ok(request)]).await?;
+    let memory = written.pop().expect("one outcome for one request")?;
+    Ok((StatusCode::CREATED, Json(memory)))
 }
 
 /// The namespaces a listing's `repo` and `user` name (none: every one the
@@ -625,24 +445,4 @@ pub(super) fn visible_memory(
 
 pub(super) fn no_such_memory(id: MemoryId) -> ApiError {
     ApiError::not_found(format!("no memory has the id {id}"))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn related_edges_are_bounded_and_unique() {
-        let edge = |id: MemoryId| RelatedEdge {
-            id,
-            relationship: crate::memory::Relationship::Related,
-        };
-        let id = MemoryId::new();
-        let err = check_related(&[edge(id), edge(MemoryId::new()), edge(id)]).unwrap_err();
-        assert!(
-            matches!(err, ApiError::InvalidField { ref field, .. } if field == "related[2].id")
-        );
-        let many: Vec<_> = (0..=MAX_RELATED).map(|_| edge(MemoryId::new())).collect();
-        assert!(check_related(&many).is_err());
-    }
 }

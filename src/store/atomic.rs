@@ -5,10 +5,16 @@
 //! never crosses file systems), which is fsynced, renamed over the target, and
 //! then the directory itself is fsynced so the rename survives power loss.
 //!
+//! Many files written together ([`Group`]) pay for that once, not per
+//! file: every file's bytes go to its temporary file, their contents are
+//! made durable in one pass (`syncfs`), then each is renamed over its
+//! target and each directory fsynced once.
+//!
 //! What it writes is the owner's alone: files are made `0600` and
 //! directories `0700` (narrowed further by the umask, never widened), as
 //! the data directory's files hold conversation text and memories.
 
+use std::collections::BTreeSet;
 use std::fs::{self, DirBuilder, File, OpenOptions};
 use std::io::{self, Write};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
@@ -26,12 +32,104 @@ pub const DIR_MODE: u32 = 0o700;
 /// Writes `bytes` to `path` atomically and durably, creating parent
 /// directories as needed.
 pub fn write(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let dir = path
-        .parent()
-        .ok_or_else(|| io::Error::other("the target has no parent directory"))?;
-    create_dir_all_durably(dir)?;
-    replace(path, bytes)?;
-    sync_dir(dir)
+    let mut group = Group::default();
+    group.stage(path, bytes)?;
+    group.commit().map(|_| ()).map_err(|failed| failed.source)
+}
+
+/// Files written atomically and durably together: each [`Self::stage`]d
+/// (its bytes in a temporary file beside its target, parent directories
+/// made as needed), then all put in place by [`Self::commit`]. Dropped
+/// uncommitted, it removes its temporary files.
+#[derive(Default)]
+pub struct Group {
+    /// (temporary file, target), in the order staged.
+    staged: Vec<(PathBuf, PathBuf)>,
+}
+
+/// Why a [`Group`] was not all put in place: the file at fault, and how
+/// many of the group's targets (the first ones staged) were in place,
+/// each whole, when it failed.
+#[derive(Debug)]
+pub struct GroupFailed {
+    pub path: PathBuf,
+    pub source: io::Error,
+    pub placed: usize,
+}
+
+impl Group {
+    /// Writes `bytes` to a temporary file beside `path`, unsynced.
+    pub fn stage(&mut self, path: &Path, bytes: &[u8]) -> io::Result<()> {
+        let dir = parent(path)?;
+        create_dir_all_durably(dir)?;
+        let temp = temp_path(path);
+        // Recorded first, so that a write that fails is removed too.
+        self.staged.push((temp.clone(), path.to_owned()));
+        let mut file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(FILE_MODE)
+            .open(&temp)?;
+        file.write_all(bytes)
+    }
+
+    /// Puts every staged file in place: their contents made durable (one
+    /// file: its fsync; more: one `syncfs` of each directory's file
+    /// system, far cheaper than an fsync each), each renamed over its
+    /// target, then each directory fsynced once. A crash leaves each
+    /// target's old file or its new one, never half of one. Answers how
+    /// many files were put in place.
+    pub fn commit(mut self) -> Result<usize, GroupFailed> {
+        let staged = std::mem::take(&mut self.staged);
+        let failed = |path: &Path, placed: usize| {
+            let path = path.to_owned();
+            move |source| GroupFailed {
+                path,
+                source,
+                placed,
+            }
+        };
+        let dirs: BTreeSet<PathBuf> = staged
+            .iter()
+            .filter_map(|(_, target)| target.parent().map(Path::to_owned))
+            .collect();
+        let synced = match staged.as_slice() {
+            [(temp, target)] => File::open(temp)
+                .and_then(|file| file.sync_all())
+                .map_err(failed(target, 0)),
+            _ => dirs.iter().try_for_each(|dir| {
+                File::open(dir)
+                    .and_then(|file| rustix::fs::syncfs(&file).map_err(io::Error::from))
+                    .map_err(failed(dir, 0))
+            }),
+        };
+        // From here on, what is not renamed is removed when `self` drops.
+        self.staged = staged;
+        synced?;
+        for (placed, (temp, target)) in self.staged.iter().enumerate() {
+            fs::rename(temp, target).map_err(failed(target, placed))?;
+        }
+        let placed = std::mem::take(&mut self.staged).len();
+        for dir in &dirs {
+            sync_dir(dir).map_err(failed(dir, placed))?;
+        }
+        Ok(placed)
+    }
+}
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        for (temp, _) in &self.staged {
+            // Best effort: the temp file is garbage either way, and the
+            // loader sweeps any that a crash leaves behind.
+            let _ = fs::remove_file(temp);
+        }
+    }
+}
+
+fn parent(path: &Path) -> io::Result<&Path> {
+    path.parent()
+        .ok_or_else(|| io::Error::other("the target has no parent directory"))
 }
 
 /// Puts `bytes` at `path` atomically, its contents synced, but leaves the
@@ -144,6 +242,48 @@ mod tests {
         assert_eq!(mode(&path), FILE_MODE);
         assert_eq!(mode(path.parent().unwrap()), DIR_MODE);
         assert_eq!(mode(&dir.path().join("new")), DIR_MODE);
+    }
+
+    fn names_in(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> = fs::read_dir(dir)
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn a_group_puts_every_file_in_place_and_a_dropped_one_leaves_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut group = Group::default();
+        for name in ["a/1.md", "a/2.md", "b/3.md"] {
+            group
+                .stage(&dir.path().join(name), name.as_bytes())
+                .unwrap();
+        }
+        assert_eq!(group.commit().unwrap(), 3);
+        for name in ["a/1.md", "a/2.md", "b/3.md"] {
+            assert_eq!(fs::read_to_string(dir.path().join(name)).unwrap(), name);
+        }
+        let mut dropped = Group::default();
+        dropped.stage(&dir.path().join("a/4.md"), b"four").unwrap();
+        drop(dropped);
+        assert_eq!(names_in(&dir.path().join("a")), ["1.md", "2.md"]);
+    }
+
+    #[test]
+    fn a_group_that_fails_part_way_says_how_many_are_in_place_and_leaves_no_temp_file() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::create_dir_all(dir.path().join("c/taken/inside")).unwrap();
+        let mut group = Group::default();
+        group.stage(&dir.path().join("c/1.md"), b"one").unwrap();
+        group.stage(&dir.path().join("c/taken"), b"two").unwrap();
+        group.stage(&dir.path().join("c/3.md"), b"three").unwrap();
+        let failed = group.commit().unwrap_err();
+        assert_eq!(failed.placed, 1);
+        assert_eq!(failed.path, dir.path().join("c/taken"));
+        assert_eq!(names_in(&dir.path().join("c")), ["1.md", "taken"]);
     }
 
     #[test]

@@ -56,25 +56,80 @@ impl Store {
         }
     }
 
-    /// Makes `memory` durable. Blocking; called with the writer lock held.
-    pub(super) fn persist(&self, memory: &Memory, chain: Chain) -> Result<(), WriteError> {
+    /// Refuses a write to `namespace` (of `scope`, named by the request's
+    /// owner field) that could not be made: in files mode, one whose
+    /// directory is a link or not a directory (made here when missing).
+    pub(super) fn check_writable(
+        &self,
+        namespace: &Namespace,
+        scope: Scope,
+    ) -> Result<(), WriteError> {
+        match &self.inner.durable {
+            Durable::Files => self
+                .namespace_dir(namespace, owner_field(scope), true)
+                .map(|_| ()),
+            Durable::Postgres(_) => Ok(()),
+        }
+    }
+
+    /// Makes `memories` durable together, once: their files written and
+    /// then made durable in one pass ([`atomic::Group`]), or their rows
+    /// committed in one transaction. When the database refuses one of
+    /// them (another replica changed its chain), none is written, and the
+    /// refusal names it by its place. Blocking; called with the writer
+    /// lock held.
+    pub(super) fn persist_all(
+        &self,
+        memories: &[&Memory],
+        chain: Chain,
+    ) -> Result<Result<(), (usize, WriteError)>, WriteError> {
         match &self.inner.durable {
             Durable::Files => {
-                self.rewrite_file(memory)?;
-                if !memory.lifecycle.is_default() {
-                    self.write_lifecycle_files(&[(
-                        &memory.namespace,
-                        memory.id,
-                        Some(&memory.lifecycle),
-                    )])?;
+                let mut group = atomic::Group::default();
+                let mut paths = Vec::with_capacity(memories.len());
+                for memory in memories {
+                    let field = owner_field(memory.namespace.scope());
+                    let dir = self.namespace_dir(&memory.namespace, field, true)?;
+                    let path = dir.join(file_name(memory.id));
+                    group
+                        .stage(&path, markdown::render(memory).as_bytes())
+                        .map_err(|source| Error::Write {
+                            path: path.clone(),
+                            source,
+                        })?;
+                    paths.push(path);
                 }
-                Ok(())
+                if let Err(failed) = group.commit() {
+                    // The files are new (their ids are): those in place
+                    // go again, so that a write refused changes nothing,
+                    // as far as the disk lets it.
+                    for path in &paths[..failed.placed] {
+                        let _ = atomic::remove(path);
+                    }
+                    return Err(Error::Write {
+                        path: failed.path,
+                        source: failed.source,
+                    }
+                    .into());
+                }
+                let lifecycles: Vec<_> = memories
+                    .iter()
+                    .filter(|memory| !memory.lifecycle.is_default())
+                    .map(|memory| (&memory.namespace, memory.id, Some(&memory.lifecycle)))
+                    .collect();
+                if !lifecycles.is_empty() {
+                    self.write_lifecycle_files(&lifecycles)?;
+                }
+                Ok(Ok(()))
             }
             Durable::Postgres(database) => {
                 let committed = tokio::runtime::Handle::current()
-                    .block_on(database.write(memory, chain == Chain::Checked))
+                    .block_on(database.write(memories, chain == Chain::Checked))
                     .map_err(Error::Database)?;
-                committed.map_err(|refusal| refused(memory, refusal))
+                Ok(
+                    committed
+                        .map_err(|(index, refusal)| (index, refused(memories[index], refusal))),
+                )
             }
         }
     }
@@ -82,11 +137,8 @@ impl Store {
     /// Writes `memory`'s file (files mode), replacing the one of its id
     /// atomically. Blocking; called with the writer lock held.
     pub(super) fn rewrite_file(&self, memory: &Memory) -> Result<(), WriteError> {
-        let owner_field = match memory.namespace.scope() {
-            Scope::Repo => "repo",
-            Scope::User => "user",
-        };
-        let dir = self.namespace_dir(&memory.namespace, owner_field, true)?;
+        let field = owner_field(memory.namespace.scope());
+        let dir = self.namespace_dir(&memory.namespace, field, true)?;
         let path = dir.join(file_name(memory.id));
         atomic::write(&path, markdown::render(memory).as_bytes())
             .map_err(|source| Error::Write { path, source })?;
@@ -153,5 +205,13 @@ fn refused(memory: &Memory, refusal: Refusal) -> WriteError {
                 "names {predecessor}, which is already superseded by {successor}; supersede the head of the chain"
             ),
         },
+    }
+}
+
+/// The request field that chooses a namespace of `scope`.
+fn owner_field(scope: Scope) -> &'static str {
+    match scope {
+        Scope::Repo => "repo",
+        Scope::User => "user",
     }
 }

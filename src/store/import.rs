@@ -3,9 +3,9 @@
 //! same store. One batch is checked as a whole against the view and
 //! itself before anything is written (a bad batch changes nothing); ids
 //! the store holds already are skipped and counted, so importing the same
-//! export again changes nothing. Each memory is then written as any other
-//! write is: made durable (a file, or a row in PostgreSQL), then put in
-//! the view.
+//! export again changes nothing. The batch is then written as a batch of
+//! `POST /memories/batch` is: made durable together (a group of files, or
+//! one transaction), then put in the view.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -159,11 +159,17 @@ impl Store {
                 }
             }
         }
-        for (_, memory) in new {
-            self.persist(&memory, Chain::AsWritten)?;
-            imported.written.push(memory.id);
-            self.write_view().insert(Arc::new(memory));
+        let memories: Vec<&Memory> = new.iter().map(|(_, memory)| memory).collect();
+        if let Err((index, refused)) = self.persist_all(&memories, Chain::AsWritten)? {
+            tracing::warn!(memory.id = %memories[index].id, "the database refused an imported memory; nothing of the batch was written");
+            return Err(refused);
         }
+        let mut view = self.write_view();
+        for (_, memory) in new {
+            imported.written.push(memory.id);
+            view.insert(Arc::new(memory));
+        }
+        drop(view);
         self.inner.changes.record(imported.written.iter().copied());
         Ok(imported)
     }

@@ -327,59 +327,56 @@ impl Database {
         })
     }
 
-    /// Commits `memory` and its change, unless `check_chain` and another
-    /// replica changed its chain meanwhile. What it answers is what
-    /// happened (see [`commit`]).
+    /// Commits `memories` and their changes in one transaction, unless
+    /// `check_chain` and another replica changed the chain of one of them
+    /// meanwhile: then nothing is committed, and the refusal names the
+    /// first memory refused (by its place in `memories`), for the caller
+    /// to write the others without it. What it answers is what happened
+    /// (see [`commit`]).
     pub async fn write(
         &self,
-        memory: &Memory,
+        memories: &[&Memory],
         check_chain: bool,
-    ) -> Result<Result<(), Refusal>, Error> {
+    ) -> Result<Result<(), (usize, Refusal)>, Error> {
+        let Some(last) = memories.last() else {
+            return Ok(Ok(()));
+        };
         let writing = self.begin_write().await?;
         let client = writing.client();
-        let seq = writing.answered(next_sequence(client)).await?;
-        if let Some(predecessor) = memory.supersedes.filter(|_| check_chain) {
-            let (scope, owner) = rows::namespace_columns(&memory.namespace);
-            let present = writing
-                .answered(client.query_opt(
-                    "SELECT 1 FROM engram_memories WHERE id = $1 AND scope = $2 AND owner = $3",
-                    &[&predecessor.as_uuid(), &scope, &owner],
+        let count = i64::try_from(memories.len()).map_err(|_| Error::Row {
+            table: "engram_log_head",
+            reason: format!("{} changes in one transaction", memories.len()),
+        })?;
+        let head = writing.answered(take_sequences(client, count)).await?;
+        let first = head - count + 1;
+        let insert = writing.answered(rows::insert_statement(client)).await?;
+        for ((index, memory), seq) in memories.iter().enumerate().zip(first..) {
+            if check_chain && let Some(refusal) = chain_refusal(&writing, memory).await? {
+                writing.roll_back().await?;
+                return Ok(Err((index, refusal)));
+            }
+            match writing
+                .answered(rows::insert(client, &insert, memory))
+                .await
+            {
+                Err(Error::Query(err)) if err.code() == Some(&SqlState::UNIQUE_VIOLATION) => {
+                    writing.roll_back().await?;
+                    return Ok(Err((index, Refusal::Exists)));
+                }
+                inserted => inserted?,
+            }
+            writing
+                .answered(log_change(
+                    client,
+                    seq,
+                    memory.id,
+                    &memory.namespace,
+                    "write",
                 ))
                 .await?;
-            if present.is_none() {
-                writing.roll_back().await?;
-                return Ok(Err(Refusal::PredecessorGone));
-            }
-            let successor = writing
-                .answered(client.query_opt(
-                    "SELECT id FROM engram_memories WHERE supersedes = $1 LIMIT 1",
-                    &[&predecessor.as_uuid()],
-                ))
-                .await?;
-            if let Some(successor) = successor {
-                writing.roll_back().await?;
-                return Ok(Err(Refusal::Superseded(MemoryId::from_uuid(
-                    successor.get(0),
-                ))));
-            }
         }
-        match writing.answered(rows::insert(client, memory)).await {
-            Err(Error::Query(err)) if err.code() == Some(&SqlState::UNIQUE_VIOLATION) => {
-                writing.roll_back().await?;
-                return Ok(Err(Refusal::Exists));
-            }
-            inserted => inserted?,
-        }
-        writing
-            .answered(log_change(
-                client,
-                seq,
-                memory.id,
-                &memory.namespace,
-                "write",
-            ))
-            .await?;
-        writing.commit(seq, memory.id).await?;
+        writing.answered(notify(client, head)).await?;
+        writing.commit(head, last.id).await?;
         Ok(Ok(()))
     }
 
@@ -402,7 +399,7 @@ impl Database {
             {
                 continue;
             }
-            let seq = writing.answered(next_sequence(client)).await?;
+            let seq = writing.answered(take_sequences(client, 1)).await?;
             writing
                 .answered(log_change(
                     client,
@@ -416,7 +413,10 @@ impl Database {
             last = Some((seq, memory.id));
         }
         match last {
-            Some((seq, id)) => writing.commit(seq, id).await?,
+            Some((seq, id)) => {
+                writing.answered(notify(client, seq)).await?;
+                writing.commit(seq, id).await?;
+            }
             None => writing.roll_back().await?,
         }
         Ok(numbers)
@@ -442,7 +442,7 @@ impl Database {
     pub async fn delete(&self, id: MemoryId) -> Result<(), Error> {
         let writing = self.begin_write().await?;
         let client = writing.client();
-        let seq = writing.answered(next_sequence(client)).await?;
+        let seq = writing.answered(take_sequences(client, 1)).await?;
         let deleted = writing
             .answered(client.query_opt(
                 "DELETE FROM engram_memories WHERE id = $1 RETURNING scope, owner",
@@ -456,6 +456,7 @@ impl Database {
         writing
             .answered(log_change(client, seq, id, &namespace, "delete"))
             .await?;
+        writing.answered(notify(client, seq)).await?;
         writing.commit(seq, id).await
     }
 }
@@ -480,19 +481,51 @@ fn client_config(settings: &PostgresConfig) -> Result<tokio_postgres::Config, Er
     Ok(config)
 }
 
-/// Takes the log's next number, locking its head row until the
-/// transaction ends (see the module's invariants).
-async fn next_sequence(client: &tokio_postgres::Client) -> Result<i64, tokio_postgres::Error> {
+/// Takes the log's next `count` numbers, locking its head row until the
+/// transaction ends (see the module's invariants); answers the last.
+async fn take_sequences(
+    client: &tokio_postgres::Client,
+    count: i64,
+) -> Result<i64, tokio_postgres::Error> {
     client
         .query_one(
-            "UPDATE engram_log_head SET seq = seq + 1 RETURNING seq",
-            &[],
+            "UPDATE engram_log_head SET seq = seq + $1 RETURNING seq",
+            &[&count],
         )
         .await?
         .try_get(0)
 }
 
-/// Appends a change to the log and wakes the followers at commit.
+/// Why the database refuses `memory` where the view allowed it: its
+/// predecessor forgotten or superseded by another replica meanwhile.
+async fn chain_refusal(
+    writing: &commit::Writing,
+    memory: &Memory,
+) -> Result<Option<Refusal>, Error> {
+    let Some(predecessor) = memory.supersedes else {
+        return Ok(None);
+    };
+    let client = writing.client();
+    let (scope, owner) = rows::namespace_columns(&memory.namespace);
+    let present = writing
+        .answered(client.query_opt(
+            "SELECT 1 FROM engram_memories WHERE id = $1 AND scope = $2 AND owner = $3",
+            &[&predecessor.as_uuid(), &scope, &owner],
+        ))
+        .await?;
+    if present.is_none() {
+        return Ok(Some(Refusal::PredecessorGone));
+    }
+    let successor = writing
+        .answered(client.query_opt(
+            "SELECT id FROM engram_memories WHERE supersedes = $1 LIMIT 1",
+            &[&predecessor.as_uuid()],
+        ))
+        .await?;
+    Ok(successor.map(|row| Refusal::Superseded(MemoryId::from_uuid(row.get(0)))))
+}
+
+/// Appends a change to the log.
 async fn log_change(
     client: &tokio_postgres::Client,
     seq: i64,
@@ -508,6 +541,12 @@ async fn log_change(
             &[&seq, &id.as_uuid(), &scope, &owner, &kind],
         )
         .await?;
+    Ok(())
+}
+
+/// Wakes the followers at commit, once per transaction: the payload is
+/// only a wake-up (they read the log by cursor), so its last number does.
+async fn notify(client: &tokio_postgres::Client, seq: i64) -> Result<(), tokio_postgres::Error> {
     client
         .execute("SELECT pg_notify($1, $2)", &[&CHANNEL, &seq.to_string()])
         .await?;

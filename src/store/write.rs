@@ -1,7 +1,9 @@
-//! Engram's own writes: a new memory checked against the view (its
-//! `supersedes` and `related`), made durable (`store::durable`), then put
-//! in the view; and deletes, made durable before the view changes.
+//! Engram's own writes: new memories checked against the view (their
+//! `supersedes` and `related`), made durable together (`store::durable`),
+//! then put in the view; and deletes, made durable before the view
+//! changes.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use chrono::{SubsecRound, Utc};
@@ -28,7 +30,7 @@ impl Store {
         reach: Reach,
     ) -> Result<Arc<Memory>, WriteError> {
         let store = self.clone();
-        blocking::run(move || store.create_blocking(MemoryId::new(), new, &reach)).await
+        blocking::run(move || store.create_blocking(MemoryId::new(), new, reach)).await
     }
 
     /// [`Self::create`] under the id `id`, once: a memory with that id
@@ -42,7 +44,27 @@ impl Store {
     ) -> Result<Arc<Memory>, WriteError> {
         let store = self.clone();
         let reach = Reach::from(new.pair.clone());
-        blocking::run(move || store.create_blocking(id, new, &reach)).await
+        blocking::run(move || store.create_blocking(id, new, reach)).await
+    }
+
+    /// Writes `batch`, each memory for a caller that reaches its own
+    /// reach, as if one at a time in order, but made durable together:
+    /// one group of files, or one transaction. Each is checked on its
+    /// own, against the view and the memories before it in the batch
+    /// (two that supersede the same memory: the second is refused as
+    /// [`Self::create_within`] would refuse it after the first). Answers
+    /// each memory's outcome in order; a refused one changes nothing.
+    /// `Err` when the durable write itself failed: then none was written.
+    pub async fn create_all(
+        &self,
+        batch: Vec<(NewMemory, Reach)>,
+    ) -> Result<Vec<Result<Arc<Memory>, WriteError>>, WriteError> {
+        let store = self.clone();
+        let batch = batch
+            .into_iter()
+            .map(|(new, reach)| (MemoryId::new(), new, reach))
+            .collect();
+        blocking::run(move || store.create_all_blocking(batch)).await
     }
 
     /// Removes a memory's file. `None` when there is no such memory.
@@ -63,50 +85,122 @@ impl Store {
         &self,
         id: MemoryId,
         new: NewMemory,
-        reach: &Reach,
+        reach: Reach,
     ) -> Result<Arc<Memory>, WriteError> {
-        let memory = self.create_locked(id, new, reach)?;
-        if let Some(old) = memory.supersedes {
-            self.flag_linked(old, &format!("was superseded by {}", memory.id));
-        }
-        Ok(memory)
+        let mut outcomes = self.create_all_blocking(vec![(id, new, reach)])?;
+        outcomes.pop().expect("one outcome for one memory")
     }
 
-    fn create_locked(
+    fn create_all_blocking(
+        &self,
+        batch: Vec<(MemoryId, NewMemory, Reach)>,
+    ) -> Result<Vec<Result<Arc<Memory>, WriteError>>, WriteError> {
+        let outcomes = self.create_all_locked(batch)?;
+        for memory in outcomes.iter().flatten() {
+            if let Some(old) = memory.supersedes {
+                self.flag_linked(old, &format!("was superseded by {}", memory.id));
+            }
+        }
+        Ok(outcomes)
+    }
+
+    fn create_all_locked(
+        &self,
+        batch: Vec<(MemoryId, NewMemory, Reach)>,
+    ) -> Result<Vec<Result<Arc<Memory>, WriteError>>, WriteError> {
+        let _writer = self.lock_writer();
+        let now = Utc::now().trunc_subsecs(0);
+        // The predecessors superseded by memories earlier in the batch.
+        let mut superseded_here = HashMap::new();
+        let mut outcomes = Vec::with_capacity(batch.len());
+        for (id, new, reach) in batch {
+            let checked = self.check_new(id, &new, &reach, &superseded_here);
+            let version = match checked {
+                Ok(version) => version,
+                // The disk, not the memory: nothing of the batch is written.
+                Err(WriteError::Store(err)) => return Err(err.into()),
+                Err(refused) => {
+                    outcomes.push(Err(refused));
+                    continue;
+                }
+            };
+            if let Some(old) = new.supersedes {
+                superseded_here.insert(old, id);
+            }
+            outcomes.push(Ok(Arc::new(Memory {
+                id,
+                version,
+                namespace: new.pair.owner(new.scope),
+                category: new.category,
+                created_at: now,
+                updated_at: now,
+                supersedes: new.supersedes,
+                related: new.related,
+                importance: new.importance,
+                session_id: new.session_id,
+                trigger: new.trigger,
+                anchors: new.anchors,
+                commit: new.commit,
+                observed_at: new.observed_at,
+                content: new.content,
+                lifecycle: Lifecycle::of_new(new.confidence),
+            })));
+        }
+        // What the database refuses (another replica changed a chain
+        // meanwhile) is refused alone, and the rest written without it.
+        loop {
+            let accepted: Vec<&Memory> = outcomes
+                .iter()
+                .filter_map(|outcome| outcome.as_deref().ok())
+                .collect();
+            let (id, refusal) = match self.persist_all(&accepted, Chain::Checked)? {
+                Ok(()) => break,
+                Err((index, refusal)) => (accepted[index].id, refusal),
+            };
+            let slot = outcomes
+                .iter_mut()
+                .find(|outcome| outcome.as_ref().is_ok_and(|memory| memory.id == id))
+                .expect("the refused memory is one of those accepted");
+            *slot = Err(refusal);
+        }
+        let written: Vec<MemoryId> = {
+            let mut view = self.write_view();
+            outcomes
+                .iter()
+                .flatten()
+                .map(|memory| {
+                    view.insert(memory.clone());
+                    memory.id
+                })
+                .collect()
+        };
+        self.inner.changes.record(written);
+        Ok(outcomes)
+    }
+
+    /// Checks a new memory under the id `id` against the view and the
+    /// predecessors superseded earlier in its batch (`superseded_here`,
+    /// by whom), and that its namespace can be written; returns its
+    /// version.
+    fn check_new(
         &self,
         id: MemoryId,
-        new: NewMemory,
+        new: &NewMemory,
         reach: &Reach,
-    ) -> Result<Arc<Memory>, WriteError> {
-        let _writer = self.lock_writer();
+        superseded_here: &HashMap<MemoryId, MemoryId>,
+    ) -> Result<u32, WriteError> {
         if self.get(id).is_some() {
             return Err(WriteError::Exists(id));
         }
+        if let Some(old) = new.supersedes
+            && let Some(successor) = superseded_here.get(&old)
+        {
+            return Err(already_superseded(old, *successor));
+        }
         let namespace = new.pair.owner(new.scope);
-        let version = self.check_links(&new, &namespace, reach)?;
-        let now = Utc::now().trunc_subsecs(0);
-        let memory = Arc::new(Memory {
-            id,
-            version,
-            namespace,
-            category: new.category,
-            created_at: now,
-            updated_at: now,
-            supersedes: new.supersedes,
-            related: new.related,
-            importance: new.importance,
-            session_id: new.session_id,
-            trigger: new.trigger,
-            anchors: new.anchors,
-            commit: new.commit,
-            observed_at: new.observed_at,
-            content: new.content,
-            lifecycle: Lifecycle::of_new(new.confidence),
-        });
-        self.persist(&memory, Chain::Checked)?;
-        self.write_view().insert(memory.clone());
-        self.inner.changes.record([memory.id]);
-        Ok(memory)
+        let version = self.check_links(new, &namespace, reach)?;
+        self.check_writable(&namespace, new.scope)?;
+        Ok(version)
     }
 
     /// Checks `supersedes` and `related` against the current view and
@@ -129,13 +223,7 @@ impl Store {
                         no_predecessor("supersedes".to_owned(), namespace, predecessor_id)
                     })?;
                 if let Some(successor) = view.successor(predecessor_id) {
-                    return Err(WriteError::Conflict {
-                        field: "supersedes".to_owned(),
-                        reason: format!(
-                            "names {predecessor_id}, which is already superseded by {}; supersede the head of the chain",
-                            successor.id
-                        ),
-                    });
+                    return Err(already_superseded(predecessor_id, successor.id));
                 }
                 // Only a hand-edited file can hold a version this high
                 // (an import is bounded well below it); wrapping would
@@ -203,5 +291,16 @@ pub(super) fn no_predecessor(field: String, namespace: &Namespace, id: MemoryId)
     WriteError::Invalid {
         field,
         reason: format!("names no memory of {namespace}: {id}"),
+    }
+}
+
+/// A `supersedes` that names `predecessor`, which `successor` supersedes
+/// already.
+fn already_superseded(predecessor: MemoryId, successor: MemoryId) -> WriteError {
+    WriteError::Conflict {
+        field: "supersedes".to_owned(),
+        reason: format!(
+            "names {predecessor}, which is already superseded by {successor}; supersede the head of the chain"
+        ),
     }
 }

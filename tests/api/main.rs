@@ -7,6 +7,7 @@ use engram_fake_upstream as upstream;
 
 mod auth;
 mod backfill;
+mod batch;
 mod binary;
 mod browser;
 mod capture;

@@ -90,9 +90,13 @@ impl Databases {
     }
 }
 
+/// How many memories one loader's transaction commits, as
+/// `POST /memories/batch` commits its largest batch.
+const LOAD_CHUNK: usize = 1000;
+
 /// Writes `memories` into the database at `url` (migrating it first) as a
-/// replica's `POST /memories` commits them: each row with its change in
-/// the log, in one transaction.
+/// replica's `POST /memories/batch` commits them: each row with its
+/// change in the log, a chunk of them in one transaction.
 pub async fn load(url: &str, memories: Vec<Memory>) -> Result {
     let settings = PostgresConfig {
         url: Some(DatabaseUrl::new(url)),
@@ -106,12 +110,17 @@ pub async fn load(url: &str, memories: Vec<Memory>) -> Result {
         let (database, queue) = (database.clone(), queue.clone());
         loaders.spawn(async move {
             loop {
-                let next = queue.lock().map_err(|_| "a loader panicked")?.pop();
-                let Some(memory) = next else {
-                    return Ok::<_, Box<dyn std::error::Error + Send + Sync>>(());
+                let chunk: Vec<Memory> = {
+                    let mut queue = queue.lock().map_err(|_| "a loader panicked")?;
+                    let from = queue.len().saturating_sub(LOAD_CHUNK);
+                    queue.split_off(from)
                 };
+                if chunk.is_empty() {
+                    return Ok::<_, Box<dyn std::error::Error + Send + Sync>>(());
+                }
+                let chunk: Vec<&Memory> = chunk.iter().collect();
                 database
-                    .write(&memory, false)
+                    .write(&chunk, false)
                     .await?
                     .map_err(|refusal| format!("the database refused a write: {refusal:?}"))?;
             }

@@ -105,10 +105,13 @@ async fn similarities(set: &Set, embedder: EmbedderChoice) -> Result<Vec<Vec<f64
     })
     .await?;
     let client = server.client();
+    let bodies = set
+        .memories
+        .iter()
+        .map(|content| json!({"scope": "repo", "repo": "floor", "category": "project-conventions", "content": content}))
+        .collect();
     let mut ids = Vec::with_capacity(set.memories.len());
-    for content in &set.memories {
-        let body = json!({"scope": "repo", "repo": "floor", "category": "project-conventions", "content": content});
-        let created = client.create(&body).await?;
+    for created in client.create_each(bodies).await? {
         let id = created["id"]
             .as_str()
             .ok_or_else(|| format!("no id in {created}"))?;

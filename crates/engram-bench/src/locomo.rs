@@ -29,9 +29,6 @@ pub const DEFAULT_DATA: &str = concat!(
 const DEV: &[&str] = &["conv-26", "conv-30", "conv-41", "conv-42", "conv-43"];
 const TEST: &[&str] = &["conv-44", "conv-47", "conv-48", "conv-49", "conv-50"];
 
-/// Memories loaded at once.
-const LOAD_CONCURRENCY: usize = 8;
-
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Split {
     /// Tune here.
@@ -119,24 +116,19 @@ pub async fn locomo(
                 dump.memory(conversation, &turn.dia_id, &content_of(turn))?;
             }
         }
-        for batch in turns.chunks(LOAD_CONCURRENCY) {
-            let mut writes = tokio::task::JoinSet::new();
-            for turn in batch {
-                let body = json!({"scope": "user", "user": conversation, "category": "user-facts",
-                    "session_id": turn.session(), "content": content_of(turn)});
-                let (client, dia_id) = (client.clone(), turn.dia_id.clone());
-                writes.spawn(
-                    async move { client.create(&body).await.map(|created| (created, dia_id)) },
-                );
-            }
-            while let Some(written) = writes.join_next().await {
-                let (created, dia_id) = written??;
-                let id = created["id"]
-                    .as_str()
-                    .ok_or_else(|| format!("no id in {created}"))?;
-                dia_of.insert(id.to_owned(), dia_id);
-                loaded += 1;
-            }
+        let bodies = turns
+            .iter()
+            .map(|turn| {
+                json!({"scope": "user", "user": conversation, "category": "user-facts",
+                "session_id": turn.session(), "content": content_of(turn)})
+            })
+            .collect();
+        for (turn, created) in turns.iter().zip(client.create_each(bodies).await?) {
+            let id = created["id"]
+                .as_str()
+                .ok_or_else(|| format!("no id in {created}"))?;
+            dia_of.insert(id.to_owned(), turn.dia_id.clone());
+            loaded += 1;
         }
     }
     server.wait_indexed().await?;

@@ -40,8 +40,6 @@ pub const DEFAULT_DATA: &str = concat!(
 /// Where the loaded data directories persist unless `--work-dir` says.
 pub const DEFAULT_WORK: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../target/longmemeval");
 
-/// Memories written at once.
-const LOAD_CONCURRENCY: usize = 8;
 /// Memories asked for per question: enough for ten distinct sessions in
 /// the turn variant.
 const RANKED: usize = 50;
@@ -351,43 +349,35 @@ async fn load(client: &Client, item: &Item, granularity: Granularity) -> Result<
         sessions: true,
         observed: true,
     };
-    let mut writes = tokio::task::JoinSet::new();
-    let mut documents = item.documents(granularity).into_iter();
-    loop {
-        while writes.len() < LOAD_CONCURRENCY {
-            let Some(document) = documents.next() else {
-                break;
-            };
-            let session = &item.sessions[document.place.session as usize];
-            let body = json!({"scope": "user", "user": item.question_id,
-                "category": "user-facts", "session_id": session.session_id,
-                "observed_at": haystack::rfc3339(&session.date)?, "content": document.text});
-            let client = client.clone();
-            writes.spawn(async move {
-                let written = client.send("POST", "/memories", Some(&body)).await;
-                written.map(|(status, answer)| (status, answer, document.place))
-            });
-        }
-        let Some(written) = writes.join_next().await else {
-            return Ok(question);
-        };
-        let (status, answer, place) = written??;
-        match status {
-            201 => {
-                let id = answer["id"]
+    let documents = item.documents(granularity);
+    let mut bodies = Vec::with_capacity(documents.len());
+    for document in &documents {
+        let session = &item.sessions[document.place.session as usize];
+        bodies.push(json!({"scope": "user", "user": item.question_id,
+            "category": "user-facts", "session_id": session.session_id,
+            "observed_at": haystack::rfc3339(&session.date)?, "content": document.text}));
+    }
+    let results = client.create_all(bodies).await?;
+    for (document, result) in documents.into_iter().zip(results) {
+        let problem = &result["problem"];
+        match result["status"].as_u64() {
+            Some(201) => {
+                let id = result["memory"]["id"]
                     .as_str()
-                    .ok_or_else(|| format!("no id in {answer}"))?;
-                question.memories.push((id.to_owned(), place));
+                    .ok_or_else(|| format!("no id in {result}"))?;
+                question.memories.push((id.to_owned(), document.place));
             }
-            422 if answer["type"]
-                .as_str()
-                .is_some_and(|kind| kind.ends_with("secret-content")) =>
+            Some(422)
+                if problem["type"]
+                    .as_str()
+                    .is_some_and(|kind| kind.ends_with("secret-content")) =>
             {
                 question.refused += 1;
             }
-            _ => return Err(format!("POST /memories answered {status}: {answer}").into()),
+            _ => return Err(format!("POST /memories/batch refused a memory: {result}").into()),
         }
     }
+    Ok(question)
 }
 
 async fn retrieve(client: &Client, body: &Value) -> Result<(Value, Duration)> {

@@ -8,6 +8,7 @@
 
 mod abuse;
 mod backfill;
+mod bulk;
 mod capture_cost;
 mod clients;
 mod corpus;
@@ -125,6 +126,17 @@ enum Command {
     Write {
         #[arg(long, default_value_t = 1000)]
         requests: usize,
+    },
+    /// Writing in bulk, one client, the fake embedder: memories/s one at
+    /// a time (`POST /memories`) and in batches of 100 and 1,000
+    /// (`POST /memories/batch`), each durable before its answer.
+    Bulk {
+        /// Memories written in each batch size.
+        #[arg(long, default_value_t = 20_000)]
+        memories: usize,
+        /// Memories written one at a time (at most `--memories`).
+        #[arg(long, default_value_t = 2_000)]
+        single: usize,
     },
     /// A bounded mixed load (writes, captures, retrievals, deletes), then
     /// checks that everything accepted is accounted for.
@@ -270,6 +282,7 @@ fn main() -> ExitCode {
             } => sync::sync(&mut report, rounds, bulk, embedder).await,
             Command::Write { requests } => writes::write(&mut report, requests).await,
             Command::Turns { requests } => writes::turns(&mut report, requests).await,
+            Command::Bulk { memories, single } => bulk::bulk(&mut report, memories, single).await,
             Command::Soak { seconds } => soak::soak(&mut report, seconds).await,
             Command::Abuse { only, settings } => abuse::abuse(&mut report, &only, &settings).await,
             Command::Locomo {

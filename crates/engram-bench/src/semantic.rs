@@ -102,21 +102,32 @@ async fn run(
     let mut id_of: HashMap<usize, String> = HashMap::new();
     // Memory ids to the dump's keys: `m<item>` or `d<item>` (its distractor).
     let mut key_of: HashMap<String, String> = HashMap::new();
-    for (number, item) in items.iter().enumerate() {
-        for (content, answer) in [(&item.memory, true), (&item.distractor, false)] {
-            let body = json!({"scope": "user", "user": NAMESPACE, "category": "user-facts", "content": content});
-            let created = client.create(&body).await?;
-            let id = created["id"]
-                .as_str()
-                .ok_or_else(|| format!("no id in {created}"))?;
-            let key = format!("{}{number}", if answer { 'm' } else { 'd' });
-            if let Some(dump) = &mut dump {
-                dump.memory(NAMESPACE, &key, content)?;
-            }
-            key_of.insert(id.to_owned(), key);
-            if answer {
-                id_of.insert(number, id.to_owned());
-            }
+    let written: Vec<(usize, &String, bool)> = items
+        .iter()
+        .enumerate()
+        .flat_map(|(number, item)| {
+            [
+                (number, &item.memory, true),
+                (number, &item.distractor, false),
+            ]
+        })
+        .collect();
+    let bodies = written
+        .iter()
+        .map(|(_, content, _)| json!({"scope": "user", "user": NAMESPACE, "category": "user-facts", "content": content}))
+        .collect();
+    let created = client.create_each(bodies).await?;
+    for ((number, content, answer), created) in written.into_iter().zip(&created) {
+        let id = created["id"]
+            .as_str()
+            .ok_or_else(|| format!("no id in {created}"))?;
+        let key = format!("{}{number}", if answer { 'm' } else { 'd' });
+        if let Some(dump) = &mut dump {
+            dump.memory(NAMESPACE, &key, content)?;
+        }
+        key_of.insert(id.to_owned(), key);
+        if answer {
+            id_of.insert(number, id.to_owned());
         }
     }
     server.wait_indexed().await?;

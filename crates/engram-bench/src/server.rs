@@ -6,7 +6,8 @@ use std::time::{Duration, Instant};
 
 use engram::app::App;
 use engram::config::{Config, EmbeddingProvider, Llm};
-use serde_json::Value;
+use engram::routes::batch::MAX_BATCH;
+use serde_json::{Value, json};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
@@ -193,6 +194,38 @@ impl Client {
 
     pub async fn create(&self, body: &Value) -> Result<Value> {
         self.post("/memories", body, 201).await
+    }
+
+    /// Writes `bodies` through `POST /memories/batch`, in requests of at
+    /// most 1,000 under the body limit (as `engram import` sends them),
+    /// and answers each one's result in order: `{"status": 201,
+    /// "memory"}` or `{"status", "problem"}`.
+    pub async fn create_all(&self, bodies: Vec<Value>) -> Result<Vec<Value>> {
+        let mut results = Vec::with_capacity(bodies.len());
+        for batch in engram::client::import::batches(bodies, MAX_BATCH) {
+            let count = batch.len();
+            let answer = self
+                .post("/memories/batch", &json!({ "memories": batch }), 200)
+                .await?;
+            match answer["results"].as_array() {
+                Some(answered) if answered.len() == count => results.extend_from_slice(answered),
+                _ => return Err(format!("/memories/batch answered {answer}").into()),
+            }
+        }
+        Ok(results)
+    }
+
+    /// [`Self::create_all`] when every memory must be written: the
+    /// memories, in order.
+    pub async fn create_each(&self, bodies: Vec<Value>) -> Result<Vec<Value>> {
+        self.create_all(bodies)
+            .await?
+            .into_iter()
+            .map(|result| match result["status"].as_u64() {
+                Some(201) => Ok(result["memory"].clone()),
+                _ => Err(format!("/memories/batch refused a memory: {result}").into()),
+            })
+            .collect()
     }
 
     async fn post(&self, path: &str, body: &Value, expected: u16) -> Result<Value> {

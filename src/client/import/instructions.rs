@@ -8,10 +8,11 @@
 //! when there is one (a bullet means little without it). Front matter
 //! (`---` … `---`, as `.mdc` rules have), code blocks, tables, HTML
 //! comments, headings themselves, and paragraphs longer than
-//! [`MAX_PARAGRAPH_CHARS`] are left out. Every memory is written through
-//! `POST /memories` with `dedupe`, so running the import again stores
-//! nothing new: each item is told as stored, a duplicate, or refused
-//! (with Engram's reason).
+//! [`MAX_PARAGRAPH_CHARS`] are left out. The memories are written through
+//! `POST /memories/batch` (up to 1,000 a request) with `dedupe`, so
+//! running the import again stores nothing new, and an item that says
+//! what an earlier one says is not stored twice: each item is told as
+//! stored, a duplicate, or refused (with Engram's reason).
 //!
 //! A file in a git working tree is what its conventions are about: each
 //! one is anchored to the file it came from (repo-relative, with its
@@ -25,7 +26,7 @@ use serde_json::json;
 use super::Error;
 use crate::client::hook::project;
 use crate::client::hook::touched::{self, Touched};
-use crate::client::http::{self, ServerArgs};
+use crate::client::http::ServerArgs;
 
 /// The longest paragraph taken as one convention, in characters: a longer
 /// one is prose, not a rule.
@@ -39,6 +40,10 @@ const MIN_ITEM_CHARS: usize = 12;
 /// CLAUDE.md with "This file provides guidance to Claude Code
 /// (claude.ai/code) when working with code in this repository.").
 const ABOUT_THE_FILE: &[&str] = &["This file provides guidance to "];
+
+/// The most conventions one request carries (`POST /memories/batch`
+/// takes 1,000).
+const MAX_BATCH: usize = 1000;
 
 /// The problem type of a near-duplicate refused by `dedupe`.
 const DUPLICATE: &str = "urn:engram:problem:duplicate-memory";
@@ -77,41 +82,59 @@ pub async fn run(args: &InstructionsArgs) -> Result<String, Error> {
             }
         }
     }
+    let bodies = items
+        .iter()
+        .map(|(item, index)| {
+            let mut body = json!({"scope": "repo", "repo": repo,
+                "category": "project-conventions", "content": item, "dedupe": true});
+            if let Some(Touched { commit, files }) = &in_trees[*index] {
+                body["anchors"] = json!(files);
+                if let Some(commit) = commit {
+                    body["commit"] = json!(commit);
+                }
+            }
+            body
+        })
+        .collect();
     let api = args.server.api()?;
     let (mut stored, mut duplicates, mut refused) = (0, 0, 0);
-    for (item, index) in &items {
-        let mut body = json!({"scope": "repo", "repo": repo, "category": "project-conventions",
-            "content": item, "dedupe": true});
-        if let Some(Touched { commit, files }) = &in_trees[*index] {
-            body["anchors"] = json!(files);
-            if let Some(commit) = commit {
-                body["commit"] = json!(commit);
-            }
+    let mut told = items.iter().map(|(item, _)| item);
+    for batch in super::batches(bodies, MAX_BATCH) {
+        let answer = api
+            .post("/memories/batch", &json!({ "memories": batch }))
+            .await?;
+        let results = answer["results"].as_array().map_or(&[][..], Vec::as_slice);
+        if results.len() != batch.len() {
+            return Err(Error::Stopped(format!(
+                "POST /memories/batch answered {} results for {} conventions",
+                results.len(),
+                batch.len()
+            )));
         }
-        match api.post("/memories", &body).await {
-            Ok(memory) => {
-                stored += 1;
-                eprintln!(
-                    "stored {}: {item}",
-                    memory["id"].as_str().unwrap_or_default()
-                );
+        for (result, item) in results.iter().zip(told.by_ref()) {
+            let problem = &result["problem"];
+            let detail = problem["detail"].as_str().unwrap_or_default();
+            match result["status"].as_u64() {
+                Some(201) => {
+                    stored += 1;
+                    let id = result["memory"]["id"].as_str().unwrap_or_default();
+                    eprintln!("stored {id}: {item}");
+                }
+                Some(409) if problem["type"] == DUPLICATE => {
+                    duplicates += 1;
+                    eprintln!("duplicate, skipped: {item}");
+                }
+                Some(422) => {
+                    refused += 1;
+                    eprintln!("refused ({detail}): {item}");
+                }
+                status => {
+                    return Err(Error::Stopped(format!(
+                        "Engram refused a convention ({}): {detail}",
+                        status.unwrap_or_default()
+                    )));
+                }
             }
-            Err(http::Error::Status {
-                problem: Some(problem),
-                ..
-            }) if problem == DUPLICATE => {
-                duplicates += 1;
-                eprintln!("duplicate, skipped: {item}");
-            }
-            Err(http::Error::Status {
-                status: 422,
-                detail,
-                ..
-            }) => {
-                refused += 1;
-                eprintln!("refused ({detail}): {item}");
-            }
-            Err(err) => return Err(err.into()),
         }
     }
     Ok(format!(

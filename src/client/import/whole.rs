@@ -19,10 +19,6 @@ use crate::store::{lifecycle, markdown};
 /// The most memories one request carries (the endpoint takes 1,000).
 const BATCH_MEMORIES: usize = 500;
 
-/// The most JSON one request carries, well inside the default 1 MiB body
-/// limit.
-const BATCH_BYTES: usize = 512 * 1024;
-
 /// What an import of whole memories did.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Outcome {
@@ -102,20 +98,13 @@ fn user_namespace(name: &str) -> Option<Namespace> {
 pub async fn send(api: &Api, mut memories: Vec<ImportedMemory>) -> Result<Outcome, Error> {
     memories.sort_by_key(|memory| (memory.created_at, memory.id));
     let mut outcome = Outcome::default();
-    let mut batch = Vec::new();
-    let mut bytes = 0;
     let total = memories.len();
-    for memory in memories {
-        let value = serde_json::to_value(&memory).map_err(Error::Json)?;
-        let size = value.to_string().len();
-        if !batch.is_empty() && (batch.len() == BATCH_MEMORIES || bytes + size > BATCH_BYTES) {
-            post(api, std::mem::take(&mut batch), &mut outcome, total).await?;
-            bytes = 0;
-        }
-        bytes += size;
-        batch.push(value);
-    }
-    if !batch.is_empty() {
+    let bodies = memories
+        .iter()
+        .map(serde_json::to_value)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(Error::Json)?;
+    for batch in super::batches(bodies, BATCH_MEMORIES) {
         post(api, batch, &mut outcome, total).await?;
     }
     Ok(outcome)

@@ -135,17 +135,30 @@ pub(super) fn sequence(seq: i64) -> Result<u64, Error> {
     })
 }
 
-/// Inserts `memory`'s row.
-pub(super) async fn insert(client: &tokio_postgres::Client, memory: &Memory) -> Result<(), Error> {
+/// The statement [`insert`] runs, prepared once for a transaction's
+/// rows.
+pub(super) async fn insert_statement(
+    client: &tokio_postgres::Client,
+) -> Result<tokio_postgres::Statement, tokio_postgres::Error> {
+    let placeholders: Vec<String> = (1..=COLUMNS.len()).map(|n| format!("${n}")).collect();
+    client
+        .prepare(&format!(
+            "INSERT INTO engram_memories ({}) VALUES ({})",
+            select_list(""),
+            placeholders.join(", ")
+        ))
+        .await
+}
+
+/// Inserts `memory`'s row with `statement` ([`insert_statement`]).
+pub(super) async fn insert(
+    client: &tokio_postgres::Client,
+    statement: &tokio_postgres::Statement,
+    memory: &Memory,
+) -> Result<(), Error> {
     let (scope, owner) = namespace_columns(&memory.namespace);
     let related = json(serde_json::to_value(&memory.related), "edges")?;
     let anchors = anchors_value(memory)?;
-    let placeholders: Vec<String> = (1..=COLUMNS.len()).map(|n| format!("${n}")).collect();
-    let statement = format!(
-        "INSERT INTO engram_memories ({}) VALUES ({})",
-        select_list(""),
-        placeholders.join(", ")
-    );
     // One value per column of the version, in the order of `COLUMNS`,
     // then the lifecycle's.
     let version: [Value<'_>; COLUMNS.len() - LIFECYCLE_COLUMN_COUNT] = [
@@ -169,7 +182,7 @@ pub(super) async fn insert(client: &tokio_postgres::Client, memory: &Memory) -> 
     let lifecycle = LifecycleValues::of(&memory.lifecycle);
     let lifecycle = lifecycle.values();
     let values: Vec<Value<'_>> = version.iter().chain(&lifecycle).copied().collect();
-    client.execute(&statement, &values).await?;
+    client.execute(statement, &values).await?;
     Ok(())
 }
 
