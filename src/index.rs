@@ -45,6 +45,7 @@
 //! approximate index of a large namespace), [`top_k`] (the bounded heap
 //! both searches rank with) and [`vector`] (the vector arithmetic).
 
+mod chunk;
 mod chunks;
 pub mod indexer;
 pub mod lexical;
@@ -151,10 +152,6 @@ pub struct Index {
     approximate_above: usize,
 }
 
-/// `index.approximate_above`'s default: below it a namespace's scan is
-/// exact and fast (see `docs/benchmarks.md`, "Search at scale").
-pub const DEFAULT_APPROXIMATE_ABOVE: usize = 50_000;
-
 impl Index {
     /// An index of vectors of `dimensions` floats; `None`: of the length of
     /// the first vector applied.
@@ -169,7 +166,7 @@ impl Index {
             coder: known,
             snapshot: ArcSwap::from_pointee(Snapshot::default()),
             writer: Mutex::new(HashMap::new()),
-            approximate_above: DEFAULT_APPROXIMATE_ABOVE,
+            approximate_above: crate::config::DEFAULT_APPROXIMATE_ABOVE,
         }
     }
 

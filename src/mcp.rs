@@ -53,11 +53,10 @@ use crate::memory::{
 use crate::retrieval::Outcome;
 use crate::routes::extract::{ApiJson, ApiPath, ApiQuery, from_arguments};
 use crate::routes::lifecycle::{self, ReviewAction};
-use crate::routes::memories::{
-    self, CreateMemoryRequest, ListMemoriesQuery, ListMemoriesResponse, MemoryDetail,
-};
+use crate::routes::memories::{self, ListMemoriesQuery, ListMemoriesResponse, MemoryDetail};
 use crate::routes::retrieve::{self, FiltersRequest, RetrieveRequest};
 use crate::routes::state::AppState;
+use crate::routes::writing::CreateMemoryRequest;
 use crate::window::Message;
 use schema::Components;
 

@@ -2,6 +2,10 @@
 
 use serde::{Deserialize, Serialize};
 
+/// `index.approximate_above`'s default: below it a namespace's scan is
+/// exact and fast (see `docs/benchmarks.md`, "Search at scale").
+pub const DEFAULT_APPROXIMATE_ABOVE: usize = 50_000;
+
 /// The vector search's index.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -15,7 +19,7 @@ pub struct IndexConfig {
 impl Default for IndexConfig {
     fn default() -> Self {
         Self {
-            approximate_above: crate::index::DEFAULT_APPROXIMATE_ABOVE,
+            approximate_above: DEFAULT_APPROXIMATE_ABOVE,
         }
     }
 }

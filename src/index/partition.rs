@@ -20,7 +20,7 @@
 
 use std::sync::Arc;
 
-use super::chunks::{CHUNK_CAPACITY, Chunk};
+use super::chunk::{CHUNK_CAPACITY, Chunk};
 use super::quantized::{self, Coder, Codes, Query};
 
 /// The rows a search scans per query, at least: the nearest lists until

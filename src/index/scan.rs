@@ -16,7 +16,7 @@
 use std::sync::atomic::{AtomicU16, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock, mpsc};
 
-use super::chunks::Chunk;
+use super::chunk::Chunk;
 use super::quantized::{Near, Query};
 
 /// The fewest chunks worth sharing: below it, waking a helper costs about

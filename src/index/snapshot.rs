@@ -13,7 +13,8 @@ use half::f16;
 
 pub use lexical_search::LexicalHit;
 
-use super::chunks::{Namespaces, Posting};
+use super::chunk::Posting;
+use super::chunks::Namespaces;
 use super::{SideEdits, lexical, normalise, quantized};
 use crate::memory::{Category, MemoryId, Namespace};
 

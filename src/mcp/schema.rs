@@ -83,7 +83,7 @@ fn type_name<T>() -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::routes::memories::CreateMemoryRequest;
+    use crate::routes::writing::CreateMemoryRequest;
 
     #[test]
     fn a_request_schema_is_whole_and_keeps_the_rest_limits() {

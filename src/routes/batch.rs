@@ -23,8 +23,8 @@ use crate::error::{ApiError, Problem};
 use crate::memory::MemoryView;
 use crate::retrieval::Retriever;
 use crate::routes::extract::{self, ApiJson};
-use crate::routes::memories::CreateMemoryRequest;
 use crate::routes::problems::{BodyProblems, Unauthorized};
+use crate::routes::writing::CreateMemoryRequest;
 use crate::routes::writing::Writer;
 use crate::store::Store;
 

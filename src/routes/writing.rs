@@ -9,21 +9,72 @@
 
 use std::collections::HashSet;
 
+use chrono::{DateTime, Utc};
+use serde::Deserialize;
+use utoipa::ToSchema;
+
 use crate::auth::Caller;
 use crate::capture::guard::{self, DuplicateOf, Verdict};
 use crate::causes::error_chain;
 use crate::config::{Config, Defaults};
 use crate::error::ApiError;
 use crate::memory::{
-    Anchor, Confidence, MemoryView, Namespace, Origin, RelatedEdge, check_anchors, excerpt,
-    parse_content, parse_importance,
+    Anchor, Category, CommitId, Confidence, MemoryId, MemoryView, Namespace, Origin, RelatedEdge,
+    RepoId, Scope, SessionId, UserId, check_anchors, excerpt, parse_content, parse_importance,
 };
 use crate::retrieval::Retriever;
 use crate::retrieval::inject::quoted;
 use crate::routes::extract;
-use crate::routes::memories::CreateMemoryRequest;
 use crate::secrets;
 use crate::store::{MAX_RELATED, NamespacePair, NewMemory, Reach, Store};
+
+/// A memory to write. The owner is the request's repo for `repo` scope and
+/// its user for `user` scope (the configured defaults when omitted).
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateMemoryRequest {
+    pub repo: Option<RepoId>,
+    pub user: Option<UserId>,
+    pub scope: Scope,
+    pub category: Category,
+    /// Non-empty, at most 8,000 characters; stored trimmed.
+    pub content: String,
+    /// How much the memory matters, 0..1. With `supersedes`, kept from the
+    /// old version when left out.
+    pub importance: Option<f64>,
+    /// A memory of the same namespace that this one replaces; it must be
+    /// the current head of its chain. The new version is its version + 1,
+    /// and takes from it every optional field the request leaves out
+    /// (`importance`, `related`, `session_id`).
+    pub supersedes: Option<MemoryId>,
+    /// Edges to existing memories of the request's repo or user (at most
+    /// 64). With `supersedes`, the old version's edges when left out; `[]`
+    /// drops them.
+    pub related: Option<Vec<RelatedEdge>>,
+    /// With `supersedes`, kept from the old version when left out.
+    pub session_id: Option<SessionId>,
+    /// What in the repo the memory is about (at most 32): files, a name
+    /// in each that must still be there, and their content hashes now.
+    /// `engram check` judges them against a working tree. With
+    /// `supersedes`, the old version's anchors when left out; `[]` drops
+    /// them.
+    pub anchors: Option<Vec<Anchor>>,
+    /// The repo's HEAD as the memory is written. With `supersedes`, kept
+    /// from the old version when left out.
+    pub commit: Option<CommitId>,
+    /// When the fact was said or became true (RFC 3339), if not now: not
+    /// before 1970, nor more than 5 minutes past the server's clock. Never
+    /// carried over from the version superseded.
+    pub observed_at: Option<DateTime<Utc>>,
+    /// `true`: refuse the write with `409`
+    /// (`urn:engram:problem:duplicate-memory`) when a current memory of the
+    /// namespace written already says nearly the same (cosine similarity
+    /// at or above `capture.duplicate_threshold`), as capture refuses its
+    /// near-duplicates; the memory `supersedes` names does not count.
+    /// Default `false`; the MCP `remember` tool and `remember:` prompts
+    /// send `true`.
+    pub dedupe: Option<bool>,
+}
 
 /// The most of an existing memory a duplicate's problem quotes, in characters.
 const EXCERPT_CHARS: usize = 200;

@@ -41,7 +41,7 @@ pub struct Settings {
     #[arg(long, value_delimiter = ',', default_value = "20000,200000")]
     served: Vec<usize>,
     /// `index.approximate_above` for both.
-    #[arg(long, default_value_t = engram::index::DEFAULT_APPROXIMATE_ABOVE)]
+    #[arg(long, default_value_t = engram::config::DEFAULT_APPROXIMATE_ABOVE)]
     approximate_above: usize,
     /// Retrievals through the service, per size.
     #[arg(long, default_value_t = 500)]

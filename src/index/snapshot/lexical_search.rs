@@ -3,7 +3,7 @@
 //! closest query vector.
 
 use super::Snapshot;
-use crate::index::chunks::{Chunk, Posting};
+use crate::index::chunk::{Chunk, Posting};
 use crate::index::top_k::{Scored, TopK};
 use crate::index::vector::best_of;
 use crate::index::{Side, lexical};

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU16, Ordering};
 
 use super::Snapshot;
-use crate::index::chunks::Chunk;
+use crate::index::chunk::Chunk;
 use crate::index::top_k::{Scored, TopK};
 use crate::index::vector::best_of;
 use crate::index::{Hit, partition, pool, quantized, scan};
