@@ -3,7 +3,9 @@
 //! work.
 
 use chrono::{Duration, Utc};
+use engram::index::{Change, Entry, lexical};
 use engram::memory::{Category, Lifecycle, Memory, MemoryId, Namespace, Origin};
+use engram_fake_upstream as upstream;
 
 const SUBJECTS: &[&str] = &[
     "the billing service",
@@ -121,6 +123,25 @@ pub fn query(rng: &mut Rng) -> String {
         rng.pick(SUBJECTS),
         rng.pick(OBJECTS).to_lowercase()
     )
+}
+
+/// The index changes that put `count` memories of `namespace` (seed 1)
+/// into an index directly, each with its fake MiniLM-length vector.
+pub fn index_changes(namespace: &Namespace, count: usize) -> Vec<Change> {
+    memories(namespace, count, 1)
+        .into_iter()
+        .map(|memory| {
+            Change::Upsert(
+                Entry {
+                    id: memory.id,
+                    namespace: namespace.clone(),
+                    category: memory.category,
+                    terms: lexical::terms(&memory.content),
+                },
+                upstream::Vectors::MINILM.of(&memory.content).into(),
+            )
+        })
+        .collect()
 }
 
 /// `count` memories of `namespace`, spread over the last year.

@@ -7,7 +7,7 @@
 
 use std::time::Instant;
 
-use engram::index::{Change, Entry, Hit, Index, lexical};
+use engram::index::{Hit, Index};
 use engram::memory::Namespace;
 use serde_json::{Value, json};
 
@@ -67,20 +67,7 @@ fn direct(size: usize, approximate_above: usize) -> Result<Report> {
     let namespace = Namespace::Repo("bench".parse()?);
     let index =
         Index::new(upstream::Vectors::MINILM.dimensions).approximate_above(approximate_above);
-    let changes: Vec<Change> = corpus::memories(&namespace, size, 1)
-        .into_iter()
-        .map(|memory| {
-            Change::Upsert(
-                Entry {
-                    id: memory.id,
-                    namespace: namespace.clone(),
-                    category: memory.category,
-                    terms: lexical::terms(&memory.content),
-                },
-                upstream::Vectors::MINILM.of(&memory.content).into(),
-            )
-        })
-        .collect();
+    let changes = corpus::index_changes(&namespace, size);
     let mut report = Report::default();
     let started = Instant::now();
     index.apply(changes);

@@ -8,7 +8,7 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use engram::index::{Change, Entry, Hit, Index, lexical};
+use engram::index::{Hit, Index, lexical};
 use engram::memory::Namespace;
 
 use crate::corpus;
@@ -43,20 +43,7 @@ fn measure(size: usize) -> Result<Report> {
     // The scan it names, whatever the size: the approximate index has
     // the `scale` workload.
     let index = Index::new(upstream::Vectors::MINILM.dimensions).approximate_above(usize::MAX);
-    let changes: Vec<Change> = corpus::memories(&namespace, size, 1)
-        .into_iter()
-        .map(|memory| {
-            Change::Upsert(
-                Entry {
-                    id: memory.id,
-                    namespace: namespace.clone(),
-                    category: memory.category,
-                    terms: lexical::terms(&memory.content),
-                },
-                upstream::Vectors::MINILM.of(&memory.content).into(),
-            )
-        })
-        .collect();
+    let changes = corpus::index_changes(&namespace, size);
     index.apply(changes);
     let snapshot = index.snapshot();
     let mut report = Report::default();
