@@ -20,8 +20,9 @@ use std::time::Duration;
 use super::commit::Session;
 use super::{Database, Error, rows};
 
-/// The advisory lock's key (one-key form), apart from the migrations' and
-/// the capture queue's sessions' (two-key form).
+/// The advisory lock's key ("engrampa"), in the one-key form beside the
+/// migrations' ("engram"); the capture queue's sessions take the two-key
+/// form, a space of its own.
 const PASS_LOCK: i64 = 0x656e_6772_616d_7061;
 
 /// How often the wait for the follower looks at its cursor.
