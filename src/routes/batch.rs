@@ -93,15 +93,7 @@ pub async fn create_memories(
     caller: Caller,
     ApiJson(request): ApiJson<BatchRequest>,
 ) -> Result<Json<BatchResponse>, ApiError> {
-    if request.memories.is_empty() || request.memories.len() > MAX_BATCH {
-        return Err(ApiError::invalid(
-            "memories",
-            format!(
-                "`memories` holds {} memories; send 1 to {MAX_BATCH}",
-                request.memories.len()
-            ),
-        ));
-    }
+    extract::one_to("memories", request.memories.len(), MAX_BATCH, "memories")?;
     let requests = request
         .memories
         .iter()

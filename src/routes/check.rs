@@ -18,7 +18,7 @@ use crate::memory::{
     CommitId, Lifecycle, MAX_ANCHORS, Memory, MemoryId, Namespace, Renamed, RepoId, Validity,
     follow_renames,
 };
-use crate::routes::extract::ApiJson;
+use crate::routes::extract::{self, ApiJson};
 use crate::routes::problems::{BodyProblems, Unauthorized};
 use crate::store::{InPlace, Store};
 
@@ -110,12 +110,7 @@ pub async fn record_check(
     ApiJson(request): ApiJson<CheckRequest>,
 ) -> Result<Json<CheckResponse>, ApiError> {
     let count = request.results.len();
-    if count == 0 || count > MAX_RESULTS {
-        return Err(ApiError::invalid(
-            "results",
-            format!("`results` holds {count} results; send 1 to {MAX_RESULTS}"),
-        ));
-    }
+    extract::one_to("results", count, MAX_RESULTS, "results")?;
     let mut seen = HashSet::with_capacity(count);
     for (index, result) in request.results.iter().enumerate() {
         if !seen.insert(result.id) {

@@ -224,6 +224,19 @@ pub fn observed_at(field: &str, at: DateTime<Utc>) -> Result<DateTime<Utc>, ApiE
 
 /// `value` (or `default` when absent) if it lies in `range`; otherwise an
 /// `invalid-field` problem naming `field`.
+/// Refuses a list of `len` `things` in `field` unless it holds 1 to
+/// `max`: the bound of every batch a request carries.
+pub fn one_to(field: &str, len: usize, max: usize, things: &str) -> Result<(), ApiError> {
+    if (1..=max).contains(&len) {
+        Ok(())
+    } else {
+        Err(ApiError::invalid(
+            field,
+            format!("`{field}` holds {len} {things}; send 1 to {max}"),
+        ))
+    }
+}
+
 pub fn in_range(
     field: &str,
     value: Option<usize>,

@@ -25,14 +25,12 @@ use crate::memory::{
     with_memory_fields,
 };
 use crate::retrieval::Retriever;
-use crate::routes::extract::ApiJson;
+use crate::routes::batch::MAX_BATCH;
+use crate::routes::extract::{self, ApiJson};
 use crate::routes::problems::{BodyProblems, Unauthorized};
 use crate::routes::writing::check_anchor_fields;
 use crate::secrets;
 use crate::store::MAX_RELATED;
-
-/// The most memories one import request carries.
-const MAX_BATCH: usize = 1000;
 
 /// Memories to bring in as they were exported.
 #[derive(Debug, Deserialize, ToSchema)]
@@ -159,15 +157,7 @@ pub async fn import_memories(
     caller: Caller,
     ApiJson(request): ApiJson<ImportMemoriesRequest>,
 ) -> Result<Json<ImportMemoriesResponse>, ApiError> {
-    if request.memories.is_empty() || request.memories.len() > MAX_BATCH {
-        return Err(ApiError::invalid(
-            "memories",
-            format!(
-                "`memories` holds {} memories; send 1 to {MAX_BATCH}",
-                request.memories.len()
-            ),
-        ));
-    }
+    extract::one_to("memories", request.memories.len(), MAX_BATCH, "memories")?;
     let now = Utc::now();
     let mut batch = Vec::with_capacity(request.memories.len());
     let mut counts = Vec::new();
