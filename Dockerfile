@@ -18,6 +18,9 @@ COPY src ./src
 RUN cargo build --release --locked --bin engram
 
 FROM debian:bookworm-slim
+# The certificates https upstreams and OAuth issuers are checked against.
+RUN apt-get update && apt-get install -y --no-install-recommends ca-certificates \
+    && rm -rf /var/lib/apt/lists/*
 RUN useradd --system --uid 10001 --user-group --home-dir /data --no-create-home engram \
     && mkdir /data && chown engram:engram /data
 # One file: the embedded embedder's model is inside it.

@@ -300,4 +300,31 @@ mod tests {
             "{err}"
         );
     }
+
+    /// The documented upstreams (OpenAI's, every hosted provider's) are
+    /// `https`: the client must speak TLS to them, not refuse the scheme.
+    #[tokio::test]
+    async fn an_https_upstream_is_spoken_to_in_tls() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let first_byte = tokio::spawn(async move {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            socket.read_u8().await.unwrap()
+        });
+        let endpoint = Endpoint::new(
+            &format!("https://{addr}/v1"),
+            "x",
+            None,
+            "the test endpoint",
+            CAP,
+        );
+        // No certificate follows, so the call fails; what matters is how it began.
+        assert!(post(&endpoint).await.is_err());
+        const TLS_HANDSHAKE_RECORD: u8 = 0x16;
+        let first = tokio::time::timeout(Duration::from_secs(10), first_byte)
+            .await
+            .expect("the client never connected")
+            .unwrap();
+        assert_eq!(first, TLS_HANDSHAKE_RECORD);
+    }
 }
