@@ -17,7 +17,7 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::auth::ApiKeys;
+use crate::auth::Access;
 use crate::blocking;
 use crate::capture::backlog::{self, Backlog};
 use crate::capture::ledger::Ledger;
@@ -224,7 +224,7 @@ impl App {
             config.data_dir.clone(),
             stop.clone(),
         )));
-        let api_keys = ApiKeys::from_config(&config.auth, config.api_key.as_ref());
+        let access = Access::from_config(&config);
         let registry = Arc::new(metrics.registry(StatsCollector(StatsSources {
             store: store.clone(),
             retriever: retriever.clone(),
@@ -245,7 +245,7 @@ impl App {
             stop.clone(),
         )));
         let state = AppState {
-            api_keys,
+            access,
             store,
             capture,
             retriever,

@@ -25,10 +25,10 @@ mod tests;
 mod upstream;
 mod validate;
 
-pub use access::{Auth, Cors, KeyGrant, Mcp};
+pub use access::{Auth, Cors, KeyGrant, Mcp, OAuth};
 pub use background::{CaptureConfig, RetentionConfig, StoreConfig};
 pub use consolidation::Consolidation;
-pub use http::{Http, parse_host};
+pub use http::{Http, is_loopback_url, parse_host};
 pub use index::{DEFAULT_APPROXIMATE_ABOVE, IndexConfig};
 pub use inject::Inject;
 pub use postgres::{Backend, DatabaseUrl, PostgresConfig};

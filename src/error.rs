@@ -79,6 +79,10 @@ pub enum ApiError {
     Unauthorized { detail: String },
     #[error("{detail}")]
     Forbidden { detail: String },
+    /// `auth.oauth`'s authorization server could not give its keys, so no
+    /// access token can be checked; retrying shortly may succeed.
+    #[error("{detail}")]
+    IssuerUnavailable { detail: String },
     /// A `Host` the service does not answer to, or a write from another
     /// site (see `routes::site_guard`).
     #[error("{detail}")]
@@ -192,6 +196,11 @@ impl ApiError {
                 StatusCode::FORBIDDEN,
                 "forbidden",
                 "The API key does not reach this namespace",
+            ),
+            Self::IssuerUnavailable { .. } => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "issuer-unavailable",
+                "The authorization server's keys cannot be fetched",
             ),
             Self::SiteNotAllowed { .. } => (
                 StatusCode::FORBIDDEN,

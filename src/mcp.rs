@@ -78,8 +78,8 @@ pub fn router(state: &AppState) -> Router<AppState> {
     Router::new()
         .nest_service("/mcp", service(state))
         .route_layer(middleware::from_fn_with_state(
-            state.api_keys.clone(),
-            auth::require_key,
+            state.access.clone(),
+            auth::require_credentials,
         ))
 }
 

@@ -15,6 +15,7 @@ pub mod import;
 pub mod lifecycle;
 pub mod memories;
 pub mod problems;
+pub mod protected_resource;
 pub mod retrieve;
 pub mod site_guard;
 pub mod state;
@@ -49,7 +50,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use utoipa_swagger_ui::SwaggerUi;
 
-use crate::auth::{self, ApiKeys};
+use crate::auth::{self, Access};
 use crate::commit_point::CommitPoint;
 use crate::error::{ApiError, NotAFault, Problem};
 use crate::metrics::Metrics;
@@ -93,8 +94,9 @@ impl Modify for BearerScheme {
 }
 
 /// Every documented route, with its OpenAPI description. Routes that hold
-/// data sit behind `auth::require_key`; health and readiness do not.
-fn api_router(keys: ApiKeys) -> OpenApiRouter<AppState> {
+/// data sit behind `auth::require_credentials`; health, readiness and the
+/// protected resource metadata do not.
+fn api_router(access: Access) -> OpenApiRouter<AppState> {
     let guarded = OpenApiRouter::new()
         .routes(routes!(health::get_metrics))
         .routes(routes!(memories::list_memories, memories::create_memory))
@@ -117,16 +119,20 @@ fn api_router(keys: ApiKeys) -> OpenApiRouter<AppState> {
         .routes(routes!(triggers::list_triggers))
         .routes(routes!(triggers::retry_trigger))
         .routes(routes!(stats::get_stats))
-        .route_layer(middleware::from_fn_with_state(keys, auth::require_key));
+        .route_layer(middleware::from_fn_with_state(
+            access,
+            auth::require_credentials,
+        ));
     OpenApiRouter::with_openapi(ApiDoc::openapi())
         .merge(guarded)
         .routes(routes!(health::get_healthz))
         .routes(routes!(health::get_readyz))
+        .routes(routes!(protected_resource::get_protected_resource))
 }
 
 /// The OpenAPI document the service serves at `/openapi.json`.
 pub fn openapi() -> utoipa::openapi::OpenApi {
-    let (_, api) = api_router(ApiKeys::default()).split_for_parts();
+    let (_, api) = api_router(Access::default()).split_for_parts();
     api
 }
 
@@ -139,7 +145,7 @@ pub fn router(state: AppState, extra: Router<AppState>) -> Router {
     let body_timeout = Duration::from_millis(limits.body_timeout_ms);
     let capacity = Arc::new(Semaphore::new(limits.max_concurrent_requests));
     let cors = cors_layer(&state.config.cors);
-    let (api, document) = api_router(state.api_keys.clone()).split_for_parts();
+    let (api, document) = api_router(state.access.clone()).split_for_parts();
     let layers = ServiceBuilder::new()
         .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
         .layer(
@@ -172,6 +178,10 @@ pub fn router(state: AppState, extra: Router<AppState>) -> Router {
         .option_layer(cors);
     api.merge(extra)
         .merge(ui::router())
+        .route(
+            &format!("{}/{{*path}}", auth::WELL_KNOWN),
+            axum::routing::get(protected_resource::get_protected_resource_at),
+        )
         .merge(
             Router::from(SwaggerUi::new("/docs").url("/openapi.json", document))
                 .layer(middleware::map_response(forbid_framing)),

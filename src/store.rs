@@ -46,7 +46,6 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use chrono::{DateTime, Utc};
 
-use crate::config::Defaults;
 use crate::memory::{
     Anchor, Category, CommitId, Confidence, Memory, MemoryId, Namespace, Origin, RelatedEdge,
     RepoId, Scope, SessionId, UserId, Validity,
@@ -101,14 +100,6 @@ pub struct NamespacePair {
 }
 
 impl NamespacePair {
-    /// The pair a request names, an omitted owner standing for its default.
-    pub fn or_defaults(repo: Option<RepoId>, user: Option<UserId>, defaults: &Defaults) -> Self {
-        Self {
-            repo: repo.unwrap_or_else(|| defaults.repo.clone()),
-            user: user.unwrap_or_else(|| defaults.user.clone()),
-        }
-    }
-
     pub fn owner(&self, scope: Scope) -> Namespace {
         Namespace::for_scope(scope, &self.repo, &self.user)
     }

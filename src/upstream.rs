@@ -165,7 +165,7 @@ impl Endpoint {
 
 /// The body, read chunk by chunk until it ends or holds at least `limit`
 /// bytes (then the rest is never read, and the connection is dropped).
-async fn read_capped(
+pub(crate) async fn read_capped(
     response: &mut reqwest::Response,
     limit: usize,
 ) -> Result<Vec<u8>, reqwest::Error> {

@@ -3,12 +3,13 @@
 //! and problem documents; URLs shown without their userinfo.
 
 use std::borrow::Cow;
-use std::net::IpAddr;
 use std::sync::LazyLock;
 
 use regex::Regex;
 use reqwest::Url;
 use serde_json::Value;
+
+use crate::config::is_loopback_url;
 
 /// Where Engram listens unless `--url` or `ENGRAM_URL` says otherwise.
 pub const DEFAULT_URL: &str = "http://127.0.0.1:8080";
@@ -184,31 +185,10 @@ pub fn http_client(endpoint: &Url) -> Result<reqwest::Client, reqwest::Error> {
     let mut builder = reqwest::Client::builder()
         .pool_max_idle_per_host(0)
         .redirect(reqwest::redirect::Policy::none());
-    if is_loopback(endpoint) {
+    if is_loopback_url(endpoint) {
         builder = builder.no_proxy();
     }
     builder.build()
-}
-
-/// Whether `url` names this machine: a loopback address, `localhost`, or a
-/// name under `.localhost` (which resolves to loopback, RFC 6761).
-fn is_loopback(url: &Url) -> bool {
-    let Some(host) = url.host_str() else {
-        return false;
-    };
-    // An IPv6 host comes in brackets; the URL parser has already written
-    // IPv4 in its dotted form.
-    match host
-        .trim_start_matches('[')
-        .trim_end_matches(']')
-        .parse::<IpAddr>()
-    {
-        Ok(ip) => ip.to_canonical().is_loopback(),
-        Err(_) => {
-            let name = host.trim_end_matches('.').to_ascii_lowercase();
-            name == "localhost" || name.ends_with(".localhost")
-        }
-    }
 }
 
 /// `text` with the userinfo of every URL in it replaced by `***`
@@ -223,28 +203,6 @@ pub fn redact_userinfo(text: &str) -> Cow<'_, str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn loopback_urls_are_recognised() {
-        for url in [
-            "http://127.0.0.1:8080/mcp",
-            "http://127.9.0.1/mcp",
-            "http://[::1]:8080/mcp",
-            "http://[::ffff:127.0.0.1]/mcp",
-            "http://localhost:8080/mcp",
-            "http://LocalHost./mcp",
-            "http://engram.localhost/mcp",
-        ] {
-            assert!(is_loopback(&Url::parse(url).unwrap()), "{url}");
-        }
-        for url in [
-            "http://10.0.0.5/mcp",
-            "https://memory.example/mcp",
-            "http://localhost.example/mcp",
-        ] {
-            assert!(!is_loopback(&Url::parse(url).unwrap()), "{url}");
-        }
-    }
 
     #[test]
     fn a_base_url_that_is_not_http_is_refused_without_its_userinfo() {

@@ -6,6 +6,9 @@
 //! route answers only the `Host` values it knows: the `listen` address,
 //! the loopback names, and the names listed here.
 
+use std::net::IpAddr;
+
+use reqwest::Url;
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -58,6 +61,27 @@ pub fn parse_host(value: &str) -> Option<(String, Option<u16>)> {
     name_is_valid.then(|| (name.to_ascii_lowercase(), port))
 }
 
+/// Whether `url` names this machine: a loopback address, `localhost`, or a
+/// name under `.localhost` (which resolves to loopback, RFC 6761).
+pub fn is_loopback_url(url: &Url) -> bool {
+    let Some(host) = url.host_str() else {
+        return false;
+    };
+    // An IPv6 host comes in brackets; the URL parser has already written
+    // IPv4 in its dotted form.
+    match host
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .parse::<IpAddr>()
+    {
+        Ok(ip) => ip.to_canonical().is_loopback(),
+        Err(_) => {
+            let name = host.trim_end_matches('.').to_ascii_lowercase();
+            name == "localhost" || name.ends_with(".localhost")
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -84,6 +108,28 @@ mod tests {
             "engram:port",
         ] {
             assert_eq!(parse_host(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn loopback_urls_are_recognised() {
+        for url in [
+            "http://127.0.0.1:8080/mcp",
+            "http://127.9.0.1/mcp",
+            "http://[::1]:8080/mcp",
+            "http://[::ffff:127.0.0.1]/mcp",
+            "http://localhost:8080/mcp",
+            "http://LocalHost./mcp",
+            "http://engram.localhost/mcp",
+        ] {
+            assert!(is_loopback_url(&Url::parse(url).unwrap()), "{url}");
+        }
+        for url in [
+            "http://10.0.0.5/mcp",
+            "https://memory.example/mcp",
+            "http://localhost.example/mcp",
+        ] {
+            assert!(!is_loopback_url(&Url::parse(url).unwrap()), "{url}");
         }
     }
 }

@@ -119,6 +119,21 @@ fn a_public_address_needs_a_key_unless_explicitly_allowed() {
         &[],
     )
     .unwrap();
+    let oauth = load_yaml(
+        "listen: 0.0.0.0:8080\nauth: { oauth: { issuer: 'https://id.example.com/realms/team', \
+         audience: 'https://engram.example.com/mcp' } }\n",
+        &[],
+    )
+    .unwrap()
+    .auth
+    .oauth
+    .unwrap();
+    assert_eq!(oauth.scopes, ["repo:*", "user:*"]);
+    assert_eq!(
+        (oauth.grants_claim.as_str(), oauth.user_claim),
+        ("engram", None)
+    );
+    assert_eq!((oauth.leeway_s, oauth.keys_cooldown_s), (60, 30));
 }
 
 #[test]
@@ -233,6 +248,18 @@ fn bad_values_are_named() {
         (
             "auth: { keys: [{ sha256: '0000000000000000000000000000000000000000000000000000000000000000', users: ['../x'] }] }\n",
             "auth.keys[0].users[0]",
+        ),
+        (
+            "auth: { oauth: { issuer: 'http://id.example.com', audience: 'https://engram.example.com/mcp' } }\n",
+            "auth.oauth.issuer",
+        ),
+        (
+            "auth: { oauth: { issuer: 'https://id.example.com', audience: 'engram' } }\n",
+            "auth.oauth.audience",
+        ),
+        (
+            "auth: { oauth: { issuer: 'https://id.example.com', audience: 'https://e.example.com', scopes: ['repo:* user:*'] } }\n",
+            "auth.oauth.scopes[0]",
         ),
         (
             "cors: { allowed_origins: ['*'] }\n",

@@ -1,7 +1,7 @@
 //! `Config::validate`: the range and consistency checks types alone
 //! cannot express, each error naming its key.
 
-use super::{Backend, Config, EmbeddingProvider, Error, bounds};
+use super::{Backend, Config, EmbeddingProvider, Error, OAuth, bounds};
 use crate::memory::RepoId;
 
 impl Config {
@@ -211,6 +211,9 @@ impl Config {
                 }
             }
         }
+        if let Some((key, reason)) = self.auth.oauth.as_ref().and_then(OAuth::invalid) {
+            return key_error(&format!("auth.oauth.{key}"), reason);
+        }
         if let Some(at) = self.http.invalid_host() {
             return key_error(
                 &format!("http.allowed_hosts[{at}]"),
@@ -239,12 +242,13 @@ impl Config {
                 );
             }
         }
-        let keyless = self.auth.keys.is_empty() && self.api_key.is_none();
+        let keyless =
+            self.auth.keys.is_empty() && self.api_key.is_none() && self.auth.oauth.is_none();
         if keyless && !self.listen.ip().is_loopback() && !self.auth.allow_unauthenticated {
             return key_error(
                 "listen",
                 "is not a loopback address and no API key is configured: set ENGRAM_API_KEY \
-                 or auth.keys, or (not advised) auth.allow_unauthenticated: true",
+                 or auth.keys or auth.oauth, or (not advised) auth.allow_unauthenticated: true",
             );
         }
         if !(1..=100_000).contains(&self.limits.max_concurrent_requests) {

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use axum::extract::FromRef;
 
-use crate::auth::ApiKeys;
+use crate::auth::Access;
 use crate::capture::Capture;
 use crate::config::{Config, Defaults};
 use crate::consolidate::Consolidator;
@@ -33,7 +33,8 @@ pub struct AppState {
     pub indexer_stats: Arc<IndexerStats>,
     pub config: Arc<Config>,
     pub readiness: Readiness,
-    pub api_keys: ApiKeys,
+    /// The keys and tokens that admit a caller.
+    pub access: Access,
     /// `limits.max_body_bytes`, for the JSON extractor.
     pub body_limit: BodyLimit,
     /// The owners an omitted `repo` or `user` stands for.

@@ -23,7 +23,6 @@ use crate::memory::{CommitId, RepoId, SessionId, UserId};
 use crate::routes::extract::{self, ApiJson};
 use crate::routes::problems::{BodyProblems, CaptureProblems, Unauthorized};
 use crate::secrets;
-use crate::store::NamespacePair;
 use crate::window::{self, Message};
 
 /// A conversation window to capture memories from.
@@ -128,7 +127,7 @@ async fn accept(
     if !capture.is_enabled() {
         return Err(ApiError::CaptureDisabled);
     }
-    let pair = NamespacePair::or_defaults(request.repo, request.user, &defaults);
+    let pair = caller.pair(request.repo, request.user, &defaults);
     caller.check_pair(&pair)?;
     // Written into every memory captured from the window.
     secrets::ensure_no_secret("session_id", request.session_id.as_str())?;

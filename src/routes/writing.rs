@@ -171,8 +171,9 @@ impl Writer<'_> {
         let reach = self
             .caller
             .reach(request.repo.clone(), request.user.clone(), self.defaults)?;
-        let pair =
-            NamespacePair::or_defaults(request.repo.clone(), request.user.clone(), self.defaults);
+        let pair = self
+            .caller
+            .pair(request.repo.clone(), request.user.clone(), self.defaults);
         let written = pair.owner(request.scope);
         if !reach.contains(&written) {
             return Err(ApiError::Forbidden {

@@ -23,6 +23,7 @@ mod injection;
 mod lifecycle;
 mod mcp;
 mod memories;
+mod oauth;
 mod operations;
 mod pipeline;
 mod replicas;
