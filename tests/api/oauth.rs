@@ -447,6 +447,43 @@ async fn the_user_claim_names_the_user_a_request_stands_for() {
 }
 
 #[tokio::test]
+async fn a_person_signed_in_through_a_registered_client_remembers_through_mcp_as_themself() {
+    let keys = TempDir::new().unwrap();
+    let Some(provider) = provider(&keys, &[]).await else {
+        return;
+    };
+    let app = engram(&provider, |config| {
+        if let Some(oauth) = &mut config.auth.oauth {
+            oauth.user_claim = Some("sub".to_owned());
+        }
+    })
+    .await;
+    let token = provider
+        .authorize(AUDIENCE, "openid repo:forge user:ana", "ana")
+        .await;
+
+    let client = connect(&app.base_url, &token).await;
+    let remembered = crate::mcp::ok(
+        &client,
+        "remember",
+        json!({"scope": "user", "category": "coding-preferences", "content": "Ana reviews in the morning."}),
+    )
+    .await;
+    assert_eq!(remembered["user"], "ana", "{remembered}");
+    client.cancel().await.unwrap();
+    let mine = get(&app, "/memories?user=ana", Some(&token)).await;
+    assert_eq!(
+        mine.json["memories"][0]["content"],
+        "Ana reviews in the morning."
+    );
+    assert_eq!(
+        get(&app, "/memories?repo=web", Some(&token)).await.status,
+        StatusCode::FORBIDDEN,
+        "only the scopes consented to"
+    );
+}
+
+#[tokio::test]
 async fn an_issuer_that_cannot_be_reached_makes_tokens_unavailable_not_invalid() {
     let app = TestApp::builder()
         .config(|config| config.auth.oauth = Some(oauth(&crate::helpers::closed_url())))

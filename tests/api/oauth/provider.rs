@@ -2,8 +2,10 @@
 //! (the package `tests/oidc-provider`, with the Node release it
 //! supports), run as a process on a free loopback port by
 //! `tests/oidc-provider/provider.mjs`, issuing JWT access tokens through
-//! its real token endpoint. Without the package, the tests that need it
-//! are skipped ([`Provider::start`] says why).
+//! its real endpoints: the client credentials grant, and the
+//! authorization code flow with PKCE after dynamic client registration.
+//! Without the package, the tests that need it are skipped
+//! ([`Provider::start`] says why).
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -108,6 +110,9 @@ impl Provider {
         })
         .await
         .expect("the OpenID provider listens");
+        // Whatever it writes later is read, so it never writes into a
+        // closed pipe.
+        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
         Ok(Self {
             issuer,
             http: reqwest::Client::new(),
@@ -139,6 +144,27 @@ impl Provider {
             .as_str()
             .unwrap_or_else(|| panic!("no token for {client}: {answer}"))
             .to_owned()
+    }
+
+    /// An access token for `login`, got as a remote MCP client gets one
+    /// (`tests/oidc-provider/authorize.mjs`): dynamic client
+    /// registration, the authorization code flow with PKCE for `resource`
+    /// and `scope`, the person signing in and consenting on the
+    /// provider's own forms.
+    pub async fn authorize(&self, resource: &str, scope: &str, login: &str) -> String {
+        let output = Command::new(node())
+            .arg("authorize.mjs")
+            .args([self.issuer.as_str(), resource, scope, login])
+            .current_dir(package_dir())
+            .output()
+            .await
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "the authorization code flow failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8(output.stdout).unwrap().trim().to_owned()
     }
 
     /// New signing keys (new `kid`s), the old ones no longer published.
