@@ -127,7 +127,8 @@ impl IssuerKeys {
         }
         self.held_key(kid, false).ok_or_else(|| {
             KeyError::Unknown(match kid {
-                Some(kid) => format!("the authorization server publishes no key `{kid}`"),
+                // Quoted and escaped: the id is the token's, whoever sent it.
+                Some(kid) => format!("the authorization server publishes no key {kid:?}"),
                 None => "the token names no key (`kid`) and the authorization server has several"
                     .to_owned(),
             })

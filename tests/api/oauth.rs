@@ -247,6 +247,13 @@ async fn tokens_for_another_audience_or_issuer_tampered_or_signed_with_a_secret_
     refused(get(&app, "/memories", Some(&hmac)).await, "HS256");
 
     refused(get(&app, "/memories", Some("a.b.c")).await, "not a JWT");
+    // A key id nobody published, with a line break to forge a log line:
+    // named escaped.
+    let unknown = with_header(&token, &json!({"alg": "RS256", "kid": "made-up\nline"}));
+    refused(
+        get(&app, "/memories", Some(&unknown)).await,
+        "publishes no key \"made-up\\nline\"",
+    );
     assert_eq!(
         get(&app, "/memories", Some(&token)).await.status,
         StatusCode::OK,
@@ -329,6 +336,15 @@ async fn a_token_signed_by_a_rotated_key_is_accepted_once_the_new_keys_are_fetch
         StatusCode::OK,
         "an unknown kid makes Engram fetch the keys again"
     );
+}
+
+/// `token` under another header, its claims and signature kept.
+fn with_header(token: &str, header: &Value) -> String {
+    use base64::Engine;
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    let (_, rest) = token.split_once('.').unwrap();
+    let header = URL_SAFE_NO_PAD.encode(serde_json::to_vec(header).unwrap());
+    format!("{header}.{rest}")
 }
 
 fn kid(token: &str) -> String {
