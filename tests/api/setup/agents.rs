@@ -1,10 +1,11 @@
-//! `engram setup` for Cursor, Gemini CLI, VS Code and OpenCode: each
-//! agent's MCP server entry in the shape it reads and, for those whose
-//! hooks Engram does not serve or cannot add memories to a prompt
-//! (Cursor's), its instructions block, a fresh install, a
+//! `engram setup` for Cursor, Gemini CLI, VS Code, OpenCode, Qwen Code,
+//! GitHub Copilot CLI and Amp: each agent's MCP server entry in the shape it reads
+//! and, for those whose hooks Engram does not serve or cannot add memories
+//! to a prompt (Cursor's), its instructions block, a fresh install, a
 //! merge into existing files (comments kept where the format has them),
 //! idempotence, a file that does not parse refused; and the real Gemini
-//! CLI and OpenCode CLI reading what setup wrote.
+//! CLI, OpenCode CLI, Qwen Code, Copilot CLI and Amp reading what setup
+//! wrote.
 //! Setup edits the agent's files: nothing here depends on the storage backend.
 
 use std::path::{Path, PathBuf};
@@ -103,6 +104,44 @@ fn expected(project: &Project, scope: &str) -> Vec<Expected> {
             )),
             hooks: None,
         },
+        Expected {
+            agent: "qwen-code",
+            mcp: pick(
+                home.join(".qwen/settings.json"),
+                cwd.join(".qwen/settings.json"),
+            ),
+            server: json!({"command": command, "args": ["mcp"]}),
+            servers_key: "mcpServers",
+            // In a project, the AGENTS.md OpenCode's setup wrote: one block.
+            instructions: Some(pick(home.join(".qwen/QWEN.md"), cwd.join("AGENTS.md"))),
+            hooks: None,
+        },
+        Expected {
+            agent: "copilot",
+            mcp: pick(home.join(".copilot/mcp-config.json"), cwd.join(".mcp.json")),
+            server: json!({"type": "stdio", "command": command, "args": ["mcp"]}),
+            servers_key: "mcpServers",
+            // In a project, the instructions file VS Code's setup wrote.
+            instructions: Some(pick(
+                home.join(".copilot/copilot-instructions.md"),
+                cwd.join(".github/instructions/engram.instructions.md"),
+            )),
+            hooks: None,
+        },
+        Expected {
+            agent: "amp",
+            mcp: pick(
+                home.join(".config/amp/settings.json"),
+                cwd.join(".amp/settings.json"),
+            ),
+            server: json!({"command": command, "args": ["mcp"]}),
+            servers_key: "amp.mcpServers",
+            instructions: Some(pick(
+                home.join(".config/amp/AGENTS.md"),
+                cwd.join("AGENTS.md"),
+            )),
+            hooks: None,
+        },
     ]
 }
 
@@ -182,6 +221,26 @@ async fn setup_merges_into_each_agents_files_keeping_their_comments_and_servers(
             "{\n  \"$schema\": \"https://opencode.ai/config.json\",\n  /* ours */\n  \"mcp\": {\n    \"docs\": {\"type\": \"local\", \"command\": [\"docs-mcp\"]},\n  },\n}\n",
             "mcp",
         ),
+        (
+            "qwen-code",
+            cwd.join(".qwen/settings.json"),
+            "{\n  // the team's Qwen settings\n  \"general\": {\"vimMode\": true},\n  \"mcpServers\": {\n    \"docs\": {\"command\": \"docs-mcp\"} // docs\n  }\n}\n",
+            "mcpServers",
+        ),
+        (
+            // Only .github/mcp.json: Copilot CLI reads it when there is no
+            // .mcp.json, so setup edits it rather than start a .mcp.json.
+            "copilot",
+            cwd.join(".github/mcp.json"),
+            "{\n  \"mcpServers\": {\n    \"docs\": {\"type\": \"stdio\", \"command\": \"docs-mcp\"}\n  }\n}\n",
+            "mcpServers",
+        ),
+        (
+            "amp",
+            cwd.join(".amp/settings.jsonc"),
+            "{\n  // the team's Amp settings\n  \"amp.mcpServers\": {\n    \"docs\": {\"command\": \"docs-mcp\"},\n  },\n}\n",
+            "amp.mcpServers",
+        ),
     ];
     let agents_md = cwd.join("AGENTS.md");
     std::fs::write(&agents_md, "# Forge\n\nRun `make check` before pushing.\n").unwrap();
@@ -220,6 +279,10 @@ async fn setup_merges_into_each_agents_files_keeping_their_comments_and_servers(
         !cwd.join("opencode.json").exists(),
         "an existing opencode.jsonc is the file"
     );
+    assert!(
+        !cwd.join(".mcp.json").exists(),
+        "an existing .github/mcp.json is Copilot CLI's file"
+    );
     let agents = std::fs::read_to_string(&agents_md).unwrap();
     assert!(
         agents.starts_with("# Forge\n\nRun `make check` before pushing.\n\n<!-- engram:begin"),
@@ -244,6 +307,19 @@ async fn setup_refuses_what_each_agent_could_not_read_and_writes_nothing() {
         ),
         ("vscode", cwd.join(".vscode/mcp.json"), "{\"servers\": "),
         ("opencode", cwd.join("opencode.json"), "{\"mcp\": {/* open"),
+        // Qwen Code reads its settings as Gemini CLI does.
+        (
+            "qwen-code",
+            cwd.join(".qwen/settings.json"),
+            "{\"mcpServers\": {},}",
+        ),
+        // Copilot CLI skips a workspace file with a comment as malformed.
+        ("copilot", cwd.join(".mcp.json"), "{// ours\n}"),
+        (
+            "amp",
+            cwd.join(".amp/settings.json"),
+            "{\"amp.mcpServers\": ",
+        ),
     ];
     for (agent, path, text) in &broken {
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
@@ -258,7 +334,13 @@ async fn setup_refuses_what_each_agent_could_not_read_and_writes_nothing() {
         assert_eq!(std::fs::read_to_string(path).unwrap(), *text);
         assert_eq!(backups(path).len(), 0);
     }
-    for instructions in ["GEMINI.md", "AGENTS.md", ".cursor/rules", ".github"] {
+    for instructions in [
+        "GEMINI.md",
+        "AGENTS.md",
+        ".cursor/rules",
+        ".github",
+        "QWEN.md",
+    ] {
         assert!(
             !cwd.join(instructions).exists(),
             "nothing written: {instructions}"
@@ -431,4 +513,190 @@ async fn the_opencode_cli_connects_to_the_server_setup_merged_into_its_jsonc() {
         "engram mcp",
         "{listed}"
     );
+}
+
+#[tokio::test]
+async fn qwen_code_connects_to_the_server_setup_wrote() {
+    // Qwen Code needs Node 22, installed beside it in its package.
+    let package = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/qwen-code-cli");
+    let node = package.join("node_modules/.bin/node");
+    let Some(cli) = or_skip(npm_installed(
+        &node,
+        "qwen-code-cli",
+        "@qwen-code/qwen-code/cli.js",
+    )) else {
+        return;
+    };
+    let project = Project::new("claude-code/transcript.jsonl");
+    let settings = project.home().join(".qwen/settings.json");
+    std::fs::create_dir_all(settings.parent().unwrap()).unwrap();
+    std::fs::write(
+        &settings,
+        "{\n  // no sign-in is needed to list servers\n  \"mcpServers\": {}\n}\n",
+    )
+    .unwrap();
+    let output = setup(&project, &["qwen-code"]).await;
+    assert!(output.status.success(), "{output:?}");
+
+    let mut qwen = Command::new(node);
+    qwen.arg(cli)
+        .args(["mcp", "list"])
+        .current_dir(&project.cwd)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", project.home())
+        .env("USER", "ana");
+    let output = run(qwen, String::new()).await;
+    assert!(output.status.success(), "{output:?}");
+    let listed = printed(&output);
+    // Connected: Qwen Code started `engram mcp` and finished the MCP
+    // handshake with it (the bridge answers it without a running Engram).
+    let line = listed
+        .lines()
+        .find(|line| line.contains("engram:"))
+        .unwrap_or_else(|| panic!("{listed}"));
+    assert!(
+        line.contains(&format!(
+            "{} mcp (stdio) - Connected",
+            env!("CARGO_BIN_EXE_engram")
+        )),
+        "{listed}"
+    );
+}
+
+/// GitHub Copilot CLI's own account of the MCP servers it would start in
+/// `project`, with its files in `copilot_home`: `copilot mcp list --json`.
+async fn copilot_servers(cli: &Path, project: &Project, copilot_home: &Path) -> Value {
+    let mut copilot = Command::new(cli);
+    copilot
+        .args(["mcp", "list", "--json"])
+        .current_dir(&project.cwd)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", project.home())
+        .env("COPILOT_HOME", copilot_home)
+        .env("COPILOT_AUTO_UPDATE", "false");
+    let output = run(copilot, String::new()).await;
+    assert!(output.status.success(), "{output:?}");
+    serde_json::from_slice(&output.stdout).unwrap_or_else(|err| panic!("{err}: {output:?}"))
+}
+
+#[tokio::test]
+async fn the_copilot_cli_reads_the_servers_and_instructions_setup_wrote() {
+    let Some(cli) = cli_or_skip("copilot-cli", "copilot") else {
+        return;
+    };
+    let project = Project::new("claude-code/transcript.jsonl");
+    let copilot_home = project.home().join("copilot-home");
+    std::fs::create_dir_all(&copilot_home).unwrap();
+    // Copilot CLI reads a project's servers in a folder the user trusts.
+    std::fs::write(
+        copilot_home.join("config.json"),
+        json!({"trustedFolders": [project.cwd]}).to_string(),
+    )
+    .unwrap();
+    for scope in ["user", "project"] {
+        let mut command = engram(&project);
+        command
+            .args(["setup", "copilot", "--scope", scope])
+            .current_dir(&project.cwd)
+            .env("COPILOT_HOME", &copilot_home);
+        let output = run(command, String::new()).await;
+        assert!(output.status.success(), "{scope}: {output:?}");
+    }
+    assert!(copilot_home.join("mcp-config.json").is_file());
+    assert!(project.cwd.join(".mcp.json").is_file());
+
+    // Listing starts no server: what Copilot CLI read from each file is
+    // the check, in its own words.
+    let servers = copilot_servers(&cli, &project, &copilot_home).await;
+    let engram = &servers["mcpServers"]["engram"];
+    assert_eq!(engram["type"], "stdio", "{servers}");
+    assert_eq!(engram["args"], json!(["mcp"]), "{servers}");
+    assert_eq!(engram["enabled"], true, "{servers}");
+    // One name in both files: the project's entry is the one it starts.
+    assert_eq!(engram["command"], "engram", "{servers}");
+    assert_eq!(engram["source"], "workspace", "{servers}");
+    std::fs::remove_file(project.cwd.join(".mcp.json")).unwrap();
+    let servers = copilot_servers(&cli, &project, &copilot_home).await;
+    let engram = &servers["mcpServers"]["engram"];
+    assert_eq!(engram["command"], env!("CARGO_BIN_EXE_engram"), "{servers}");
+    assert_eq!(engram["source"], "user", "{servers}");
+
+    let mut copilot = Command::new(&cli);
+    copilot
+        .args(["instruction", "list"])
+        .current_dir(&project.cwd)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", project.home())
+        .env("COPILOT_HOME", &copilot_home)
+        .env("COPILOT_AUTO_UPDATE", "false");
+    let output = run(copilot, String::new()).await;
+    assert!(output.status.success(), "{output:?}");
+    let listed = printed(&output);
+    for file in [
+        ".github/instructions/engram.instructions.md".to_owned(),
+        copilot_home
+            .join("copilot-instructions.md")
+            .display()
+            .to_string(),
+    ] {
+        assert!(listed.contains(&format!("from {file}")), "{listed}");
+    }
+}
+
+#[tokio::test]
+async fn amp_lists_the_servers_setup_wrote_at_each_scope() {
+    let Some(cli) = cli_or_skip("amp-cli", "amp") else {
+        return;
+    };
+    let project = Project::new("claude-code/transcript.jsonl");
+    // The project's own settings, in the JSONC Amp reads: comments,
+    // trailing commas and a server of its own.
+    let workspace = project.cwd.join(".amp/settings.jsonc");
+    std::fs::create_dir_all(workspace.parent().unwrap()).unwrap();
+    std::fs::write(
+        &workspace,
+        "{\n  // the team's servers\n  \"amp.mcpServers\": {\n    \"docs\": {\"command\": \"docs-mcp\", \"args\": [\"serve\"]},\n  },\n}\n",
+    )
+    .unwrap();
+    for scope in ["user", "project"] {
+        let output = setup(&project, &["amp", "--scope", scope]).await;
+        assert!(output.status.success(), "{scope}: {output:?}");
+    }
+    assert!(!project.cwd.join(".amp/settings.json").exists());
+
+    let mut amp = Command::new(cli);
+    amp.args(["mcp", "list"])
+        .current_dir(&project.cwd)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", project.home())
+        .env("USER", "ana");
+    let output = run(amp, String::new()).await;
+    assert!(output.status.success(), "{output:?}");
+    let listed = printed(&output);
+    // It lists without an account (and says it could not reach one);
+    // `amp mcp doctor`, which starts them, wants a sign-in, so what it read
+    // is the check: the workspace's two, then the user's.
+    let servers: Vec<Vec<&str>> = listed
+        .lines()
+        .map(|line| line.split_whitespace().collect::<Vec<_>>())
+        .filter(|words| words.get(1) == Some(&"command"))
+        .collect();
+    assert_eq!(
+        servers,
+        vec![
+            vec!["docs", "command", "docs-mcp", "serve"],
+            vec!["engram", "command", "engram", "mcp"],
+            vec!["engram", "command", env!("CARGO_BIN_EXE_engram"), "mcp"],
+        ],
+        "{listed}"
+    );
+    // It names the workspace's file `.amp/settings.json`, read from the
+    // `.jsonc` there.
+    let workspace_at = listed.find("Workspace .amp/settings.json");
+    let user_at = listed.find("Global ~/.config/amp/settings.json");
+    assert!(workspace_at.is_some() && workspace_at < user_at, "{listed}");
 }
