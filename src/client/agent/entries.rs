@@ -10,7 +10,7 @@ use super::spec::{
 use crate::client::hook::transcript::{Format, gemini};
 use crate::client::setup::json_edit::JsonDialect;
 
-/// Claude Code's and Codex's event names (Codex's hooks copy Claude Code's).
+/// Claude Code's event names, which Codex's and Qwen Code's hooks copy.
 const CLAUDE_EVENT_NAMES: EventNames = EventNames {
     session_start: "SessionStart",
     user_prompt_submit: "UserPromptSubmit",
@@ -359,14 +359,34 @@ pub(super) const OPEN_CODE: Spec = Spec {
 };
 
 /// Qwen Code, a Gemini CLI fork: its settings.json is Gemini CLI's, read
-/// the same way (comments, no trailing commas). Its hooks copy Claude
-/// Code's, but its transcripts are records of its own that Engram does not
-/// read yet, so instructions instead: `AGENTS.md`, which it reads beside
-/// its own `QWEN.md`, in the project, and `~/.qwen/QWEN.md` for the user.
+/// the same way (comments, no trailing commas), and holds its hooks beside
+/// its MCP servers. Its hooks copy Claude Code's (names, input, output,
+/// `timeout` in seconds); setup writes the two that add memories, at the
+/// session's start and to every prompt. Capture would read its transcripts,
+/// records of its own that Engram does not read yet, so the instructions
+/// ask the model to `remember`: `AGENTS.md`, which it reads beside its own
+/// `QWEN.md`, in the project, and `~/.qwen/QWEN.md` for the user.
 pub(super) const QWEN_CODE: Spec = Spec {
     name: "qwen-code",
-    about: "Qwen Code: MCP and instructions (AGENTS.md)",
-    hooks: None,
+    about: "Qwen Code: hooks that add memories, MCP and instructions (AGENTS.md)",
+    hooks: Some(Hooks {
+        names: CLAUDE_EVENT_NAMES,
+        events: &[Event::SessionStart, Event::UserPromptSubmit],
+        files: &[
+            (Scope::User, Place::at(Base::Home, ".qwen/settings.json")),
+            (
+                Scope::Project,
+                Place::at(Base::Project, ".qwen/settings.json"),
+            ),
+        ],
+        dialect: JsonDialect::Comments,
+        layout: HookLayout::Grouped {
+            timeout: TimeUnit::Seconds,
+        },
+        context: ContextOutput::HookSpecific,
+        prompt: PromptHook::AddsContext,
+        clean_prompt: None,
+    }),
     mcp: &[
         (
             Scope::User,

@@ -113,6 +113,7 @@ fn expected(project: &Project, scope: &str) -> Vec<Expected> {
             servers_key: "mcpServers",
             // In a project, the AGENTS.md OpenCode's setup wrote: one block.
             instructions: Some(pick(home.join(".qwen/QWEN.md"), cwd.join("AGENTS.md"))),
+            // Its hooks share the settings file (tests/api/hooks/qwen_code.rs).
             hooks: None,
         },
         Expected {
