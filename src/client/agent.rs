@@ -10,6 +10,7 @@
 //! no file for is an error naming the agent and the scope.
 
 mod dirs;
+mod entries;
 mod spec;
 
 pub use dirs::{Dirs, Missing};
@@ -21,8 +22,8 @@ pub use spec::{
 
 use std::path::PathBuf;
 
-use crate::client::hook::transcript::{Format, gemini};
-use crate::client::setup::json_edit::JsonDialect;
+use crate::client::hook::transcript::Format;
+use entries::{AMP, CLAUDE_CODE, CODEX, COPILOT, CURSOR, GEMINI, OPEN_CODE, QWEN_CODE, VS_CODE};
 
 /// A coding agent Engram knows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -33,17 +34,23 @@ pub enum Agent {
     Gemini,
     VsCode,
     OpenCode,
+    QwenCode,
+    Copilot,
+    Amp,
 }
 
 impl Agent {
     /// Every agent, in the order commands list them.
-    pub const ALL: [Self; 6] = [
+    pub const ALL: [Self; 9] = [
         Self::ClaudeCode,
         Self::Codex,
         Self::Cursor,
         Self::Gemini,
         Self::VsCode,
         Self::OpenCode,
+        Self::QwenCode,
+        Self::Copilot,
+        Self::Amp,
     ];
 
     /// The agent's entry.
@@ -55,6 +62,9 @@ impl Agent {
             Self::Gemini => &GEMINI,
             Self::VsCode => &VS_CODE,
             Self::OpenCode => &OPEN_CODE,
+            Self::QwenCode => &QWEN_CODE,
+            Self::Copilot => &COPILOT,
+            Self::Amp => &AMP,
         }
     }
 
@@ -159,354 +169,6 @@ fn for_scope<T>(entries: &'static [(Scope, T)], scope: Scope) -> Result<&'static
         .map(|(_, entry)| entry)
         .ok_or(Missing::Scope)
 }
-
-/// Claude Code's and Codex's event names (Codex's hooks copy Claude Code's).
-const CLAUDE_EVENT_NAMES: EventNames = EventNames {
-    session_start: "SessionStart",
-    user_prompt_submit: "UserPromptSubmit",
-    stop: "Stop",
-    pre_compact: "PreCompact",
-};
-
-/// Anthropic's Claude Code.
-const CLAUDE_CODE: Spec = Spec {
-    name: "claude-code",
-    about: "Anthropic's Claude Code: hooks and MCP",
-    hooks: Some(Hooks {
-        names: CLAUDE_EVENT_NAMES,
-        events: &Event::ALL,
-        files: &[
-            (Scope::User, Place::at(Base::Home, ".claude/settings.json")),
-            (
-                Scope::Project,
-                Place::at(Base::Project, ".claude/settings.json"),
-            ),
-            (
-                Scope::Local,
-                Place::at(Base::Project, ".claude/settings.local.json"),
-            ),
-        ],
-        dialect: JsonDialect::Strict,
-        layout: HookLayout::Grouped {
-            timeout: TimeUnit::Seconds,
-        },
-        context: ContextOutput::HookSpecific,
-        prompt: PromptHook::AddsContext,
-        clean_prompt: None,
-    }),
-    mcp: &[
-        (
-            Scope::User,
-            McpFile {
-                place: Place::at(Base::Home, ".claude.json"),
-                format: McpFormat::Json(JsonDialect::Strict),
-                at: &[Key::Name("mcpServers")],
-                style: ServerStyle::Typed,
-            },
-        ),
-        (
-            Scope::Project,
-            McpFile {
-                place: Place::at(Base::Project, ".mcp.json"),
-                format: McpFormat::Json(JsonDialect::Strict),
-                at: &[Key::Name("mcpServers")],
-                style: ServerStyle::Typed,
-            },
-        ),
-        (
-            Scope::Local,
-            McpFile {
-                place: Place::at(Base::Home, ".claude.json"),
-                format: McpFormat::Json(JsonDialect::Strict),
-                at: &[
-                    Key::Name("projects"),
-                    Key::ProjectPath,
-                    Key::Name("mcpServers"),
-                ],
-                style: ServerStyle::Typed,
-            },
-        ),
-    ],
-    instructions: &[],
-    transcripts: Some(Transcripts {
-        format: Format::ClaudeCode,
-        import: Some(Import {
-            about: "Claude Code's session transcripts (~/.claude/projects/*/*.jsonl), each \
-                    session's new messages sent to capture as a compaction",
-            dir_var: "CLAUDE_CONFIG_DIR",
-            home_dir: ".claude",
-            folder: "projects",
-            sessions: SessionFiles::ByProject,
-            layout: "Claude Code keeps them as <folder>/<project folder>/<session id>.jsonl \
-                     (~/.claude/projects by default): pass that folder, or one project's folder \
-                     in it, as --transcripts",
-        }),
-    }),
-};
-
-/// OpenAI's Codex CLI.
-const CODEX: Spec = Spec {
-    name: "codex",
-    about: "OpenAI's Codex CLI: hooks and MCP",
-    hooks: Some(Hooks {
-        names: CLAUDE_EVENT_NAMES,
-        events: &Event::ALL,
-        files: &[
-            (Scope::User, Place::at(Base::CodexHome, "hooks.json")),
-            (
-                Scope::Project,
-                Place::at(Base::Project, ".codex/hooks.json"),
-            ),
-        ],
-        dialect: JsonDialect::Strict,
-        layout: HookLayout::Grouped {
-            timeout: TimeUnit::Seconds,
-        },
-        context: ContextOutput::HookSpecific,
-        prompt: PromptHook::AddsContext,
-        clean_prompt: None,
-    }),
-    mcp: &[
-        (
-            Scope::User,
-            McpFile {
-                place: Place::at(Base::CodexHome, "config.toml"),
-                format: McpFormat::Toml,
-                at: &[Key::Name("mcp_servers")],
-                style: ServerStyle::Untyped,
-            },
-        ),
-        (
-            Scope::Project,
-            McpFile {
-                place: Place::at(Base::Project, ".codex/config.toml"),
-                format: McpFormat::Toml,
-                at: &[Key::Name("mcp_servers")],
-                style: ServerStyle::Untyped,
-            },
-        ),
-    ],
-    instructions: &[],
-    transcripts: Some(Transcripts {
-        format: Format::Codex,
-        import: Some(Import {
-            about: "Codex's session transcripts (~/.codex/sessions/**/rollout-*.jsonl), each \
-                    session's new messages sent to capture as a compaction",
-            dir_var: "CODEX_HOME",
-            home_dir: ".codex",
-            folder: "sessions",
-            sessions: SessionFiles::Rollouts,
-            layout: "Codex keeps them as <folder>/YYYY/MM/DD/rollout-<time>-<id>.jsonl \
-                     (~/.codex/sessions by default): pass that folder, or any folder below it, \
-                     as --transcripts",
-        }),
-    }),
-};
-
-/// Cursor's agent ([`crate::client::hook::cursor`]): its compaction hook
-/// only observes, and no window reaches it, so setup does not write it;
-/// its transcript's format is not documented, so its window comes from
-/// the hooks themselves.
-const CURSOR: Spec = Spec {
-    name: "cursor",
-    about: "Cursor: hooks, MCP and a project rule",
-    hooks: Some(Hooks {
-        names: EventNames {
-            session_start: "sessionStart",
-            user_prompt_submit: "beforeSubmitPrompt",
-            stop: "afterAgentResponse",
-            pre_compact: "preCompact",
-        },
-        events: &[Event::SessionStart, Event::UserPromptSubmit, Event::Stop],
-        files: &[
-            (Scope::User, Place::at(Base::Home, ".cursor/hooks.json")),
-            (
-                Scope::Project,
-                Place::at(Base::Project, ".cursor/hooks.json"),
-            ),
-        ],
-        dialect: JsonDialect::Strict,
-        layout: HookLayout::Versioned { version: 1 },
-        context: ContextOutput::AdditionalContext,
-        prompt: PromptHook::KeepsForTheAnswer,
-        clean_prompt: None,
-    }),
-    // Cursor documents mcp.json as JSON; comments are refused rather than
-    // kept in a file whose reader is not known to take them.
-    mcp: &[
-        (
-            Scope::User,
-            McpFile {
-                place: Place::at(Base::Home, ".cursor/mcp.json"),
-                format: McpFormat::Json(JsonDialect::Strict),
-                at: &[Key::Name("mcpServers")],
-                style: ServerStyle::Untyped,
-            },
-        ),
-        (
-            Scope::Project,
-            McpFile {
-                place: Place::at(Base::Project, ".cursor/mcp.json"),
-                format: McpFormat::Json(JsonDialect::Strict),
-                at: &[Key::Name("mcpServers")],
-                style: ServerStyle::Untyped,
-            },
-        ),
-    ],
-    // Its prompt hook cannot add memories to a prompt.
-    instructions: &[(
-        Scope::Project,
-        InstructionsFile {
-            place: Place::at(Base::Project, ".cursor/rules/engram.mdc"),
-            starts_with: "---\ndescription: Engram, the long-term memory across sessions\n\
-                          alwaysApply: true\n---\n\n",
-        },
-    )],
-    transcripts: None,
-};
-
-/// Google's Gemini CLI: its hooks live in settings.json beside its MCP
-/// servers; it strips comments there, and refuses trailing commas.
-const GEMINI: Spec = Spec {
-    name: "gemini",
-    about: "Google's Gemini CLI: hooks and MCP",
-    hooks: Some(Hooks {
-        names: EventNames {
-            session_start: "SessionStart",
-            user_prompt_submit: "BeforeAgent",
-            stop: "AfterAgent",
-            pre_compact: "PreCompress",
-        },
-        events: &Event::ALL,
-        files: &[
-            (Scope::User, Place::at(Base::Home, ".gemini/settings.json")),
-            (
-                Scope::Project,
-                Place::at(Base::Project, ".gemini/settings.json"),
-            ),
-        ],
-        dialect: JsonDialect::Comments,
-        layout: HookLayout::Grouped {
-            timeout: TimeUnit::Milliseconds,
-        },
-        context: ContextOutput::HookSpecific,
-        prompt: PromptHook::AddsContext,
-        clean_prompt: Some(gemini::without_injected),
-    }),
-    mcp: &[
-        (
-            Scope::User,
-            McpFile {
-                place: Place::at(Base::Home, ".gemini/settings.json"),
-                format: McpFormat::Json(JsonDialect::Comments),
-                at: &[Key::Name("mcpServers")],
-                style: ServerStyle::Untyped,
-            },
-        ),
-        (
-            Scope::Project,
-            McpFile {
-                place: Place::at(Base::Project, ".gemini/settings.json"),
-                format: McpFormat::Json(JsonDialect::Comments),
-                at: &[Key::Name("mcpServers")],
-                style: ServerStyle::Untyped,
-            },
-        ),
-    ],
-    instructions: &[],
-    transcripts: Some(Transcripts {
-        format: Format::Gemini,
-        import: None,
-    }),
-};
-
-/// VS Code (GitHub Copilot's agent mode): no command hooks that add
-/// context, so instructions instead.
-const VS_CODE: Spec = Spec {
-    name: "vscode",
-    about: "VS Code (GitHub Copilot's agent mode): MCP and a project instructions file",
-    hooks: None,
-    mcp: &[
-        (
-            Scope::User,
-            McpFile {
-                place: Place::at(Base::VsCodeUser, "mcp.json"),
-                format: McpFormat::Json(JsonDialect::CommentsAndTrailingCommas),
-                at: &[Key::Name("servers")],
-                style: ServerStyle::Typed,
-            },
-        ),
-        (
-            Scope::Project,
-            McpFile {
-                place: Place::at(Base::Project, ".vscode/mcp.json"),
-                format: McpFormat::Json(JsonDialect::CommentsAndTrailingCommas),
-                at: &[Key::Name("servers")],
-                style: ServerStyle::Typed,
-            },
-        ),
-    ],
-    instructions: &[(
-        Scope::Project,
-        InstructionsFile {
-            place: Place::at(Base::Project, ".github/instructions/engram.instructions.md"),
-            starts_with: "---\napplyTo: \"**\"\n---\n\n",
-        },
-    )],
-    transcripts: None,
-};
-
-/// OpenCode: no command hooks that add context, so AGENTS.md instead.
-const OPEN_CODE: Spec = Spec {
-    name: "opencode",
-    about: "OpenCode: MCP and AGENTS.md",
-    hooks: None,
-    mcp: &[
-        (
-            Scope::User,
-            McpFile {
-                place: Place {
-                    base: Base::XdgConfig,
-                    path: "opencode/opencode.json",
-                    or_only: Some("opencode/opencode.jsonc"),
-                },
-                format: McpFormat::Json(JsonDialect::CommentsAndTrailingCommas),
-                at: &[Key::Name("mcp")],
-                style: ServerStyle::Local,
-            },
-        ),
-        (
-            Scope::Project,
-            McpFile {
-                place: Place {
-                    base: Base::Project,
-                    path: "opencode.json",
-                    or_only: Some("opencode.jsonc"),
-                },
-                format: McpFormat::Json(JsonDialect::CommentsAndTrailingCommas),
-                at: &[Key::Name("mcp")],
-                style: ServerStyle::Local,
-            },
-        ),
-    ],
-    instructions: &[
-        (
-            Scope::User,
-            InstructionsFile {
-                place: Place::at(Base::XdgConfig, "opencode/AGENTS.md"),
-                starts_with: "",
-            },
-        ),
-        (
-            Scope::Project,
-            InstructionsFile {
-                place: Place::at(Base::Project, "AGENTS.md"),
-                starts_with: "",
-            },
-        ),
-    ],
-    transcripts: None,
-};
 
 #[cfg(test)]
 mod tests;

@@ -3,15 +3,17 @@
 //! port whose only fakes are the model upstreams. What Engram received is
 //! read back from the upstream's requests and from the memories written.
 //! Files only: the hook and the agent's files are under test, not the store.
-//! Around it, a module each: Cursor's and Gemini CLI's hooks (`cursor`,
-//! `gemini`), hooks with no classifier (`capture`), what an agent's
-//! machine may hold instead of what it should (`bounds`) and the files a
-//! turn touched in a real git working tree (`touched`).
+//! Around it, a module each: Cursor's, Gemini CLI's and Qwen Code's hooks
+//! (`cursor`, `gemini`, `qwen_code`), hooks with no classifier
+//! (`capture`), what an agent's machine may hold instead of what it should
+//! (`bounds`) and the files a turn touched in a real git working tree
+//! (`touched`).
 
 mod bounds;
 mod capture;
 mod cursor;
 mod gemini;
+mod qwen_code;
 mod touched;
 
 use std::path::{Path, PathBuf};

@@ -2,10 +2,12 @@
 //! the backup, `--print`, and the written commands working as a hook and
 //! as the agent's MCP server.
 //! Setup edits the agent's files: nothing here depends on the storage backend.
-//! Around it, a module each: the other agents (`agents`), whether what
-//! setup wrote can work (`doctor`) and what it leaves on disk (`private`).
+//! Around it, a module each: the other agents (`agents`), their own CLIs
+//! reading what setup wrote (`clis`), whether what setup wrote can work
+//! (`doctor`) and what it leaves on disk (`private`).
 
 pub mod agents;
+mod clis;
 mod doctor;
 pub mod private;
 

@@ -21,6 +21,7 @@ pub struct Dirs {
     pub project: PathBuf,
     home: Option<PathBuf>,
     codex_home: Option<PathBuf>,
+    copilot_home: Option<PathBuf>,
     xdg_config: Option<PathBuf>,
 }
 
@@ -35,6 +36,7 @@ impl Dirs {
             project: project_root(cwd),
             home: dir("HOME"),
             codex_home: dir("CODEX_HOME"),
+            copilot_home: dir("COPILOT_HOME"),
             xdg_config: dir("XDG_CONFIG_HOME"),
         }
     }
@@ -66,6 +68,11 @@ impl Dirs {
             Base::CodexHome => match &self.codex_home {
                 Some(dir) => Ok(dir.clone()),
                 None => Ok(self.home()?.join(".codex")),
+            },
+            // Copilot CLI's: `COPILOT_HOME`, else `~/.copilot`.
+            Base::CopilotHome => match &self.copilot_home {
+                Some(dir) => Ok(dir.clone()),
+                None => Ok(self.home()?.join(".copilot")),
             },
             Base::XdgConfig => self.xdg_config(),
             // VS Code's user directory (its default profile).

@@ -30,11 +30,13 @@ pub enum Scope {
     /// The user's own settings, for every project (`~/.claude/settings.json`
     /// and `~/.claude.json`, `~/.codex/`, `~/.cursor/mcp.json`,
     /// `~/.gemini/settings.json`, VS Code's user `mcp.json`,
-    /// `~/.config/opencode/`).
+    /// `~/.config/opencode/`, `~/.qwen/settings.json`, `~/.copilot/`,
+    /// `~/.config/amp/`).
     User,
     /// The project's shared settings in the git checkout
     /// (`.claude/settings.json` and `.mcp.json`, `.codex/`, `.cursor/`,
-    /// `.gemini/settings.json`, `.vscode/mcp.json`, `opencode.json`).
+    /// `.gemini/settings.json`, `.vscode/mcp.json`, `opencode.json`,
+    /// `.qwen/settings.json`, `.amp/settings.json`; Copilot CLI's `.mcp.json`).
     Project,
     /// The project's settings for this machine only
     /// (`.claude/settings.local.json`, and the project's entry in
@@ -161,7 +163,8 @@ pub struct Place {
     pub base: Base,
     pub path: &'static str,
     /// The name used instead when only it exists (OpenCode's
-    /// `opencode.jsonc` beside `opencode.json`).
+    /// `opencode.jsonc` beside `opencode.json`, Copilot CLI's
+    /// `.github/mcp.json` beside `.mcp.json`).
     pub or_only: Option<&'static str>,
 }
 
@@ -181,6 +184,8 @@ pub enum Base {
     Home,
     /// `CODEX_HOME`, else `~/.codex`.
     CodexHome,
+    /// `COPILOT_HOME`, else `~/.copilot` (GitHub Copilot CLI's).
+    CopilotHome,
     /// `XDG_CONFIG_HOME`, else `~/.config`.
     XdgConfig,
     /// VS Code's user directory (its default profile).
@@ -219,9 +224,11 @@ pub enum Key {
 /// How an agent spells a stdio MCP server.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ServerStyle {
-    /// `{"type": "stdio", "command": …, "args": […]}` (Claude Code, VS Code).
+    /// `{"type": "stdio", "command": …, "args": […]}` (Claude Code, VS Code,
+    /// Copilot CLI).
     Typed,
-    /// `{"command": …, "args": […]}` (Cursor, Gemini CLI; Codex's TOML).
+    /// `{"command": …, "args": […]}` (Cursor, Gemini CLI, Qwen Code, Amp;
+    /// Codex's TOML).
     Untyped,
     /// `{"type": "local", "command": [program, args…], "enabled": true}`
     /// (OpenCode).

@@ -101,6 +101,34 @@ async fn doctor_passes_when_engram_answers_and_the_hooks_run_a_binary_that_exist
 }
 
 #[tokio::test]
+async fn doctor_finds_qwen_code_copilot_and_amp_where_setup_put_them() {
+    let app = start_engram().await;
+    let project = Project::new("claude-code/transcript.jsonl");
+    for agent in ["qwen-code", "copilot", "amp"] {
+        let output = command(&project, &["setup", agent, "--url", &app.base_url]).await;
+        assert!(output.status.success(), "{agent}: {output:?}");
+    }
+
+    let output = command(&project, &["doctor"]).await;
+
+    assert!(output.status.success(), "{output:?}");
+    let report = stdout(&output);
+    for agent in ["qwen-code", "copilot", "amp"] {
+        let line = report
+            .lines()
+            .find(|line| line.starts_with(&format!("ok: {agent} (user scope)")))
+            .unwrap_or_else(|| panic!("{agent}: {report}"));
+        assert!(line.contains(env!("CARGO_BIN_EXE_engram")), "{report}");
+    }
+    assert!(
+        report.contains("ok: qwen-code (user scope): 2 hooks and the MCP server"),
+        "{report}"
+    );
+    assert!(!report.contains("problem:"), "{report}");
+    app.stop().await;
+}
+
+#[tokio::test]
 async fn doctor_names_each_problem_on_a_line_with_what_to_do() {
     let project = Project::new("claude-code/transcript.jsonl");
     let url = dead_url();

@@ -52,6 +52,9 @@ async fn setup_creates_the_users_new_settings_files_readable_by_the_user_only() 
         "gemini",
         "vscode",
         "opencode",
+        "qwen-code",
+        "copilot",
+        "amp",
     ] {
         let project = Project::new("claude-code/transcript.jsonl");
         let output = setup(&project, &[agent]).await;
