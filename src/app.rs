@@ -125,7 +125,9 @@ impl App {
         let readiness = Readiness::default();
         let metrics = Metrics::default();
         let index = Arc::new(
-            Index::new(embedder.dimensions()).approximate_above(config.index.approximate_above),
+            Index::new(embedder.dimensions())
+                .approximate_above(config.index.approximate_above)
+                .evicting(config.index.residency()),
         );
         let stop = CancellationToken::new();
         let (indexer_stats, indexer) = Indexer::spawn(
@@ -156,6 +158,7 @@ impl App {
             llm.is_some(),
         );
         let mut background = vec![indexer];
+        background.extend(crate::index::spawn_sweeper(index.clone(), stop.clone()));
         match follow {
             Follow::Watch(fingerprints) if config.store.watch => {
                 match store::watch::spawn(

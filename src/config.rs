@@ -29,7 +29,7 @@ pub use access::{Auth, Cors, KeyGrant, Mcp, OAuth};
 pub use background::{CaptureConfig, RetentionConfig, StoreConfig};
 pub use consolidation::Consolidation;
 pub use http::{Http, is_loopback_url, parse_host};
-pub use index::{DEFAULT_APPROXIMATE_ABOVE, IndexConfig};
+pub use index::{DEFAULT_APPROXIMATE_ABOVE, IndexConfig, Residency};
 pub use inject::Inject;
 pub use postgres::{Backend, DatabaseUrl, PostgresConfig};
 pub use retrieval::{Retrieval, RetrievalOverrides, SettingError, Tuning};

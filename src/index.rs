@@ -40,6 +40,10 @@
 //! by the writer like the rest of a snapshot, so readers never wait on
 //! it, and rebuilt from the embedding cache at start with the index.
 //!
+//! A namespace left unread (`index.idle_minutes`), or the least recently
+//! read while the index is above its ceiling (`index.max_memory_mb`), is
+//! dropped from memory and loaded again by its next read ([`residency`]).
+//!
 //! The parts: [`snapshot`] (a state and its searches), [`chunks`] (one
 //! side's namespaces of column-wise chunks), [`partition`] (the
 //! approximate index of a large namespace), [`top_k`] (the bounded heap
@@ -53,6 +57,7 @@ mod partition;
 pub mod passages;
 mod pool;
 pub mod quantized;
+mod residency;
 mod scan;
 mod snapshot;
 mod top_k;
@@ -63,6 +68,7 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use arc_swap::ArcSwap;
 
+pub use residency::{LoadRequest, ResidencyView, spawn_sweeper};
 pub use snapshot::{Footprint, LexicalHit, Snapshot};
 pub use vector::{cosine, normalise};
 
@@ -150,6 +156,8 @@ pub struct Index {
     /// Namespaces of more rows than this are searched through an
     /// approximate index (`index.approximate_above`).
     approximate_above: usize,
+    /// Which namespaces are in memory, and when they leave it.
+    residency: residency::Residency,
 }
 
 impl Index {
@@ -167,7 +175,16 @@ impl Index {
             snapshot: ArcSwap::from_pointee(Snapshot::default()),
             writer: Mutex::new(HashMap::new()),
             approximate_above: crate::config::DEFAULT_APPROXIMATE_ABOVE,
+            residency: residency::Residency::new(crate::config::Residency::default()),
         }
+    }
+
+    /// This index, dropping namespaces from memory as `settings` say
+    /// (`index.idle_minutes`, `index.max_memory_mb`).
+    #[must_use]
+    pub fn evicting(mut self, settings: crate::config::Residency) -> Self {
+        self.residency = residency::Residency::new(settings);
+        self
     }
 
     /// This index, searching namespaces of more than `rows` rows through

@@ -361,7 +361,8 @@ impl Retriever {
         terms: Vec<lexical::Term>,
     ) -> Searched {
         let inner = &self.inner;
-        let snapshot = inner.index.snapshot();
+        // A namespace dropped from memory is loaded back first.
+        let snapshot = inner.index.resident(&request.pair.namespaces()).await;
         let query = |vectors, moved_from| search::Query {
             vectors,
             hypotheses,

@@ -217,6 +217,9 @@ fn bad_values_are_named() {
             "embedding: { provider: openai, base_url: ftp://x }\n",
             "embedding.base_url",
         ),
+        ("index: { idle_minutes: -1 }\n", "index.idle_minutes"),
+        ("index: { idle_minutes: 600000 }\n", "index.idle_minutes"),
+        ("index: { max_memory_mb: 0 }\n", "index.max_memory_mb"),
         ("retrieval: { top_k: 0 }\n", "retrieval.top_k"),
         ("retrieval: { hop_depth: 4 }\n", "retrieval.hop_depth"),
         (

@@ -263,6 +263,26 @@ impl Config {
         if !(1..=1_000_000).contains(&self.limits.max_connections) {
             return key_error("limits.max_connections", "must be between 1 and 1000000");
         }
+        if self
+            .index
+            .idle_minutes
+            .is_some_and(|minutes| minutes > 525_600)
+        {
+            return key_error(
+                "index.idle_minutes",
+                "must be between 0 and 525600 (a year)",
+            );
+        }
+        if self
+            .index
+            .max_memory_mb
+            .is_some_and(|mb| !(1..=16 * 1024 * 1024).contains(&mb))
+        {
+            return key_error(
+                "index.max_memory_mb",
+                "must be between 1 and 16777216 (16 TiB)",
+            );
+        }
         if self.data_dir.as_os_str().is_empty() {
             return key_error("data_dir", "must not be empty");
         }

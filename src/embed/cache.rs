@@ -15,6 +15,7 @@
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufWriter, Read, Write};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
@@ -45,6 +46,12 @@ pub struct EmbeddingCache {
     /// `None` once a write failed (the cache is then off until restart,
     /// which costs only re-embedding), or while the length is unknown.
     file: Option<BufWriter<File>>,
+    /// Where each content's record starts in the file, so a namespace
+    /// dropped from memory is read back ([`Self::read`]) without holding
+    /// its vectors meanwhile.
+    offsets: HashMap<ContentKey, u64>,
+    /// The file's length: where the next record goes.
+    end: u64,
 }
 
 impl EmbeddingCache {
@@ -74,10 +81,19 @@ impl EmbeddingCache {
             model_key: model_key.to_owned(),
             dimensions,
             file: None,
+            offsets: HashMap::new(),
+            end: 0,
         };
         let stored = match stored {
-            Some((dimensions, stored)) => {
+            Some(Records {
+                dimensions,
+                stored,
+                offsets,
+                end,
+            }) => {
                 cache.dimensions = Some(dimensions);
+                cache.offsets = offsets;
+                cache.end = end;
                 cache.file = cache.open_append().map_err(|err| cache.disable(&err)).ok();
                 stored
             }
@@ -113,6 +129,8 @@ impl EmbeddingCache {
         let Some(file) = self.file.as_mut() else {
             return;
         };
+        let record_len = record_len(dimensions.unwrap_or_default());
+        let mut written = Vec::new();
         let write = || -> io::Result<()> {
             for (key, vector) in entries {
                 debug_assert_eq!(Some(vector.len()), dimensions);
@@ -120,12 +138,50 @@ impl EmbeddingCache {
                 for value in vector {
                     file.write_all(&value.to_le_bytes())?;
                 }
+                written.push(key);
             }
             file.flush()
         };
-        if let Err(err) = write() {
-            self.disable(&err);
+        match write() {
+            Ok(()) => {
+                for key in written {
+                    self.offsets.insert(key, self.end);
+                    self.end += record_len;
+                }
+            }
+            Err(err) => self.disable(&err),
         }
+    }
+
+    /// The vectors the file holds for these contents (read from disk, a
+    /// record each); a content it holds none for is absent.
+    pub fn read(&self, keys: &[ContentKey]) -> HashMap<ContentKey, Vec<f32>> {
+        let Some(dimensions) = self.dimensions else {
+            return HashMap::new();
+        };
+        let wanted: Vec<(ContentKey, u64)> = keys
+            .iter()
+            .filter_map(|key| Some((*key, *self.offsets.get(key)?)))
+            .collect();
+        if wanted.is_empty() {
+            return HashMap::new();
+        }
+        let file = match File::open(&self.path) {
+            Ok(file) => file,
+            Err(err) => {
+                tracing::warn!(cache.path = %self.path.display(), error = %err, "the embedding cache cannot be read; embedding instead");
+                return HashMap::new();
+            }
+        };
+        let mut record = vec![0; usize::try_from(record_len(dimensions)).unwrap_or_default()];
+        wanted
+            .into_iter()
+            .filter_map(|(key, offset)| {
+                file.read_exact_at(&mut record, offset).ok()?;
+                let (stored_key, vector) = record.split_at(32);
+                (stored_key == key.0).then(|| (key, decode(vector)))
+            })
+            .collect()
     }
 
     /// Replaces the file with only `live` entries, dropping vectors of
@@ -135,15 +191,24 @@ impl EmbeddingCache {
             return; // nothing was ever stored
         };
         let mut bytes = header(&self.model_key, dimensions);
+        let mut offsets = HashMap::new();
         for (key, vector) in live {
+            offsets.insert(key, bytes.len() as u64);
             bytes.extend_from_slice(&key.0);
             bytes.extend(vector.iter().flat_map(|value| value.to_le_bytes()));
         }
         // `atomic::write` makes the directories too, the owner's alone.
         let result = atomic::write(&self.path, &bytes).and_then(|()| self.open_append());
         match result {
-            Ok(file) => self.file = Some(file),
-            Err(err) => self.disable(&err),
+            Ok(file) => {
+                self.file = Some(file);
+                self.offsets = offsets;
+                self.end = bytes.len() as u64;
+            }
+            Err(err) => {
+                self.offsets.clear();
+                self.disable(&err);
+            }
         }
     }
 
@@ -169,13 +234,35 @@ fn header(model_key: &str, dimensions: usize) -> Vec<u8> {
     header
 }
 
+/// A record's bytes: its content's digest and its vector.
+fn record_len(dimensions: usize) -> u64 {
+    32 + dimensions as u64 * 4
+}
+
+fn decode(vector: &[u8]) -> Vec<f32> {
+    vector
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .collect()
+}
+
+/// What a cache file holds.
+struct Records {
+    dimensions: usize,
+    stored: StoredVectors,
+    /// Where each record starts.
+    offsets: HashMap<ContentKey, u64>,
+    /// Where the next record goes: past a torn tail, which is cut off.
+    end: u64,
+}
+
 /// The length and records of the file at `path`; `None` when it belongs
 /// to another model, length or format. A torn last record is dropped.
 fn read_records(
     path: &Path,
     model_key: &str,
     dimensions: Option<usize>,
-) -> io::Result<Option<(usize, StoredVectors)>> {
+) -> io::Result<Option<Records>> {
     let mut bytes = Vec::new();
     File::open(path)?.read_to_end(&mut bytes)?;
     let Some((stored_dimensions, body)) = parse_header(&bytes, model_key) else {
@@ -186,20 +273,33 @@ fn read_records(
     }
     let dimensions = stored_dimensions;
     let record_len = 32 + dimensions * 4;
+    let header_len = (bytes.len() - body.len()) as u64;
     let mut stored = StoredVectors::with_capacity(body.len() / record_len);
+    let mut offsets = HashMap::with_capacity(body.len() / record_len);
+    let mut offset = header_len;
     for record in body.chunks_exact(record_len) {
         let (key, vector) = record.split_at(32);
-        let vector: Vec<f32> = vector
-            .chunks_exact(4)
-            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-            .collect();
+        let vector = decode(vector);
         // Files written before degenerate vectors were refused may hold them.
         if super::degenerate(&vector).is_none() {
             let key = ContentKey(key.try_into().expect("split at 32"));
             stored.insert(key, vector);
+            offsets.insert(key, offset);
         }
+        offset += record_len as u64;
     }
-    Ok(Some((dimensions, stored)))
+    // Appends go after the last whole record, so a torn tail does not
+    // shift every record after it.
+    let whole = usize::try_from(offset).unwrap_or(usize::MAX);
+    if whole < bytes.len() {
+        OpenOptions::new().write(true).open(path)?.set_len(offset)?;
+    }
+    Ok(Some(Records {
+        dimensions,
+        stored,
+        offsets,
+        end: offset,
+    }))
 }
 
 /// The length a file's header names, and the records after it, if the
@@ -263,6 +363,35 @@ mod tests {
         cache.append([(ContentKey::of("again"), &[0.0f32, 1.0][..])]);
         drop(cache);
         assert_eq!(EmbeddingCache::open(dir.path(), "m", Some(2)).1.len(), 1);
+    }
+
+    #[test]
+    fn vectors_are_read_back_from_the_file_by_their_contents() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut cache, _) = EmbeddingCache::open(dir.path(), "m", None);
+        cache.append([(ContentKey::of("first"), &[1.0f32, 2.0][..])]);
+        cache.append([(ContentKey::of("second"), &[3.0f32, 4.0][..])]);
+        let read = cache.read(&[ContentKey::of("second"), ContentKey::of("absent")]);
+        assert_eq!(read.len(), 1);
+        assert_eq!(read[&ContentKey::of("second")], [3.0, 4.0]);
+        let path = cache.path.clone();
+        drop(cache);
+
+        // Reopened past a torn tail, appends land on whole records.
+        let mut file = OpenOptions::new().append(true).open(&path).unwrap();
+        file.write_all(&[7; 5]).unwrap();
+        drop(file);
+        let (mut cache, _) = EmbeddingCache::open(dir.path(), "m", Some(2));
+        cache.append([(ContentKey::of("third"), &[5.0f32, 6.0][..])]);
+        let keys = ["first", "second", "third"].map(ContentKey::of);
+        assert_eq!(cache.read(&keys).len(), 3);
+        assert_eq!(cache.read(&keys)[&keys[2]], [5.0, 6.0]);
+        drop(cache);
+        assert_eq!(EmbeddingCache::open(dir.path(), "m", Some(2)).1.len(), 3);
+
+        let (mut cache, _) = EmbeddingCache::open(dir.path(), "m", Some(2));
+        cache.rewrite([(keys[1], &[3.0f32, 4.0][..])]);
+        assert_eq!(cache.read(&keys).keys().collect::<Vec<_>>(), [&keys[1]]);
     }
 
     #[test]

@@ -38,19 +38,18 @@ impl VectorCache {
                     Some((*key, vector.clone()))
                 })
                 .collect(),
-            Self::Shared { database, model } => {
-                let hashes: Vec<[u8; 32]> = keys.iter().map(|key| key.0).collect();
-                match database.cached_vectors(model, &hashes).await {
-                    Ok(found) => found
-                        .into_iter()
-                        .map(|(hash, vector)| (ContentKey(hash), vector))
-                        .collect(),
-                    Err(err) => {
-                        tracing::warn!(error = %error_chain(&err), "the shared embedding cache cannot be read; embedding instead");
-                        HashMap::new()
-                    }
-                }
-            }
+            Self::Shared { database, model } => shared_vectors(database, model, keys).await,
+        }
+    }
+
+    /// The vectors held for these contents, as [`Self::take`] but without
+    /// counting them as used: for a namespace loaded back into memory,
+    /// from the file (not the vectors read at start, which are let go once
+    /// the start-up pass is done) or the table.
+    pub async fn find(&self, keys: &[ContentKey]) -> HashMap<ContentKey, Vec<f32>> {
+        match self {
+            Self::Local { file, .. } => file.read(keys),
+            Self::Shared { database, model } => shared_vectors(database, model, keys).await,
         }
     }
 
@@ -68,6 +67,24 @@ impl VectorCache {
                     tracing::warn!(error = %error_chain(&err), "could not keep vectors in the shared embedding cache");
                 }
             }
+        }
+    }
+}
+
+async fn shared_vectors(
+    database: &Database,
+    model: &str,
+    keys: &[ContentKey],
+) -> HashMap<ContentKey, Vec<f32>> {
+    let hashes: Vec<[u8; 32]> = keys.iter().map(|key| key.0).collect();
+    match database.cached_vectors(model, &hashes).await {
+        Ok(found) => found
+            .into_iter()
+            .map(|(hash, vector)| (ContentKey(hash), vector))
+            .collect(),
+        Err(err) => {
+            tracing::warn!(error = %error_chain(&err), "the shared embedding cache cannot be read; embedding instead");
+            HashMap::new()
         }
     }
 }

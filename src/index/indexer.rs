@@ -26,6 +26,7 @@
 //! with backoff; its words are in meanwhile, and nothing else waits for it.
 
 mod gathering;
+mod load;
 
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
@@ -33,13 +34,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::embed::cache::ContentKey;
 use crate::embed::shared_cache::VectorCache;
 use crate::embed::{self, Embedder, Priority};
-use crate::index::{Change, Entry, Index, Vectors, lexical, passages};
+use crate::index::{Change, Entry, Index, LoadRequest, Vectors, lexical, passages};
 use crate::memory::Memory;
 use crate::metrics::Metrics;
 use crate::readiness::Readiness;
@@ -162,8 +164,9 @@ impl Indexer {
         let started = Instant::now();
         let mut backoff = MIN_BACKOFF;
         let mut starting = true;
+        let mut loads = self.index.load_requests();
         loop {
-            let failed = match self.pass(&stop).await {
+            let failed = match self.pass(&stop, &mut loads).await {
                 Ok(()) => false,
                 Err(err) => {
                     self.stats.failed_batches.fetch_add(1, Ordering::Relaxed);
@@ -194,6 +197,10 @@ impl Indexer {
             };
             tokio::select! {
                 () = wait => {}
+                Some(request) = next_load(&mut loads) => {
+                    self.load(request).await;
+                    continue;
+                }
                 () = stop.cancelled() => return,
             }
             backoff = if failed {
@@ -206,9 +213,16 @@ impl Indexer {
 
     /// Takes in every pending change: words first, then vectors, batch by
     /// batch, each batch gathered.
-    async fn pass(&mut self, stop: &CancellationToken) -> Result<(), embed::Error> {
+    async fn pass(
+        &mut self,
+        stop: &CancellationToken,
+        loads: &mut Option<mpsc::UnboundedReceiver<LoadRequest>>,
+    ) -> Result<(), embed::Error> {
         let mut gathering = Gathering::default();
         while !stop.is_cancelled() {
+            while let Some(request) = loads.as_mut().and_then(|loads| loads.try_recv().ok()) {
+                self.load(request).await;
+            }
             self.take_in_words().await;
             let pending = self.store.pending_changes();
             let hurry = self.store.vectors_awaited();
@@ -219,6 +233,7 @@ impl Indexer {
                 Next::Until(deadline) => tokio::select! {
                     () = tokio::time::sleep_until(deadline.into()) => {}
                     () = self.store.changed() => {}
+                    Some(request) = next_load(loads) => self.load(request).await,
                 },
             }
         }
@@ -389,6 +404,17 @@ impl Indexer {
             file.rewrite(live.iter().map(|(key, vector)| (*key, vector.as_slice())));
         }
         self.stored_at_start = 0;
+    }
+}
+
+/// The next namespace a reader waits to have loaded back; never, for an
+/// index that does not evict.
+async fn next_load(
+    loads: &mut Option<mpsc::UnboundedReceiver<LoadRequest>>,
+) -> Option<LoadRequest> {
+    match loads {
+        Some(loads) => loads.recv().await,
+        None => std::future::pending().await,
     }
 }
 

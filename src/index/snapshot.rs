@@ -13,7 +13,7 @@ use half::f16;
 
 pub use lexical_search::LexicalHit;
 
-use super::chunk::Posting;
+use super::chunk::{Chunk, Posting};
 use super::chunks::Namespaces;
 use super::{SideEdits, lexical, normalise, quantized};
 use crate::memory::{Category, MemoryId, Namespace};
@@ -30,6 +30,13 @@ pub struct Footprint {
     pub columns: usize,
     /// The BM25 postings: their tables and lists.
     pub postings: usize,
+}
+
+impl Footprint {
+    /// Every part's bytes.
+    pub fn total(&self) -> usize {
+        self.vectors + self.codes + self.columns + self.postings
+    }
 }
 
 /// One immutable state of the index.
@@ -88,27 +95,64 @@ impl Snapshot {
 
     /// What the columns of every side hold, in bytes.
     pub fn footprint(&self) -> Footprint {
-        let mut total = Footprint::default();
-        for chunk in [&self.embedded, &self.passages, &self.words_only]
-            .into_iter()
-            .flat_map(|side| side.0.values())
-            .flat_map(|index| index.chunks.iter())
-        {
-            total.vectors += chunk.vectors.capacity() * size_of::<f16>();
-            total.codes += chunk.codes.bytes();
-            total.columns += chunk.ids.capacity() * size_of::<MemoryId>()
-                + chunk.categories.capacity() * size_of::<Category>()
-                + chunk.lengths.capacity() * size_of::<u32>();
-            // A table slot is its key, its list's header and a control byte.
-            total.postings += chunk.postings.capacity()
-                * (size_of::<lexical::Term>() + size_of::<Vec<Posting>>() + 1)
-                + chunk
-                    .postings
-                    .values()
-                    .map(|list| list.capacity() * size_of::<Posting>())
-                    .sum::<usize>();
+        footprint_of(
+            self.sides()
+                .flat_map(|side| side.0.values())
+                .flat_map(|index| index.chunks.iter()),
+        )
+    }
+
+    fn sides(&self) -> impl Iterator<Item = &Namespaces> {
+        [&self.embedded, &self.passages, &self.words_only].into_iter()
+    }
+
+    /// The namespaces with any row on any side.
+    pub fn namespaces(&self) -> HashSet<&Namespace> {
+        self.sides().flat_map(|side| side.0.keys()).collect()
+    }
+
+    /// Each namespace's bytes on every side: `count(namespace, address,
+    /// recount)` answers a side's, where `address` identifies that side's
+    /// state of the namespace (unchanged while it is), so a caller can
+    /// keep what `recount` computed.
+    pub(super) fn namespace_footprints(
+        &self,
+        mut count: impl FnMut(&Namespace, usize, &dyn Fn() -> usize) -> usize,
+    ) -> Vec<(&Namespace, usize)> {
+        let mut sizes: HashMap<&Namespace, usize> = HashMap::new();
+        for side in self.sides() {
+            for (namespace, index) in &side.0 {
+                let address = Arc::as_ptr(index) as usize;
+                let recount = || footprint_of(index.chunks.iter()).total();
+                *sizes.entry(namespace).or_default() += count(namespace, address, &recount);
+            }
         }
-        total
+        sizes.into_iter().collect()
+    }
+
+    /// The ids of every row of `namespaces`, on every side.
+    pub(super) fn ids_in(&self, namespaces: &[Namespace]) -> Vec<MemoryId> {
+        self.sides()
+            .flat_map(|side| side.chunks_of(namespaces))
+            .flat_map(|chunk| chunk.ids.iter().copied())
+            .collect()
+    }
+
+    /// This state without `namespaces`' rows.
+    pub(super) fn without_namespaces(&self, namespaces: &[Namespace]) -> Self {
+        let without = |side: &Namespaces| {
+            let mut side = side.clone();
+            for namespace in namespaces {
+                side.0.remove(namespace);
+            }
+            side
+        };
+        Self {
+            embedded: without(&self.embedded),
+            passages: without(&self.passages),
+            words_only: without(&self.words_only),
+            coder: self.coder.clone(),
+        }
     }
 
     /// The namespaces whose whole texts have an approximate index, with
@@ -202,4 +246,25 @@ impl Snapshot {
             })
             .collect()
     }
+}
+
+/// What `chunks`' columns hold, in bytes.
+fn footprint_of<'a>(chunks: impl Iterator<Item = &'a Arc<Chunk>>) -> Footprint {
+    let mut total = Footprint::default();
+    for chunk in chunks {
+        total.vectors += chunk.vectors.capacity() * size_of::<f16>();
+        total.codes += chunk.codes.bytes();
+        total.columns += chunk.ids.capacity() * size_of::<MemoryId>()
+            + chunk.categories.capacity() * size_of::<Category>()
+            + chunk.lengths.capacity() * size_of::<u32>();
+        // A table slot is its key, its list's header and a control byte.
+        total.postings += chunk.postings.capacity()
+            * (size_of::<lexical::Term>() + size_of::<Vec<Posting>>() + 1)
+            + chunk
+                .postings
+                .values()
+                .map(|list| list.capacity() * size_of::<Posting>())
+                .sum::<usize>();
+    }
+    total
 }

@@ -23,7 +23,10 @@ impl Retriever {
         if !inner.index_ready.is_ready() {
             return Err(Degraded::IndexNotReady);
         }
-        let snapshot = inner.index.snapshot();
+        let snapshot = inner
+            .index
+            .resident(std::slice::from_ref(&memory.namespace))
+            .await;
         let vector = snapshot
             .vector(&memory.namespace, memory.id)
             .ok_or(Degraded::MemoryNotIndexed)?;

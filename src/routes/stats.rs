@@ -158,6 +158,30 @@ pub struct IndexStatsView {
     pub failed_batches: Option<u64>,
     /// How long the start-up build took, in ms; null until it is done.
     pub startup_ms: Option<u64>,
+    /// What the index holds in memory (`index.idle_minutes`,
+    /// `index.max_memory_mb`): only for keys that see every namespace.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub residency: Option<ResidencyStatsView>,
+}
+
+/// What the index keeps in memory, and what it dropped.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ResidencyStatsView {
+    /// Namespaces in memory.
+    pub resident_namespaces: usize,
+    /// Namespaces dropped from memory (idle, or the least recently read
+    /// above the ceiling); each is loaded again by its next read. Their
+    /// memories are still counted in `namespaces` and `memories`.
+    pub evicted_namespaces: usize,
+    /// Bytes of the index's columns in memory: vectors, their codes,
+    /// ids and word postings.
+    pub resident_bytes: usize,
+    /// Namespaces loaded back into memory since start.
+    pub loads: u64,
+    /// Namespaces dropped from memory since start.
+    pub evictions: u64,
+    /// The mean time a load back took, in ms; null before the first.
+    pub mean_load_ms: Option<f64>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -271,11 +295,27 @@ impl StatsResponse {
         let stats = store.stats(|namespace| caller.can_see(namespace), everything);
         let snapshot = retriever.index().snapshot();
         let indexer = indexer.view();
-        let namespaces: BTreeMap<String, usize> = snapshot
+        let mut namespaces: BTreeMap<String, usize> = BTreeMap::new();
+        // A namespace out of memory still holds its memories.
+        let cold = retriever.index().cold_sizes();
+        for (namespace, n) in snapshot
             .namespace_sizes()
+            .chain(cold.iter().map(|(namespace, n)| (namespace, *n)))
             .filter(|(namespace, _)| caller.can_see(namespace))
-            .map(|(namespace, n)| (namespace.to_string(), n))
-            .collect();
+        {
+            *namespaces.entry(namespace.to_string()).or_default() += n;
+        }
+        let residency = everything.then(|| {
+            let view = retriever.index().residency_view();
+            ResidencyStatsView {
+                resident_namespaces: view.resident_namespaces,
+                evicted_namespaces: view.evicted_namespaces,
+                resident_bytes: view.resident_bytes,
+                loads: view.loads,
+                evictions: view.evictions,
+                mean_load_ms: view.mean_load_ms,
+            }
+        });
         let index = IndexStatsView {
             ready: readiness.is_ready(),
             model: retriever.model_key(),
@@ -290,6 +330,7 @@ impl StatsResponse {
             cache_hits: everything.then_some(indexer.cache_hits),
             failed_batches: everything.then_some(indexer.failed_batches),
             startup_ms: indexer.startup_ms,
+            residency,
         };
         Self {
             index,

@@ -27,6 +27,7 @@ mod oauth;
 mod operations;
 mod pipeline;
 mod replicas;
+mod residency;
 mod retrieve;
 mod secrets;
 mod setup;

@@ -29,6 +29,7 @@ mod paraphrase;
 mod process;
 mod reads;
 mod replicas;
+mod resident;
 mod scale;
 mod scan;
 mod scratch;
@@ -88,6 +89,10 @@ enum Command {
     /// exact scan) and through the service (vector-only retrievals'
     /// `timings_ms.search`).
     Scale(scale::Settings),
+    /// Memory follows use: a namespace's load back into memory, resident
+    /// memory and retrievals over a skewed mix of hot and cold
+    /// namespaces under `index.max_memory_mb` (fake embedder, files mode).
+    Resident(resident::Settings),
     /// Start-up to ready over a store, with a cold and then a warm
     /// embedding cache.
     Startup {
@@ -269,6 +274,7 @@ fn main() -> ExitCode {
                 Ok(())
             }
             Command::Scale(settings) => scale::scale(&mut report, &settings).await,
+            Command::Resident(settings) => resident::resident(&mut report, &settings).await,
             Command::Startup { memories, embedder } => {
                 reads::startup(&mut report, memories, embedder).await
             }

@@ -126,6 +126,40 @@ impl Collector for StatsCollector {
                 degraded,
             ));
         }
+        if let Some(residency) = &index.residency {
+            singles.extend([
+                (
+                    "index_resident_namespaces",
+                    "Namespaces the index holds in memory",
+                    Gauge,
+                    count(residency.resident_namespaces),
+                ),
+                (
+                    "index_evicted_namespaces",
+                    "Namespaces dropped from memory, loaded again on their next read",
+                    Gauge,
+                    count(residency.evicted_namespaces),
+                ),
+                (
+                    "index_resident_bytes",
+                    "Bytes of the index's columns in memory",
+                    Gauge,
+                    count(residency.resident_bytes),
+                ),
+                (
+                    "index_namespace_loads",
+                    "Namespaces loaded back into memory",
+                    Counter,
+                    residency.loads,
+                ),
+                (
+                    "index_namespace_evictions",
+                    "Namespaces dropped from memory",
+                    Counter,
+                    residency.evictions,
+                ),
+            ]);
+        }
         if let Some(embedding) = &stats.embedding {
             singles.push((
                 "embedding_dimension_mismatches",
