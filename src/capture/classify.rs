@@ -306,8 +306,9 @@ pub async fn existing_memories(
             return newest_memories(store, pair, MAX_EXISTING_SHOWN);
         }
     };
-    let snapshot = index.snapshot();
     let namespaces = pair.namespaces();
+    // A namespace out of memory is loaded back first.
+    let snapshot = index.resident(&namespaces).await;
     let hits = blocking::run(move || {
         snapshot.search(&namespaces, &vectors, MAX_EXISTING_SHOWN, |_, _| true)
     })

@@ -55,7 +55,9 @@ pub async fn near_duplicates(
         .iter()
         .map(|memory| memory.pair.owner(memory.scope))
         .collect();
-    let snapshot = index.snapshot();
+    // A namespace out of memory is loaded back: duplicates are looked for
+    // among all its memories.
+    let snapshot = index.resident(&namespaces).await;
     let nearest = {
         let vectors = vectors.clone();
         blocking::run(move || {

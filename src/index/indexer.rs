@@ -377,7 +377,10 @@ impl Indexer {
             return;
         }
         let stale = std::mem::take(stored).len() - std::mem::take(used).len();
-        if stale * 4 >= self.stored_at_start {
+        // The live vectors are read from the index: with a namespace out
+        // of memory, its vectors would be taken for stale.
+        let all_resident = self.index.cold_sizes().is_empty();
+        if all_resident && stale * 4 >= self.stored_at_start {
             let snapshot = self.index.snapshot();
             let mut live: HashMap<ContentKey, Vec<f32>> = snapshot
                 .entries()
