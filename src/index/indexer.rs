@@ -280,16 +280,7 @@ impl Indexer {
                 }
             })
             .collect();
-        // Each memory's texts: its whole content, then its passages.
-        let texts: Vec<Vec<&str>> = present
-            .iter()
-            .map(|(_, memory)| self.texts_of(memory))
-            .collect();
-        let keys: Vec<ContentKey> = texts
-            .iter()
-            .flatten()
-            .map(|text| ContentKey::of(text))
-            .collect();
+        let (texts, keys) = self.keyed_texts(present.iter().map(|(_, memory)| memory));
         let mut found = self.cache.take(&keys).await;
         found.retain(|_, vector| Some(vector.len()) == self.embedder.dimensions());
         self.stats
@@ -342,6 +333,21 @@ impl Indexer {
 
     /// What `memory` is embedded as: its content, then its passages if
     /// they are on.
+    /// Each memory's texts (its whole content, then its passages) and, in
+    /// the same order flattened, their embedding cache keys.
+    fn keyed_texts<'a>(
+        &self,
+        memories: impl Iterator<Item = &'a Arc<Memory>>,
+    ) -> (Vec<Vec<&'a str>>, Vec<ContentKey>) {
+        let texts: Vec<Vec<&str>> = memories.map(|memory| self.texts_of(memory)).collect();
+        let keys = texts
+            .iter()
+            .flatten()
+            .map(|text| ContentKey::of(text))
+            .collect();
+        (texts, keys)
+    }
+
     fn texts_of<'a>(&self, memory: &'a Memory) -> Vec<&'a str> {
         let mut texts = vec![memory.content.as_str()];
         if self.passages {

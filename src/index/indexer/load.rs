@@ -31,15 +31,7 @@ impl Indexer {
             .filter_map(|id| self.store.get(*id))
             .filter(|memory| memory.namespace == namespace)
             .collect();
-        let texts: Vec<Vec<&str>> = memories
-            .iter()
-            .map(|memory| self.texts_of(memory))
-            .collect();
-        let keys: Vec<ContentKey> = texts
-            .iter()
-            .flatten()
-            .map(|text| ContentKey::of(text))
-            .collect();
+        let (texts, keys) = self.keyed_texts(memories.iter());
         let mut found = self.cache.find(&keys).await;
         found.retain(|_, vector| Some(vector.len()) == self.embedder.dimensions());
         self.embed_missing(&keys, &texts, &mut found).await;
