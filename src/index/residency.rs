@@ -160,8 +160,10 @@ impl Index {
     }
 
     /// Loads `namespace` back with `changes` (its rows as the indexer
-    /// found them), begun at `started`: it is no longer cold. The snapshot
-    /// with it.
+    /// found them), begun at `started`: it is no longer cold. A load that
+    /// takes the index above its ceiling drops the least recently read
+    /// namespaces at once, rather than at the next pass, so the ceiling
+    /// holds however fast cold namespaces are read. The snapshot with it.
     pub fn load(
         &self,
         namespace: &Namespace,
@@ -176,16 +178,19 @@ impl Index {
         self.apply(changes);
         let mut state = self.residency.state();
         state.cold.remove(namespace);
-        state.last_read.insert(namespace.clone(), Instant::now());
+        let now = Instant::now();
+        state.last_read.insert(namespace.clone(), now);
         drop(state);
-        let snapshot = self.snapshot();
         drop(moves);
+        if self.residency.settings.max_bytes.is_some() {
+            self.sweep(now);
+        }
         self.residency.loads.fetch_add(1, Ordering::Relaxed);
         let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
         self.residency
             .load_micros
             .fetch_add(micros, Ordering::Relaxed);
-        snapshot
+        self.snapshot()
     }
 
     /// Drops what the index holds of `namespaces` from memory (only: the

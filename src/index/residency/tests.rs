@@ -67,6 +67,29 @@ fn the_ceiling_drops_the_least_recently_read_first() {
 }
 
 #[test]
+fn a_load_above_the_ceiling_drops_the_least_recently_read_at_once() {
+    let (a, b, c) = (repo("a"), repo("b"), repo("c"));
+    let full = Index::new(2);
+    full.apply([&a, &b, &c].map(upsert).into());
+    let each = full.snapshot().footprint().total() / 3;
+    let index = Index::new(2).evicting(config::Residency {
+        idle: None,
+        max_bytes: Some(each * 2 + each / 2),
+    });
+    let [row_a, row_b, row_c] = [&a, &b, &c].map(upsert);
+    index.apply(vec![row_a, row_b]);
+    index.apply(vec![row_c.clone()]);
+    index.evict(std::slice::from_ref(&c));
+    read_in_order(&index, &[&a, &b], Instant::now());
+
+    // No pass runs: the load itself makes room.
+    let snapshot = index.load(&c, vec![row_c], Instant::now());
+    assert_eq!(snapshot.len(), 2);
+    assert!(index.cold_ids(&a).is_some());
+    assert_eq!(sizes(&index), HashMap::from([(b, 1), (c, 1)]));
+}
+
+#[test]
 fn a_namespace_idle_longer_than_the_idle_time_is_dropped_keeping_its_ids() {
     let (idle, busy) = (repo("idle"), repo("busy"));
     let index = Index::new(2).evicting(config::Residency {
