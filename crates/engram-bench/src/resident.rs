@@ -1,5 +1,6 @@
 //! Memory follows use (`index.idle_minutes`, `index.max_memory_mb`), the
-//! fake embedder, files mode, in process:
+//! fake embedder, in process, over files or (`--backend postgres`) a
+//! database of its own on a throwaway PostgreSQL cluster:
 //!
 //! - the cold load: a namespace of `--cold-memories` memories, dropped
 //!   from memory at every pass (`index.idle_minutes: 0`), read again and
@@ -16,7 +17,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use engram::config::{Backend, Config, DatabaseUrl};
+
 use crate::corpus;
+use crate::databases::Databases;
 use crate::measure::{self, Report, Row};
 use crate::scratch::ScratchDir;
 use crate::server::{Client, Server};
@@ -42,11 +46,57 @@ pub struct Settings {
     /// Retrievals of the skewed mix.
     #[arg(long, default_value_t = 2_000)]
     pub requests: usize,
+    /// Where the memories are kept.
+    #[arg(long, value_enum, default_value_t = Store::Files)]
+    pub backend: Store,
+    /// With `--backend postgres`: a server to run on instead of a
+    /// throwaway cluster; its role must be allowed to create databases.
+    #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
+    pub database_url: Option<String>,
+}
+
+/// Where the service under test keeps its memories.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Store {
+    /// Markdown files under a scratch data directory.
+    Files,
+    /// A fresh database per measurement.
+    Postgres,
 }
 
 pub async fn resident(report: &mut Report, settings: &Settings) -> Result {
-    cold_load(report, settings).await?;
-    skewed(report, settings).await
+    let mut databases = match settings.backend {
+        Store::Files => None,
+        Store::Postgres => Some(Databases::start(settings.database_url.as_deref()).await?),
+    };
+    cold_load(report, settings, databases.as_mut()).await?;
+    skewed(report, settings, databases.as_mut()).await?;
+    if let Some(databases) = &mut databases {
+        databases.drop_created().await?;
+    }
+    Ok(())
+}
+
+/// A service over `dir`, or over a fresh database when `databases` is
+/// given, configured by `adjust`.
+async fn start(
+    dir: &ScratchDir,
+    databases: Option<&mut Databases>,
+    adjust: impl FnOnce(&mut Config),
+) -> Result<Server> {
+    let url = match databases {
+        Some(databases) => Some(databases.create().await?),
+        None => None,
+    };
+    let (server, _) = Server::start_with(dir.path(), EmbedderChoice::Fake, |config| {
+        if let Some(url) = url {
+            config.store.backend = Backend::Postgres;
+            config.store.postgres.url = Some(DatabaseUrl::new(&url));
+        }
+        adjust(config);
+    })
+    .await?;
+    Ok(server)
 }
 
 fn memories(repo: &str, count: usize, rng: &mut corpus::Rng) -> Vec<Value> {
@@ -70,9 +120,13 @@ fn load_ms(residency: &Value) -> f64 {
     residency["mean_load_ms"].as_f64().unwrap_or(0.0) * loads
 }
 
-async fn cold_load(report: &mut Report, settings: &Settings) -> Result {
+async fn cold_load(
+    report: &mut Report,
+    settings: &Settings,
+    databases: Option<&mut Databases>,
+) -> Result {
     let dir = ScratchDir::new()?;
-    let (server, _) = Server::start_with(dir.path(), EmbedderChoice::Fake, |config| {
+    let server = start(&dir, databases, |config| {
         config.index.idle_minutes = Some(0);
     })
     .await?;
@@ -125,9 +179,13 @@ async fn cold_load(report: &mut Report, settings: &Settings) -> Result {
     Ok(())
 }
 
-async fn skewed(report: &mut Report, settings: &Settings) -> Result {
+async fn skewed(
+    report: &mut Report,
+    settings: &Settings,
+    databases: Option<&mut Databases>,
+) -> Result {
     let dir = ScratchDir::new()?;
-    let (server, _) = Server::start_with(dir.path(), EmbedderChoice::Fake, |config| {
+    let server = start(&dir, databases, |config| {
         config.index.max_memory_mb = Some(settings.max_memory_mb);
     })
     .await?;
