@@ -13,12 +13,21 @@
 //! What it writes is the owner's alone: files are made `0600` and
 //! directories `0700` (narrowed further by the umask, never widened), as
 //! the data directory's files hold conversation text and memories.
+//!
+//! A rename or a removal is where a change of the files becomes
+//! irrevocable, so each passes its request's commit point
+//! ([`crate::commit_point`]) just before: a write whose request has
+//! already been answered `503` (timed out, as changing nothing) is called
+//! off there and leaves the files as they were, and one that passes makes
+//! the timeout wait for its outcome instead.
 
 use std::collections::BTreeSet;
 use std::fs::{self, DirBuilder, File, OpenOptions};
 use std::io::{self, Write};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+
+use crate::commit_point;
 
 /// The prefix of temporary files; the loader ignores and sweeps them.
 pub const TEMP_PREFIX: &str = ".tmp-";
@@ -106,6 +115,9 @@ impl Group {
         // From here on, what is not renamed is removed when `self` drops.
         self.staged = staged;
         synced?;
+        if let Some((_, first)) = self.staged.first() {
+            pass_commit_point().map_err(failed(first, 0))?;
+        }
         for (placed, (temp, target)) in self.staged.iter().enumerate() {
             fs::rename(temp, target).map_err(failed(target, placed))?;
         }
@@ -148,6 +160,7 @@ pub fn replace(path: &Path, bytes: &[u8]) -> io::Result<()> {
 
 /// Removes `path` durably. A file that is already gone is not an error.
 pub fn remove(path: &Path) -> io::Result<()> {
+    pass_commit_point()?;
     match fs::remove_file(path) {
         Ok(()) => {}
         Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(()),
@@ -168,7 +181,22 @@ fn write_temp_then_rename(temp: &Path, path: &Path, bytes: &[u8]) -> io::Result<
     file.write_all(bytes)?;
     file.sync_all()?;
     drop(file);
+    pass_commit_point()?;
     fs::rename(temp, path)
+}
+
+/// Passes the commit point of the request this write serves, if any: an
+/// error when that request was answered already, so the write must not
+/// be made.
+fn pass_commit_point() -> io::Result<()> {
+    if commit_point::pass() {
+        Ok(())
+    } else {
+        Err(io::Error::new(
+            io::ErrorKind::TimedOut,
+            "its request timed out and was answered as changing nothing, so the write was called off",
+        ))
+    }
 }
 
 fn temp_path(path: &Path) -> PathBuf {
@@ -217,6 +245,7 @@ pub fn sync_dir(dir: &Path) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::commit_point::CommitPoint;
 
     #[test]
     fn replaces_contents_and_leaves_no_temp_files() {
@@ -284,6 +313,50 @@ mod tests {
         assert_eq!(failed.placed, 1);
         assert_eq!(failed.path, dir.path().join("c/taken"));
         assert_eq!(names_in(&dir.path().join("c")), ["1.md", "taken"]);
+    }
+
+    #[test]
+    fn a_write_whose_request_was_answered_is_called_off_and_changes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let kept = dir.path().join("a/kept.md");
+        write(&kept, b"one").unwrap();
+        let answered = CommitPoint::default();
+        assert!(answered.time_out());
+
+        CommitPoint::within(Some(answered), || {
+            let mut group = Group::default();
+            group.stage(&dir.path().join("a/new.md"), b"new").unwrap();
+            group.stage(&dir.path().join("b/new.md"), b"new").unwrap();
+            let failed = group.commit().unwrap_err();
+            assert_eq!(failed.placed, 0);
+            assert_eq!(failed.source.kind(), io::ErrorKind::TimedOut);
+            assert_eq!(
+                write(&kept, b"two").unwrap_err().kind(),
+                io::ErrorKind::TimedOut
+            );
+            assert_eq!(
+                replace(&kept, b"two").unwrap_err().kind(),
+                io::ErrorKind::TimedOut
+            );
+            assert_eq!(remove(&kept).unwrap_err().kind(), io::ErrorKind::TimedOut);
+        });
+        assert_eq!(names_in(&dir.path().join("a")), ["kept.md"]);
+        assert_eq!(fs::read_to_string(&kept).unwrap(), "one");
+        assert!(names_in(&dir.path().join("b")).is_empty());
+    }
+
+    #[test]
+    fn a_write_in_time_passes_the_commit_point_and_the_timeout_waits_for_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let point = CommitPoint::default();
+        CommitPoint::within(Some(point.clone()), || {
+            write(&dir.path().join("a.md"), b"one").unwrap();
+        });
+        assert!(
+            !point.time_out(),
+            "a write past its commit point is waited for"
+        );
+        assert_eq!(fs::read_to_string(dir.path().join("a.md")).unwrap(), "one");
     }
 
     #[test]
