@@ -14,6 +14,9 @@ use tokio::task::JoinHandle;
 use crate::workload::{EmbedderChoice, Result};
 use engram_fake_upstream as upstream;
 
+/// How many times a batch answered `503` is sent in all.
+const BATCH_ATTEMPTS: u32 = 3;
+
 #[derive(Clone)]
 pub struct Client {
     base: String,
@@ -199,14 +202,23 @@ impl Client {
     /// Writes `bodies` through `POST /memories/batch`, in requests of at
     /// most 1,000 under the body limit (as `engram import` sends them),
     /// and answers each one's result in order: `{"status": 201,
-    /// "memory"}` or `{"status", "problem"}`.
+    /// "memory"}` or `{"status", "problem"}`. A batch answered `503`
+    /// (its time ran out on a busy disk; nothing of it was written) is
+    /// sent again, up to [`BATCH_ATTEMPTS`] times in all.
     pub async fn create_all(&self, bodies: Vec<Value>) -> Result<Vec<Value>> {
         let mut results = Vec::with_capacity(bodies.len());
         for batch in engram::client::import::batches(bodies, MAX_BATCH) {
             let count = batch.len();
-            let answer = self
-                .post("/memories/batch", &json!({ "memories": batch }), 200)
-                .await?;
+            let body = json!({ "memories": batch });
+            let mut attempt = 1;
+            let answer = loop {
+                let (status, answer) = self.send("POST", "/memories/batch", Some(&body)).await?;
+                match status {
+                    200 => break answer,
+                    503 if attempt < BATCH_ATTEMPTS => attempt += 1,
+                    _ => return Err(format!("/memories/batch answered {status}: {answer}").into()),
+                }
+            };
             match answer["results"].as_array() {
                 Some(answered) if answered.len() == count => results.extend_from_slice(answered),
                 _ => return Err(format!("/memories/batch answered {answer}").into()),
