@@ -10,22 +10,13 @@ use super::spec::{
 use crate::client::hook::transcript::{Format, gemini};
 use crate::client::setup::json_edit::JsonDialect;
 
-/// Claude Code's event names, which Codex's and Qwen Code's hooks copy.
-const CLAUDE_EVENT_NAMES: EventNames = EventNames {
-    session_start: "SessionStart",
-    user_prompt_submit: "UserPromptSubmit",
-    stop: "Stop",
-    pre_compact: "PreCompact",
-};
-
 /// Anthropic's Claude Code.
 pub(super) const CLAUDE_CODE: Spec = Spec {
     name: "claude-code",
     about: "Anthropic's Claude Code: hooks and MCP",
-    hooks: Some(Hooks {
-        names: CLAUDE_EVENT_NAMES,
-        events: &Event::ALL,
-        files: &[
+    hooks: Some(Hooks::claude_style(
+        &Event::ALL,
+        &[
             (Scope::User, Place::at(Base::Home, ".claude/settings.json")),
             (
                 Scope::Project,
@@ -36,32 +27,24 @@ pub(super) const CLAUDE_CODE: Spec = Spec {
                 Place::at(Base::Project, ".claude/settings.local.json"),
             ),
         ],
-        dialect: JsonDialect::Strict,
-        layout: HookLayout::Grouped {
-            timeout: TimeUnit::Seconds,
-        },
-        context: ContextOutput::HookSpecific,
-        prompt: PromptHook::AddsContext,
-        clean_prompt: None,
-    }),
+        JsonDialect::Strict,
+    )),
     mcp: &[
         (
             Scope::User,
-            McpFile {
-                place: Place::at(Base::Home, ".claude.json"),
-                format: McpFormat::Json(JsonDialect::Strict),
-                at: &[Key::Name("mcpServers")],
-                style: ServerStyle::Typed,
-            },
+            McpFile::mcp_servers(
+                Place::at(Base::Home, ".claude.json"),
+                McpFormat::Json(JsonDialect::Strict),
+                ServerStyle::Typed,
+            ),
         ),
         (
             Scope::Project,
-            McpFile {
-                place: Place::at(Base::Project, ".mcp.json"),
-                format: McpFormat::Json(JsonDialect::Strict),
-                at: &[Key::Name("mcpServers")],
-                style: ServerStyle::Typed,
-            },
+            McpFile::mcp_servers(
+                Place::at(Base::Project, ".mcp.json"),
+                McpFormat::Json(JsonDialect::Strict),
+                ServerStyle::Typed,
+            ),
         ),
         (
             Scope::Local,
@@ -98,24 +81,17 @@ pub(super) const CLAUDE_CODE: Spec = Spec {
 pub(super) const CODEX: Spec = Spec {
     name: "codex",
     about: "OpenAI's Codex CLI: hooks and MCP",
-    hooks: Some(Hooks {
-        names: CLAUDE_EVENT_NAMES,
-        events: &Event::ALL,
-        files: &[
+    hooks: Some(Hooks::claude_style(
+        &Event::ALL,
+        &[
             (Scope::User, Place::at(Base::CodexHome, "hooks.json")),
             (
                 Scope::Project,
                 Place::at(Base::Project, ".codex/hooks.json"),
             ),
         ],
-        dialect: JsonDialect::Strict,
-        layout: HookLayout::Grouped {
-            timeout: TimeUnit::Seconds,
-        },
-        context: ContextOutput::HookSpecific,
-        prompt: PromptHook::AddsContext,
-        clean_prompt: None,
-    }),
+        JsonDialect::Strict,
+    )),
     mcp: &[
         (
             Scope::User,
@@ -186,21 +162,19 @@ pub(super) const CURSOR: Spec = Spec {
     mcp: &[
         (
             Scope::User,
-            McpFile {
-                place: Place::at(Base::Home, ".cursor/mcp.json"),
-                format: McpFormat::Json(JsonDialect::Strict),
-                at: &[Key::Name("mcpServers")],
-                style: ServerStyle::Untyped,
-            },
+            McpFile::mcp_servers(
+                Place::at(Base::Home, ".cursor/mcp.json"),
+                McpFormat::Json(JsonDialect::Strict),
+                ServerStyle::Untyped,
+            ),
         ),
         (
             Scope::Project,
-            McpFile {
-                place: Place::at(Base::Project, ".cursor/mcp.json"),
-                format: McpFormat::Json(JsonDialect::Strict),
-                at: &[Key::Name("mcpServers")],
-                style: ServerStyle::Untyped,
-            },
+            McpFile::mcp_servers(
+                Place::at(Base::Project, ".cursor/mcp.json"),
+                McpFormat::Json(JsonDialect::Strict),
+                ServerStyle::Untyped,
+            ),
         ),
     ],
     // Its prompt hook cannot add memories to a prompt.
@@ -246,21 +220,19 @@ pub(super) const GEMINI: Spec = Spec {
     mcp: &[
         (
             Scope::User,
-            McpFile {
-                place: Place::at(Base::Home, ".gemini/settings.json"),
-                format: McpFormat::Json(JsonDialect::Comments),
-                at: &[Key::Name("mcpServers")],
-                style: ServerStyle::Untyped,
-            },
+            McpFile::mcp_servers(
+                Place::at(Base::Home, ".gemini/settings.json"),
+                McpFormat::Json(JsonDialect::Comments),
+                ServerStyle::Untyped,
+            ),
         ),
         (
             Scope::Project,
-            McpFile {
-                place: Place::at(Base::Project, ".gemini/settings.json"),
-                format: McpFormat::Json(JsonDialect::Comments),
-                at: &[Key::Name("mcpServers")],
-                style: ServerStyle::Untyped,
-            },
+            McpFile::mcp_servers(
+                Place::at(Base::Project, ".gemini/settings.json"),
+                McpFormat::Json(JsonDialect::Comments),
+                ServerStyle::Untyped,
+            ),
         ),
     ],
     instructions: &[],
@@ -315,11 +287,11 @@ pub(super) const OPEN_CODE: Spec = Spec {
         (
             Scope::User,
             McpFile {
-                place: Place {
-                    base: Base::XdgConfig,
-                    path: "opencode/opencode.json",
-                    or_only: Some("opencode/opencode.jsonc"),
-                },
+                place: Place::either(
+                    Base::XdgConfig,
+                    "opencode/opencode.json",
+                    "opencode/opencode.jsonc",
+                ),
                 format: McpFormat::Json(JsonDialect::CommentsAndTrailingCommas),
                 at: &[Key::Name("mcp")],
                 style: ServerStyle::Local,
@@ -328,11 +300,7 @@ pub(super) const OPEN_CODE: Spec = Spec {
         (
             Scope::Project,
             McpFile {
-                place: Place {
-                    base: Base::Project,
-                    path: "opencode.json",
-                    or_only: Some("opencode.jsonc"),
-                },
+                place: Place::either(Base::Project, "opencode.json", "opencode.jsonc"),
                 format: McpFormat::Json(JsonDialect::CommentsAndTrailingCommas),
                 at: &[Key::Name("mcp")],
                 style: ServerStyle::Local,
@@ -342,17 +310,11 @@ pub(super) const OPEN_CODE: Spec = Spec {
     instructions: &[
         (
             Scope::User,
-            InstructionsFile {
-                place: Place::at(Base::XdgConfig, "opencode/AGENTS.md"),
-                starts_with: "",
-            },
+            InstructionsFile::plain(Place::at(Base::XdgConfig, "opencode/AGENTS.md")),
         ),
         (
             Scope::Project,
-            InstructionsFile {
-                place: Place::at(Base::Project, "AGENTS.md"),
-                starts_with: "",
-            },
+            InstructionsFile::plain(Place::at(Base::Project, "AGENTS.md")),
         ),
     ],
     transcripts: None,
@@ -369,58 +331,43 @@ pub(super) const OPEN_CODE: Spec = Spec {
 pub(super) const QWEN_CODE: Spec = Spec {
     name: "qwen-code",
     about: "Qwen Code: hooks that add memories, MCP and instructions (AGENTS.md)",
-    hooks: Some(Hooks {
-        names: CLAUDE_EVENT_NAMES,
-        events: &[Event::SessionStart, Event::UserPromptSubmit],
-        files: &[
+    hooks: Some(Hooks::claude_style(
+        &[Event::SessionStart, Event::UserPromptSubmit],
+        &[
             (Scope::User, Place::at(Base::Home, ".qwen/settings.json")),
             (
                 Scope::Project,
                 Place::at(Base::Project, ".qwen/settings.json"),
             ),
         ],
-        dialect: JsonDialect::Comments,
-        layout: HookLayout::Grouped {
-            timeout: TimeUnit::Seconds,
-        },
-        context: ContextOutput::HookSpecific,
-        prompt: PromptHook::AddsContext,
-        clean_prompt: None,
-    }),
+        JsonDialect::Comments,
+    )),
     mcp: &[
         (
             Scope::User,
-            McpFile {
-                place: Place::at(Base::Home, ".qwen/settings.json"),
-                format: McpFormat::Json(JsonDialect::Comments),
-                at: &[Key::Name("mcpServers")],
-                style: ServerStyle::Untyped,
-            },
+            McpFile::mcp_servers(
+                Place::at(Base::Home, ".qwen/settings.json"),
+                McpFormat::Json(JsonDialect::Comments),
+                ServerStyle::Untyped,
+            ),
         ),
         (
             Scope::Project,
-            McpFile {
-                place: Place::at(Base::Project, ".qwen/settings.json"),
-                format: McpFormat::Json(JsonDialect::Comments),
-                at: &[Key::Name("mcpServers")],
-                style: ServerStyle::Untyped,
-            },
+            McpFile::mcp_servers(
+                Place::at(Base::Project, ".qwen/settings.json"),
+                McpFormat::Json(JsonDialect::Comments),
+                ServerStyle::Untyped,
+            ),
         ),
     ],
     instructions: &[
         (
             Scope::User,
-            InstructionsFile {
-                place: Place::at(Base::Home, ".qwen/QWEN.md"),
-                starts_with: "",
-            },
+            InstructionsFile::plain(Place::at(Base::Home, ".qwen/QWEN.md")),
         ),
         (
             Scope::Project,
-            InstructionsFile {
-                place: Place::at(Base::Project, "AGENTS.md"),
-                starts_with: "",
-            },
+            InstructionsFile::plain(Place::at(Base::Project, "AGENTS.md")),
         ),
     ],
     transcripts: None,
@@ -438,34 +385,25 @@ pub(super) const COPILOT: Spec = Spec {
     mcp: &[
         (
             Scope::User,
-            McpFile {
-                place: Place::at(Base::CopilotHome, "mcp-config.json"),
-                format: McpFormat::Json(JsonDialect::Strict),
-                at: &[Key::Name("mcpServers")],
-                style: ServerStyle::Typed,
-            },
+            McpFile::mcp_servers(
+                Place::at(Base::CopilotHome, "mcp-config.json"),
+                McpFormat::Json(JsonDialect::Strict),
+                ServerStyle::Typed,
+            ),
         ),
         (
             Scope::Project,
-            McpFile {
-                place: Place {
-                    base: Base::Project,
-                    path: ".mcp.json",
-                    or_only: Some(".github/mcp.json"),
-                },
-                format: McpFormat::Json(JsonDialect::Strict),
-                at: &[Key::Name("mcpServers")],
-                style: ServerStyle::Typed,
-            },
+            McpFile::mcp_servers(
+                Place::either(Base::Project, ".mcp.json", ".github/mcp.json"),
+                McpFormat::Json(JsonDialect::Strict),
+                ServerStyle::Typed,
+            ),
         ),
     ],
     instructions: &[
         (
             Scope::User,
-            InstructionsFile {
-                place: Place::at(Base::CopilotHome, "copilot-instructions.md"),
-                starts_with: "",
-            },
+            InstructionsFile::plain(Place::at(Base::CopilotHome, "copilot-instructions.md")),
         ),
         (
             Scope::Project,
@@ -489,11 +427,7 @@ pub(super) const AMP: Spec = Spec {
         (
             Scope::User,
             McpFile {
-                place: Place {
-                    base: Base::XdgConfig,
-                    path: "amp/settings.json",
-                    or_only: Some("amp/settings.jsonc"),
-                },
+                place: Place::either(Base::XdgConfig, "amp/settings.json", "amp/settings.jsonc"),
                 format: McpFormat::Json(JsonDialect::CommentsAndTrailingCommas),
                 at: &[Key::Name("amp.mcpServers")],
                 style: ServerStyle::Untyped,
@@ -502,11 +436,7 @@ pub(super) const AMP: Spec = Spec {
         (
             Scope::Project,
             McpFile {
-                place: Place {
-                    base: Base::Project,
-                    path: ".amp/settings.json",
-                    or_only: Some(".amp/settings.jsonc"),
-                },
+                place: Place::either(Base::Project, ".amp/settings.json", ".amp/settings.jsonc"),
                 format: McpFormat::Json(JsonDialect::CommentsAndTrailingCommas),
                 at: &[Key::Name("amp.mcpServers")],
                 style: ServerStyle::Untyped,
@@ -516,17 +446,11 @@ pub(super) const AMP: Spec = Spec {
     instructions: &[
         (
             Scope::User,
-            InstructionsFile {
-                place: Place::at(Base::XdgConfig, "amp/AGENTS.md"),
-                starts_with: "",
-            },
+            InstructionsFile::plain(Place::at(Base::XdgConfig, "amp/AGENTS.md")),
         ),
         (
             Scope::Project,
-            InstructionsFile {
-                place: Place::at(Base::Project, "AGENTS.md"),
-                starts_with: "",
-            },
+            InstructionsFile::plain(Place::at(Base::Project, "AGENTS.md")),
         ),
     ],
     transcripts: None,

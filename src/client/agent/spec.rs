@@ -110,6 +110,39 @@ pub struct Hooks {
     pub clean_prompt: Option<fn(&str) -> String>,
 }
 
+impl Hooks {
+    /// Hooks as Claude Code has them, which Codex's and Qwen Code's copy:
+    /// its event names, groups of handlers with a `timeout` in seconds,
+    /// context added through `hookSpecificOutput`, a prompt hook that adds
+    /// it, nothing to cut from a prompt.
+    pub const fn claude_style(
+        events: &'static [Event],
+        files: &'static [(Scope, Place)],
+        dialect: JsonDialect,
+    ) -> Self {
+        Self {
+            names: CLAUDE_EVENT_NAMES,
+            events,
+            files,
+            dialect,
+            layout: HookLayout::Grouped {
+                timeout: TimeUnit::Seconds,
+            },
+            context: ContextOutput::HookSpecific,
+            prompt: PromptHook::AddsContext,
+            clean_prompt: None,
+        }
+    }
+}
+
+/// Claude Code's event names, which Codex's and Qwen Code's hooks copy.
+pub const CLAUDE_EVENT_NAMES: EventNames = EventNames {
+    session_start: "SessionStart",
+    user_prompt_submit: "UserPromptSubmit",
+    stop: "Stop",
+    pre_compact: "PreCompact",
+};
+
 /// The agent's name for each of Engram's events.
 #[derive(Debug)]
 pub struct EventNames {
@@ -176,6 +209,15 @@ impl Place {
             or_only: None,
         }
     }
+
+    /// `path` under `base`, or `or_only` when only it exists.
+    pub const fn either(base: Base, path: &'static str, or_only: &'static str) -> Self {
+        Self {
+            base,
+            path,
+            or_only: Some(or_only),
+        }
+    }
 }
 
 /// The directory a [`Place`] starts from.
@@ -203,6 +245,18 @@ pub struct McpFile {
     pub at: &'static [Key],
     /// How a server entry is spelled there.
     pub style: ServerStyle,
+}
+
+impl McpFile {
+    /// Servers under `mcpServers`, where most agents keep them.
+    pub const fn mcp_servers(place: Place, format: McpFormat, style: ServerStyle) -> Self {
+        Self {
+            place,
+            format,
+            at: &[Key::Name("mcpServers")],
+            style,
+        }
+    }
 }
 
 /// The format of a file of MCP servers.
@@ -241,6 +295,16 @@ pub enum ServerStyle {
 pub struct InstructionsFile {
     pub place: Place,
     pub starts_with: &'static str,
+}
+
+impl InstructionsFile {
+    /// A file a new one of which starts empty.
+    pub const fn plain(place: Place) -> Self {
+        Self {
+            place,
+            starts_with: "",
+        }
+    }
 }
 
 /// How an agent's transcripts are read.
