@@ -71,6 +71,33 @@ impl Project {
     }
 }
 
+/// Runs `engram setup` with `args` in `project`'s checkout.
+pub async fn engram_setup(project: &Project, args: &[&str]) -> Output {
+    let mut command = engram(project);
+    command.arg("setup").args(args).current_dir(&project.cwd);
+    run(command, String::new()).await
+}
+
+/// A settings file that may hold whole-line `//` comments, read as JSON.
+pub fn json_without_comment_lines(text: &str) -> Value {
+    let plain: String = text
+        .lines()
+        .filter(|line| !line.trim_start().starts_with("//"))
+        .collect();
+    serde_json::from_str(&plain).unwrap()
+}
+
+/// Every handler of `event` in a settings document whose hooks are
+/// grouped (Claude Code's layout, which Gemini CLI and Qwen Code share).
+pub fn grouped_handlers<'a>(settings: &'a Value, event: &str) -> Vec<&'a Value> {
+    settings["hooks"][event]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|group| group["hooks"].as_array().unwrap())
+        .collect()
+}
+
 /// `tests/fixtures/<name>` with `$CWD` and `$TRANSCRIPT` filled in.
 fn fixture(name: &str, cwd: &Path, transcript: &Path) -> String {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))

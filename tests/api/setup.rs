@@ -20,7 +20,10 @@ use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
 use serde_json::{Value, json};
 
 use crate::helpers::PATIENCE;
-use crate::hooks::{Project, engram, engram_remembering, printed_context, run, start_engram};
+use crate::hooks::{
+    Project, engram, engram_remembering, engram_setup, grouped_handlers, printed_context, run,
+    start_engram,
+};
 use crate::setup::private::backup_place;
 
 const EVENTS: [(&str, &str); 4] = [
@@ -29,12 +32,6 @@ const EVENTS: [(&str, &str); 4] = [
     ("Stop", "stop"),
     ("PreCompact", "pre-compact"),
 ];
-
-async fn setup(project: &Project, args: &[&str]) -> Output {
-    let mut command = engram(project);
-    command.arg("setup").args(args).current_dir(&project.cwd);
-    run(command, String::new()).await
-}
 
 fn read_json(path: &Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
@@ -60,10 +57,8 @@ pub fn backups(path: &Path) -> Vec<PathBuf> {
 
 /// The command of our hook for `event` in a settings document.
 fn command_for(settings: &Value, event: &str) -> String {
-    let groups = settings["hooks"][event].as_array().unwrap();
-    let ours: Vec<&Value> = groups
-        .iter()
-        .flat_map(|group| group["hooks"].as_array().unwrap())
+    let ours: Vec<&Value> = grouped_handlers(settings, event)
+        .into_iter()
         .filter(|hook| hook["command"].as_str().unwrap().contains(" hook "))
         .collect();
     assert_eq!(ours.len(), 1, "{settings:#}");
@@ -84,7 +79,7 @@ async fn setup_merges_the_hooks_into_existing_settings_and_backs_them_up() {
     let original_text = serde_json::to_string_pretty(&original).unwrap();
     std::fs::write(&file, &original_text).unwrap();
 
-    let output = setup(&project, &["claude-code", "--scope", "local"]).await;
+    let output = engram_setup(&project, &["claude-code", "--scope", "local"]).await;
 
     assert!(output.status.success(), "{output:?}");
     let report = String::from_utf8(output.stdout).unwrap();
@@ -124,13 +119,13 @@ async fn setup_a_second_time_changes_nothing() {
     let project = Project::new("claude-code/transcript.jsonl");
     let file = project.home().join(".claude/settings.json");
 
-    let first = setup(&project, &["claude-code"]).await;
+    let first = engram_setup(&project, &["claude-code"]).await;
     assert!(first.status.success(), "{first:?}");
     assert!(String::from_utf8_lossy(&first.stdout).contains("created"));
     let written = std::fs::read(&file).unwrap();
     assert!(backups(&file).is_empty(), "nothing to back up on creation");
 
-    let second = setup(&project, &["claude-code"]).await;
+    let second = engram_setup(&project, &["claude-code"]).await;
     assert!(second.status.success(), "{second:?}");
     let report = String::from_utf8(second.stdout).unwrap();
     assert!(report.contains("nothing changed"), "{report}");
@@ -138,7 +133,7 @@ async fn setup_a_second_time_changes_nothing() {
     assert!(backups(&file).is_empty());
 
     // A new option is a change: the entries are updated in place.
-    let third = setup(&project, &["claude-code", "--url", "http://127.0.0.1:9000"]).await;
+    let third = engram_setup(&project, &["claude-code", "--url", "http://127.0.0.1:9000"]).await;
     let report = String::from_utf8(third.stdout).unwrap();
     assert_eq!(report.matches("updated").count(), 5, "{report}");
     let settings = read_json(&file);
@@ -156,7 +151,7 @@ async fn setup_a_second_time_changes_nothing() {
 #[tokio::test]
 async fn setup_print_shows_the_snippet_and_writes_nothing() {
     let project = Project::new("claude-code/transcript.jsonl");
-    let output = setup(&project, &["codex", "--print", "--repo", "forge"]).await;
+    let output = engram_setup(&project, &["codex", "--print", "--repo", "forge"]).await;
     assert!(output.status.success(), "{output:?}");
     // Each file's snippet under a `# <file>` line: the hooks, then the
     // MCP server.
@@ -193,7 +188,7 @@ async fn setup_for_codex_writes_its_hooks_file_and_refuses_what_is_not_json() {
     std::fs::create_dir_all(config.parent().unwrap()).unwrap();
     let original = "# the team's Codex settings\nmodel = \"gpt-5\"\n\n[mcp_servers.docs]\ncommand = \"docs-mcp\"\n";
     std::fs::write(&config, original).unwrap();
-    let output = setup(&project, &["codex", "--scope", "project"]).await;
+    let output = engram_setup(&project, &["codex", "--scope", "project"]).await;
     assert!(output.status.success(), "{output:?}");
     let settings = read_json(&project.cwd.join(".codex/hooks.json"));
     assert!(command_for(&settings, "Stop").ends_with(" hook codex stop"));
@@ -211,7 +206,7 @@ async fn setup_for_codex_writes_its_hooks_file_and_refuses_what_is_not_json() {
     // A shared file's backup is kept out of the checkout.
     assert!(backups(&config).is_empty());
     assert_eq!(backups(&backup_place(&project, &config)).len(), 1);
-    let again = setup(&project, &["codex", "--scope", "project"]).await;
+    let again = engram_setup(&project, &["codex", "--scope", "project"]).await;
     assert_eq!(
         String::from_utf8_lossy(&again.stdout)
             .matches("nothing changed")
@@ -224,13 +219,13 @@ async fn setup_for_codex_writes_its_hooks_file_and_refuses_what_is_not_json() {
     let broken = project.home().join("broken.json");
     std::fs::write(&broken, "{\"hooks\": ").unwrap();
     let file = broken.to_str().unwrap();
-    let output = setup(&project, &["claude-code", "--file", file]).await;
+    let output = engram_setup(&project, &["claude-code", "--file", file]).await;
     assert_eq!(output.status.code(), Some(1), "{output:?}");
     assert!(String::from_utf8_lossy(&output.stderr).contains("is not JSON"));
     assert_eq!(std::fs::read_to_string(&broken).unwrap(), "{\"hooks\": ");
     assert!(backups(&broken).is_empty());
 
-    let output = setup(&project, &["codex", "--scope", "local"]).await;
+    let output = engram_setup(&project, &["codex", "--scope", "local"]).await;
     assert_eq!(output.status.code(), Some(1), "{output:?}");
 }
 
@@ -238,7 +233,7 @@ async fn setup_for_codex_writes_its_hooks_file_and_refuses_what_is_not_json() {
 async fn the_command_setup_writes_runs_as_the_agent_would_run_it() {
     let fact = "The forge client wraps every error with fmt.Errorf and %w.";
     let (app, project) = engram_remembering("claude-code/transcript.jsonl", fact).await;
-    let output = setup(&project, &["claude-code", "--url", &app.base_url]).await;
+    let output = engram_setup(&project, &["claude-code", "--url", &app.base_url]).await;
     assert!(output.status.success(), "{output:?}");
     let settings = read_json(&project.home().join(".claude/settings.json"));
     let command = command_for(&settings, "UserPromptSubmit");
@@ -414,7 +409,7 @@ async fn setup_backs_up_readable_by_the_owner_only_and_keeps_the_newest_three() 
 
     for run in 0..5 {
         let url = format!("http://127.0.0.1:{}", 9000 + run);
-        let output = setup(&project, &["claude-code", "--url", &url]).await;
+        let output = engram_setup(&project, &["claude-code", "--url", &url]).await;
         assert!(output.status.success(), "{output:?}");
         let report = String::from_utf8(output.stdout).unwrap();
         if run == 0 {
@@ -507,7 +502,7 @@ async fn setup_writes_through_a_linked_user_file() {
     std::fs::create_dir_all(settings.parent().unwrap()).unwrap();
     std::os::unix::fs::symlink(&real, &settings).unwrap();
 
-    let output = setup(&project, &["claude-code", "--no-mcp"]).await;
+    let output = engram_setup(&project, &["claude-code", "--no-mcp"]).await;
     assert!(output.status.success(), "{output:?}");
     assert!(
         std::fs::symlink_metadata(&settings)
@@ -525,7 +520,7 @@ async fn setup_writes_through_a_linked_user_file() {
     // A link to nothing is refused with what to do.
     let dangling = project.home().join(".claude.json");
     std::os::unix::fs::symlink(dotfiles.join("missing.json"), &dangling).unwrap();
-    let output = setup(&project, &["claude-code"]).await;
+    let output = engram_setup(&project, &["claude-code"]).await;
     assert_eq!(output.status.code(), Some(1), "{output:?}");
     assert!(String::from_utf8_lossy(&output.stderr).contains("cannot be reached"));
 }
@@ -580,7 +575,7 @@ async fn setup_keeps_every_byte_it_does_not_own() {
     );
     std::fs::write(&settings, &settings_text).unwrap();
 
-    let output = setup(&project, &["claude-code"]).await;
+    let output = engram_setup(&project, &["claude-code"]).await;
     assert!(output.status.success(), "{output:?}");
     let written = std::fs::read_to_string(&state).unwrap();
     let before_end = original.trim_end().strip_suffix("\n}").unwrap();
@@ -608,7 +603,7 @@ async fn setup_keeps_every_byte_it_does_not_own() {
     // A change under a key the file holds twice is refused.
     let twice = r#"{"mcpServers": {}, "mcpServers": {"docs": {"command": "d"}}}"#;
     std::fs::write(&state, twice).unwrap();
-    let output = setup(&project, &["claude-code"]).await;
+    let output = engram_setup(&project, &["claude-code"]).await;
     assert_eq!(output.status.code(), Some(1), "{output:?}");
     let stderr = String::from_utf8(output.stderr).unwrap();
     assert!(

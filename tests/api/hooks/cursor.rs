@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use crate::helpers::RunningApp;
 use crate::hooks::{
-    Project, assert_silent, engram, engram_remembering, hook, last_prompt, memories, run,
+    Project, assert_silent, engram_remembering, engram_setup, hook, last_prompt, memories,
     start_engram,
 };
 use crate::setup::backups;
@@ -114,13 +114,7 @@ async fn setup_cursor_writes_its_hooks_into_hooks_json_keeping_the_rest_once() {
                     \"./hooks/format.sh\"}],\n    \"afterAgentResponse\": [{\"command\": \
                     \"./hooks/audit.sh\"}]\n  }\n}\n";
     std::fs::write(&user_hooks, original).unwrap();
-    let setup = async |scope: &str| {
-        let mut command = engram(&project);
-        command
-            .args(["setup", "cursor", "--scope", scope])
-            .current_dir(&project.cwd);
-        run(command, String::new()).await
-    };
+    let setup = async |scope: &str| engram_setup(&project, &["cursor", "--scope", scope]).await;
     for (scope, file, program) in [
         ("user", user_hooks.clone(), env!("CARGO_BIN_EXE_engram")),
         ("project", project.cwd.join(".cursor/hooks.json"), "engram"),

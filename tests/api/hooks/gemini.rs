@@ -14,8 +14,8 @@ use serde_json::{Value, json};
 
 use crate::helpers::{closed_url, get_json, post_json, wait_until_async};
 use crate::hooks::{
-    Project, assert_silent, engram, engram_remembering, hook, last_prompt, memories,
-    printed_context, run,
+    Project, assert_silent, engram_remembering, engram_setup, grouped_handlers, hook,
+    json_without_comment_lines, last_prompt, memories, printed_context, run,
 };
 use crate::injection::brief::provisional_line;
 use crate::setup::agents::{cli_or_skip, printed};
@@ -117,22 +117,12 @@ async fn setup_gemini_writes_its_hooks_beside_the_mcp_server_in_one_settings_fil
                     \"BeforeAgent\": [{\"hooks\": [{\"type\": \"command\", \"command\": \
                     \"lint-prompt\"}]}]\n  }\n}\n";
     std::fs::write(&settings, original).unwrap();
-    let setup = async || {
-        let mut command = engram(&project);
-        command
-            .args(["setup", "gemini", "--scope", "project"])
-            .current_dir(&project.cwd);
-        run(command, String::new()).await
-    };
+    let setup = async || engram_setup(&project, &["gemini", "--scope", "project"]).await;
     let output = setup().await;
     assert!(output.status.success(), "{output:?}");
     let text = std::fs::read_to_string(&settings).unwrap();
     assert!(text.starts_with("{\n  // the team's settings\n"), "{text}");
-    let plain: String = text
-        .lines()
-        .filter(|line| !line.trim_start().starts_with("//"))
-        .collect();
-    let written: Value = serde_json::from_str(&plain).unwrap();
+    let written = json_without_comment_lines(&text);
     assert_eq!(written["theme"], "GitHub");
     assert_eq!(
         written["mcpServers"]["engram"],
@@ -144,12 +134,7 @@ async fn setup_gemini_writes_its_hooks_beside_the_mcp_server_in_one_settings_fil
         ("AfterAgent", "stop"),
         ("PreCompress", "pre-compact"),
     ] {
-        let handlers: Vec<&Value> = written["hooks"][event]
-            .as_array()
-            .unwrap()
-            .iter()
-            .flat_map(|group| group["hooks"].as_array().unwrap())
-            .collect();
+        let handlers = grouped_handlers(&written, event);
         let ours = json!({"type": "command", "timeout": 10_000,
             "command": format!("engram hook gemini {command}")});
         assert!(handlers.contains(&&ours), "{event}: {text}");
@@ -195,9 +180,7 @@ async fn the_gemini_cli_runs_engrams_hooks_through_a_turn_without_a_model() {
     upstream.set_chat(Behaviour::Answer, &json!([fact]).to_string());
 
     let home = project.home();
-    let mut command = engram(&project);
-    command.args(["setup", "gemini"]).current_dir(&project.cwd);
-    let output = run(command, String::new()).await;
+    let output = engram_setup(&project, &["gemini"]).await;
     assert!(output.status.success(), "{output:?}");
     // The model's part, played by a hook: it keeps the request the model
     // would have had and answers in its place ("deny" with a response is

@@ -8,7 +8,10 @@
 
 use serde_json::{Value, json};
 
-use crate::hooks::{Project, engram, engram_remembering, hook, printed_context, run};
+use crate::hooks::{
+    Project, engram_remembering, engram_setup, grouped_handlers, hook, json_without_comment_lines,
+    printed_context,
+};
 
 const SESSION: &str = "5f1c2a7e-3b4d-4e8f-9a0b-1c2d3e4f5a6b";
 
@@ -78,22 +81,12 @@ async fn setup_qwen_code_writes_its_two_hooks_beside_the_mcp_server_in_one_setti
                     \"write_file\", \"hooks\": [{\"type\": \"command\", \"command\": \
                     \"check-write\"}]}]\n  }\n}\n";
     std::fs::write(&settings, original).unwrap();
-    let setup = async || {
-        let mut command = engram(&project);
-        command
-            .args(["setup", "qwen-code", "--scope", "project"])
-            .current_dir(&project.cwd);
-        run(command, String::new()).await
-    };
+    let setup = async || engram_setup(&project, &["qwen-code", "--scope", "project"]).await;
     let output = setup().await;
     assert!(output.status.success(), "{output:?}");
     let text = std::fs::read_to_string(&settings).unwrap();
     assert!(text.starts_with("{\n  // the team's settings\n"), "{text}");
-    let plain: String = text
-        .lines()
-        .filter(|line| !line.trim_start().starts_with("//"))
-        .collect();
-    let written: Value = serde_json::from_str(&plain).unwrap();
+    let written = json_without_comment_lines(&text);
     assert_eq!(
         written["mcpServers"]["engram"],
         json!({"command": "engram", "args": ["mcp"]})
@@ -102,12 +95,7 @@ async fn setup_qwen_code_writes_its_two_hooks_beside_the_mcp_server_in_one_setti
         ("SessionStart", "session-start"),
         ("UserPromptSubmit", "user-prompt-submit"),
     ] {
-        let handlers: Vec<&Value> = written["hooks"][event]
-            .as_array()
-            .unwrap()
-            .iter()
-            .flat_map(|group| group["hooks"].as_array().unwrap())
-            .collect();
+        let handlers = grouped_handlers(&written, event);
         let ours = json!({"type": "command", "timeout": 10,
             "command": format!("engram hook qwen-code {command}")});
         assert_eq!(handlers, vec![&ours], "{event}: {text}");

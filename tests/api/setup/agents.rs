@@ -12,9 +12,10 @@ use std::process::Output;
 
 use serde_json::{Value, json};
 
-use super::{backups, setup};
+use super::backups;
 use crate::helpers::{npm_installed, or_skip};
 use crate::hooks::Project;
+use crate::hooks::engram_setup;
 use crate::setup::private::backup_place;
 
 /// The file's JSON, read without the library's own parser: its `//`
@@ -150,7 +151,7 @@ async fn setup_writes_each_agents_server_in_its_shape_and_a_second_run_changes_n
     for scope in ["user", "project"] {
         let project = Project::new("claude-code/transcript.jsonl");
         for agent in expected(&project, scope) {
-            let output = setup(&project, &[agent.agent, "--scope", scope]).await;
+            let output = engram_setup(&project, &[agent.agent, "--scope", scope]).await;
             assert!(output.status.success(), "{}: {output:?}", agent.agent);
             let report = String::from_utf8(output.stdout).unwrap();
             assert!(report.contains("created"), "{report}");
@@ -177,7 +178,7 @@ async fn setup_writes_each_agents_server_in_its_shape_and_a_second_run_changes_n
                 .chain(agent.hooks.iter())
                 .collect();
             let before: Vec<Vec<u8>> = files.iter().map(|f| std::fs::read(f).unwrap()).collect();
-            let again = setup(&project, &[agent.agent, "--scope", scope]).await;
+            let again = engram_setup(&project, &[agent.agent, "--scope", scope]).await;
             let report = String::from_utf8(again.stdout).unwrap();
             assert_eq!(
                 report.matches("nothing changed").count(),
@@ -247,7 +248,7 @@ async fn setup_merges_into_each_agents_files_keeping_their_comments_and_servers(
     for (agent, path, original, key) in &files {
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(path, original).unwrap();
-        let output = setup(&project, &[agent, "--scope", "project"]).await;
+        let output = engram_setup(&project, &[agent, "--scope", "project"]).await;
         assert!(output.status.success(), "{agent}: {output:?}");
         let text = std::fs::read_to_string(path).unwrap();
         // Everything up to the last server stays as it was, comments too.
@@ -268,7 +269,7 @@ async fn setup_merges_into_each_agents_files_keeping_their_comments_and_servers(
         // A shared file's backup is kept out of the checkout.
         assert_eq!(backups(path).len(), 0, "{agent}");
         assert_eq!(backups(&backup_place(&project, path)).len(), 1, "{agent}");
-        let again = setup(&project, &[agent, "--scope", "project"]).await;
+        let again = engram_setup(&project, &[agent, "--scope", "project"]).await;
         assert!(
             String::from_utf8_lossy(&again.stdout).contains("nothing changed"),
             "{again:?}"
@@ -324,7 +325,7 @@ async fn setup_refuses_what_each_agent_could_not_read_and_writes_nothing() {
     for (agent, path, text) in &broken {
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(path, text).unwrap();
-        let output = setup(&project, &[agent, "--scope", "project"]).await;
+        let output = engram_setup(&project, &[agent, "--scope", "project"]).await;
         assert_eq!(output.status.code(), Some(1), "{agent}: {output:?}");
         let stderr = String::from_utf8(output.stderr).unwrap();
         assert!(
@@ -348,7 +349,7 @@ async fn setup_refuses_what_each_agent_could_not_read_and_writes_nothing() {
     }
     // A shape the agent would not read is refused too.
     std::fs::write(&broken[2].1, "{\"servers\": []}").unwrap();
-    let output = setup(&project, &["vscode", "--scope", "project"]).await;
+    let output = engram_setup(&project, &["vscode", "--scope", "project"]).await;
     assert_eq!(output.status.code(), Some(1), "{output:?}");
     assert!(String::from_utf8_lossy(&output.stderr).contains("`servers` is not an object"));
 
@@ -357,7 +358,7 @@ async fn setup_refuses_what_each_agent_could_not_read_and_writes_nothing() {
         &["opencode", "--no-mcp"],
         &["vscode", "--scope", "local"],
     ] {
-        let output = setup(&project, args).await;
+        let output = engram_setup(&project, args).await;
         assert_eq!(output.status.code(), Some(1), "{args:?}: {output:?}");
     }
 }

@@ -6,15 +6,59 @@
 //! wants a sign-in), so what they list having read is the check.
 //! Setup edits the agent's files: nothing here depends on the storage backend.
 
+use std::ffi::OsStr;
 use std::path::Path;
 use std::process::Command;
 
 use serde_json::{Value, json};
 
 use super::agents::{cli_or_skip, printed};
-use super::setup;
 use crate::helpers::{npm_installed, or_skip};
+use crate::hooks::engram_setup;
 use crate::hooks::{Project, engram, run};
+
+/// `program` run as the user would run it in `project`'s checkout: with
+/// the project's home and user, and nothing else of this process's
+/// environment but `PATH`.
+fn as_the_user(program: impl AsRef<OsStr>, project: &Project) -> Command {
+    let mut command = Command::new(program);
+    command
+        .current_dir(&project.cwd)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", project.home())
+        .env("USER", "ana");
+    command
+}
+
+/// A user's settings file at `relative` under the home, listing no server
+/// yet, in the JSON with comments that Gemini CLI and Qwen Code read.
+fn no_servers_yet(project: &Project, relative: &str) {
+    let settings = project.home().join(relative);
+    std::fs::create_dir_all(settings.parent().unwrap()).unwrap();
+    std::fs::write(
+        &settings,
+        "{\n  // no sign-in is needed to list servers\n  \"mcpServers\": {}\n}\n",
+    )
+    .unwrap();
+}
+
+/// That an `mcp list` of Gemini CLI's kind shows the server setup wrote
+/// connected: the agent started `engram mcp` and finished the MCP
+/// handshake with it (the bridge answers it without a running Engram).
+fn assert_connected(listed: &str) {
+    let line = listed
+        .lines()
+        .find(|line| line.contains("engram:"))
+        .unwrap_or_else(|| panic!("{listed}"));
+    assert!(
+        line.contains(&format!(
+            "{} mcp (stdio) - Connected",
+            env!("CARGO_BIN_EXE_engram")
+        )),
+        "{listed}"
+    );
+}
 
 #[tokio::test]
 async fn the_gemini_cli_connects_to_the_server_setup_wrote() {
@@ -22,14 +66,8 @@ async fn the_gemini_cli_connects_to_the_server_setup_wrote() {
         return;
     };
     let project = Project::new("claude-code/transcript.jsonl");
-    let settings = project.home().join(".gemini/settings.json");
-    std::fs::create_dir_all(settings.parent().unwrap()).unwrap();
-    std::fs::write(
-        &settings,
-        "{\n  // no sign-in is needed to list servers\n  \"mcpServers\": {}\n}\n",
-    )
-    .unwrap();
-    let output = setup(&project, &["gemini"]).await;
+    no_servers_yet(&project, ".gemini/settings.json");
+    let output = engram_setup(&project, &["gemini"]).await;
     assert!(output.status.success(), "{output:?}");
     // Gemini CLI starts stdio servers only in folders the user trusts.
     std::fs::write(
@@ -38,31 +76,13 @@ async fn the_gemini_cli_connects_to_the_server_setup_wrote() {
     )
     .unwrap();
 
-    let mut gemini = Command::new(cli);
-    gemini
-        .args(["mcp", "list"])
-        .current_dir(&project.cwd)
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("HOME", project.home())
-        .env("USER", "ana");
+    let mut gemini = as_the_user(cli, &project);
+    gemini.args(["mcp", "list"]);
     let output = run(gemini, String::new()).await;
     // It prints the list on stderr when stdout is not a terminal.
     let listed = printed(&output);
     assert!(output.status.success(), "{output:?}");
-    // Connected: Gemini CLI started `engram mcp` and finished the MCP
-    // handshake with it (the bridge answers it without a running Engram).
-    let line = listed
-        .lines()
-        .find(|line| line.contains("engram:"))
-        .unwrap_or_else(|| panic!("{output:?}"));
-    assert!(
-        line.contains(&format!(
-            "{} mcp (stdio) - Connected",
-            env!("CARGO_BIN_EXE_engram")
-        )),
-        "{output:?}"
-    );
+    assert_connected(&listed);
 }
 
 #[tokio::test]
@@ -95,14 +115,10 @@ async fn the_opencode_cli_connects_to_the_server_setup_merged_into_its_jsonc() {
     let output = run(command, String::new()).await;
     assert!(output.status.success(), "{output:?}");
 
-    let mut opencode = Command::new(cli);
+    let mut opencode = as_the_user(cli, &project);
     opencode
         .args(["mcp", "list"])
-        .current_dir(&project.cwd)
-        .env_clear()
         .env("PATH", &path)
-        .env("HOME", project.home())
-        .env("USER", "ana")
         // Nothing from the network: listing servers needs none of it.
         .env("OPENCODE_DISABLE_AUTOUPDATE", "1")
         .env("OPENCODE_DISABLE_MODELS_FETCH", "1")
@@ -148,54 +164,33 @@ async fn qwen_code_connects_to_the_server_setup_wrote() {
         return;
     };
     let project = Project::new("claude-code/transcript.jsonl");
-    let settings = project.home().join(".qwen/settings.json");
-    std::fs::create_dir_all(settings.parent().unwrap()).unwrap();
-    std::fs::write(
-        &settings,
-        "{\n  // no sign-in is needed to list servers\n  \"mcpServers\": {}\n}\n",
-    )
-    .unwrap();
-    let output = setup(&project, &["qwen-code"]).await;
+    no_servers_yet(&project, ".qwen/settings.json");
+    let output = engram_setup(&project, &["qwen-code"]).await;
     assert!(output.status.success(), "{output:?}");
 
-    let mut qwen = Command::new(node);
-    qwen.arg(cli)
-        .args(["mcp", "list"])
-        .current_dir(&project.cwd)
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("HOME", project.home())
-        .env("USER", "ana");
+    let mut qwen = as_the_user(node, &project);
+    qwen.arg(cli).args(["mcp", "list"]);
     let output = run(qwen, String::new()).await;
     assert!(output.status.success(), "{output:?}");
     let listed = printed(&output);
-    // Connected: Qwen Code started `engram mcp` and finished the MCP
-    // handshake with it (the bridge answers it without a running Engram).
-    let line = listed
-        .lines()
-        .find(|line| line.contains("engram:"))
-        .unwrap_or_else(|| panic!("{listed}"));
-    assert!(
-        line.contains(&format!(
-            "{} mcp (stdio) - Connected",
-            env!("CARGO_BIN_EXE_engram")
-        )),
-        "{listed}"
-    );
+    assert_connected(&listed);
+}
+
+/// GitHub Copilot CLI run as the user, with its files in `copilot_home`
+/// and no update check.
+fn copilot_as_the_user(cli: &Path, project: &Project, copilot_home: &Path) -> Command {
+    let mut copilot = as_the_user(cli, project);
+    copilot
+        .env("COPILOT_HOME", copilot_home)
+        .env("COPILOT_AUTO_UPDATE", "false");
+    copilot
 }
 
 /// GitHub Copilot CLI's own account of the MCP servers it would start in
 /// `project`, with its files in `copilot_home`: `copilot mcp list --json`.
 async fn copilot_servers(cli: &Path, project: &Project, copilot_home: &Path) -> Value {
-    let mut copilot = Command::new(cli);
-    copilot
-        .args(["mcp", "list", "--json"])
-        .current_dir(&project.cwd)
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("HOME", project.home())
-        .env("COPILOT_HOME", copilot_home)
-        .env("COPILOT_AUTO_UPDATE", "false");
+    let mut copilot = copilot_as_the_user(cli, project, copilot_home);
+    copilot.args(["mcp", "list", "--json"]);
     let output = run(copilot, String::new()).await;
     assert!(output.status.success(), "{output:?}");
     serde_json::from_slice(&output.stdout).unwrap_or_else(|err| panic!("{err}: {output:?}"))
@@ -243,15 +238,8 @@ async fn the_copilot_cli_reads_the_servers_and_instructions_setup_wrote() {
     assert_eq!(engram["command"], env!("CARGO_BIN_EXE_engram"), "{servers}");
     assert_eq!(engram["source"], "user", "{servers}");
 
-    let mut copilot = Command::new(&cli);
-    copilot
-        .args(["instruction", "list"])
-        .current_dir(&project.cwd)
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("HOME", project.home())
-        .env("COPILOT_HOME", &copilot_home)
-        .env("COPILOT_AUTO_UPDATE", "false");
+    let mut copilot = copilot_as_the_user(&cli, &project, &copilot_home);
+    copilot.args(["instruction", "list"]);
     let output = run(copilot, String::new()).await;
     assert!(output.status.success(), "{output:?}");
     let listed = printed(&output);
@@ -282,18 +270,13 @@ async fn amp_lists_the_servers_setup_wrote_at_each_scope() {
     )
     .unwrap();
     for scope in ["user", "project"] {
-        let output = setup(&project, &["amp", "--scope", scope]).await;
+        let output = engram_setup(&project, &["amp", "--scope", scope]).await;
         assert!(output.status.success(), "{scope}: {output:?}");
     }
     assert!(!project.cwd.join(".amp/settings.json").exists());
 
-    let mut amp = Command::new(cli);
-    amp.args(["mcp", "list"])
-        .current_dir(&project.cwd)
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("HOME", project.home())
-        .env("USER", "ana");
+    let mut amp = as_the_user(cli, &project);
+    amp.args(["mcp", "list"]);
     let output = run(amp, String::new()).await;
     assert!(output.status.success(), "{output:?}");
     let listed = printed(&output);
