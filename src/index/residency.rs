@@ -17,9 +17,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use serde::Serialize;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
+use utoipa::ToSchema;
 
 use super::{Change, Index, Snapshot};
 use crate::config;
@@ -64,20 +66,24 @@ struct State {
     bytes: HashMap<Namespace, (usize, usize)>,
 }
 
-/// What `/stats` and `/metrics` show of the residency.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+/// What the index keeps in memory, and what it dropped.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, ToSchema)]
+#[schema(as = ResidencyStatsView)]
 pub struct ResidencyView {
     /// Namespaces in memory.
     pub resident_namespaces: usize,
-    /// Namespaces dropped from memory, loaded again on their next read.
+    /// Namespaces dropped from memory (idle, or the least recently read
+    /// above the ceiling); each is loaded again by its next read. Their
+    /// memories are still counted in `namespaces` and `memories`.
     pub evicted_namespaces: usize,
-    /// The bytes of the index's columns (vectors, codes, ids, postings).
+    /// Bytes of the index's columns in memory: vectors, their codes,
+    /// ids and word postings.
     pub resident_bytes: usize,
-    /// Namespaces loaded again since start.
+    /// Namespaces loaded back into memory since start.
     pub loads: u64,
-    /// Namespaces dropped since start.
+    /// Namespaces dropped from memory since start.
     pub evictions: u64,
-    /// The mean time a load took, in ms.
+    /// The mean time a load back took, in ms; null before the first.
     pub mean_load_ms: Option<f64>,
 }
 

@@ -20,6 +20,7 @@ use utoipa::ToSchema;
 use crate::auth::Caller;
 use crate::capture::{Capture, CaptureStatsView};
 use crate::embed;
+use crate::index::ResidencyView;
 use crate::index::indexer::IndexerStats;
 use crate::readiness::Readiness;
 use crate::retrieval::Retriever;
@@ -161,27 +162,7 @@ pub struct IndexStatsView {
     /// What the index holds in memory (`index.idle_minutes`,
     /// `index.max_memory_mb`): only for keys that see every namespace.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub residency: Option<ResidencyStatsView>,
-}
-
-/// What the index keeps in memory, and what it dropped.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct ResidencyStatsView {
-    /// Namespaces in memory.
-    pub resident_namespaces: usize,
-    /// Namespaces dropped from memory (idle, or the least recently read
-    /// above the ceiling); each is loaded again by its next read. Their
-    /// memories are still counted in `namespaces` and `memories`.
-    pub evicted_namespaces: usize,
-    /// Bytes of the index's columns in memory: vectors, their codes,
-    /// ids and word postings.
-    pub resident_bytes: usize,
-    /// Namespaces loaded back into memory since start.
-    pub loads: u64,
-    /// Namespaces dropped from memory since start.
-    pub evictions: u64,
-    /// The mean time a load back took, in ms; null before the first.
-    pub mean_load_ms: Option<f64>,
+    pub residency: Option<ResidencyView>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -305,17 +286,7 @@ impl StatsResponse {
         {
             *namespaces.entry(namespace.to_string()).or_default() += n;
         }
-        let residency = everything.then(|| {
-            let view = retriever.index().residency_view();
-            ResidencyStatsView {
-                resident_namespaces: view.resident_namespaces,
-                evicted_namespaces: view.evicted_namespaces,
-                resident_bytes: view.resident_bytes,
-                loads: view.loads,
-                evictions: view.evictions,
-                mean_load_ms: view.mean_load_ms,
-            }
-        });
+        let residency = everything.then(|| retriever.index().residency_view());
         let index = IndexStatsView {
             ready: readiness.is_ready(),
             model: retriever.model_key(),

@@ -5,7 +5,7 @@
 use serde_json::{Value, json};
 
 use crate::backends::{Backend, over_both_backends};
-use crate::helpers::{TestApp, id, ids, memory};
+use crate::helpers::{TestApp, id, ids, memory, postgres_decision};
 
 over_both_backends!(
     a_write_behind_a_stalled_burst_is_found_by_its_words_at_once,
@@ -161,14 +161,7 @@ async fn a_new_version_stands_in_for_the_old_before_its_vector_comes(backend: Ba
 
 async fn with_no_backlog_a_retrieval_right_after_a_write_waits_for_its_vector(backend: Backend) {
     let app = backend.builder().embedder().spawn().await;
-    let written = app
-        .create(memory(
-            "repo",
-            "forge",
-            "architectural-decisions",
-            "We store everything in PostgreSQL 16.",
-        ))
-        .await;
+    let written = app.create(postgres_decision()).await;
     let result = ask(&app, "r1", "everything in postgresql").await;
     assert_eq!(result["index_catching_up"], false, "{result:#}");
     assert_eq!(ids(&result), [id(&written)]);

@@ -326,6 +326,39 @@ pub fn memory(scope: &str, owner: &str, category: &str, content: &str) -> Value 
     json!({ "scope": scope, owner_field: owner, "category": category, "content": content })
 }
 
+/// The decision the retrieval tests look for: forge keeps everything in
+/// PostgreSQL 16.
+pub fn postgres_decision() -> Value {
+    memory(
+        "repo",
+        "forge",
+        "architectural-decisions",
+        "We store everything in PostgreSQL 16.",
+    )
+}
+
+/// Writes [`postgres_decision`], a convention of forge's and a preference
+/// of ana's, and waits for their vectors; answers the decision.
+pub async fn seed_forge_and_ana(app: &TestApp) -> Value {
+    let decision = app.create(postgres_decision()).await;
+    app.create(memory(
+        "repo",
+        "forge",
+        "project-conventions",
+        "Commit messages use the imperative mood.",
+    ))
+    .await;
+    app.create(memory(
+        "user",
+        "ana",
+        "coding-preferences",
+        "Ana likes tabs over spaces.",
+    ))
+    .await;
+    app.wait_indexed().await;
+    decision
+}
+
 impl TestResponse {
     /// Asserts a problem response with this status and field.
     pub fn assert_problem(&self, status: StatusCode, field: Option<&str>) {

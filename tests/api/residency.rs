@@ -8,7 +8,9 @@
 use serde_json::{Value, json};
 
 use crate::backends::{Backend, over_both_backends};
-use crate::helpers::{TestApp, id, ids, memory, wait_until_async};
+use crate::helpers::{
+    TestApp, id, ids, memory, postgres_decision, seed_forge_and_ana, wait_until_async,
+};
 
 over_both_backends!(
     an_idle_namespace_is_read_back_with_the_same_results,
@@ -63,29 +65,7 @@ fn question(turn: &str) -> Value {
 
 async fn an_idle_namespace_is_read_back_with_the_same_results(backend: Backend) {
     let app = evicting_app(&backend).await;
-    let postgres = app
-        .create(memory(
-            "repo",
-            "forge",
-            "architectural-decisions",
-            "We store everything in PostgreSQL 16.",
-        ))
-        .await;
-    app.create(memory(
-        "repo",
-        "forge",
-        "project-conventions",
-        "Commit messages use the imperative mood.",
-    ))
-    .await;
-    app.create(memory(
-        "user",
-        "ana",
-        "coding-preferences",
-        "Ana likes tabs over spaces.",
-    ))
-    .await;
-    app.wait_indexed().await;
+    let postgres = seed_forge_and_ana(&app).await;
     let warm = app.retrieve(question("warm")).await;
     assert_eq!(ids(&warm)[0], id(&postgres), "{warm:#}");
 
@@ -126,14 +106,7 @@ async fn an_idle_namespace_is_read_back_with_the_same_results(backend: Backend) 
 
 async fn a_write_into_a_dropped_namespace_is_found_after_it_is_read_back(backend: Backend) {
     let app = evicting_app(&backend).await;
-    let kept = app
-        .create(memory(
-            "repo",
-            "forge",
-            "architectural-decisions",
-            "We store everything in PostgreSQL 16.",
-        ))
-        .await;
+    let kept = app.create(postgres_decision()).await;
     app.create(memory(
         "user",
         "ana",

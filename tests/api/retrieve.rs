@@ -16,7 +16,7 @@ use engram::tokens::count as count_tokens;
 use serde_json::{Value, json};
 
 use crate::backends::{Backend, over_both_backends};
-use crate::helpers::{id, ids, memory, spawn_app};
+use crate::helpers::{id, ids, memory, seed_forge_and_ana, spawn_app};
 
 over_both_backends!(
     finds_memories_by_meaning_and_explains_each,
@@ -28,29 +28,7 @@ over_both_backends!(
 
 async fn finds_memories_by_meaning_and_explains_each(backend: Backend) {
     let app = backend.spawn_app().await;
-    let postgres = app
-        .create(memory(
-            "repo",
-            "forge",
-            "architectural-decisions",
-            "We store everything in PostgreSQL 16.",
-        ))
-        .await;
-    app.create(memory(
-        "repo",
-        "forge",
-        "project-conventions",
-        "Commit messages use the imperative mood.",
-    ))
-    .await;
-    app.create(memory(
-        "user",
-        "ana",
-        "coding-preferences",
-        "Ana likes tabs over spaces.",
-    ))
-    .await;
-    app.wait_indexed().await;
+    let postgres = seed_forge_and_ana(&app).await;
 
     let result = app
         .retrieve(json!({"turn_id": "t1", "repo": "forge", "user": "ana",
