@@ -8,9 +8,7 @@
 use serde_json::{Value, json};
 
 use crate::backends::{Backend, over_both_backends};
-use crate::helpers::{
-    TestApp, id, ids, memory, postgres_decision, seed_forge_and_ana, wait_until_async,
-};
+use crate::helpers::{TestApp, id, ids, memory, seed_forge_and_ana, wait_until_async};
 
 over_both_backends!(
     an_idle_namespace_is_read_back_with_the_same_results,
@@ -106,15 +104,7 @@ async fn an_idle_namespace_is_read_back_with_the_same_results(backend: Backend) 
 
 async fn a_write_into_a_dropped_namespace_is_found_after_it_is_read_back(backend: Backend) {
     let app = evicting_app(&backend).await;
-    let kept = app.create(postgres_decision()).await;
-    app.create(memory(
-        "user",
-        "ana",
-        "coding-preferences",
-        "Ana likes tabs over spaces.",
-    ))
-    .await;
-    app.wait_indexed().await;
+    let kept = seed_forge_and_ana(&app).await;
     let before = residency(&app).await;
     wait_dropped(&app, before["evictions"].as_u64().unwrap()).await;
 
@@ -132,5 +122,5 @@ async fn a_write_into_a_dropped_namespace_is_found_after_it_is_read_back(backend
     assert!(found.contains(&id(&kept)), "{result:#}");
     assert!(found.contains(&id(&written)), "{result:#}");
     let stats = app.get("/stats").await.json;
-    assert_eq!(stats["index"]["memories"], 3, "{stats:#}");
+    assert_eq!(stats["index"]["memories"], 4, "{stats:#}");
 }

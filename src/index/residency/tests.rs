@@ -41,17 +41,23 @@ fn read_in_order(index: &Index, namespaces: &[&Namespace], at: Instant) {
     }
 }
 
-#[test]
-fn the_ceiling_drops_the_least_recently_read_first() {
-    let (a, b, c) = (repo("a"), repo("b"), repo("c"));
+/// An empty index whose ceiling has room for two of three namespaces of
+/// one row each, and those three.
+fn room_for_two_of_three() -> (Index, [Namespace; 3]) {
+    let namespaces = [repo("a"), repo("b"), repo("c")];
     let full = Index::new(2);
-    full.apply([&a, &b, &c].map(upsert).into());
-    // Three namespaces of one row each: room for two.
+    full.apply(namespaces.each_ref().map(upsert).into());
     let each = full.snapshot().footprint().total() / 3;
     let index = Index::new(2).evicting(config::Residency {
         idle: None,
         max_bytes: Some(each * 2 + each / 2),
     });
+    (index, namespaces)
+}
+
+#[test]
+fn the_ceiling_drops_the_least_recently_read_first() {
+    let (index, [a, b, c]) = room_for_two_of_three();
     index.apply([&a, &b, &c].map(upsert).into());
     let start = Instant::now();
     read_in_order(&index, &[&b, &a, &c], start);
@@ -68,14 +74,7 @@ fn the_ceiling_drops_the_least_recently_read_first() {
 
 #[test]
 fn a_load_above_the_ceiling_drops_the_least_recently_read_at_once() {
-    let (a, b, c) = (repo("a"), repo("b"), repo("c"));
-    let full = Index::new(2);
-    full.apply([&a, &b, &c].map(upsert).into());
-    let each = full.snapshot().footprint().total() / 3;
-    let index = Index::new(2).evicting(config::Residency {
-        idle: None,
-        max_bytes: Some(each * 2 + each / 2),
-    });
+    let (index, [a, b, c]) = room_for_two_of_three();
     let [row_a, row_b, row_c] = [&a, &b, &c].map(upsert);
     index.apply(vec![row_a, row_b]);
     index.apply(vec![row_c.clone()]);
