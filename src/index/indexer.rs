@@ -224,7 +224,7 @@ impl Indexer {
                 self.load(request).await;
             }
             self.take_in_words().await;
-            let pending = self.store.pending_changes();
+            let pending = self.store.oldest_pending(BATCH_SIZE);
             let hurry = self.store.vectors_awaited();
             match gathering.next(&pending, Instant::now(), hurry) {
                 Next::Idle => break,

@@ -33,6 +33,9 @@ struct PendingChanges {
     /// Every change not fully applied (its vector not in): the latest
     /// sequence of each memory.
     by_id: HashMap<MemoryId, u64>,
+    /// The same changes by sequence, so the oldest are found without
+    /// sorting them all (a start-up's backlog is every memory).
+    by_sequence: BTreeMap<u64, MemoryId>,
     /// Those of them whose words are not in either, by sequence.
     words: BTreeMap<u64, MemoryId>,
     next_sequence: u64,
@@ -64,8 +67,10 @@ impl ChangeLog {
             pending.next_sequence += 1;
             if let Some(older) = pending.by_id.insert(id, sequence) {
                 pending.words.remove(&older);
+                pending.by_sequence.remove(&older);
             }
             pending.words.insert(sequence, id);
+            pending.by_sequence.insert(sequence, id);
         }
         drop(pending);
         self.notify.notify_one();
@@ -73,16 +78,15 @@ impl ChangeLog {
 }
 
 impl Store {
-    /// The changes whose vectors are not in yet, oldest first.
-    pub fn pending_changes(&self) -> Vec<PendingChange> {
-        let pending = self.lock_changes();
-        let mut changes: Vec<PendingChange> = pending
-            .by_id
+    /// The oldest `limit` changes whose vectors are not in yet, oldest
+    /// first.
+    pub fn oldest_pending(&self, limit: usize) -> Vec<PendingChange> {
+        self.lock_changes()
+            .by_sequence
             .iter()
-            .map(|(&id, &sequence)| PendingChange { id, sequence })
-            .collect();
-        changes.sort_by_key(|change| change.sequence);
-        changes
+            .take(limit)
+            .map(|(&sequence, &id)| PendingChange { id, sequence })
+            .collect()
     }
 
     /// The changes whose words are not in yet, oldest first.
@@ -162,6 +166,7 @@ impl Store {
         for change in done {
             if pending.by_id.get(&change.id) == Some(&change.sequence) {
                 pending.by_id.remove(&change.id);
+                pending.by_sequence.remove(&change.sequence);
                 pending.words.remove(&change.sequence);
             }
         }

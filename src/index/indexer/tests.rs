@@ -110,7 +110,7 @@ impl Run {
             return;
         }
         let now = self.start + self.clock;
-        let pending = self.store.pending_changes();
+        let pending = self.store.oldest_pending(BATCH_SIZE);
         if let Next::Embed(batch) = self.gathering.next(&pending, now, hurry) {
             assert!(batch.len() <= BATCH_SIZE);
             assert_eq!(batch, &pending[..batch.len()], "the oldest, in order");
