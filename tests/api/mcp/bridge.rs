@@ -23,7 +23,7 @@ use crate::mcp::{Client, LIMITED, ROOT, connect, ok, recall_until_found, refused
 
 /// `engram mcp` started as an agent starts it, in its project's checkout,
 /// with `key`, as user `ana`, with `extra` arguments and environment.
-fn bridge_command(
+pub fn bridge_command(
     url: &str,
     project: &Path,
     key: &str,
