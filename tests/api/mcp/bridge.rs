@@ -66,7 +66,7 @@ async fn unanswered(client: &Client, tool: &str, arguments: Value) -> Value {
 }
 
 /// A loopback address where nothing listens (yet).
-fn free_address() -> std::net::SocketAddr {
+pub fn free_address() -> std::net::SocketAddr {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()

@@ -3,7 +3,7 @@
 //! subscribed memory changed or forgotten through REST is
 //! `notifications/resources/updated`, an unsubscribed one is not; a
 //! namespace's listing and the list hear of a new memory; a subscription
-//! is checked as a read is. The bridge polls every 100 ms here
+//! is checked as a read is; the watch outlives Engram going down. The bridge polls every 100 ms here
 //! (`--watch-ms`), so that waits are short; nothing is timed.
 //! Files only: the bridge is under test.
 
@@ -24,8 +24,10 @@ use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use serde_json::json;
 use tokio::sync::mpsc;
 
-use crate::helpers::{RunningApp, finishes};
-use crate::mcp::bridge::bridge_command;
+use engram::config::ApiKey;
+
+use crate::helpers::{Ground, RunningApp, TestApp, finishes};
+use crate::mcp::bridge::{bridge_command, free_address};
 use crate::mcp::resources::{protocol_error, remember};
 use crate::mcp::{LIMITED, ROOT, app_post, service};
 
@@ -212,6 +214,39 @@ async fn a_subscription_is_refused_as_a_read_is() {
         let (code, _) = protocol_error(unsubscribe(&client, invalid).await);
         assert_eq!(code, ErrorCode::INVALID_PARAMS, "{invalid}");
     }
+
+    client.cancel().await.unwrap();
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_change_made_while_engram_was_down_is_sent_once_it_is_back() {
+    let ground = Ground::new().await;
+    let address = free_address();
+    let start = |ground: Ground| {
+        TestApp::builder()
+            .on(ground)
+            .embedder()
+            .config(move |config| {
+                config.api_key = Some(ApiKey::new(ROOT));
+                config.listen = address;
+            })
+            .serve()
+    };
+    let app = start(ground).await;
+    let id = remember(&app, "forge", "Forge tags releases from main.").await;
+    let uri = format!("engram://repo/forge/{id}");
+    let project = app.data_dir.join("checkouts/forge");
+    std::fs::create_dir_all(&project).unwrap();
+    let (client, mut hearing) = subscriber(&app, &project, ROOT).await;
+    subscribe(&client, &uri).await.unwrap();
+
+    // Stopping and starting take many ticks: those find nothing answering,
+    // send nothing, and end no watch.
+    let ground = app.stop().await;
+    let app = start(ground).await;
+    supersede(&app, &id, "Forge tags releases from main, signed.").await;
+    hear(&mut hearing, Heard::Updated(uri)).await;
 
     client.cancel().await.unwrap();
     app.stop().await;
