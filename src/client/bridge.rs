@@ -23,12 +23,21 @@
 //! request the service did not answer is an internal error with the same
 //! words.
 //!
-//! Its one addition is the namespace: a tool call that names no `repo` or
+//! Resources may be subscribed to here, which `/mcp` cannot offer: the
+//! bridge has a channel to its client, so it advertises `subscribe` and
+//! `listChanged`, checks each `resources/subscribe` as the service's
+//! `resources/read` would answer it, and sends the notifications that the
+//! poll of [`watch`] finds (every `--watch-ms`, only while something is
+//! subscribed).
+//!
+//! Its other addition is the namespace: a tool call that names no `repo` or
 //! `user` gets the bridge's (`--repo`, `--user`, else the project of the
 //! directory the agent started it in and the OS user, as `engram hook`
 //! finds them), and so does a prompt that names no `repo`, so the memories
 //! an agent reaches through MCP are the ones its hooks capture and
 //! retrieve.
+
+mod watch;
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -39,7 +48,8 @@ use reqwest::Url;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, GetPromptRequestParams, GetPromptResponse,
     ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
-    PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ServerConfig, Tool,
+    PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ServerConfig,
+    SubscribeRequestParams, Tool, UnsubscribeRequestParams,
 };
 use rmcp::service::{ClientInitializeError, RequestContext, RunningService, ServiceError};
 use rmcp::transport::StreamableHttpClientTransport;
@@ -50,9 +60,10 @@ use tokio::sync::Mutex;
 
 use crate::causes::error_chain;
 use crate::client::hook::project;
-use crate::client::http::redact_userinfo;
+use crate::client::http::{Api, redact_userinfo};
 use crate::error::Problem;
 use crate::mcp::Catalogue;
+use watch::{Subject, Watch};
 
 /// `engram mcp`'s arguments.
 #[derive(Args, Debug)]
@@ -78,6 +89,11 @@ pub struct BridgeArgs {
     /// own answer.
     #[arg(long, default_value_t = 15_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub timeout_ms: u64,
+    /// How often, in milliseconds, the bridge reads the resources its
+    /// client subscribed to (one small request each, and one for the list)
+    /// while it is subscribed to any; 100 ms to 10 minutes.
+    #[arg(long, default_value_t = 2_000, value_parser = clap::value_parser!(u64).range(100..=600_000))]
+    pub watch_ms: u64,
 }
 
 /// A stdio MCP server whose tool calls the running service answers.
@@ -96,6 +112,8 @@ struct Bridge {
     /// The connection to the service: made at the first call that needs
     /// it, dropped when it fails, made again at the next call.
     upstream: Mutex<Option<Arc<Upstream>>>,
+    /// The resources the client subscribed to.
+    watch: Arc<Watch>,
 }
 
 type Upstream = RunningService<RoleClient, ()>;
@@ -226,6 +244,15 @@ impl Bridge {
         self.drop_upstream(&upstream).await;
         Err(self.unanswered_request(&why))
     }
+
+    /// Whether the key may read `uri`: nothing if so, else the service's
+    /// `resources/read` error as it sent it.
+    async fn readable(&self, uri: &str) -> Result<(), ErrorData> {
+        let request = ReadResourceRequestParams::new(uri);
+        self.forward(|upstream| async move { upstream.read_resource_once(request).await })
+            .await
+            .map(drop)
+    }
 }
 
 /// What a tool error for an unreachable service tells the model to do.
@@ -267,7 +294,13 @@ fn innermost(err: &(dyn std::error::Error + 'static)) -> String {
 
 impl ServerHandler for Bridge {
     fn get_info(&self) -> ServerConfig {
-        crate::mcp::server_config()
+        let mut config = crate::mcp::server_config();
+        // Unlike `/mcp`, the bridge has a channel to send notifications on.
+        if let Some(resources) = config.capabilities.resources.as_mut() {
+            resources.subscribe = Some(true);
+            resources.list_changed = Some(true);
+        }
+        config
     }
 
     async fn list_tools(
@@ -338,6 +371,32 @@ impl ServerHandler for Bridge {
     ) -> Result<ReadResourceResponse, ErrorData> {
         self.forward(|upstream| async move { upstream.read_resource_once(request).await })
             .await
+    }
+
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let subject = Subject::of(&request.uri)?;
+        self.readable(&request.uri).await?;
+        self.watch
+            .subscribe(request.uri, subject, context.peer)
+            .await
+    }
+
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        Subject::of(&request.uri)?;
+        if !self.watch.unsubscribe(&request.uri) {
+            // Answered as a read is, so that unsubscribing tells a key
+            // nothing a read would not.
+            self.readable(&request.uri).await?;
+        }
+        Ok(())
     }
 
     async fn list_prompts(
@@ -424,6 +483,8 @@ enum Error {
     Url { url: String },
     #[error("building the HTTP client")]
     Client(#[source] reqwest::Error),
+    #[error("building the client of the REST API")]
+    Api(#[source] crate::client::http::Error),
     #[error("serving over stdio")]
     Serve(#[source] Box<rmcp::service::ServerInitializeError>),
     #[error("serving over stdio")]
@@ -444,17 +505,25 @@ fn endpoint(url: &str) -> Result<Url, Error> {
 
 async fn serve(args: &BridgeArgs) -> Result<(), Error> {
     let endpoint = endpoint(&args.url)?;
+    let key = std::env::var("ENGRAM_API_KEY")
+        .ok()
+        .filter(|key| !key.is_empty());
+    let timeout = Duration::from_millis(args.timeout_ms);
+    let api = Api::new(&args.url, key.clone()).map_err(Error::Api)?;
     let bridge = Bridge {
         shown: redact_userinfo(endpoint.as_str()).into_owned(),
         http: super::http::http_client(&endpoint).map_err(Error::Client)?,
         endpoint,
-        key: std::env::var("ENGRAM_API_KEY")
-            .ok()
-            .filter(|key| !key.is_empty()),
-        timeout: Duration::from_millis(args.timeout_ms),
+        key,
+        timeout,
         catalogue: Catalogue::default(),
         owners: owners(args, |var| std::env::var(var).ok()),
         upstream: Mutex::default(),
+        watch: Arc::new(Watch::new(
+            api,
+            Duration::from_millis(args.watch_ms),
+            timeout,
+        )),
     };
     let server = bridge
         .serve(rmcp::transport::stdio())

@@ -16,9 +16,12 @@
 //! not see is "Resource not found", as a missing one is. A uri that is not
 //! one of these forms is invalid params.
 //!
-//! No `subscribe` and no `listChanged`: `/mcp` is stateless with JSON
-//! replies (no session, no `GET` event stream), so it has no channel to
-//! send a notification on.
+//! No `subscribe` and no `listChanged` here: `/mcp` is stateless with
+//! JSON replies (no session, no `GET` event stream), so it has no channel
+//! to send a notification on. The stdio bridge has one, and offers both
+//! (`client::bridge::watch`), reading through REST what it watches and
+//! checking each subscription with this module's [`Target::parse`] and
+//! `resources/read`.
 
 use axum::extract::State;
 use rmcp::ErrorData;

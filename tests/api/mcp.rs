@@ -4,12 +4,13 @@
 //! (keys, hosts, origins) cannot depend on the backend.
 //! Around it, a module each: the stdio bridge (`bridge`), the official
 //! conformance suite (`conformance`), the TypeScript SDK's client
-//! (`typescript`), and memories as resources with the prompts
-//! (`resources`).
+//! (`typescript`), memories as resources with the prompts (`resources`),
+//! and the bridge's resource subscriptions (`subscribe`).
 
 mod bridge;
 mod conformance;
 mod resources;
+mod subscribe;
 mod typescript;
 
 use engram::config::ApiKey;

@@ -23,7 +23,7 @@ use crate::mcp::{Client, LIMITED, ROOT, connect, ok, recall_until_found, refused
 
 /// `engram mcp` started as an agent starts it, in its project's checkout,
 /// with `key`, as user `ana`, with `extra` arguments and environment.
-fn bridge_command(
+pub fn bridge_command(
     url: &str,
     project: &Path,
     key: &str,
@@ -66,7 +66,7 @@ async fn unanswered(client: &Client, tool: &str, arguments: Value) -> Value {
 }
 
 /// A loopback address where nothing listens (yet).
-fn free_address() -> std::net::SocketAddr {
+pub fn free_address() -> std::net::SocketAddr {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()

@@ -3,7 +3,9 @@
 //! the clients built on the SDK do): every tool's success must pass that
 //! check, and a refusal must reach the client as Engram's problem. Memories
 //! as resources and the prompts are listed, read and got through it too,
-//! their results checked against the protocol's schemas.
+//! their results checked against the protocol's schemas. Over stdio, it
+//! subscribes to a memory through `engram mcp` (`tests/mcp-ts/subscribe.mjs`)
+//! and hears it change.
 //!
 //! The client is `tests/mcp-ts/client.mjs`, run by `node` with the SDK
 //! installed by `npm ci --prefix tests/mcp-ts` (`.ci/run` does). Without
@@ -17,9 +19,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, BufReader};
 
-use crate::helpers::{RunningApp, npm_installed, or_skip};
-use crate::mcp::{ROOT, app_post, service};
+use crate::helpers::{RunningApp, finishes, npm_installed, or_skip};
+use crate::mcp::{LIMITED, ROOT, app_post, service};
 
 /// The client script's directory.
 fn client_dir() -> PathBuf {
@@ -177,5 +180,53 @@ async fn the_typescript_sdk_lists_and_reads_memories_and_gets_a_prompt() {
     );
     assert_eq!(answers[6]["code"], -32002, "not found: {answers:#}");
     assert_eq!(answers[7]["code"], -32602, "no such prompt: {answers:#}");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn the_typescript_sdk_subscribes_through_the_stdio_bridge_and_hears_a_change() {
+    let Some(_) = or_skip(sdk()) else { return };
+    let app = service().await;
+    let _upstream = &app.upstream;
+    let id = release_day(&app, 0.5).await;
+    let uri = format!("engram://repo/forge/{id}");
+    let mut child = tokio::process::Command::new("node")
+        .arg(client_dir().join("subscribe.mjs"))
+        .args([env!("CARGO_BIN_EXE_engram"), &app.base_url, LIMITED, &uri])
+        .current_dir(&app.data_dir)
+        .env("USER", "ana")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut line = async || {
+        let line = finishes("the TypeScript client to print", lines.next_line())
+            .await
+            .unwrap()
+            .expect("a line from the TypeScript client");
+        serde_json::from_str::<Value>(&line).unwrap()
+    };
+
+    let subscribed = line().await;
+    assert_eq!(
+        subscribed["resources"],
+        json!({"subscribe": true, "listChanged": true})
+    );
+    let (status, _) = app_post(
+        &app,
+        "/memories",
+        ROOT,
+        &json!({"repo": "forge", "scope": "repo", "category": "patterns", "supersedes": id,
+                "content": "Forge releases on Wednesdays."}),
+    )
+    .await;
+    assert_eq!(status.as_u16(), 201);
+    assert_eq!(line().await, json!({"updated": uri}));
+    let status = finishes("the TypeScript client to exit", child.wait())
+        .await
+        .unwrap();
+    assert!(status.success(), "{status}");
     app.stop().await;
 }
