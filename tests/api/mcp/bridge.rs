@@ -7,6 +7,7 @@
 //! Files only: the bridge is under test; the tools run over both
 //! backends in `mcp`.
 
+use std::net::SocketAddr;
 use std::path::Path;
 use std::process::Stdio;
 
@@ -17,7 +18,7 @@ use rmcp::transport::TokioChildProcess;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
-use crate::helpers::{Ground, PATIENCE, TestApp, finishes};
+use crate::helpers::{Ground, PATIENCE, RunningApp, TestApp, finishes};
 use crate::mcp::resources::{protocol_error, read, read_refused, remember};
 use crate::mcp::{Client, LIMITED, ROOT, connect, ok, recall_until_found, refused, service};
 
@@ -42,6 +43,20 @@ pub fn bridge_command(
         command.env(name, value);
     }
     command
+}
+
+/// Engram serving over `ground` at `address`, with the key [`ROOT`]: the
+/// same service again after a stop, as an agent's bridge finds it.
+pub async fn serve_at(ground: Ground, address: SocketAddr) -> RunningApp {
+    TestApp::builder()
+        .on(ground)
+        .embedder()
+        .config(move |config| {
+            config.api_key = Some(ApiKey::new(ROOT));
+            config.listen = address;
+        })
+        .serve()
+        .await
 }
 
 /// The SDK's client over stdio to [`bridge_command`]'s bridge, once the
@@ -199,16 +214,7 @@ async fn an_agent_started_before_engram_has_its_tools_and_they_work_once_it_is_u
     let project = ground.path().join("checkouts/forge");
     std::fs::create_dir_all(&project).unwrap();
     let address = free_address();
-    let start = |ground: Ground| {
-        TestApp::builder()
-            .on(ground)
-            .embedder()
-            .config(move |config| {
-                config.api_key = Some(ApiKey::new(ROOT));
-                config.listen = address;
-            })
-            .serve()
-    };
+    let start = |ground: Ground| serve_at(ground, address);
     let url = format!("http://{address}");
     let agent = stdio_bridge(&url, &project, ROOT).await;
 

@@ -24,10 +24,8 @@ use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use serde_json::json;
 use tokio::sync::mpsc;
 
-use engram::config::ApiKey;
-
-use crate::helpers::{Ground, RunningApp, TestApp, finishes};
-use crate::mcp::bridge::{bridge_command, free_address};
+use crate::helpers::{Ground, RunningApp, finishes};
+use crate::mcp::bridge::{bridge_command, free_address, serve_at};
 use crate::mcp::resources::{protocol_error, remember};
 use crate::mcp::{LIMITED, ROOT, app_post, service};
 
@@ -223,16 +221,7 @@ async fn a_subscription_is_refused_as_a_read_is() {
 async fn a_change_made_while_engram_was_down_is_sent_once_it_is_back() {
     let ground = Ground::new().await;
     let address = free_address();
-    let start = |ground: Ground| {
-        TestApp::builder()
-            .on(ground)
-            .embedder()
-            .config(move |config| {
-                config.api_key = Some(ApiKey::new(ROOT));
-                config.listen = address;
-            })
-            .serve()
-    };
+    let start = |ground: Ground| serve_at(ground, address);
     let app = start(ground).await;
     let id = remember(&app, "forge", "Forge tags releases from main.").await;
     let uri = format!("engram://repo/forge/{id}");
