@@ -38,7 +38,10 @@ impl fmt::Display for DuplicateOf {
     }
 }
 
-/// A verdict per memory, in order; one embedding call for all of them.
+/// A verdict per memory, in order; one embedding call for all of them. A
+/// memory is a duplicate of a current memory of its namespace at least
+/// `threshold` alike (but the one it supersedes), or of an earlier new
+/// one of the same namespace.
 pub async fn near_duplicates(
     embedder: &Embedder,
     index: &Index,
@@ -78,9 +81,13 @@ pub async fn near_duplicates(
     };
     let mut verdicts = Vec::with_capacity(memories.len());
     for (at, hits) in nearest.iter().enumerate() {
-        let stored = hits
-            .iter()
-            .find(|hit| f64::from(hit.similarity) >= threshold && store.is_current(hit.id));
+        // The memory a new version supersedes is what it changes, not a
+        // copy of it, however alike their words.
+        let stored = hits.iter().find(|hit| {
+            f64::from(hit.similarity) >= threshold
+                && store.is_current(hit.id)
+                && memories[at].supersedes != Some(hit.id)
+        });
         let earlier = (0..at).any(|before| {
             verdicts[before] == Verdict::New
                 && memories[before].pair.owner(memories[before].scope)

@@ -247,13 +247,10 @@ impl Writer<'_> {
                 continue;
             }
             let refusal = match verdict {
-                Verdict::Duplicate(DuplicateOf::Stored(id))
-                    if Some(id) != admitted.new.supersedes =>
-                {
-                    self.store
-                        .get(id)
-                        .map(|existing| duplicate_of_stored(&existing))
-                }
+                Verdict::Duplicate(DuplicateOf::Stored(id)) => self
+                    .store
+                    .get(id)
+                    .map(|existing| duplicate_of_stored(&existing)),
                 Verdict::Duplicate(DuplicateOf::EarlierInBatch) => {
                     Some(ApiError::DuplicateMemory {
                         detail:

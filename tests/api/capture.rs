@@ -432,6 +432,43 @@ async fn a_chain_of_three_versions_and_hallucinations_cleared(backend: Backend) 
     assert_eq!(hotfix["related"], json!([]));
 }
 
+/// A new version worded almost as the memory it replaces is a change of
+/// fact, not a copy: the near-duplicate guard looks past the memory it
+/// supersedes.
+#[tokio::test]
+async fn a_new_version_worded_like_the_one_it_replaces_is_written() {
+    let app = app_on(|_| {}).await;
+    let upstream = &app.upstream;
+    let first = "The release branch of forge is cut every Monday morning by the engineer on call for the platform team once the nightly build passes.";
+    upstream.set_chat(
+        Behaviour::Answer,
+        &format!(
+            r#"[{{"content": "{first}", "scope": "repo", "category": "project-conventions"}}]"#
+        ),
+    );
+    app.accept("/turns", &turn("s1", "forge", first)).await;
+    settled(&app, 1).await;
+    let old = app.get("/memories?repo=forge").await.json["memories"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    let second = "The release branch of forge is cut every Tuesday morning by the engineer on call for the platform team once the nightly build passes.";
+    upstream.set_chat(
+        Behaviour::Answer,
+        &format!(
+            r#"[{{"content": "{second}", "scope": "repo", "category": "project-conventions", "supersedes": "{old}"}}]"#
+        ),
+    );
+    app.accept("/turns", &turn("s2", "forge", second)).await;
+    let stats = settled(&app, 2).await;
+    assert_eq!(stats["capture"]["skipped_duplicate"], 0, "{stats:#}");
+    assert_eq!(stats["capture"]["superseded"], 1, "{stats:#}");
+    let listed = app.get("/memories?repo=forge").await.json;
+    assert_eq!(listed["memories"][0]["content"], second, "{listed:#}");
+    assert_eq!(listed["memories"][0]["version"], 2, "{listed:#}");
+}
+
 async fn fenced_garbage_and_secret_replies(backend: Backend) {
     let app = app_over(&backend, |_| {}).await;
     let upstream = &app.upstream;
