@@ -127,6 +127,15 @@ pub async fn drift(report: &mut Report, settings: &Settings) -> Result {
         Server::start_with(data.path(), EmbedderChoice::Local, without_retention).await?;
     let client = server.client();
     let before = ask(&client, &story, &ids, &stale, "before").await?;
+    // What retention is to let go: those nobody confirmed.
+    let (_, listed) = client
+        .send(
+            "GET",
+            &format!("/memories?repo={REPO}&confidence=provisional&limit=1000"),
+            None,
+        )
+        .await?;
+    let provisional = listed["memories"].as_array().map_or(0, Vec::len);
 
     // After: `engram check` in the working tree, then a restart with
     // retention's defaults.
@@ -139,17 +148,6 @@ pub async fn drift(report: &mut Report, settings: &Settings) -> Result {
     })
     .await?;
     let client = server.client();
-    // Retention counts a provisional memory's days from when Engram wrote
-    // it: the imported ones were written in the past, the captured ones
-    // minutes ago.
-    let provisional = match settings.capture {
-        CaptureBy::Hooks => 0,
-        CaptureBy::Import => story
-            .written
-            .iter()
-            .filter(|memory| memory.line["confidence"] == "provisional")
-            .count(),
-    };
     wait_archived(&client, provisional).await?;
     let (flagged_linked, flagged_others) = flagged(&client, &linked_to_replaced).await?;
     let (status, consolidated) = client
@@ -267,6 +265,12 @@ async fn captured(
         .await?;
     server.wait_indexed().await?;
     server.stop().await;
+    let dated = hooks::date_writes_to_the_turns(data, REPO)?;
+    report.figure(
+        "drift: writes dated to their turns",
+        dated as f64,
+        "memories",
+    );
     report.figure(
         "drift: memories captured through the hook",
         (capture.ids.len() + capture.versions.len()) as f64,

@@ -13,6 +13,12 @@
 //! later: the near-duplicate guard then confirms the provisional memory
 //! the first capture wrote. A provisional one (an unconfirmed module fact,
 //! a dead end) is captured once.
+//!
+//! The whole story is captured in minutes, while its turns are dated over
+//! 100 days: each memory carries its turn's time (`observed_at`), but its
+//! write is now, and retention counts a provisional memory's days from
+//! its write. With the service stopped, [`date_writes_to_the_turns`]
+//! dates each write to its turn, as the story's days would have.
 
 use std::collections::HashMap;
 use std::io::Write as _;
@@ -21,7 +27,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, TimeDelta, Utc};
-use engram::memory::MemoryId;
+use engram::memory::{MemoryId, Namespace};
+use engram::store::markdown;
 use engram_fake_upstream::Upstream;
 use serde_json::{Value, json};
 
@@ -366,4 +373,27 @@ fn moment(value: &Value) -> Result<DateTime<Utc>> {
 
 fn text(value: &Value) -> Result<String> {
     Ok(value.as_str().ok_or("no text")?.to_owned())
+}
+
+/// Dates the write of every memory of `repo` in the (stopped) service's
+/// data directory `data` to when it was said (its `observed_at`); how
+/// many were dated.
+pub fn date_writes_to_the_turns(data: &Path, repo: &str) -> Result<usize> {
+    let namespace = Namespace::Repo(repo.parse()?);
+    let mut dated = 0;
+    for entry in std::fs::read_dir(data.join("repos").join(repo))? {
+        let path = entry?.path();
+        if path.extension().is_none_or(|extension| extension != "md") {
+            continue;
+        }
+        let mut memory = markdown::parse(&std::fs::read_to_string(&path)?, namespace.clone())?;
+        let Some(said) = memory.observed_at else {
+            continue;
+        };
+        memory.created_at = said;
+        memory.updated_at = said;
+        std::fs::write(&path, markdown::render(&memory))?;
+        dated += 1;
+    }
+    Ok(dated)
 }
