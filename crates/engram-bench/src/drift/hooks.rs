@@ -340,7 +340,7 @@ impl<'a> Capture<'a> {
     async fn nearest(&self, content: &str) -> Result<MemoryId> {
         let found = self
             .client
-            .retrieve(&json!({"repo": super::scenario::REPO, "query": content, "top_k": 1}))
+            .retrieve(&json!({"turn_id": format!("nearest-{}", self.turns), "repo": super::scenario::REPO, "query": content, "top_k": 1}))
             .await?;
         Ok(found["memories"][0]["id"]
             .as_str()
