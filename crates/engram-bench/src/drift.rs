@@ -13,7 +13,13 @@
 //! many others are (before the consolidation pass, whose own changes are
 //! counted apart); and `engram check`'s time over stores of 1,000 and
 //! 10,000 anchored memories.
+//!
+//! The memories are captured along the way through the real hooks and a
+//! scripted classifier ([`hooks`]), or, with `--capture import`, written
+//! through the import with their dates in the past, as the first published
+//! figures were.
 
+mod hooks;
 mod scenario;
 mod tree;
 
@@ -23,9 +29,12 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use chrono::Utc;
+use engram::config::Config;
 use engram::memory::{ContentHash, MemoryId};
+use engram_fake_upstream::{Chat, Setup, Upstream};
 use serde_json::{Value, json};
 
+use self::hooks::Capture;
 use self::scenario::{Answer, REPO, Stale, Story};
 use self::tree::Tree;
 use crate::measure::{Report, Row};
@@ -56,6 +65,28 @@ pub struct Settings {
     /// `retrieval.review_factor` after the check (default: the service's).
     #[arg(long)]
     pub review_factor: Option<f64>,
+    /// How the story's memories are written.
+    #[arg(long, value_enum, default_value_t = CaptureBy::Hooks)]
+    pub capture: CaptureBy,
+}
+
+/// How the story's memories are written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum CaptureBy {
+    /// Captured along the way: `engram hook claude-code stop` after each
+    /// turn that states one, a scripted classifier answering.
+    Hooks,
+    /// `POST /memories/import` with their dates in the past, the new
+    /// versions through `POST /memories` at the end.
+    Import,
+}
+
+/// The service's ids of the story's memories.
+struct Ids {
+    /// By the story's id.
+    of: HashMap<MemoryId, MemoryId>,
+    /// Each new version's, by the story's id of the memory it replaced.
+    versions: HashMap<MemoryId, MemoryId>,
 }
 
 /// What the questions brought in.
@@ -71,27 +102,40 @@ struct Injected {
 
 pub async fn drift(report: &mut Report, settings: &Settings) -> Result {
     let engram = engram_binary(settings.engram.as_deref())?;
-    let repo = ScratchDir::new()?;
+    let scratch = ScratchDir::new()?;
     let data = ScratchDir::new()?;
-    let story = scenario::play(repo.path(), Utc::now())?;
+    // The hook names the repo after its checkout's directory.
+    let dir = scratch.path().join(REPO);
+    std::fs::create_dir(&dir)?;
+    let (story, ids) = match settings.capture {
+        CaptureBy::Hooks => captured(report, &engram, &dir, scratch.path(), data.path()).await?,
+        CaptureBy::Import => imported(data.path(), &dir).await?,
+    };
     let stale: HashMap<MemoryId, Stale> = story
         .written
         .iter()
-        .filter_map(|memory| Some((id_of(&memory.line)?, memory.stale?)))
+        .filter_map(|memory| Some((*ids.of.get(&id_of(&memory.line)?)?, memory.stale?)))
+        .collect();
+    let linked_to_replaced: Vec<MemoryId> = story
+        .linked_to_replaced
+        .iter()
+        .filter_map(|id| ids.of.get(id).copied())
         .collect();
 
     // Before: nothing checked and nothing let go.
-    let (server, _) = Server::start_with(data.path(), EmbedderChoice::Local, |config| {
-        config.retention.provisional_days = 0;
-        config.retention.unused_days = 0;
-    })
-    .await?;
+    let (server, _) =
+        Server::start_with(data.path(), EmbedderChoice::Local, without_retention).await?;
     let client = server.client();
-    let lines: Vec<Value> = story.written.iter().map(|m| m.line.clone()).collect();
-    import(&client, &lines).await?;
-    let versions = supersede(&client, &story).await?;
-    server.wait_indexed().await?;
-    let before = ask(&client, &story, &versions, &stale, "before").await?;
+    let before = ask(&client, &story, &ids, &stale, "before").await?;
+    // What retention is to let go: those nobody confirmed.
+    let (_, listed) = client
+        .send(
+            "GET",
+            &format!("/memories?repo={REPO}&confidence=provisional&limit=1000"),
+            None,
+        )
+        .await?;
+    let provisional = listed["memories"].as_array().map_or(0, Vec::len);
 
     // After: `engram check` in the working tree, then a restart with
     // retention's defaults.
@@ -104,19 +148,15 @@ pub async fn drift(report: &mut Report, settings: &Settings) -> Result {
     })
     .await?;
     let client = server.client();
-    let provisional = lines
-        .iter()
-        .filter(|line| line["confidence"] == "provisional")
-        .count();
     wait_archived(&client, provisional).await?;
-    let (flagged_linked, flagged_others) = flagged(&client, &story).await?;
+    let (flagged_linked, flagged_others) = flagged(&client, &linked_to_replaced).await?;
     let (status, consolidated) = client
         .send("POST", "/consolidate", Some(&json!({ "repo": REPO })))
         .await?;
     if status != 200 {
         return Err(format!("the consolidation answered {status}: {consolidated}").into());
     }
-    let after = ask(&client, &story, &versions, &stale, "after").await?;
+    let after = ask(&client, &story, &ids, &stale, "after").await?;
     server.stop().await;
 
     for (label, injected) in [("before", &before), ("after", &after)] {
@@ -150,7 +190,7 @@ pub async fn drift(report: &mut Report, settings: &Settings) -> Result {
     report.figure(
         "drift: memories linked to a replaced decision, flagged",
         flagged_linked as f64,
-        &format!("of {}", story.linked_to_replaced.len()),
+        &format!("of {}", linked_to_replaced.len()),
     );
     report.figure(
         "drift: other memories flagged",
@@ -187,6 +227,89 @@ pub async fn drift(report: &mut Report, settings: &Settings) -> Result {
 
 fn id_of(line: &Value) -> Option<MemoryId> {
     line["id"].as_str()?.parse().ok()
+}
+
+/// Before the lifecycle: nothing let go.
+fn without_retention(config: &mut Config) {
+    config.retention.provisional_days = 0;
+    config.retention.unused_days = 0;
+}
+
+/// The story played in `dir`, its memories captured through the hooks
+/// along the way into the store under `data` (the transcripts and the
+/// hook's log under `scratch`).
+async fn captured(
+    report: &mut Report,
+    engram: &Path,
+    dir: &Path,
+    scratch: &Path,
+    data: &Path,
+) -> Result<(Story, Ids)> {
+    let now = Utc::now();
+    let upstream = Upstream::start_with(Setup {
+        chat: Chat::Scripted,
+        ..Setup::BENCH
+    })
+    .await;
+    let (server, _) =
+        Server::start_on(data, EmbedderChoice::Local, &upstream, without_retention).await?;
+    let mut capture = Capture::new(engram, dir, scratch, &upstream, server.client())?;
+    // The modules' memories at the first commit, before anything happens
+    // to the modules; the rest once the story has played.
+    let beginning = scenario::begin(dir, now)?;
+    let modules = beginning.written.len();
+    capture.capture(&beginning.written, &[]).await?;
+    let story = scenario::go_on(beginning, now)?;
+    capture
+        .capture(&story.written[modules..], &story.superseding)
+        .await?;
+    server.wait_indexed().await?;
+    server.stop().await;
+    let dated = hooks::date_writes_to_the_turns(data, REPO)?;
+    report.figure(
+        "drift: writes dated to their turns",
+        dated as f64,
+        "memories",
+    );
+    report.figure(
+        "drift: memories captured through the hook",
+        (capture.ids.len() + capture.versions.len()) as f64,
+        &format!("of {}", story.written.len() + story.superseding.len()),
+    );
+    report.figure(
+        "drift: captured again in another session, confirmed",
+        capture.confirmed as f64,
+        "memories",
+    );
+    report.figure(
+        "drift: first captures taken for a near-duplicate",
+        capture.merged.len() as f64,
+        "memories",
+    );
+    Ok((
+        story,
+        Ids {
+            of: capture.ids,
+            versions: capture.versions,
+        },
+    ))
+}
+
+/// The story played in `dir`, its memories imported into the store under
+/// `data` with their dates in the past, the new versions written at the
+/// end.
+async fn imported(data: &Path, dir: &Path) -> Result<(Story, Ids)> {
+    let now = Utc::now();
+    let story = scenario::go_on(scenario::begin(dir, now)?, now)?;
+    let (server, _) = Server::start_with(data, EmbedderChoice::Local, without_retention).await?;
+    let client = server.client();
+    let lines: Vec<Value> = story.written.iter().map(|m| m.line.clone()).collect();
+    import(&client, &lines).await?;
+    let versions = supersede(&client, &story).await?;
+    server.wait_indexed().await?;
+    server.stop().await;
+    let of = lines.iter().filter_map(id_of).map(|id| (id, id)).collect();
+    Ok((story, Ids { of, versions }))
 }
 
 async fn import(client: &Client, lines: &[Value]) -> Result {
@@ -227,7 +350,7 @@ async fn supersede(client: &Client, story: &Story) -> Result<HashMap<MemoryId, M
 async fn ask(
     client: &Client,
     story: &Story,
-    versions: &HashMap<MemoryId, MemoryId>,
+    ids: &Ids,
     stale: &HashMap<MemoryId, Stale>,
     round: &str,
 ) -> Result<Injected> {
@@ -237,6 +360,7 @@ async fn ask(
             .retrieve(&json!({"turn_id": format!("{round}-{index}"), "repo": REPO,
                 "query": question.text, "top_k": TOP_K}))
             .await?;
+        injected.tokens += engram::tokens::count(result["injection"].as_str().unwrap_or(""));
         let mut found = HashSet::new();
         for memory in result["memories"].as_array().into_iter().flatten() {
             if memory["injected"] != true {
@@ -253,10 +377,17 @@ async fn ask(
         }
         if let Some(answer) = question.right {
             let right = match answer {
-                Answer::Memory(id) => id,
-                Answer::VersionOf(old) => versions[&old],
+                Answer::Memory(id) => ids.of.get(&id),
+                Answer::VersionOf(old) => ids.versions.get(&old),
             };
             injected.answerable += 1;
+            let Some(&right) = right else {
+                eprintln!(
+                    "drift {round}: not injected for {:?}: its right memory was never written",
+                    question.text
+                );
+                continue;
+            };
             if found.contains(&right) {
                 injected.found += 1;
             } else {
@@ -276,7 +407,6 @@ async fn ask(
                 );
             }
         }
-        injected.tokens += engram::tokens::count(result["injection"].as_str().unwrap_or(""));
     }
     Ok(injected)
 }
@@ -326,7 +456,7 @@ async fn wait_archived(client: &Client, count: usize) -> Result {
 
 /// Of the memories under review: those linked to a replaced decision, and
 /// the others.
-async fn flagged(client: &Client, story: &Story) -> Result<(usize, usize)> {
+async fn flagged(client: &Client, linked: &[MemoryId]) -> Result<(usize, usize)> {
     let (_, listed) = client
         .send(
             "GET",
@@ -334,7 +464,7 @@ async fn flagged(client: &Client, story: &Story) -> Result<(usize, usize)> {
             None,
         )
         .await?;
-    let linked: HashSet<MemoryId> = story.linked_to_replaced.iter().copied().collect();
+    let linked: HashSet<MemoryId> = linked.iter().copied().collect();
     let flagged: Vec<MemoryId> = listed["memories"]
         .as_array()
         .into_iter()

@@ -95,6 +95,9 @@ pub struct Superseding {
     pub old: MemoryId,
     pub content: String,
     pub category: &'static str,
+    /// When it is said, for capture through the hooks (the import writes
+    /// it at the end, as the published figures had it).
+    pub at: String,
 }
 
 pub struct Question {
@@ -168,8 +171,28 @@ fn id_of(line: &Value) -> MemoryId {
         .expect("every line has an id")
 }
 
+/// The story at its first commit: the modules in the tree and the
+/// memories about them, before anything happens to them (where capture
+/// through the hooks reads them).
+pub struct Beginning {
+    pub tree: Tree,
+    /// The modules' memories.
+    pub written: Vec<Written>,
+    words: Words,
+    rng: Rng,
+    /// Each module's memory, by the module's place.
+    module_memories: HashMap<usize, MemoryId>,
+}
+
 /// Plays the story in a new repository in `dir`.
+#[cfg(test)]
 pub fn play(dir: &std::path::Path, now: DateTime<Utc>) -> Result<Story> {
+    go_on(begin(dir, now)?, now)
+}
+
+/// The story's first commit in a new repository in `dir`, and the
+/// modules' memories, written at it 100 days before `now`.
+pub fn begin(dir: &std::path::Path, now: DateTime<Utc>) -> Result<Beginning> {
     let words: Words = serde_json::from_str(STORY)?;
     let modules: Vec<&str> = words.modules.iter().map(String::as_str).collect();
     let tree = Tree::init(dir)?;
@@ -178,9 +201,7 @@ pub fn play(dir: &std::path::Path, now: DateTime<Utc>) -> Result<Story> {
         tree.write(&module_file(module), &module_source(module, 0, true))?;
     }
     let first = tree.commit("the first modules")?;
-    let mut commits = 1;
     let mut written = Vec::new();
-    let mut questions = Vec::new();
 
     // The modules' memories, written at the first commit, 100 days ago.
     let mut order: Vec<usize> = (0..modules.len()).collect();
@@ -213,6 +234,29 @@ pub fn play(dir: &std::path::Path, now: DateTime<Utc>) -> Result<Story> {
             stale: None,
         });
     }
+    Ok(Beginning {
+        tree,
+        written,
+        words,
+        rng,
+        module_memories,
+    })
+}
+
+/// The rest of the story after [`begin`]: what happens to the modules,
+/// the conventions, the decisions and the dead ends, and the commits that
+/// touch nothing remembered.
+pub fn go_on(beginning: Beginning, now: DateTime<Utc>) -> Result<Story> {
+    let Beginning {
+        tree,
+        mut written,
+        words,
+        mut rng,
+        module_memories,
+    } = beginning;
+    let modules: Vec<&str> = words.modules.iter().map(String::as_str).collect();
+    let mut commits = 1;
+    let mut questions = Vec::new();
 
     // What happens to the modules, one commit each, in a shuffled order.
     let mut events: Vec<usize> = (0..modules.len()).collect();
@@ -284,6 +328,7 @@ pub fn play(dir: &std::path::Path, now: DateTime<Utc>) -> Result<Story> {
                 old: old_id,
                 content: new_content,
                 category: "project-conventions",
+                at: at(now, 30, index as i64),
             });
             Answer::VersionOf(old_id)
         } else {
@@ -351,6 +396,7 @@ pub fn play(dir: &std::path::Path, now: DateTime<Utc>) -> Result<Story> {
                 old: decision_id,
                 content: format!("Decision: the {subject} is {second_choice}."),
                 category: "architectural-decisions",
+                at: at(now, 20, index as i64),
             });
         }
         if index % 2 == 0 {
