@@ -187,6 +187,9 @@ impl Index {
         let now = Instant::now();
         state.last_read.insert(namespace.clone(), now);
         drop(state);
+        // The reader searches this one, which holds the namespace whatever
+        // the room made next takes.
+        let snapshot = self.snapshot();
         drop(moves);
         if self.residency.settings.max_bytes.is_some() {
             self.sweep(now);
@@ -196,7 +199,7 @@ impl Index {
         self.residency
             .load_micros
             .fetch_add(micros, Ordering::Relaxed);
-        self.snapshot()
+        snapshot
     }
 
     /// Drops what the index holds of `namespaces` from memory (only: the

@@ -81,9 +81,11 @@ fn a_load_above_the_ceiling_drops_the_least_recently_read_at_once() {
     index.evict(std::slice::from_ref(&c));
     read_in_order(&index, &[&a, &b], Instant::now());
 
-    // No pass runs: the load itself makes room.
-    let snapshot = index.load(&c, vec![row_c], Instant::now());
-    assert_eq!(snapshot.len(), 2);
+    // No pass runs: the load itself makes room, after handing its reader
+    // a snapshot that holds what was loaded.
+    let handed = index.load(&c, vec![row_c], Instant::now());
+    assert_eq!(handed.ids_in(std::slice::from_ref(&c)).len(), 1);
+    assert_eq!(index.snapshot().len(), 2);
     assert!(index.cold_ids(&a).is_some());
     assert_eq!(sizes(&index), HashMap::from([(b, 1), (c, 1)]));
 }
