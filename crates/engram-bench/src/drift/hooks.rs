@@ -24,7 +24,7 @@ use std::collections::HashMap;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use chrono::{DateTime, TimeDelta, Utc};
 use engram::memory::{MemoryId, Namespace};
@@ -33,6 +33,7 @@ use engram_fake_upstream::Upstream;
 use serde_json::{Value, json};
 
 use super::scenario::{Superseding, Written};
+use crate::capture_cost::settled;
 use crate::server::Client;
 use crate::workload::Result;
 
@@ -40,6 +41,7 @@ use crate::workload::Result;
 const CAPTURE_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// One turn that states a fact.
+#[derive(Clone)]
 struct Turn {
     /// The story's id of the memory it states, or of the one a new
     /// version replaces.
@@ -294,27 +296,20 @@ impl<'a> Capture<'a> {
         Ok(())
     }
 
-    /// Waits until every turn sent so far was classified.
+    /// Waits until every turn sent so far was classified, for at most
+    /// [`CAPTURE_TIMEOUT`].
     async fn settled(&self) -> Result {
-        let give_up = Instant::now() + CAPTURE_TIMEOUT;
-        loop {
-            let (_, stats) = self.client.send("GET", "/stats", None).await?;
-            let capture = &stats["capture"];
-            if capture["failed"].as_u64().unwrap_or_default() > 0 {
-                return Err(format!("a capture pass failed: {capture}").into());
-            }
-            if capture["processed"].as_u64().unwrap_or_default() >= self.turns as u64
-                && capture["queue_depth"] == 0
-            {
-                return Ok(());
-            }
-            if Instant::now() > give_up {
+        match tokio::time::timeout(CAPTURE_TIMEOUT, settled(&self.client, self.turns)).await {
+            Ok(done) => done,
+            Err(_) => {
+                let (_, stats) = self.client.send("GET", "/stats", None).await?;
                 let log = std::fs::read_to_string(&self.log).unwrap_or_default();
-                return Err(
-                    format!("turn {} was not captured: {capture}; {log}", self.turns).into(),
-                );
+                Err(format!(
+                    "turn {} was not captured: {}; {log}",
+                    self.turns, stats["capture"]
+                )
+                .into())
             }
-            tokio::time::sleep(Duration::from_millis(5)).await;
         }
     }
 
@@ -354,14 +349,9 @@ impl<'a> Capture<'a> {
 fn push_with_again(turns: &mut Vec<Turn>, turn: Turn, confirmed: bool) {
     if confirmed {
         turns.push(Turn {
-            story: turn.story,
-            new_version: turn.new_version,
             at: turn.at + TimeDelta::days(1),
             again: true,
-            content: turn.content.clone(),
-            category: turn.category.clone(),
-            file: turn.file.clone(),
-            depends_on: turn.depends_on.clone(),
+            ..turn.clone()
         });
     }
     turns.push(turn);
