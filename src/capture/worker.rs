@@ -58,8 +58,11 @@ use crate::usage::Metered;
 
 /// The longest wait between two attempts of one trigger.
 const MAX_BACKOFF: Duration = Duration::from_secs(60);
-/// How long a finished trigger waits for its memories to become
-/// searchable, so a retrieval right after capture finds them.
+/// How long a pass waits for memories to become searchable: those written
+/// before it, so that the memories it shows the classifier and its
+/// duplicate guard see them (past it, the pass is tried again later,
+/// before any model call), and its own once written, so that a retrieval
+/// right after capture finds them.
 const INDEX_WAIT: Duration = Duration::from_secs(5);
 
 /// What one step did.
@@ -294,6 +297,7 @@ impl Worker {
             if !gate.admits(&trigger.repo, &trigger.user) {
                 return Ok(Passes::Held(written));
             }
+            self.wait_for_earlier_writes(trigger).await?;
             let shown = classify::existing_memories(
                 &self.deps.embedder,
                 &self.deps.index,
@@ -349,6 +353,32 @@ impl Worker {
             from = prompt.covers;
         }
         Ok(Passes::Done(written))
+    }
+
+    /// Waits until the memories written to the trigger's namespaces before
+    /// this pass are searchable: a pass that ran without them would show
+    /// the classifier less than is stored and let a copy of one through
+    /// the duplicate guard.
+    async fn wait_for_earlier_writes(&self, trigger: &Trigger) -> Result<(), Fault> {
+        let caught_up = self
+            .deps
+            .store
+            .wait_until_indexed(
+                &trigger.pair().namespaces(),
+                IndexStage::Vectors,
+                INDEX_WAIT,
+            )
+            .await;
+        if caught_up {
+            return Ok(());
+        }
+        Err(Fault {
+            transient: true,
+            message: format!(
+                "memories written moments ago were not searchable within {INDEX_WAIT:?}; \
+                 the pass waits for them"
+            ),
+        })
     }
 
     /// Guards and writes the classified memories of the pass from message

@@ -157,13 +157,12 @@ impl Call {
                     let injection = self.retrieve(args.event, body).await?;
                     return Ok(injection.map(|text| self.context(args.event, &text)));
                 };
-                // Both at once, within the one budget; the retrieval does
-                // not wait for the write (it would not see it before the
-                // index takes it anyway).
-                let (confirmation, retrieved) = tokio::join!(
-                    self.remember(&request, args.event),
-                    self.retrieve(args.event, body)
-                );
+                // The retrieval before the write: what is remembered now is
+                // told by the confirmation, and a retrieval that raced the
+                // write would inject it once more, or not, by chance (and,
+                // injected, never again this session).
+                let retrieved = self.retrieve(args.event, body).await;
+                let confirmation = self.remember(&request, args.event).await;
                 let injection = retrieved.unwrap_or_else(|err| {
                     self.log(args.event, &error_chain(&err));
                     None
