@@ -3,11 +3,14 @@
 //! threshold), or what an earlier memory of the same batch says, is not
 //! written again. This is also what makes re-running a trigger after a
 //! crash harmless. `POST /memories` with `dedupe` asks the same question
-//! of one memory.
+//! of one memory. A memory worded alike whose words disagree ("need one
+//! approval" / "need two approvals") is not a copy but a change of fact:
+//! it is written, and consolidation flags the pair.
 
 use std::fmt;
 
 use crate::blocking;
+use crate::consolidate::disagree::disagreement;
 use crate::embed::{self, Embedder};
 use crate::index::{Index, cosine};
 use crate::memory::MemoryId;
@@ -83,16 +86,21 @@ pub async fn near_duplicates(
     for (at, hits) in nearest.iter().enumerate() {
         // The memory a new version supersedes is what it changes, not a
         // copy of it, however alike their words.
+        let content = &memories[at].content;
         let stored = hits.iter().find(|hit| {
             f64::from(hit.similarity) >= threshold
-                && store.is_current(hit.id)
                 && memories[at].supersedes != Some(hit.id)
+                && store.is_current(hit.id)
+                && store
+                    .get(hit.id)
+                    .is_some_and(|existing| disagreement(content, &existing.content).is_none())
         });
         let earlier = (0..at).any(|before| {
             verdicts[before] == Verdict::New
                 && memories[before].pair.owner(memories[before].scope)
                     == memories[at].pair.owner(memories[at].scope)
                 && f64::from(cosine(&vectors[before], &vectors[at])) >= threshold
+                && disagreement(content, &memories[before].content).is_none()
         });
         verdicts.push(match (stored, earlier) {
             (Some(hit), _) => Verdict::Duplicate(DuplicateOf::Stored(hit.id)),

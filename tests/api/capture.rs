@@ -469,6 +469,47 @@ async fn a_new_version_worded_like_the_one_it_replaces_is_written() {
     assert_eq!(listed["memories"][0]["version"], 2, "{listed:#}");
 }
 
+/// A memory worded almost as a current one but saying another thing (a
+/// convention that changed, captured as a memory of its own) is written;
+/// a copy of the current one, in the same reply, is not.
+#[tokio::test]
+async fn a_memory_worded_like_a_current_one_that_disagrees_is_written() {
+    let app = app_on(|_| {}).await;
+    let upstream = &app.upstream;
+    let memory = |approvals: &str| {
+        format!(
+            "Every pull request to the forge repository needs {approvals} from the platform team before it may be merged into the main branch."
+        )
+    };
+    let (one, two) = (memory("one approval"), memory("two approvals"));
+    upstream.set_chat(
+        Behaviour::Answer,
+        &format!(r#"[{{"content": "{one}", "scope": "repo", "category": "project-conventions"}}]"#),
+    );
+    app.accept("/turns", &turn("s1", "forge", &one)).await;
+    settled(&app, 1).await;
+
+    upstream.set_chat(
+        Behaviour::Answer,
+        &format!(
+            r#"[{{"content": "{one}", "scope": "repo", "category": "project-conventions"}},
+                {{"content": "{two}", "scope": "repo", "category": "project-conventions"}}]"#
+        ),
+    );
+    app.accept("/turns", &turn("s2", "forge", &two)).await;
+    let stats = settled(&app, 2).await;
+    assert_eq!(stats["capture"]["skipped_duplicate"], 1, "{stats:#}");
+    assert_eq!(stats["capture"]["written"], 2, "{stats:#}");
+    let listed = app.get("/memories?repo=forge").await.json;
+    let contents: Vec<&str> = listed["memories"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|memory| memory["content"].as_str().unwrap())
+        .collect();
+    assert_eq!(contents, [two.as_str(), one.as_str()], "{listed:#}");
+}
+
 async fn fenced_garbage_and_secret_replies(backend: Backend) {
     let app = app_over(&backend, |_| {}).await;
     let upstream = &app.upstream;
