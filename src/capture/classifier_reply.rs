@@ -23,7 +23,15 @@ pub struct Proposed {
     pub related: Vec<(String, String)>,
     pub importance: Option<f64>,
     /// The files of the prompt's list the memory is about, as written.
-    pub files: Vec<String>,
+    pub files: Vec<ProposedFile>,
+}
+
+/// A file a memory is about, and the name in it (a function, a type) the
+/// memory is about, if it is about one.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProposedFile {
+    pub path: String,
+    pub symbol: Option<String>,
 }
 
 /// The reply, read.
@@ -124,20 +132,26 @@ fn proposed(item: &Value) -> Result<Proposed, String> {
     })
 }
 
-/// The paths a `files` field names: an array of paths (or of objects
-/// with a `path`), or one path alone.
-fn files(value: &Value) -> Vec<String> {
-    let path = |item: &Value| {
-        let path = match item {
-            Value::Object(object) => object.get("path")?.as_str()?,
-            other => other.as_str()?,
-        };
-        let path = path.trim();
-        (!path.is_empty()).then(|| path.to_owned())
+/// The files a `files` field names: an array of paths (or of objects
+/// with a `path` and maybe a `symbol`), or one of them alone.
+fn files(value: &Value) -> Vec<ProposedFile> {
+    let trimmed = |text: Option<&Value>| {
+        let text = text?.as_str()?.trim();
+        (!text.is_empty()).then(|| text.to_owned())
+    };
+    let file = |item: &Value| match item {
+        Value::Object(object) => Some(ProposedFile {
+            path: trimmed(object.get("path"))?,
+            symbol: trimmed(object.get("symbol")),
+        }),
+        other => Some(ProposedFile {
+            path: trimmed(Some(other))?,
+            symbol: None,
+        }),
     };
     match value {
-        Value::Array(items) => items.iter().filter_map(path).collect(),
-        single => path(single).into_iter().collect(),
+        Value::Array(items) => items.iter().filter_map(file).collect(),
+        single => file(single).into_iter().collect(),
     }
 }
 
@@ -308,16 +322,29 @@ mod tests {
     fn the_files_a_memory_is_about_are_read_however_they_are_written() {
         let read = parse(
             r#"[{"content": "a", "scope": "repo", "category": "patterns",
-                 "files": ["src/db/pool.rs", " README.md ", "", 3, {"path": "src/lib.rs"}]},
+                 "files": ["src/db/pool.rs", " README.md ", "", 3, {"path": "src/lib.rs"},
+                           {"path": "src/db/pool.rs", "symbol": " connect_pool "},
+                           {"path": "src/a.rs", "symbol": ""}, {"symbol": "orphan"}]},
                 {"content": "b", "scope": "repo", "category": "patterns", "files": "src/one.rs"},
                 {"content": "c", "scope": "repo", "category": "patterns", "files": null}]"#,
         );
-        let files: Vec<&[String]> = read.proposed.iter().map(|p| p.files.as_slice()).collect();
+        let file = |path: &str, symbol: Option<&str>| ProposedFile {
+            path: path.to_owned(),
+            symbol: symbol.map(str::to_owned),
+        };
+        let files: Vec<&[ProposedFile]> =
+            read.proposed.iter().map(|p| p.files.as_slice()).collect();
         assert_eq!(
             files,
             [
-                &["src/db/pool.rs", "README.md", "src/lib.rs"].map(String::from)[..],
-                &["src/one.rs".to_owned()][..],
+                &[
+                    file("src/db/pool.rs", None),
+                    file("README.md", None),
+                    file("src/lib.rs", None),
+                    file("src/db/pool.rs", Some("connect_pool")),
+                    file("src/a.rs", None),
+                ][..],
+                &[file("src/one.rs", None)][..],
                 &[][..],
             ]
         );

@@ -15,14 +15,14 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use crate::blocking;
-use crate::capture::classifier_reply::{self, Proposed};
+use crate::capture::classifier_reply::{self, Proposed, ProposedFile};
 use crate::capture::queue::{Kind, StoredLine, Trigger};
 use crate::embed::Embedder;
 use crate::index::Index;
 use crate::llm::Llm;
 use crate::memory::{
-    Anchor, Category, CommitId, Confidence, MAX_ANCHORS, Memory, MemoryId, Origin, RelatedEdge,
-    Relationship, Scope, parse_content, parse_importance,
+    Anchor, AnchorSymbol, Category, CommitId, Confidence, MAX_ANCHORS, Memory, MemoryId, Origin,
+    RelatedEdge, Relationship, Scope, parse_content, parse_importance,
 };
 use crate::secrets::{self, SecretKind};
 use crate::store::{MAX_RELATED, NamespacePair, NewMemory, Store};
@@ -65,7 +65,7 @@ If a new memory refines, contradicts, or supersedes an existing memory listed in
 Relationships: refines, contradicts, extends, depends-on, example-of, related.
 
 FILES:
-When FILES lists the files the conversation read or edited, give each repo-scope memory a "files" field: the paths of those files it is about, copied exactly from that list. Leave it out when the memory is about none of them, and for user-scope memories. Never name a file that is not listed.
+When FILES lists the files the conversation read or edited, give each repo-scope memory a "files" field: the paths of those files it is about, copied exactly from that list. When the memory is about one function, type or other named item of a file that the conversation names, give that file as {"path": ..., "symbol": ...} with the name exactly as the code writes it. Leave the field out when the memory is about none of the files, and for user-scope memories. Never name a file that is not listed.
 
 WHAT TO CLASSIFY:
 Propose memories from the NEW MESSAGES only. EARLIER MESSAGES, when present, were classified before: read them to understand the new ones, and do not propose again what they alone say.
@@ -73,7 +73,7 @@ Propose memories from the NEW MESSAGES only. EARLIER MESSAGES, when present, wer
 OUTPUT FORMAT:
 Return a JSON object whose "memories" field is an array of memory objects; an empty array if nothing is memory-worthy.
 Each object must have: content (markdown string), scope, category.
-Optional fields: supersedes (memory ID string), related (array of {id, relationship}), importance (0 to 1), files (array of paths from FILES).
+Optional fields: supersedes (memory ID string), related (array of {id, relationship}), importance (0 to 1), files (array of paths from FILES, or of {path, symbol}).
 
 Example:
 {
@@ -240,14 +240,16 @@ fn check(
 /// What a memory is about, and the commit it was written at. A repo
 /// memory is anchored to the files of the trigger's list that the
 /// classifier `chose` (a choice outside the list is dropped), with the
-/// hash the client sent and the trigger's commit; a new version for which
-/// it chose none is about what the old one was about (its anchors and
-/// commit); any other repo memory is at the trigger's commit, unanchored.
-/// A user memory is about no repo's files.
+/// hash the client sent and the trigger's commit, and to the name in
+/// each it chose, if the window says that name (else the file alone: a
+/// name the model made up would read `gone` once the file changed); a
+/// new version for which it chose none is about what the old one was
+/// about (its anchors and commit); any other repo memory is at the
+/// trigger's commit, unanchored. A user memory is about no repo's files.
 fn anchoring(
     trigger: &Trigger,
     scope: Scope,
-    chosen: &[String],
+    chosen: &[ProposedFile],
     predecessor: Option<&Memory>,
 ) -> (Vec<Anchor>, Option<CommitId>) {
     if scope != Scope::Repo {
@@ -258,17 +260,25 @@ fn anchoring(
         let Some(file) = trigger
             .files
             .iter()
-            .find(|file| file.path.as_str() == choice)
+            .find(|file| file.path.as_str() == choice.path)
         else {
             tracing::info!(trigger.id = %trigger.id, "dropped a file the classifier named that the window did not");
             continue;
         };
-        if anchors.len() < MAX_ANCHORS && anchors.iter().all(|anchor| anchor.path != file.path) {
-            anchors.push(Anchor {
-                path: file.path.clone(),
-                symbol: None,
-                hash: file.hash.clone(),
-            });
+        let symbol = choice.symbol.as_deref().and_then(|symbol| {
+            let said = trigger.window.iter().any(|line| line.text.contains(symbol));
+            if !said {
+                tracing::info!(trigger.id = %trigger.id, "dropped a name the classifier gave that the window does not say");
+            }
+            said.then(|| symbol.parse::<AnchorSymbol>().ok()).flatten()
+        });
+        let anchor = Anchor {
+            path: file.path.clone(),
+            symbol,
+            hash: file.hash.clone(),
+        };
+        if anchors.len() < MAX_ANCHORS && !anchors.contains(&anchor) {
+            anchors.push(anchor);
         }
     }
     match predecessor {

@@ -147,18 +147,29 @@ pub fn judge<E: From<ReadError>>(
 }
 
 /// One anchor's verdict, from what was found at the path it is judged at.
+/// A file as it was when the memory was written holds what the memory
+/// is about, whatever its symbol: one absent from it then was never there
+/// to lose.
 fn verdict(anchor: &Anchor, found: Option<&Found>) -> Verdict {
     let Some(Found::Present { hash, symbols }) = found else {
         return Verdict::Gone;
     };
+    let as_written = anchor
+        .hash
+        .as_ref()
+        .is_some_and(|expected| Some(expected) == hash.as_ref());
+    if as_written {
+        return Verdict::Current;
+    }
     if let Some(symbol) = &anchor.symbol
         && !symbols.contains(symbol.as_str())
     {
         return Verdict::Gone;
     }
-    match &anchor.hash {
-        Some(expected) if Some(expected) != hash.as_ref() => Verdict::Changed,
-        _ => Verdict::Current,
+    if anchor.hash.is_some() {
+        Verdict::Changed
+    } else {
+        Verdict::Current
     }
 }
 
@@ -268,6 +279,13 @@ mod tests {
             memory(vec![anchor("src/retry.rs", Some("retry"), None)]),
             memory(vec![anchor("src/pool.rs/inner", None, None)]),
             memory(vec![anchor("src", None, None)]),
+            // A name the file never held, under a hash it still has.
+            memory(vec![anchor(
+                "src/pool.rs",
+                Some("never_there"),
+                Some(&pool),
+            )]),
+            memory(vec![anchor("src/pool.rs", Some("never_there"), Some(&old))]),
             memory(Vec::new()),
         ];
         let mut asked = Vec::new();
@@ -283,7 +301,9 @@ mod tests {
         use Verdict::{Changed, Current, Gone};
         assert_eq!(
             verdicts,
-            [Current, Changed, Gone, Gone, Current, Gone, Current],
+            [
+                Current, Changed, Gone, Gone, Current, Gone, Current, Current, Gone
+            ],
             "the unanchored memory is not judged"
         );
         assert_eq!(asked, [memories[3].id, memories[4].id, memories[5].id]);

@@ -2,9 +2,11 @@
 //! tree's `HEAD` and the files its conversation read or edited has the
 //! classifier asked which of them each fact is about, and a repo memory is
 //! written anchored to those it names that the turn named (with the hash
-//! sent), at the turn's commit; a name outside the list is dropped, and a
-//! user memory is about no repo's files. A turn without them is captured
-//! as before, and bad files are refused by field, queueing nothing.
+//! sent), at the turn's commit, and to the function or type it names in
+//! one when the conversation says that name; a file outside the list is
+//! dropped, and a user memory is about no repo's files. A turn without
+//! them is captured as before, and bad files are refused by field,
+//! queueing nothing.
 
 use axum::http::StatusCode;
 use serde_json::{Value, json};
@@ -79,6 +81,43 @@ async fn a_turn_with_files_writes_memories_anchored_to_the_classifiers_choices()
         "none of its files was named"
     );
     assert_eq!(changelog["commit"], COMMIT);
+}
+
+/// A fact about one function is anchored to it, when the conversation
+/// names it: a name the window never says is the model's guess, and the
+/// file alone is kept.
+#[tokio::test]
+async fn a_memory_about_a_function_the_turn_names_is_anchored_to_it() {
+    let app = app_on(|_| {}).await;
+    app.upstream.set_chat(
+        Behaviour::Answer,
+        r#"[{"content": "connect_pool retries three times.", "scope": "repo", "category": "patterns",
+             "files": [{"path": "src/db/pool.rs", "symbol": "connect_pool"}]},
+            {"content": "The pool closes idle connections.", "scope": "repo", "category": "patterns",
+             "files": [{"path": "src/db/pool.rs", "symbol": "reap_idle"}, "src/db/pool.rs"]}]"#,
+    );
+    let mut body = turn(
+        "s1",
+        "forge",
+        "Why does connect_pool retry three times? And the pool closes idle connections.",
+    );
+    body["commit"] = json!(COMMIT);
+    body["files"] = json!([{"path": "src/db/pool.rs", "hash": hash('a')}]);
+    app.accept("/turns", &body).await;
+    settled(&app, 1).await;
+
+    let retries = memory_saying(&app, "connect_pool retries three times.").await;
+    assert_eq!(
+        anchors(&retries),
+        json!([{"path": "src/db/pool.rs", "symbol": "connect_pool", "hash": hash('a')}]),
+        "{retries:#}"
+    );
+    let idle = memory_saying(&app, "The pool closes idle connections.").await;
+    assert_eq!(
+        anchors(&idle),
+        json!([{"path": "src/db/pool.rs", "hash": hash('a')}]),
+        "the name the window never says is dropped, the file kept once: {idle:#}"
+    );
 }
 
 #[tokio::test]

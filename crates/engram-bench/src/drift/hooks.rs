@@ -5,7 +5,7 @@
 //! window, the tree's `HEAD` and the files the turn's tool calls read,
 //! hashed. The classifier is the scripted fake upstream: it answers each
 //! turn with the memory the turn states, naming the module file it read
-//! (the anchor), the decision a consequence depends on (`related`) and
+//! and the function the fact is about (the anchor), the decision a consequence depends on (`related`) and
 //! the memory a new version replaces (`supersedes`), as a model does from
 //! the existing memories its prompt lists.
 //!
@@ -54,6 +54,8 @@ struct Turn {
     category: String,
     /// The module file the turn reads, repo-relative.
     file: Option<String>,
+    /// The function of it the fact is about, which the turn names.
+    symbol: Option<String>,
     /// The story's ids of the memories it depends on.
     depends_on: Vec<MemoryId>,
 }
@@ -122,6 +124,7 @@ impl<'a> Capture<'a> {
                 content: text(&line["content"])?,
                 category: text(&line["category"])?,
                 file: line["anchors"][0]["path"].as_str().map(str::to_owned),
+                symbol: line["anchors"][0]["symbol"].as_str().map(str::to_owned),
                 depends_on: line["related"]
                     .as_array()
                     .into_iter()
@@ -141,6 +144,7 @@ impl<'a> Capture<'a> {
                 content: new.content.clone(),
                 category: new.category.to_owned(),
                 file: None,
+                symbol: None,
                 depends_on: Vec::new(),
             };
             push_with_again(&mut turns, turn, true);
@@ -163,7 +167,7 @@ impl<'a> Capture<'a> {
         let mut memory = json!({"content": turn.content, "scope": "repo",
             "category": turn.category});
         if let Some(file) = &turn.file {
-            memory["files"] = json!([file]);
+            memory["files"] = json!([{"path": file, "symbol": turn.symbol}]);
         }
         if !turn.again {
             let related: Vec<Value> = turn
