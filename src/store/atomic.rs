@@ -24,7 +24,7 @@
 use std::collections::BTreeSet;
 use std::fs::{self, DirBuilder, File, OpenOptions};
 use std::io::{self, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use crate::commit_point;
@@ -83,8 +83,8 @@ impl Group {
     }
 
     /// Puts every staged file in place: their contents made durable (one
-    /// file: its fsync; more: one `syncfs` of each directory's file
-    /// system, far cheaper than an fsync each), each renamed over its
+    /// file: its fsync; more: one `syncfs` of each file system their
+    /// directories are on, far cheaper than an fsync each), each renamed over its
     /// target, then each directory fsynced once. A crash leaves each
     /// target's old file or its new one, never half of one. Answers how
     /// many files were put in place.
@@ -106,11 +106,21 @@ impl Group {
             [(temp, target)] => File::open(temp)
                 .and_then(|file| file.sync_all())
                 .map_err(failed(target, 0)),
-            _ => dirs.iter().try_for_each(|dir| {
-                File::open(dir)
-                    .and_then(|file| rustix::fs::syncfs(&file).map_err(io::Error::from))
-                    .map_err(failed(dir, 0))
-            }),
+            _ => {
+                // One flush per file system, however many of its
+                // directories the group writes to.
+                let mut flushed = BTreeSet::new();
+                dirs.iter().try_for_each(|dir| {
+                    File::open(dir)
+                        .and_then(|file| {
+                            if flushed.insert(file.metadata()?.dev()) {
+                                rustix::fs::syncfs(&file)?;
+                            }
+                            Ok(())
+                        })
+                        .map_err(failed(dir, 0))
+                })
+            }
         };
         // From here on, what is not renamed is removed when `self` drops.
         self.staged = staged;
