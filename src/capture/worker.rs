@@ -58,12 +58,15 @@ use crate::usage::Metered;
 
 /// The longest wait between two attempts of one trigger.
 const MAX_BACKOFF: Duration = Duration::from_secs(60);
-/// How long a pass waits for memories to become searchable: those written
-/// before it, so that the memories it shows the classifier and its
-/// duplicate guard see them (past it, the pass is tried again later,
-/// before any model call), and its own once written, so that a retrieval
-/// right after capture finds them.
+/// How long a finished trigger waits for its memories to become
+/// searchable, so a retrieval right after capture finds them.
 const INDEX_WAIT: Duration = Duration::from_secs(5);
+/// How long a pass waits, before its model call, for the memories written
+/// to its namespaces before it to become searchable (see
+/// [`Worker::wait_for_earlier_writes`]): long enough for a loaded machine,
+/// short enough that a backlog of thousands (an import) only delays
+/// capture.
+const EARLIER_WRITES_WAIT: Duration = Duration::from_secs(60);
 
 /// What one step did.
 #[derive(Debug, PartialEq, Eq)]
@@ -297,7 +300,7 @@ impl Worker {
             if !gate.admits(&trigger.repo, &trigger.user) {
                 return Ok(Passes::Held(written));
             }
-            self.wait_for_earlier_writes(trigger).await?;
+            self.wait_for_earlier_writes(trigger).await;
             let shown = classify::existing_memories(
                 &self.deps.embedder,
                 &self.deps.index,
@@ -358,27 +361,22 @@ impl Worker {
     /// Waits until the memories written to the trigger's namespaces before
     /// this pass are searchable: a pass that ran without them would show
     /// the classifier less than is stored and let a copy of one through
-    /// the duplicate guard.
-    async fn wait_for_earlier_writes(&self, trigger: &Trigger) -> Result<(), Fault> {
+    /// the duplicate guard. Past [`EARLIER_WRITES_WAIT`] the pass goes on
+    /// with what is searchable (a copy it lets through is one the
+    /// consolidation pass reduces later); a trigger never fails for it.
+    async fn wait_for_earlier_writes(&self, trigger: &Trigger) {
         let caught_up = self
             .deps
             .store
             .wait_until_indexed(
                 &trigger.pair().namespaces(),
                 IndexStage::Vectors,
-                INDEX_WAIT,
+                EARLIER_WRITES_WAIT,
             )
             .await;
-        if caught_up {
-            return Ok(());
+        if !caught_up {
+            tracing::info!(trigger.id = %trigger.id, "memories written before this pass are still not searchable; it goes on without them");
         }
-        Err(Fault {
-            transient: true,
-            message: format!(
-                "memories written moments ago were not searchable within {INDEX_WAIT:?}; \
-                 the pass waits for them"
-            ),
-        })
     }
 
     /// Guards and writes the classified memories of the pass from message

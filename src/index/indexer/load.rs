@@ -61,7 +61,12 @@ impl Indexer {
                 }
             })
             .collect();
-        let snapshot = self.index.load(&namespace, changes, started);
+        // Building the snapshot grows with the namespace: off the async
+        // workers, as the words step is.
+        let snapshot = {
+            let (index, namespace) = (Arc::clone(&self.index), namespace.clone());
+            crate::blocking::run(move || index.load(&namespace, changes, started)).await
+        };
         tracing::debug!(
             namespace = %namespace,
             memories = memories.len(),
