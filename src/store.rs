@@ -38,7 +38,7 @@ pub use lifecycle::InPlace;
 pub use load::{Fingerprint, Fingerprints};
 pub use retention::{COUNTING_SINCE_FILE, counting_uses_since};
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -314,7 +314,7 @@ pub struct StoreStats {
     pub sync: Option<SyncView>,
 }
 
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct NamespaceStats {
     /// Current memories, as [`StoreStats::memories`].
     pub memories: usize,
@@ -338,6 +338,10 @@ struct Inner {
     reports: RwLock<Reports>,
     sync: SyncStats,
     changes: ChangeLog,
+    /// Each namespace's counts for `/stats`, with the generation they
+    /// were counted at: a namespace nobody wrote to since is not counted
+    /// again.
+    tallies: Mutex<HashMap<Namespace, (u64, NamespaceStats)>>,
 }
 
 /// What the store could not use, as of the last load or sync: one list
@@ -444,6 +448,7 @@ impl Store {
                 reports: RwLock::new(reports),
                 sync: SyncStats::default(),
                 changes,
+                tallies: Mutex::default(),
             }),
         }
     }
@@ -577,26 +582,25 @@ impl Store {
             sync: everything.then(|| self.sync_view()),
             ..StoreStats::default()
         };
-        for memory in view
-            .by_id
-            .values()
-            .filter(|memory| visible(&memory.namespace))
-        {
-            let current = view.successor(memory.id).is_none();
-            stats.versions += 1;
-            let namespace = stats
-                .by_namespace
-                .entry(memory.namespace.to_string())
-                .or_default();
-            namespace.versions += 1;
-            if current {
-                stats.memories += 1;
-                namespace.memories += 1;
-                *namespace
-                    .by_category
-                    .entry(memory.category.as_str())
-                    .or_default() += 1;
-            }
+        let mut tallies = self
+            .inner
+            .tallies
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        tallies.retain(|namespace, _| view.members.contains_key(namespace));
+        for namespace in view.members.keys().filter(|namespace| visible(namespace)) {
+            let generation = view.generations.get(namespace).copied().unwrap_or(0);
+            let tally = match tallies.get(namespace) {
+                Some((counted_at, tally)) if *counted_at == generation => tally.clone(),
+                _ => {
+                    let tally = view.tally(namespace);
+                    tallies.insert(namespace.clone(), (generation, tally.clone()));
+                    tally
+                }
+            };
+            stats.versions += tally.versions;
+            stats.memories += tally.memories;
+            stats.by_namespace.insert(namespace.to_string(), tally);
         }
         stats
     }

@@ -1,11 +1,11 @@
 //! The in-memory view of every loaded memory: by id, newest first, and the
-//! reverse indexes (successors, incoming edges) and per-namespace
+//! reverse indexes (successors, incoming edges), per-namespace members and
 //! generations kept beside it.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
-use super::{Cursor, Store};
+use super::{Cursor, NamespaceStats, Store};
 use crate::memory::{Memory, MemoryId, Namespace, RelatedEdge};
 
 /// The in-memory view of every loaded memory, with reverse indexes.
@@ -20,8 +20,10 @@ pub(super) struct View {
     /// target → edges pointing at it (`id` = source).
     pub(super) incoming: HashMap<MemoryId, Vec<RelatedEdge>>,
     /// Bumped by every write and delete in a namespace, so derived data
-    /// (cached retrievals) can tell it is stale.
+    /// (cached retrievals, `/stats`' counts) can tell it is stale.
     pub(super) generations: HashMap<Namespace, u64>,
+    /// Every version each namespace holds.
+    pub(super) members: HashMap<Namespace, HashSet<MemoryId>>,
     /// Postgres mode: the change number of each lifecycle this replica
     /// changed that its follower has not read back yet. A row the follower
     /// read before such a change is older than the view, and is passed over.
@@ -60,6 +62,10 @@ impl View {
             .generations
             .entry(memory.namespace.clone())
             .or_default() += 1;
+        self.members
+            .entry(memory.namespace.clone())
+            .or_default()
+            .insert(memory.id);
         self.by_id.insert(memory.id, memory);
     }
 
@@ -80,7 +86,37 @@ impl View {
             .generations
             .entry(memory.namespace.clone())
             .or_default() += 1;
+        if let Some(members) = self.members.get_mut(&memory.namespace) {
+            members.remove(&id);
+            if members.is_empty() {
+                self.members.remove(&memory.namespace);
+            }
+        }
         Some(memory)
+    }
+
+    /// What `namespace` holds: its versions, and its current memories
+    /// by category. Only its own memories decide it (a successor is of
+    /// the same namespace), so it stands while its generation does.
+    pub(super) fn tally(&self, namespace: &Namespace) -> NamespaceStats {
+        let mut tally = NamespaceStats::default();
+        for memory in self
+            .members
+            .get(namespace)
+            .into_iter()
+            .flatten()
+            .filter_map(|id| self.by_id.get(id))
+        {
+            tally.versions += 1;
+            if self.successor(memory.id).is_none() {
+                tally.memories += 1;
+                *tally
+                    .by_category
+                    .entry(memory.category.as_str())
+                    .or_default() += 1;
+            }
+        }
+        tally
     }
 
     /// Records that this replica changed `id`'s lifecycle in change `seq`.

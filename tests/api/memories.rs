@@ -361,6 +361,12 @@ async fn listings_and_counts_show_current_memories_unless_all_versions_are_asked
             "Ana likes tabs.",
         ))
         .await;
+    // Counted now, and counted again after each change below.
+    let counts = &app.get("/stats").await.json["store"];
+    assert_eq!(
+        (&counts["memories"], &counts["versions"]),
+        (&json!(1), &json!(1))
+    );
     let mut body = memory("user", "ana", "coding-preferences", "Ana likes spaces.");
     body["supersedes"] = v1["id"].clone();
     let v2 = app.create(body).await;
@@ -400,6 +406,23 @@ async fn listings_and_counts_show_current_memories_unless_all_versions_are_asked
         json!({"memories": 2, "versions": 3,
             "categories": {"coding-preferences": 1, "user-facts": 1}})
     );
+
+    let deleted = app
+        .delete(&format!("/memories/{}", other["id"].as_str().unwrap()))
+        .await;
+    assert_eq!(deleted.status, StatusCode::NO_CONTENT, "{}", deleted.text);
+    let store = &app.get("/stats").await.json["store"];
+    assert_eq!(
+        store["namespaces"]["user/ana"],
+        json!({"memories": 1, "versions": 2, "categories": {"coding-preferences": 1}})
+    );
+    for id in [&v2["id"], &v1["id"]] {
+        app.delete(&format!("/memories/{}", id.as_str().unwrap()))
+            .await;
+    }
+    let store = &app.get("/stats").await.json["store"];
+    assert_eq!(store["memories"], 0, "{store:#}");
+    assert_eq!(store["namespaces"], json!({}), "{store:#}");
 }
 
 async fn a_new_version_keeps_what_the_request_leaves_out(backend: Backend) {

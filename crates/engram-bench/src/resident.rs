@@ -11,7 +11,7 @@
 //!   `index.max_memory_mb` at `--max-memory-mb`; then the process's
 //!   resident memory and `/stats`' resident bytes, and retrievals over a
 //!   skewed mix (nine in ten to the hottest tenth of the namespaces, the
-//!   rest to any), p50/p95 of each group.
+//!   rest to any), p50/p95 of each group, and `/stats` itself.
 
 use std::time::{Duration, Instant};
 
@@ -25,6 +25,10 @@ use crate::measure::{self, Report, Row};
 use crate::scratch::ScratchDir;
 use crate::server::{Client, Server};
 use crate::workload::{EmbedderChoice, Result};
+
+/// `/stats` reads timed once the mix is done: what a dashboard or a
+/// scrape of `/metrics` costs on a store this size.
+const STATS_READS: usize = 20;
 
 #[derive(clap::Args, Debug)]
 pub struct Settings {
@@ -233,6 +237,23 @@ async fn skewed(
     }
     let wall = started.elapsed();
     let residency = stats(&client).await?;
+    let stats_started = Instant::now();
+    let mut stats_reads = Vec::with_capacity(STATS_READS);
+    for _ in 0..STATS_READS {
+        let one = Instant::now();
+        stats(&client).await?;
+        stats_reads.push(one.elapsed());
+    }
+    report.rows.push(Row::from_samples(
+        "GET /stats",
+        format!(
+            "{} memories in {} namespaces",
+            settings.namespaces * settings.per_namespace,
+            settings.namespaces
+        ),
+        &mut stats_reads,
+        stats_started.elapsed(),
+    ));
     let detail = format!(
         "{} namespaces of {}, index.max_memory_mb {}",
         settings.namespaces, settings.per_namespace, settings.max_memory_mb
