@@ -48,8 +48,14 @@ use crate::readiness::Readiness;
 use crate::store::{IndexStage, PendingChange, Store};
 pub use gathering::{Gathering, Next};
 
-/// Changes per batch: one embedding call, one snapshot swap.
-pub const BATCH_SIZE: usize = 128;
+/// Changes per batch: one snapshot swap. A swap copies the chunks it adds
+/// to (up to 1,024 rows each), so a long backlog (a start, an import) goes
+/// in batches that fill whole chunks: with batches of 128, each chunk was
+/// copied eight times as it filled, and a start took twice as long.
+pub const BATCH_SIZE: usize = 1024;
+/// Changes per embedding call, within a batch: what one request to an
+/// embedding API carries.
+pub const EMBED_BATCH: usize = 128;
 /// The longest a pending change waits for others to share its batch: a
 /// few milliseconds, against the ~10 ms one text alone costs the local
 /// model, while its words are searchable already.
@@ -261,16 +267,32 @@ impl Indexer {
         }
     }
 
-    /// Finds the batch's vectors and applies it; `hurry`: a reader waits
-    /// for them (behind a short backlog only), so they are embedded at a
-    /// query's priority rather than the backlog's.
+    /// Finds the batch's vectors, [`EMBED_BATCH`] changes an embedding
+    /// call, and applies it in one swap; `hurry`: a reader waits for them,
+    /// so they are embedded at a query's priority rather than the
+    /// backlog's.
     async fn apply_batch(
         &mut self,
         batch: &[PendingChange],
         hurry: bool,
     ) -> Result<(), embed::Error> {
         let mut changes = Vec::with_capacity(batch.len());
-        let present: Vec<_> = batch
+        for part in batch.chunks(EMBED_BATCH) {
+            self.find_vectors(part, hurry, &mut changes).await?;
+        }
+        finish_batch(&self.store, &self.index, batch, changes);
+        Ok(())
+    }
+
+    /// The changes that bring `part`'s vectors in (from the cache, or
+    /// embedded in one call), added to `changes`.
+    async fn find_vectors(
+        &mut self,
+        part: &[PendingChange],
+        hurry: bool,
+        changes: &mut Vec<(PendingChange, Change)>,
+    ) -> Result<(), embed::Error> {
+        let present: Vec<_> = part
             .iter()
             .filter_map(|change| match self.store.get(change.id) {
                 Some(memory) => Some((change, memory)),
@@ -327,12 +349,9 @@ impl Indexer {
             };
             changes.push((**change, Change::Upsert(entry_of(memory), vectors)));
         }
-        finish_batch(&self.store, &self.index, batch, changes);
         Ok(())
     }
 
-    /// What `memory` is embedded as: its content, then its passages if
-    /// they are on.
     /// Each memory's texts (its whole content, then its passages) and, in
     /// the same order flattened, their embedding cache keys.
     fn keyed_texts<'a>(
@@ -348,6 +367,8 @@ impl Indexer {
         (texts, keys)
     }
 
+    /// What `memory` is embedded as: its content, then its passages if
+    /// they are on.
     fn texts_of<'a>(&self, memory: &'a Memory) -> Vec<&'a str> {
         let mut texts = vec![memory.content.as_str()];
         if self.passages {

@@ -144,6 +144,24 @@ async fn a_batch_is_durable_before_its_answer_and_found_by_its_words_at_once(bac
     assert_eq!(stats["index"]["memories"], 61, "{stats:#}");
 }
 
+/// A backlog goes into the index in batches of up to 1,024 changes, one
+/// snapshot swap each, but an embedding request carries at most 128 of
+/// them, as an embedding API takes them.
+#[tokio::test]
+async fn a_large_batch_is_embedded_in_requests_of_at_most_128() {
+    let app = TestApp::builder().embedder().spawn().await;
+    let memories: Vec<Value> = (0..600)
+        .map(|n| note(&format!("Build note {n}.")))
+        .collect();
+    let results = answered(&app, memories).await;
+    assert!(statuses(&results).iter().all(|&status| status == 201));
+    let stats = app.wait_indexed().await;
+    assert_eq!(stats["index"]["memories"], 600, "{stats:#}");
+    let sizes = app.upstream.embedding_request_sizes();
+    assert!(sizes.iter().all(|&size| size <= 128), "{sizes:?}");
+    assert_eq!(sizes.iter().sum::<usize>(), 600, "{sizes:?}");
+}
+
 async fn each_memory_of_a_batch_keeps_its_own_fields_and_observed_at(backend: Backend) {
     let app = backend.spawn_app().await;
     let mut said_in_january = memory("user", "ana", "user-facts", "Moved to Porto.");

@@ -46,7 +46,7 @@ pub async fn embed(report: &mut Report, sentences: usize) -> Result {
         report,
         &embedder,
         &texts,
-        engram::index::indexer::BATCH_SIZE,
+        engram::index::indexer::EMBED_BATCH,
         Priority::Backlog,
         "indexer batches on the backlog threads (per batch)",
         "local embedder, backlog batches",

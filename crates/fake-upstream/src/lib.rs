@@ -287,6 +287,15 @@ impl Upstream {
         self.script().embedding_requests.len()
     }
 
+    /// How many texts each embeddings request carried, in order.
+    pub fn embedding_request_sizes(&self) -> Vec<usize> {
+        self.script()
+            .embedding_requests
+            .iter()
+            .map(Vec::len)
+            .collect()
+    }
+
     /// Every text sent for embedding, in order.
     pub fn embedded_texts(&self) -> Vec<String> {
         self.script()

@@ -81,7 +81,7 @@ mod tests {
             Next::Embed(&trickle[..])
         );
 
-        let backlog: Vec<u32> = (0..300).collect();
+        let backlog: Vec<usize> = (0..2 * BATCH_SIZE + 44).collect();
         let now = start + GATHER * 3;
         assert_eq!(
             gathering.next(&backlog, now, false),
