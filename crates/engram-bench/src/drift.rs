@@ -128,14 +128,7 @@ pub async fn drift(report: &mut Report, settings: &Settings) -> Result {
     let client = server.client();
     let before = ask(&client, &story, &ids, &stale, "before").await?;
     // What retention is to let go: those nobody confirmed.
-    let (_, listed) = client
-        .send(
-            "GET",
-            &format!("/memories?repo={REPO}&confidence=provisional&limit=1000"),
-            None,
-        )
-        .await?;
-    let provisional = listed["memories"].as_array().map_or(0, Vec::len);
+    let provisional = listed(&client, "confidence=provisional").await?.len();
 
     // After: `engram check` in the working tree, then a restart with
     // retention's defaults.
@@ -436,14 +429,7 @@ fn check(engram: &Path, url: &str, dir: &Path) -> Result<Duration> {
 async fn wait_archived(client: &Client, count: usize) -> Result {
     let give_up = Instant::now() + Duration::from_secs(60);
     loop {
-        let (_, listed) = client
-            .send(
-                "GET",
-                &format!("/memories?repo={REPO}&archived=true&limit=1000"),
-                None,
-            )
-            .await?;
-        let archived = listed["memories"].as_array().map_or(0, Vec::len);
+        let archived = listed(client, "archived=true").await?.len();
         if archived >= count {
             return Ok(());
         }
@@ -454,21 +440,26 @@ async fn wait_archived(client: &Client, count: usize) -> Result {
     }
 }
 
-/// Of the memories under review: those linked to a replaced decision, and
-/// the others.
-async fn flagged(client: &Client, linked: &[MemoryId]) -> Result<(usize, usize)> {
+/// The story's memories that `filter` (a query string of `GET /memories`)
+/// admits, up to 1,000 (the story holds fewer).
+async fn listed(client: &Client, filter: &str) -> Result<Vec<Value>> {
     let (_, listed) = client
         .send(
             "GET",
-            &format!("/memories?repo={REPO}&needs_review=true&limit=1000"),
+            &format!("/memories?repo={REPO}&{filter}&limit=1000"),
             None,
         )
         .await?;
+    Ok(listed["memories"].as_array().cloned().unwrap_or_default())
+}
+
+/// Of the memories under review: those linked to a replaced decision, and
+/// the others.
+async fn flagged(client: &Client, linked: &[MemoryId]) -> Result<(usize, usize)> {
     let linked: HashSet<MemoryId> = linked.iter().copied().collect();
-    let flagged: Vec<MemoryId> = listed["memories"]
-        .as_array()
-        .into_iter()
-        .flatten()
+    let flagged: Vec<MemoryId> = listed(client, "needs_review=true")
+        .await?
+        .iter()
         .filter_map(id_of)
         .collect();
     let of_linked = flagged.iter().filter(|id| linked.contains(id)).count();

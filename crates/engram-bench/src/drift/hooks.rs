@@ -319,20 +319,11 @@ impl<'a> Capture<'a> {
 
     /// The current memory of the repo that says `content`, if one does.
     async fn current_id_of(&self, content: &str) -> Result<Option<MemoryId>> {
-        let (_, listed) = self
-            .client
-            .send(
-                "GET",
-                &format!("/memories?repo={}&limit=1000", super::scenario::REPO),
-                None,
-            )
-            .await?;
-        Ok(listed["memories"]
-            .as_array()
-            .into_iter()
-            .flatten()
+        Ok(super::listed(&self.client, "all_versions=false")
+            .await?
+            .iter()
             .find(|memory| memory["content"] == content)
-            .and_then(|memory| memory["id"].as_str()?.parse().ok()))
+            .and_then(super::id_of))
     }
 
     /// The memory a retrieval of `content` ranks first.
