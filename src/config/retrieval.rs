@@ -83,7 +83,7 @@ macro_rules! retrieval_section {
                     budget_ms: 2000,
                     daily_token_budget: DEFAULT_RETRIEVAL_DAILY_TOKENS,
                     changed_factor: 0.8,
-                    review_factor: 0.8,
+                    review_factor: 0.7,
                     provisional_factor: 0.9,
                     time_weight: 0.15,
                     weights: Weights::default(),

@@ -65,6 +65,10 @@ pub struct Settings {
     /// `retrieval.review_factor` after the check (default: the service's).
     #[arg(long)]
     pub review_factor: Option<f64>,
+    /// `retention.provisional_days` after the check (default: the
+    /// service's; 0 lets no unconfirmed memory go).
+    #[arg(long)]
+    pub provisional_days: Option<u32>,
     /// How the story's memories are written.
     #[arg(long, value_enum, default_value_t = CaptureBy::Hooks)]
     pub capture: CaptureBy,
@@ -124,7 +128,7 @@ pub async fn drift(report: &mut Report, settings: &Settings) -> Result {
 
     // Before: nothing checked and nothing let go.
     let (server, _) =
-        Server::start_with(data.path(), EmbedderChoice::Local, without_retention).await?;
+        Server::start_with(data.path(), EmbedderChoice::Local, before_the_lifecycle).await?;
     let client = server.client();
     let before = ask(&client, &story, &ids, &stale, "before").await?;
     // What retention is to let go: those nobody confirmed.
@@ -138,10 +142,14 @@ pub async fn drift(report: &mut Report, settings: &Settings) -> Result {
         if let Some(factor) = settings.review_factor {
             config.retrieval.review_factor = factor;
         }
+        if let Some(days) = settings.provisional_days {
+            config.retention.provisional_days = days;
+        }
     })
     .await?;
     let client = server.client();
-    wait_archived(&client, provisional).await?;
+    let unconfirmed_let_go = settings.provisional_days != Some(0);
+    wait_archived(&client, if unconfirmed_let_go { provisional } else { 0 }).await?;
     let (flagged_linked, flagged_others) = flagged(&client, &linked_to_replaced).await?;
     let (status, consolidated) = client
         .send("POST", "/consolidate", Some(&json!({ "repo": REPO })))
@@ -222,10 +230,14 @@ fn id_of(line: &Value) -> Option<MemoryId> {
     line["id"].as_str()?.parse().ok()
 }
 
-/// Before the lifecycle: nothing let go.
-fn without_retention(config: &mut Config) {
+/// Before the lifecycle: nothing let go, and no memory ranked lower for
+/// its standing (capture's invalidations put some under review already).
+fn before_the_lifecycle(config: &mut Config) {
     config.retention.provisional_days = 0;
     config.retention.unused_days = 0;
+    config.retrieval.changed_factor = 1.0;
+    config.retrieval.review_factor = 1.0;
+    config.retrieval.provisional_factor = 1.0;
 }
 
 /// The story played in `dir`, its memories captured through the hooks
@@ -245,7 +257,7 @@ async fn captured(
     })
     .await;
     let (server, _) =
-        Server::start_on(data, EmbedderChoice::Local, &upstream, without_retention).await?;
+        Server::start_on(data, EmbedderChoice::Local, &upstream, before_the_lifecycle).await?;
     let mut capture = Capture::new(engram, dir, scratch, &upstream, server.client())?;
     // The modules' memories at the first commit, before anything happens
     // to the modules; the rest once the story has played.
@@ -294,7 +306,7 @@ async fn captured(
 async fn imported(data: &Path, dir: &Path) -> Result<(Story, Ids)> {
     let now = Utc::now();
     let story = scenario::go_on(scenario::begin(dir, now)?, now)?;
-    let (server, _) = Server::start_with(data, EmbedderChoice::Local, without_retention).await?;
+    let (server, _) = Server::start_with(data, EmbedderChoice::Local, before_the_lifecycle).await?;
     let client = server.client();
     let lines: Vec<Value> = story.written.iter().map(|m| m.line.clone()).collect();
     import(&client, &lines).await?;

@@ -203,7 +203,7 @@ async fn retrieval_never_injects_what_is_gone_or_let_go_and_notes_what_changed(b
     assert!(by_id(&current)["scores"].get("standing").is_none());
     assert_eq!(by_id(&provisional)["scores"]["standing"], 0.9);
     assert_eq!(by_id(&changed)["scores"]["standing"], 0.8);
-    assert_eq!(by_id(&review)["scores"]["standing"], 0.8);
+    assert_eq!(by_id(&review)["scores"]["standing"], 0.7);
     let injection = result["injection"].as_str().unwrap();
     assert_eq!(
         injection
