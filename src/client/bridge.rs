@@ -479,11 +479,7 @@ fn takes_owners(tool: &Tool) -> bool {
 enum Error {
     #[error("starting the runtime")]
     Runtime(#[source] std::io::Error),
-    #[error("--url (or ENGRAM_URL) {url:?} is not an http(s) URL")]
-    Url { url: String },
-    #[error("building the HTTP client")]
-    Client(#[source] reqwest::Error),
-    #[error("building the client of the REST API")]
+    #[error("--url (or ENGRAM_URL)")]
     Api(#[source] crate::client::http::Error),
     #[error("serving over stdio")]
     Serve(#[source] Box<rmcp::service::ServerInitializeError>),
@@ -491,28 +487,16 @@ enum Error {
     Stopped(#[source] tokio::task::JoinError),
 }
 
-/// `<url>/mcp`, if `url` is an http(s) URL.
-fn endpoint(url: &str) -> Result<Url, Error> {
-    let bad = || Error::Url {
-        url: redact_userinfo(url).into_owned(),
-    };
-    let endpoint = Url::parse(&format!("{}/mcp", url.trim_end_matches('/'))).map_err(|_| bad())?;
-    if !matches!(endpoint.scheme(), "http" | "https") || endpoint.host().is_none() {
-        return Err(bad());
-    }
-    Ok(endpoint)
-}
-
 async fn serve(args: &BridgeArgs) -> Result<(), Error> {
-    let endpoint = endpoint(&args.url)?;
     let key = std::env::var("ENGRAM_API_KEY")
         .ok()
         .filter(|key| !key.is_empty());
     let timeout = Duration::from_millis(args.timeout_ms);
     let api = Api::new(&args.url, key.clone()).map_err(Error::Api)?;
+    let endpoint = api.url("/mcp").map_err(Error::Api)?;
     let bridge = Bridge {
         shown: redact_userinfo(endpoint.as_str()).into_owned(),
-        http: super::http::http_client(&endpoint).map_err(Error::Client)?,
+        http: api.http().clone(),
         endpoint,
         key,
         timeout,
@@ -530,20 +514,4 @@ async fn serve(args: &BridgeArgs) -> Result<(), Error> {
         .await
         .map_err(|source| Error::Serve(Box::new(source)))?;
     server.waiting().await.map(drop).map_err(Error::Stopped)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_endpoint_is_checked_and_shown_without_userinfo() {
-        assert_eq!(
-            endpoint("http://127.0.0.1:8080/").unwrap().as_str(),
-            "http://127.0.0.1:8080/mcp"
-        );
-        let err = endpoint("ftp://ana:s3cret@host").unwrap_err().to_string();
-        assert!(!err.contains("s3cret"), "{err}");
-        assert!(endpoint("not a url").is_err());
-    }
 }

@@ -91,6 +91,20 @@ impl Api {
         })
     }
 
+    /// The URL of `path` (absolute, as `/mcp`) under the API root.
+    pub fn url(&self, path: &str) -> Result<Url, Error> {
+        let joined = format!("{}{path}", self.base_url);
+        Url::parse(&joined).map_err(|_| Error::Url {
+            url: redact_userinfo(&joined).into_owned(),
+        })
+    }
+
+    /// The HTTP client its calls go through, for a caller that speaks
+    /// another protocol to the same service (the MCP bridge).
+    pub fn http(&self) -> &reqwest::Client {
+        &self.http
+    }
+
     /// Posts `body` to `path` and returns the JSON answer of a 2xx;
     /// anything else is an error naming the status and the problem's
     /// detail.
@@ -212,6 +226,10 @@ mod tests {
             .to_string();
         assert!(!err.contains("s3cret"), "{err}");
         assert!(Api::new("not a url", None).is_err());
-        assert!(Api::new("http://127.0.0.1:8080/", None).is_ok());
+        let api = Api::new("http://127.0.0.1:8080/", None).unwrap();
+        assert_eq!(
+            api.url("/mcp").unwrap().as_str(),
+            "http://127.0.0.1:8080/mcp"
+        );
     }
 }
