@@ -210,6 +210,12 @@ impl Index {
     /// If an upserted vector does not have the index's dimensions: the
     /// indexer checks every vector before it gets here.
     pub fn apply(&self, changes: Vec<Change>) {
+        self.apply_grouping(changes, Grouping::AsTheyGrow);
+    }
+
+    /// [`Index::apply`], grouping the namespaces it changes as `grouping`
+    /// says.
+    pub fn apply_grouping(&self, changes: Vec<Change>, grouping: Grouping) {
         if changes.is_empty() {
             return;
         }
@@ -275,13 +281,41 @@ impl Index {
             }
         }
 
+        let approximate_above = match grouping {
+            Grouping::AsTheyGrow => self.approximate_above,
+            Grouping::Deferred => usize::MAX,
+        };
         let current = self.snapshot.load();
-        self.snapshot.store(Arc::new(current.updated(
-            coder,
-            edits,
-            self.approximate_above,
-        )));
+        self.snapshot
+            .store(Arc::new(current.updated(coder, edits, approximate_above)));
     }
+
+    /// Groups for their approximate index the namespaces past
+    /// `index.approximate_above` that are not (those a deferred backlog
+    /// left as one run), in one swap.
+    pub fn group(&self) {
+        let _writer = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(coder) = self.coder.get() else {
+            return;
+        };
+        let current = self.snapshot.load();
+        self.snapshot
+            .store(Arc::new(current.grouped(coder, self.approximate_above)));
+    }
+}
+
+/// How a swap treats the namespaces it changes that are past
+/// `index.approximate_above`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Grouping {
+    /// Grouped into their lists as they grow, so searches probe a few:
+    /// while the service serves.
+    AsTheyGrow,
+    /// Kept as one run until [`Index::group`]: for a backlog nobody
+    /// searches yet (a start), where each swap would otherwise copy the
+    /// last chunk of every list its changes fall into, most of a large
+    /// namespace each time.
+    Deferred,
 }
 
 /// What one [`Index::apply`] does to each side of the index.

@@ -53,6 +53,25 @@ impl Namespaces {
         Self(namespaces)
     }
 
+    /// These namespaces, each of more than `approximate_above` rows
+    /// without an approximate index given one; the others shared.
+    pub(super) fn grouped(&self, coder: &quantized::Coder, approximate_above: usize) -> Self {
+        let mut namespaces = self.0.clone();
+        for (namespace, index) in &self.0 {
+            if index.partition.is_none() && index.len() > approximate_above {
+                let grouped = NamespaceIndex::updated(
+                    Some(&**index),
+                    coder,
+                    None,
+                    Vec::new(),
+                    approximate_above,
+                );
+                namespaces.insert(namespace.clone(), Arc::new(grouped));
+            }
+        }
+        Self(namespaces)
+    }
+
     pub(super) fn len(&self) -> usize {
         self.0.values().map(|index| index.len()).sum()
     }

@@ -41,7 +41,7 @@ use tokio_util::sync::CancellationToken;
 use crate::embed::cache::ContentKey;
 use crate::embed::shared_cache::VectorCache;
 use crate::embed::{self, Embedder, Priority};
-use crate::index::{Change, Entry, Index, LoadRequest, Vectors, lexical, passages};
+use crate::index::{Change, Entry, Grouping, Index, LoadRequest, Vectors, lexical, passages};
 use crate::memory::Memory;
 use crate::metrics::Metrics;
 use crate::readiness::Readiness;
@@ -113,6 +113,9 @@ pub struct Indexer {
     metrics: Metrics,
     /// Whether memories are embedded passage by passage too.
     passages: bool,
+    /// Deferred during the start-up pass, which nobody searches, then
+    /// as they grow.
+    grouping: Grouping,
 }
 
 /// What the indexer works with.
@@ -161,6 +164,7 @@ impl Indexer {
             stats: stats.clone(),
             metrics,
             passages,
+            grouping: Grouping::Deferred,
         };
         (stats, tokio::spawn(indexer.run(stop)))
     }
@@ -188,6 +192,9 @@ impl Indexer {
             };
             if starting {
                 starting = false;
+                self.grouping = Grouping::AsTheyGrow;
+                let index = self.index.clone();
+                crate::blocking::run(move || index.group()).await;
                 self.declare_ready(started.elapsed());
             }
             if !failed && self.store.pending_change_count(IndexStage::Vectors) == 0 {
@@ -280,7 +287,7 @@ impl Indexer {
         for part in batch.chunks(EMBED_BATCH) {
             self.find_vectors(part, hurry, &mut changes).await?;
         }
-        finish_batch(&self.store, &self.index, batch, changes);
+        finish_batch(&self.store, &self.index, batch, changes, self.grouping);
         Ok(())
     }
 
@@ -472,8 +479,9 @@ fn take_in_words(store: &Store, index: &Index) {
     store.acknowledge(&deletes);
 }
 
-/// Applies a batch's `changes` (each with the pending change it answers)
-/// and acknowledges the batch. A memory deleted while its vector was
+/// Applies a batch's `changes` (each with the pending change it answers),
+/// grouping large namespaces as `grouping` says, and acknowledges the
+/// batch. A memory deleted while its vector was
 /// computed is gone from both sides already (its delete's words step): its
 /// vector must not bring it back, so a change no longer the latest of its
 /// memory is left out.
@@ -482,13 +490,14 @@ fn finish_batch(
     index: &Index,
     batch: &[PendingChange],
     changes: Vec<(PendingChange, Change)>,
+    grouping: Grouping,
 ) {
     let current = changes
         .into_iter()
         .filter(|(change, _)| store.is_latest(change))
         .map(|(_, change)| change)
         .collect();
-    index.apply(current);
+    index.apply_grouping(current, grouping);
     store.acknowledge(batch);
 }
 

@@ -79,6 +79,17 @@ impl Snapshot {
         }
     }
 
+    /// This state with every namespace past `approximate_above` rows
+    /// that has no approximate index given one.
+    pub(super) fn grouped(&self, coder: &quantized::Coder, approximate_above: usize) -> Self {
+        Self {
+            embedded: self.embedded.grouped(coder, approximate_above),
+            passages: self.passages.grouped(coder, approximate_above),
+            words_only: self.words_only.clone(),
+            coder: self.coder.clone(),
+        }
+    }
+
     /// Entries with their vectors, across every namespace.
     pub fn len(&self) -> usize {
         self.embedded.len()

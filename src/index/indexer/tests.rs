@@ -135,7 +135,13 @@ impl Run {
 
     fn embedded(&mut self) {
         if let Some(InFlight { batch, changes }) = self.in_flight.take() {
-            finish_batch(&self.store, &self.index, &batch, changes);
+            finish_batch(
+                &self.store,
+                &self.index,
+                &batch,
+                changes,
+                Grouping::AsTheyGrow,
+            );
         }
     }
 

@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::index::{Change, Entry, Hit, Index, Vectors, lexical};
+use crate::index::{Change, Entry, Grouping, Hit, Index, Vectors, lexical};
 use crate::memory::{Category, MemoryId, Namespace};
 
 const DIMENSIONS: usize = 128;
@@ -125,6 +125,42 @@ fn the_approximate_index_finds_what_the_exact_scan_does_in_a_quarter_of_the_rows
         found * 100 >= asked * 95,
         "recall@10 {found} of {asked} probing a quarter of the rows"
     );
+}
+
+#[test]
+fn a_backlog_with_its_grouping_deferred_is_one_run_until_grouped_then_searched_by_lists() {
+    let mut rng = Rng(23);
+    let corpus = corpus(&mut rng, 40, 100);
+    let index = Index::new(DIMENSIONS).approximate_above(ABOVE);
+    for batch in corpus.rows.chunks(256) {
+        let changes = batch
+            .iter()
+            .map(|(id, vector)| upsert(*id, vector.clone()))
+            .collect();
+        index.apply_grouping(changes, Grouping::Deferred);
+    }
+    assert_eq!(index.snapshot().approximate().count(), 0, "one run");
+    index.group();
+    let snapshot = index.snapshot();
+    let lists: Vec<usize> = snapshot.approximate().map(|(_, lists)| lists).collect();
+    assert_eq!(lists.len(), 1, "4,000 rows are above the threshold");
+    assert!(lists[0] > 4, "{lists:?}");
+    let ns = [namespace()];
+    let (mut found, mut asked) = (0, 0);
+    for query in 0..50 {
+        let query = [rng.near(&corpus.centres[query % corpus.centres.len()], 0.6)];
+        let exact = snapshot.exact_search(&ns, &query, 10);
+        let hits = snapshot.search_probing(&ns, &query, 10, 1000, all);
+        found += recall(&exact, &hits);
+        asked += 10;
+    }
+    assert!(
+        found * 100 >= asked * 95,
+        "recall@10 {found} of {asked} probing a quarter of the rows"
+    );
+    // Past the backlog, changes keep the lists.
+    index.apply(vec![upsert(MemoryId::new(), rng.vector())]);
+    assert_eq!(index.snapshot().approximate().count(), 1);
 }
 
 #[test]
