@@ -21,8 +21,10 @@
 //! embedded in batches rather than one text per call, and a read right
 //! after a write does not wait for the gathering. At start every loaded
 //! memory is pending, so the start-up build and later updates are the same
-//! code; readiness is declared once the first pass (vectors included) is
-//! done. A batch the embedder cannot serve stays pending and is retried
+//! code, but for one thing: the first pass leaves large namespaces as one
+//! run each and groups them for their approximate index once, at its end
+//! ([`Grouping`]). Readiness is declared once the first pass (vectors
+//! included) is done. A batch the embedder cannot serve stays pending and is retried
 //! with backoff; its words are in meanwhile, and nothing else waits for it.
 
 mod gathering;
@@ -481,10 +483,10 @@ fn take_in_words(store: &Store, index: &Index) {
 
 /// Applies a batch's `changes` (each with the pending change it answers),
 /// grouping large namespaces as `grouping` says, and acknowledges the
-/// batch. A memory deleted while its vector was
-/// computed is gone from both sides already (its delete's words step): its
-/// vector must not bring it back, so a change no longer the latest of its
-/// memory is left out.
+/// batch. A memory deleted while its vector was computed is gone from
+/// both sides already (its delete's words step): its vector must not
+/// bring it back, so a change no longer the latest of its memory is left
+/// out.
 fn finish_batch(
     store: &Store,
     index: &Index,
