@@ -24,8 +24,9 @@
 //! code, but for one thing: the first pass leaves large namespaces as one
 //! run each and groups them for their approximate index once, at its end
 //! ([`Grouping`]). Readiness is declared once the first pass (vectors
-//! included) is done. A batch the embedder cannot serve stays pending and is retried
-//! with backoff; its words are in meanwhile, and nothing else waits for it.
+//! included) is done. A batch the embedder cannot serve stays pending and
+//! is retried with backoff; its words are in meanwhile, and nothing else
+//! waits for it.
 
 mod gathering;
 mod load;
@@ -115,9 +116,6 @@ pub struct Indexer {
     metrics: Metrics,
     /// Whether memories are embedded passage by passage too.
     passages: bool,
-    /// Deferred during the start-up pass, which nobody searches, then
-    /// as they grow.
-    grouping: Grouping,
 }
 
 /// What the indexer works with.
@@ -166,7 +164,6 @@ impl Indexer {
             stats: stats.clone(),
             metrics,
             passages,
-            grouping: Grouping::Deferred,
         };
         (stats, tokio::spawn(indexer.run(stop)))
     }
@@ -178,7 +175,14 @@ impl Indexer {
         let mut starting = true;
         let mut loads = self.index.load_requests();
         loop {
-            let failed = match self.pass(&stop, &mut loads).await {
+            // The start-up pass, which nobody searches, groups large
+            // namespaces once at its end rather than as they grow.
+            let grouping = if starting {
+                Grouping::Deferred
+            } else {
+                Grouping::AsTheyGrow
+            };
+            let failed = match self.pass(&stop, &mut loads, grouping).await {
                 Ok(()) => false,
                 Err(err) => {
                     self.stats.failed_batches.fetch_add(1, Ordering::Relaxed);
@@ -194,7 +198,6 @@ impl Indexer {
             };
             if starting {
                 starting = false;
-                self.grouping = Grouping::AsTheyGrow;
                 let index = self.index.clone();
                 crate::blocking::run(move || index.group()).await;
                 self.declare_ready(started.elapsed());
@@ -227,11 +230,12 @@ impl Indexer {
     }
 
     /// Takes in every pending change: words first, then vectors, batch by
-    /// batch, each batch gathered.
+    /// batch, each batch gathered and applied as `grouping` says.
     async fn pass(
         &mut self,
         stop: &CancellationToken,
         loads: &mut Option<mpsc::UnboundedReceiver<LoadRequest>>,
+        grouping: Grouping,
     ) -> Result<(), embed::Error> {
         let mut gathering = Gathering::default();
         while !stop.is_cancelled() {
@@ -243,7 +247,7 @@ impl Indexer {
             let hurry = self.store.vectors_awaited();
             match gathering.next(&pending, Instant::now(), hurry) {
                 Next::Idle => break,
-                Next::Embed(batch) => self.apply_batch(batch, hurry).await?,
+                Next::Embed(batch) => self.apply_batch(batch, hurry, grouping).await?,
                 // Words of what arrives meanwhile go in at the loop's top.
                 Next::Until(deadline) => tokio::select! {
                     () = tokio::time::sleep_until(deadline.into()) => {}
@@ -277,19 +281,20 @@ impl Indexer {
     }
 
     /// Finds the batch's vectors, [`EMBED_BATCH`] changes an embedding
-    /// call, and applies it in one swap; `hurry`: a reader waits for them,
-    /// so they are embedded at a query's priority rather than the
-    /// backlog's.
+    /// call, and applies it in one swap, grouped as `grouping` says;
+    /// `hurry`: a reader waits for them, so they are embedded at a query's
+    /// priority rather than the backlog's.
     async fn apply_batch(
         &mut self,
         batch: &[PendingChange],
         hurry: bool,
+        grouping: Grouping,
     ) -> Result<(), embed::Error> {
         let mut changes = Vec::with_capacity(batch.len());
         for part in batch.chunks(EMBED_BATCH) {
             self.find_vectors(part, hurry, &mut changes).await?;
         }
-        finish_batch(&self.store, &self.index, batch, changes, self.grouping);
+        finish_batch(&self.store, &self.index, batch, changes, grouping);
         Ok(())
     }
 
