@@ -65,10 +65,10 @@ pub struct Settings {
     /// `retrieval.review_factor` after the check (default: the service's).
     #[arg(long)]
     pub review_factor: Option<f64>,
-    /// `retention.provisional_days` after the check (default: the
-    /// service's; 0 lets no unconfirmed memory go).
+    /// Let no unconfirmed memory go after the check
+    /// (`retention.provisional_days` 0): what retention's default trades.
     #[arg(long)]
-    pub provisional_days: Option<u32>,
+    pub keep_unconfirmed: bool,
     /// How the story's memories are written.
     #[arg(long, value_enum, default_value_t = CaptureBy::Hooks)]
     pub capture: CaptureBy,
@@ -142,14 +142,18 @@ pub async fn drift(report: &mut Report, settings: &Settings) -> Result {
         if let Some(factor) = settings.review_factor {
             config.retrieval.review_factor = factor;
         }
-        if let Some(days) = settings.provisional_days {
-            config.retention.provisional_days = days;
+        if settings.keep_unconfirmed {
+            config.retention.provisional_days = 0;
         }
     })
     .await?;
     let client = server.client();
-    let unconfirmed_let_go = settings.provisional_days != Some(0);
-    wait_archived(&client, if unconfirmed_let_go { provisional } else { 0 }).await?;
+    let let_go = if settings.keep_unconfirmed {
+        0
+    } else {
+        provisional
+    };
+    wait_archived(&client, let_go).await?;
     let (flagged_linked, flagged_others) = flagged(&client, &linked_to_replaced).await?;
     let (status, consolidated) = client
         .send("POST", "/consolidate", Some(&json!({ "repo": REPO })))
