@@ -319,7 +319,6 @@ pub enum Grouping {
 }
 
 /// What one [`Index::apply`] does to each side of the index.
-#[derive(Default)]
 struct SideEdits {
     embedded: Edits,
     /// Rows of the embedded memories' passages, under their memories' ids.
@@ -327,15 +326,43 @@ struct SideEdits {
     words_only: Edits,
 }
 
+impl Default for SideEdits {
+    fn default() -> Self {
+        Self {
+            embedded: Edits::of_side(Rows::OneEach),
+            passages: Edits::of_side(Rows::SeveralEach),
+            words_only: Edits::of_side(Rows::OneEach),
+        }
+    }
+}
+
 /// What one [`Index::apply`] does to one side of the index.
-#[derive(Default)]
 struct Edits {
     removals: HashMap<Namespace, HashSet<MemoryId>>,
     /// Entries with their vectors (empty on the words-only side).
     additions: HashMap<Namespace, Vec<(Entry, Vec<f32>)>>,
+    rows: Rows,
+}
+
+/// How many rows a memory has on a side of the index.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Rows {
+    /// One: its removal is done once as many rows as memories removed
+    /// are gone, and the rest of the side is not looked through.
+    OneEach,
+    /// Any number (its passages): every chunk is looked through.
+    SeveralEach,
 }
 
 impl Edits {
+    fn of_side(rows: Rows) -> Self {
+        Self {
+            removals: HashMap::new(),
+            additions: HashMap::new(),
+            rows,
+        }
+    }
+
     fn remove(&mut self, namespace: Namespace, id: MemoryId) {
         // Added earlier in this same batch: drop it there too.
         if let Some(pending) = self.additions.get_mut(&namespace) {

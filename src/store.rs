@@ -437,8 +437,12 @@ impl Store {
     /// A store over `view`, its memories all new to the index.
     fn with(root: &Path, durable: Durable, view: View, reports: Reports) -> Self {
         let changes = ChangeLog::default();
-        // Everything loaded is new to the index.
-        changes.record(view.by_id.keys().copied());
+        // Everything loaded is new to the index: newest first, so that
+        // the latest memories are found by meaning first, and so that the
+        // backlog's words and vectors go in the same order (each vector
+        // batch then takes its memories off the front of the words-only
+        // side, not from every chunk of it).
+        changes.record(view.newest_first.iter().map(|newest| newest.0.id));
         Self {
             inner: Arc::new(Inner {
                 root: root.to_owned(),

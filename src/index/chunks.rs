@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use super::chunk::{CHUNK_CAPACITY, Chunk};
 use super::partition::{self, Partition};
-use super::{Edits, Entry, quantized};
+use super::{Edits, Entry, Rows, quantized};
 use crate::memory::{MemoryId, Namespace};
 
 /// One side of the index: its entries by namespace.
@@ -42,7 +42,10 @@ impl Namespaces {
             let next = NamespaceIndex::updated(
                 existing.as_deref(),
                 coder,
-                edits.removals.get(&namespace),
+                edits.removals.get(&namespace).map(|ids| Removed {
+                    ids,
+                    rows: edits.rows,
+                }),
                 edits.additions.remove(&namespace).unwrap_or_default(),
                 approximate_above,
             );
@@ -171,7 +174,7 @@ impl NamespaceIndex {
     fn updated(
         existing: Option<&Self>,
         coder: &quantized::Coder,
-        removed: Option<&HashSet<MemoryId>>,
+        removed: Option<Removed<'_>>,
         added: Vec<(Entry, Vec<f32>)>,
         approximate_above: usize,
     ) -> Self {
@@ -184,8 +187,9 @@ impl NamespaceIndex {
             None => vec![chunks.to_vec()],
         };
         if let Some(removed) = removed {
+            let mut unfound = (removed.rows == Rows::OneEach).then_some(removed.ids.len());
             for list in &mut lists {
-                *list = without(list, removed, coder);
+                *list = without(list, removed.ids, &mut unfound, coder);
             }
         }
         let mut pending: Vec<Vec<Coded>> = (0..lists.len()).map(|_| Vec::new()).collect();
@@ -230,18 +234,33 @@ impl NamespaceIndex {
 /// An entry to add, with its vector and its code.
 type Coded = (Entry, Vec<f32>, Vec<u64>);
 
+/// The memories a namespace loses on one side, and how many rows each
+/// has there.
+struct Removed<'a> {
+    ids: &'a HashSet<MemoryId>,
+    rows: Rows,
+}
+
 /// `chunks` without the `removed` entries: chunks that hold none are
 /// shared, the others copied without them (and dropped if emptied).
+/// `unfound`, when the side holds one row a memory, counts the rows not
+/// met yet; once all are, the rest is shared without being looked
+/// through (a start-up's backlog takes each batch off the front of a
+/// side of a million rows).
 fn without(
     chunks: &[Arc<Chunk>],
     removed: &HashSet<MemoryId>,
+    unfound: &mut Option<usize>,
     coder: &quantized::Coder,
 ) -> Vec<Arc<Chunk>> {
     chunks
         .iter()
         .filter_map(|chunk| {
-            if chunk.ids.iter().any(|id| removed.contains(id)) {
+            if *unfound != Some(0) && chunk.ids.iter().any(|id| removed.contains(id)) {
                 let kept = chunk.without(removed, coder);
+                if let Some(unfound) = unfound {
+                    *unfound = unfound.saturating_sub(chunk.ids.len() - kept.ids.len());
+                }
                 (!kept.ids.is_empty()).then(|| Arc::new(kept))
             } else {
                 Some(chunk.clone())

@@ -548,3 +548,50 @@ fn a_memory_changed_removed_or_waiting_for_its_vector_keeps_no_passage() {
         "the later change of a batch wins"
     );
 }
+
+#[test]
+fn removals_off_the_front_of_a_long_side_leave_exactly_the_rest_and_every_passage_goes() {
+    let ns = repo("a");
+    let index = Index::new(2);
+    let backlog: Vec<Embedded> = (0..3 * chunk::CHUNK_CAPACITY)
+        .map(|_| entry(&ns, vec![1.0, 0.0]))
+        .collect();
+    index.apply(backlog.iter().map(Embedded::words).collect());
+    // Vectors arrive in the order the words went in, a batch at a time,
+    // and the last batch out of order: each takes its memories off the
+    // words-only side.
+    let (first, rest) = backlog.split_at(1_500);
+    index.apply(first.iter().map(Embedded::upsert).collect());
+    let mut scattered: Vec<&Embedded> = rest.iter().step_by(7).collect();
+    scattered.reverse();
+    index.apply(scattered.iter().map(|embedded| embedded.upsert()).collect());
+    let snapshot = index.snapshot();
+    assert_eq!(snapshot.len(), 1_500 + scattered.len());
+    assert_eq!(snapshot.words_only(), backlog.len() - snapshot.len());
+    let mut held = snapshot.ids_in(std::slice::from_ref(&ns));
+    held.sort_unstable();
+    let mut expected: Vec<MemoryId> = backlog.iter().map(|embedded| embedded.id).collect();
+    expected.sort_unstable();
+    assert_eq!(held, expected, "every memory once, on one side");
+
+    // A memory's passages may lie in two chunks: all go with it.
+    let index = Index::new(2);
+    let filler: Vec<Change> = (0..chunk::CHUNK_CAPACITY - 1)
+        .map(|_| with_passages(&entry(&ns, vec![1.0, 0.0]), &[[1.0, 0.0]]))
+        .collect();
+    index.apply(filler);
+    let straddling = entry(&ns, vec![0.0, 1.0]);
+    index.apply(vec![with_passages(
+        &straddling,
+        &[[0.0, 1.0], [1.0, 0.0], [0.6, 0.8]],
+    )]);
+    assert_eq!(index.snapshot().passages(), chunk::CHUNK_CAPACITY + 2);
+    index.apply(vec![Change::Remove(straddling.id)]);
+    let snapshot = index.snapshot();
+    assert_eq!(snapshot.passages(), chunk::CHUNK_CAPACITY - 1);
+    assert!(
+        snapshot
+            .passage_entries()
+            .all(|(id, _)| id != straddling.id)
+    );
+}
