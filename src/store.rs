@@ -472,16 +472,10 @@ impl Store {
     ) -> Page {
         let text = filter.text.as_deref().map(str::to_lowercase);
         let view = self.read();
-        let start = after.map_or(std::ops::Bound::Unbounded, |cursor| {
-            std::ops::Bound::Excluded(std::cmp::Reverse(cursor))
-        });
         let mut matching = view
-            .newest_first
-            .range((start, std::ops::Bound::Unbounded))
-            .filter_map(|std::cmp::Reverse(cursor)| view.by_id.get(&cursor.id))
+            .newest_after(&filter.namespaces, after)
             .filter(|memory| {
-                (filter.namespaces.is_empty() || filter.namespaces.contains(&memory.namespace))
-                    && visible(&memory.namespace)
+                visible(&memory.namespace)
                     && (filter.all_versions || view.successor(memory.id).is_none())
                     && filter
                         .scope

@@ -2,7 +2,10 @@
 //! reverse indexes (successors, incoming edges), per-namespace members and
 //! generations kept beside it.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::cmp::Reverse;
+use std::collections::{BTreeSet, HashMap, HashSet, btree_set};
+use std::iter::Peekable;
+use std::ops::Bound;
 use std::sync::Arc;
 
 use super::{Cursor, NamespaceStats, Store};
@@ -12,7 +15,7 @@ use crate::memory::{Memory, MemoryId, Namespace, RelatedEdge};
 #[derive(Default)]
 pub(super) struct View {
     pub(super) by_id: HashMap<MemoryId, Arc<Memory>>,
-    pub(super) newest_first: BTreeSet<std::cmp::Reverse<Cursor>>,
+    pub(super) newest_first: BTreeSet<Reverse<Cursor>>,
     /// predecessor → the memories that supersede it: the versions that
     /// name it in `supersedes`, and the memory a consolidation pass kept
     /// in its place (its lifecycle's `superseded_by`).
@@ -22,8 +25,9 @@ pub(super) struct View {
     /// Bumped by every write and delete in a namespace, so derived data
     /// (cached retrievals, `/stats`' counts) can tell it is stale.
     pub(super) generations: HashMap<Namespace, u64>,
-    /// Every version each namespace holds.
-    pub(super) members: HashMap<Namespace, HashSet<MemoryId>>,
+    /// Every version each namespace holds, newest first: a listing of a
+    /// few namespaces reads theirs, not the whole store's order.
+    pub(super) members: HashMap<Namespace, BTreeSet<Reverse<Cursor>>>,
     /// Postgres mode: the change number of each lifecycle this replica
     /// changed that its follower has not read back yet. A row the follower
     /// read before such a change is older than the view, and is passed over.
@@ -56,8 +60,7 @@ impl View {
                 relationship: edge.relationship,
             });
         }
-        self.newest_first
-            .insert(std::cmp::Reverse(Cursor::of(&memory)));
+        self.newest_first.insert(Reverse(Cursor::of(&memory)));
         *self
             .generations
             .entry(memory.namespace.clone())
@@ -65,14 +68,13 @@ impl View {
         self.members
             .entry(memory.namespace.clone())
             .or_default()
-            .insert(memory.id);
+            .insert(Reverse(Cursor::of(&memory)));
         self.by_id.insert(memory.id, memory);
     }
 
     pub(super) fn remove(&mut self, id: MemoryId) -> Option<Arc<Memory>> {
         let memory = self.by_id.remove(&id)?;
-        self.newest_first
-            .remove(&std::cmp::Reverse(Cursor::of(&memory)));
+        self.newest_first.remove(&Reverse(Cursor::of(&memory)));
         if let Some(predecessor) = memory.supersedes {
             remove_from_index(&mut self.successors, predecessor, |&s| s == id);
         }
@@ -87,7 +89,7 @@ impl View {
             .entry(memory.namespace.clone())
             .or_default() += 1;
         if let Some(members) = self.members.get_mut(&memory.namespace) {
-            members.remove(&id);
+            members.remove(&Reverse(Cursor::of(&memory)));
             if members.is_empty() {
                 self.members.remove(&memory.namespace);
             }
@@ -105,7 +107,7 @@ impl View {
             .get(namespace)
             .into_iter()
             .flatten()
-            .filter_map(|id| self.by_id.get(id))
+            .filter_map(|newest| self.by_id.get(&newest.0.id))
         {
             tally.versions += 1;
             if self.successor(memory.id).is_none() {
@@ -117,6 +119,30 @@ impl View {
             }
         }
         tally
+    }
+
+    /// The versions `namespaces` hold (the whole store's when it is
+    /// empty) after `after`, newest first.
+    pub(super) fn newest_after<'a>(
+        &'a self,
+        namespaces: &[Namespace],
+        after: Option<Cursor>,
+    ) -> impl Iterator<Item = &'a Arc<Memory>> {
+        let range = |order: &'a BTreeSet<Reverse<Cursor>>| {
+            let start = after.map_or(Bound::Unbounded, |cursor| Bound::Excluded(Reverse(cursor)));
+            order.range((start, Bound::Unbounded)).peekable()
+        };
+        let runs = if namespaces.is_empty() {
+            vec![range(&self.newest_first)]
+        } else {
+            let distinct: HashSet<&Namespace> = namespaces.iter().collect();
+            distinct
+                .into_iter()
+                .filter_map(|namespace| self.members.get(namespace))
+                .map(range)
+                .collect()
+        };
+        NewestFirst { runs }.filter_map(|newest| self.by_id.get(&newest.0.id))
     }
 
     /// Records that this replica changed `id`'s lifecycle in change `seq`.
@@ -220,6 +246,27 @@ impl Store {
     }
 }
 
+/// Runs of the newest-first order, merged into one.
+struct NewestFirst<'a> {
+    runs: Vec<Peekable<btree_set::Range<'a, Reverse<Cursor>>>>,
+}
+
+impl<'a> Iterator for NewestFirst<'a> {
+    type Item = &'a Reverse<Cursor>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let mut newest: Option<(usize, &Reverse<Cursor>)> = None;
+        for (at, run) in self.runs.iter_mut().enumerate() {
+            if let Some(&head) = run.peek()
+                && newest.is_none_or(|(_, best)| head < best)
+            {
+                newest = Some((at, head));
+            }
+        }
+        self.runs[newest?.0].next()
+    }
+}
+
 /// The memory a consolidation pass kept in `memory`'s place, if any (a
 /// hand-edited lifecycle naming the memory itself is ignored).
 fn kept_instead(memory: &Memory) -> Option<MemoryId> {
@@ -239,5 +286,58 @@ fn remove_from_index<T>(
         if list.is_empty() {
             index.remove(&key);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::{TimeDelta, Utc};
+
+    use super::*;
+    use crate::memory::Category;
+
+    #[test]
+    fn the_versions_of_some_namespaces_come_newest_first_as_the_whole_order_filtered() {
+        let [a, b, c] = ["a", "b", "c"].map(|name| Namespace::Repo(name.parse().unwrap()));
+        let start = Utc::now();
+        let memories: Vec<Memory> = (0..60)
+            .map(|at| {
+                let namespace = [&a, &b, &c][at * 7 % 3];
+                let mut memory = Memory::example(namespace.clone(), Category::Patterns, "x");
+                // Some share a moment: the id breaks the tie.
+                memory.created_at = start + TimeDelta::seconds(i64::try_from(at / 2).unwrap());
+                memory
+            })
+            .collect();
+        let view = View::of(memories);
+        let ids = |namespaces: &[Namespace], after: Option<Cursor>| -> Vec<MemoryId> {
+            view.newest_after(namespaces, after)
+                .map(|memory| memory.id)
+                .collect()
+        };
+        let whole = ids(&[], None);
+        assert_eq!(whole.len(), 60);
+        let cursor = Cursor::of(&view.by_id[&whole[25]]);
+        for namespaces in [
+            vec![a.clone()],
+            vec![a.clone(), c.clone()],
+            vec![b.clone(), b.clone()],
+        ] {
+            for after in [None, Some(cursor)] {
+                let expected: Vec<MemoryId> = view
+                    .newest_after(&[], after)
+                    .filter(|memory| namespaces.contains(&memory.namespace))
+                    .map(|memory| memory.id)
+                    .collect();
+                assert!(!expected.is_empty());
+                assert_eq!(
+                    ids(&namespaces, after),
+                    expected,
+                    "{namespaces:?} after {after:?}"
+                );
+            }
+        }
+        let unknown = Namespace::Repo("d".parse().unwrap());
+        assert!(ids(&[unknown], None).is_empty());
     }
 }

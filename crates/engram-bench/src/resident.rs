@@ -11,7 +11,9 @@
 //!   `index.max_memory_mb` at `--max-memory-mb`; then the process's
 //!   resident memory and `/stats`' resident bytes, and retrievals over a
 //!   skewed mix (nine in ten to the hottest tenth of the namespaces, the
-//!   rest to any), p50/p95 of each group, and `/stats` itself.
+//!   rest to any), p50/p95 of each group, `/stats` itself, and what
+//!   reads one namespace among them all: its newest page
+//!   (`GET /memories`) and a retrieval without a query.
 
 use std::time::{Duration, Instant};
 
@@ -244,15 +246,50 @@ async fn skewed(
         stats(&client).await?;
         stats_reads.push(one.elapsed());
     }
+    let store_size = format!(
+        "{} memories in {} namespaces",
+        settings.namespaces * settings.per_namespace,
+        settings.namespaces
+    );
     report.rows.push(Row::from_samples(
         "GET /stats",
-        format!(
-            "{} memories in {} namespaces",
-            settings.namespaces * settings.per_namespace,
-            settings.namespaces
-        ),
+        store_size.clone(),
         &mut stats_reads,
         stats_started.elapsed(),
+    ));
+    // What the browser's list and a session's brief read: one namespace
+    // among all of them, newest first.
+    let listing = format!("/memories?repo={}&limit=20", name(0));
+    let list_started = Instant::now();
+    let mut list_reads = Vec::with_capacity(STATS_READS);
+    for _ in 0..STATS_READS {
+        let one = Instant::now();
+        let (status, _) = client.send("GET", &listing, None).await?;
+        if status != 200 {
+            return Err(format!("{listing} answered {status}").into());
+        }
+        list_reads.push(one.elapsed());
+    }
+    report.rows.push(Row::from_samples(
+        "GET /memories of one namespace",
+        store_size.clone(),
+        &mut list_reads,
+        list_started.elapsed(),
+    ));
+    let brief_started = Instant::now();
+    let mut brief_reads = Vec::with_capacity(STATS_READS);
+    for read in 0..STATS_READS {
+        let one = Instant::now();
+        client
+            .retrieve(&json!({"turn_id": format!("brief-{read}"), "repo": name(0)}))
+            .await?;
+        brief_reads.push(one.elapsed());
+    }
+    report.rows.push(Row::from_samples(
+        "retrieval without a query (filters only) of one namespace",
+        store_size,
+        &mut brief_reads,
+        brief_started.elapsed(),
     ));
     let detail = format!(
         "{} namespaces of {}, index.max_memory_mb {}",
