@@ -21,12 +21,12 @@ use serde_json::{Value, json};
 
 use engram::config::{Backend, Config, DatabaseUrl};
 
-use crate::corpus;
 use crate::databases::Databases;
 use crate::measure::{self, Report, Row};
 use crate::scratch::ScratchDir;
 use crate::server::{Client, Server};
 use crate::workload::{EmbedderChoice, Result};
+use crate::{clients, corpus};
 
 /// `/stats` reads timed once the mix is done: what a dashboard or a
 /// scrape of `/metrics` costs on a store this size.
@@ -117,6 +117,26 @@ fn memories(repo: &str, count: usize, rng: &mut corpus::Rng) -> Vec<Value> {
 async fn stats(client: &Client) -> Result<Value> {
     let (_, stats) = client.send("GET", "/stats", None).await?;
     Ok(stats["index"]["residency"].clone())
+}
+
+/// `reads` GETs of `path` one after another, each answered 200: their
+/// latencies and the wall time.
+async fn get_repeatedly(
+    client: &Client,
+    path: &str,
+    reads: usize,
+) -> Result<(Vec<Duration>, Duration)> {
+    let started = Instant::now();
+    let mut latencies = Vec::with_capacity(reads);
+    for _ in 0..reads {
+        let one = Instant::now();
+        let (status, _) = client.send("GET", path, None).await?;
+        if status != 200 {
+            return Err(format!("GET {path} answered {status}").into());
+        }
+        latencies.push(one.elapsed());
+    }
+    Ok((latencies, started.elapsed()))
 }
 
 /// The total of the loads' times so far, in ms.
@@ -239,57 +259,37 @@ async fn skewed(
     }
     let wall = started.elapsed();
     let residency = stats(&client).await?;
-    let stats_started = Instant::now();
-    let mut stats_reads = Vec::with_capacity(STATS_READS);
-    for _ in 0..STATS_READS {
-        let one = Instant::now();
-        stats(&client).await?;
-        stats_reads.push(one.elapsed());
-    }
     let store_size = format!(
         "{} memories in {} namespaces",
         settings.namespaces * settings.per_namespace,
         settings.namespaces
     );
+    let (mut stats_reads, stats_wall) = get_repeatedly(&client, "/stats", STATS_READS).await?;
     report.rows.push(Row::from_samples(
         "GET /stats",
         store_size.clone(),
         &mut stats_reads,
-        stats_started.elapsed(),
+        stats_wall,
     ));
     // What the browser's list and a session's brief read: one namespace
     // among all of them, newest first.
     let listing = format!("/memories?repo={}&limit=20", name(0));
-    let list_started = Instant::now();
-    let mut list_reads = Vec::with_capacity(STATS_READS);
-    for _ in 0..STATS_READS {
-        let one = Instant::now();
-        let (status, _) = client.send("GET", &listing, None).await?;
-        if status != 200 {
-            return Err(format!("{listing} answered {status}").into());
-        }
-        list_reads.push(one.elapsed());
-    }
+    let (mut list_reads, list_wall) = get_repeatedly(&client, &listing, STATS_READS).await?;
     report.rows.push(Row::from_samples(
         "GET /memories of one namespace",
         store_size.clone(),
         &mut list_reads,
-        list_started.elapsed(),
+        list_wall,
     ));
-    let brief_started = Instant::now();
-    let mut brief_reads = Vec::with_capacity(STATS_READS);
-    for read in 0..STATS_READS {
-        let one = Instant::now();
-        client
-            .retrieve(&json!({"turn_id": format!("brief-{read}"), "repo": name(0)}))
-            .await?;
-        brief_reads.push(one.elapsed());
-    }
+    let briefs: Vec<Value> = (0..STATS_READS)
+        .map(|read| json!({"turn_id": format!("brief-{read}"), "repo": name(0)}))
+        .collect();
+    let (mut brief_reads, _, brief_wall) = clients::sequential(&client, &briefs).await?;
     report.rows.push(Row::from_samples(
         "retrieval without a query (filters only) of one namespace",
         store_size,
         &mut brief_reads,
-        brief_started.elapsed(),
+        brief_wall,
     ));
     let detail = format!(
         "{} namespaces of {}, index.max_memory_mb {}",
