@@ -198,13 +198,9 @@ impl Store {
 
     /// Every namespace that holds a memory now, in order.
     pub fn namespaces_held(&self) -> Vec<Namespace> {
-        let view = self.read();
-        let held: std::collections::BTreeSet<&Namespace> = view
-            .by_id
-            .values()
-            .map(|memory| &memory.namespace)
-            .collect();
-        held.into_iter().cloned().collect()
+        let mut held: Vec<Namespace> = self.read().members.keys().cloned().collect();
+        held.sort();
+        held
     }
 
     /// The pass `id`, if one is kept.

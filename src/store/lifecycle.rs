@@ -13,7 +13,7 @@
 //! lifecycle is columns of the memory's row, and each change goes through
 //! the change log like a write, so every replica takes it in.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, btree_map};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -193,15 +193,15 @@ impl Store {
         changes: &[(&Namespace, MemoryId, Option<&Lifecycle>)],
     ) -> Result<(), WriteError> {
         let mut by_namespace: BTreeMap<&Namespace, BTreeMap<MemoryId, Lifecycle>> = BTreeMap::new();
-        for (namespace, _, _) in changes {
-            by_namespace.entry(namespace).or_default();
-        }
         let view = self.read();
-        for memory in view.by_id.values() {
-            if let Some(kept) = by_namespace.get_mut(&memory.namespace)
-                && !memory.lifecycle.is_default()
-            {
-                kept.insert(memory.id, memory.lifecycle.clone());
+        for (namespace, _, _) in changes {
+            if let btree_map::Entry::Vacant(entry) = by_namespace.entry(namespace) {
+                entry.insert(
+                    view.in_namespace(namespace)
+                        .filter(|memory| !memory.lifecycle.is_default())
+                        .map(|memory| (memory.id, memory.lifecycle.clone()))
+                        .collect(),
+                );
             }
         }
         drop(view);

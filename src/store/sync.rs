@@ -164,16 +164,14 @@ impl Reconciler {
         for scope in targets.scopes {
             self.scope(scope, &mut namespaces);
         }
-        let mut in_service: HashMap<Namespace, Vec<MemoryId>> = HashMap::new();
-        for memory in store.read().by_id.values() {
-            in_service
-                .entry(memory.namespace.clone())
-                .or_default()
-                .push(memory.id);
-        }
         let mut plan = Plan::default();
         for namespace in &namespaces {
-            let ids = in_service.remove(namespace).unwrap_or_default();
+            let ids: Vec<MemoryId> = {
+                let view = store.read();
+                view.in_namespace(namespace)
+                    .map(|memory| memory.id)
+                    .collect()
+            };
             self.namespace(namespace, &ids, &targets.touched, &mut plan);
         }
         let mut again = Targets::default();

@@ -102,13 +102,7 @@ impl View {
     /// the same namespace), so it stands while its generation does.
     pub(super) fn tally(&self, namespace: &Namespace) -> NamespaceStats {
         let mut tally = NamespaceStats::default();
-        for memory in self
-            .members
-            .get(namespace)
-            .into_iter()
-            .flatten()
-            .filter_map(|newest| self.by_id.get(&newest.0.id))
-        {
+        for memory in self.in_namespace(namespace) {
             tally.versions += 1;
             if self.successor(memory.id).is_none() {
                 tally.memories += 1;
@@ -119,6 +113,18 @@ impl View {
             }
         }
         tally
+    }
+
+    /// Every version `namespace` holds, newest first.
+    pub(super) fn in_namespace<'a>(
+        &'a self,
+        namespace: &Namespace,
+    ) -> impl Iterator<Item = &'a Arc<Memory>> {
+        self.members
+            .get(namespace)
+            .into_iter()
+            .flatten()
+            .filter_map(|newest| self.by_id.get(&newest.0.id))
     }
 
     /// The versions `namespaces` hold (the whole store's when it is
@@ -337,7 +343,14 @@ mod tests {
                 );
             }
         }
+        let one: Vec<MemoryId> = view.in_namespace(&b).map(|memory| memory.id).collect();
+        assert_eq!(
+            one,
+            ids(std::slice::from_ref(&b), None),
+            "one namespace alone"
+        );
         let unknown = Namespace::Repo("d".parse().unwrap());
-        assert!(ids(&[unknown], None).is_empty());
+        assert!(ids(std::slice::from_ref(&unknown), None).is_empty());
+        assert_eq!(view.in_namespace(&unknown).count(), 0);
     }
 }
