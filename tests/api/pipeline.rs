@@ -377,6 +377,16 @@ async fn uses_are_counted_and_dated_and_survive_a_restart(backend: Backend) {
     }
     assert_eq!(access[0], 0.0);
     assert!(access[1] > 0.0 && access[2] > access[1], "{access:?}");
+    // Another namespace's use is saved in the same round, as its own write.
+    let elsewhere = post_json(
+        &app.base_url,
+        "/memories",
+        &memory("repo", "anvil", "patterns", "Logs are JSON lines."),
+    )
+    .await;
+    let query = json!({"turn_id": "anvil", "repo": "anvil", "query": "JSON logs"});
+    let result = post_json(&app.base_url, "/retrieve", &query).await;
+    assert_eq!(result["memories"][0]["id"], elsewhere["id"], "{result:#}");
     let ground = app.stop().await;
 
     let app = backend.builder().on(ground).embedder().spawn().await;
@@ -388,17 +398,19 @@ async fn uses_are_counted_and_dated_and_survive_a_restart(backend: Backend) {
         remembered > access[2],
         "three retrievals were remembered: {result:#}"
     );
-    let read = app
-        .get(&format!("/memories/{}", created["id"].as_str().unwrap()))
-        .await
-        .json;
-    let used_at: DateTime<Utc> = read["used_at"]
-        .as_str()
-        .unwrap_or_else(|| panic!("dated when it was retrieved: {read}"))
-        .parse()
-        .unwrap();
-    assert!(Utc::now() - used_at < TimeDelta::hours(1), "{read}");
-    assert_eq!(read["version"], 1, "a use is no new version: {read}");
+    for used in [&created, &elsewhere] {
+        let read = app
+            .get(&format!("/memories/{}", used["id"].as_str().unwrap()))
+            .await
+            .json;
+        let used_at: DateTime<Utc> = read["used_at"]
+            .as_str()
+            .unwrap_or_else(|| panic!("dated when it was retrieved: {read}"))
+            .parse()
+            .unwrap();
+        assert!(Utc::now() - used_at < TimeDelta::hours(1), "{read}");
+        assert_eq!(read["version"], 1, "a use is no new version: {read}");
+    }
 }
 
 async fn expansion_boost_filters_and_suggestions(backend: Backend) {
