@@ -12,8 +12,9 @@
 //!   resident memory and `/stats`' resident bytes, and retrievals over a
 //!   skewed mix (nine in ten to the hottest tenth of the namespaces, the
 //!   rest to any), p50/p95 of each group, `/stats` itself, and what
-//!   reads one namespace among them all: its newest page
-//!   (`GET /memories`) and a retrieval without a query.
+//!   reads or changes one namespace among them all: its newest page
+//!   (`GET /memories`), a retrieval without a query, and confirming a
+//!   memory (a lifecycle written in place).
 
 use std::time::{Duration, Instant};
 
@@ -133,6 +134,37 @@ async fn get_repeatedly(
         let (status, _) = client.send("GET", path, None).await?;
         if status != 200 {
             return Err(format!("GET {path} answered {status}").into());
+        }
+        latencies.push(one.elapsed());
+    }
+    Ok((latencies, started.elapsed()))
+}
+
+/// Confirms each memory of the page at `listing` that was never used
+/// (retrieved or confirmed), one after another: each a change of its
+/// lifecycle (`used_at`), written in place. Their latencies and the wall
+/// time.
+async fn confirm_each(client: &Client, listing: &str) -> Result<(Vec<Duration>, Duration)> {
+    let (_, page) = client.send("GET", listing, None).await?;
+    let ids: Vec<&str> = page["memories"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|memory| memory.get("used_at").is_none())
+        .filter_map(|memory| memory["id"].as_str())
+        .collect();
+    if ids.is_empty() {
+        return Err(format!("GET {listing} listed no unused memory to confirm").into());
+    }
+    let started = Instant::now();
+    let mut latencies = Vec::with_capacity(ids.len());
+    for id in ids {
+        let one = Instant::now();
+        let (status, _) = client
+            .send("POST", &format!("/memories/{id}/confirm"), Some(&json!({})))
+            .await?;
+        if status != 200 {
+            return Err(format!("confirming {id} answered {status}").into());
         }
         latencies.push(one.elapsed());
     }
@@ -280,6 +312,15 @@ async fn skewed(
         store_size.clone(),
         &mut list_reads,
         list_wall,
+    ));
+    // The last namespace: the mix has used few of its memories, if any.
+    let quiet = format!("/memories?repo={}&limit=20", name(settings.namespaces - 1));
+    let (mut confirms, confirm_wall) = confirm_each(&client, &quiet).await?;
+    report.rows.push(Row::from_samples(
+        "a lifecycle change (POST /memories/{id}/confirm) in one namespace",
+        store_size.clone(),
+        &mut confirms,
+        confirm_wall,
     ));
     let briefs: Vec<Value> = (0..STATS_READS)
         .map(|read| json!({"turn_id": format!("brief-{read}"), "repo": name(0)}))
