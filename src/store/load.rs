@@ -13,7 +13,7 @@
 //! each with its reason, judged from the listing alone; hidden files
 //! (editor and system debris) are the one thing left alone unlisted.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fs::{self, FileType};
 use std::io;
 use std::os::unix::fs::MetadataExt;
@@ -63,8 +63,9 @@ impl Fingerprint {
     }
 }
 
-/// Fingerprints by path relative to the data directory.
-pub type Fingerprints = HashMap<String, Fingerprint>;
+/// Fingerprints by path relative to the data directory, in path order:
+/// a namespace's files are one range.
+pub type Fingerprints = BTreeMap<String, Fingerprint>;
 
 /// Loads every namespace under `root`.
 pub fn load(root: &Path) -> Result<Loaded, Error> {

@@ -28,6 +28,7 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::fs;
+use std::ops::Bound;
 use std::path::Path;
 use std::sync::atomic::Ordering;
 
@@ -298,8 +299,7 @@ impl Reconciler {
             clear(&mut reports, &path);
         }
         drop(reports);
-        self.fingerprints
-            .retain(|path, _| !path.starts_with(&prefix) || listed.contains(path));
+        forget_unlisted(&mut self.fingerprints, &prefix, &listed);
     }
 
     /// A file that parses: in service from now on, unless its id belongs
@@ -404,8 +404,12 @@ impl Reconciler {
         sync.unchanged.fetch_add(plan.unchanged, Ordering::Relaxed);
         sync.applied
             .fetch_add(changed.len() as u64, Ordering::Relaxed);
-        // The view before the reports, as everywhere.
-        store.write_reports().relink(&view);
+        // The view before the reports, as everywhere. Links change only
+        // with the view: a pass that found every file as it was (most of
+        // them: Engram's own writes come back) does not walk the store.
+        if !changed.is_empty() {
+            store.write_reports().relink(&view);
+        }
         drop(view);
         if !changed.is_empty() {
             tracing::info!(
@@ -415,6 +419,22 @@ impl Reconciler {
                 "took in changes made to the data directory"
             );
         }
+    }
+}
+
+/// Forgets the fingerprints under `prefix` (a namespace directory's path
+/// and a slash) of files no longer `listed` there: one range of the map,
+/// not the whole store's files.
+fn forget_unlisted(fingerprints: &mut Fingerprints, prefix: &str, listed: &HashSet<String>) {
+    let unlisted: Vec<String> = fingerprints
+        .range::<str, _>((Bound::Included(prefix), Bound::Unbounded))
+        .map(|(path, _)| path)
+        .take_while(|path| path.starts_with(prefix))
+        .filter(|path| !listed.contains(*path))
+        .cloned()
+        .collect();
+    for path in unlisted {
+        fingerprints.remove(&path);
     }
 }
 
@@ -445,6 +465,37 @@ fn clear(reports: &mut Reports, path: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_namespace_forgets_its_unlisted_files_and_none_of_its_neighbours() {
+        let fingerprint = Fingerprint::of(Path::new(".")).unwrap();
+        let paths = [
+            "repos/forg/a.md",
+            "repos/forge-2/b.md",
+            "repos/forge/c.md",
+            "repos/forge/d.md",
+            "repos/forge/e.md",
+            "repos/forgf/f.md",
+            "users/forge/g.md",
+        ];
+        let mut fingerprints: Fingerprints = paths
+            .iter()
+            .map(|path| ((*path).to_owned(), fingerprint))
+            .collect();
+        let listed = HashSet::from(["repos/forge/d.md".to_owned()]);
+        forget_unlisted(&mut fingerprints, "repos/forge/", &listed);
+        let kept: Vec<&str> = fingerprints.keys().map(String::as_str).collect();
+        assert_eq!(
+            kept,
+            [
+                "repos/forg/a.md",
+                "repos/forge-2/b.md",
+                "repos/forge/d.md",
+                "repos/forgf/f.md",
+                "users/forge/g.md",
+            ]
+        );
+    }
 
     #[test]
     fn events_name_what_they_may_change() {

@@ -351,6 +351,39 @@ async fn engrams_own_writes_are_not_taken_in_twice() {
 }
 
 #[tokio::test]
+async fn a_link_written_into_another_namespace_by_hand_is_reported_until_it_goes() {
+    let app = app().await;
+    let theirs = write(&app, "user", "ub", "Ub deploys with the blue pipeline.").await;
+    let mine = MemoryId::new().to_string();
+    let path = path_of(&app, "users/ua", &mine);
+    let linked = memory_file(&mine, "user", "Ua deploys with the green pipeline.").replacen(
+        "trigger: manual\n",
+        &format!("trigger: manual\nrelated:\n- id: {theirs}\n  relationship: refines\n"),
+        1,
+    );
+    put(&path, &linked);
+    let relative = format!("users/ua/{mine}.md");
+    wait_until_async("the link to be reported", async || {
+        skipped_paths(&app).await.contains(&relative)
+    })
+    .await;
+    let stats = app.get("/stats").await.json;
+    assert!(
+        skipped_reason(&stats, &relative).starts_with("`related[0].id`"),
+        "{stats:#}"
+    );
+    assert_eq!(
+        content_of(&app, &mine).await.as_deref(),
+        Some("Ua deploys with the green pipeline.")
+    );
+
+    fs::remove_file(&path).unwrap();
+    wait_for_content(&app, &mine, None).await;
+    wait_for_a_pass(&app).await;
+    assert!(!skipped_paths(&app).await.contains(&relative));
+}
+
+#[tokio::test]
 async fn with_watching_off_changes_on_disk_wait_for_a_restart() {
     let app = TestApp::builder()
         .config(|config| config.store.watch = false)
