@@ -112,14 +112,12 @@ impl Consolidator {
         namespaces: Vec<Namespace>,
         trigger: PassTrigger,
     ) -> Result<Consolidated, WriteError> {
-        let _running = self.inner.running.lock().await;
-        let _turn = self.store().pass_turn().await?;
         let mut consolidated = Consolidated {
             scanned: Vec::new(),
             passes: Vec::new(),
         };
         for namespace in namespaces {
-            let (scanned, pass) = self.pass(&namespace, trigger).await?;
+            let (scanned, pass) = self.pass_in_turn(&namespace, trigger).await?;
             consolidated.scanned.push(scanned);
             consolidated.passes.extend(pass);
         }
@@ -128,21 +126,38 @@ impl Consolidator {
 
     /// The schedule's run: one pass over every namespace that holds a
     /// memory. For a periodic task every `consolidation.interval_hours`.
-    pub async fn consolidate_everything(&self) -> Result<Consolidated, WriteError> {
+    /// Each pass is counted and let go (it is in the store's log): over
+    /// ten thousand namespaces, holding them all took gigabytes.
+    pub async fn consolidate_everything(&self) -> Result<(), WriteError> {
         let namespaces = self.store().namespaces_held();
-        let consolidated = self.consolidate(namespaces, PassTrigger::Schedule).await?;
-        let changes: usize = consolidated
-            .passes
-            .iter()
-            .map(|pass| pass.changes.len())
-            .sum();
+        let count = namespaces.len();
+        let (mut passes, mut changes) = (0, 0);
+        for namespace in namespaces {
+            if let (_, Some(pass)) = self.pass_in_turn(&namespace, PassTrigger::Schedule).await? {
+                passes += 1;
+                changes += pass.changes.len();
+            }
+        }
         tracing::info!(
-            namespaces = consolidated.scanned.len(),
-            passes = consolidated.passes.len(),
+            namespaces = count,
+            passes,
             changes,
             "scheduled consolidation finished"
         );
-        Ok(consolidated)
+        Ok(())
+    }
+
+    /// One pass over `namespace` once it is this process's and this
+    /// store's turn: a run over many namespaces takes a turn for each, so
+    /// a request or an undo waits for one pass, not for the whole run.
+    async fn pass_in_turn(
+        &self,
+        namespace: &Namespace,
+        trigger: PassTrigger,
+    ) -> Result<(Scanned, Option<Pass>), WriteError> {
+        let _running = self.inner.running.lock().await;
+        let _turn = self.store().pass_turn().await?;
+        self.pass(namespace, trigger).await
     }
 
     /// One pass over `namespace`: what it weighed, and the pass if it
