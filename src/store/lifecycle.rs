@@ -100,16 +100,36 @@ impl Store {
         })
     }
 
+    /// Applies `change` one namespace at a time, each in its own hold of
+    /// the writer lock: a change over many namespaces (the half-minute's
+    /// uses, retention's pass) never keeps a write waiting for more than
+    /// one namespace's file or rows.
     fn update_in_place_blocking(
         &self,
         ids: &[MemoryId],
         change: &dyn Fn(&Memory) -> Option<InPlace>,
     ) -> Result<Vec<Arc<Memory>>, WriteError> {
-        let (changed, newly_gone) = self.apply_in_place(ids, change)?;
-        self.flag_linked_to_all(
-            &newly_gone,
-            "was found gone: the code it describes no longer exists",
-        );
+        let mut by_namespace: BTreeMap<Namespace, Vec<MemoryId>> = BTreeMap::new();
+        {
+            let view = self.read();
+            for id in ids {
+                if let Some(memory) = view.by_id.get(id) {
+                    by_namespace
+                        .entry(memory.namespace.clone())
+                        .or_default()
+                        .push(*id);
+                }
+            }
+        }
+        let mut changed = Vec::new();
+        for ids in by_namespace.values() {
+            let (mut applied, newly_gone) = self.apply_in_place(ids, change)?;
+            self.flag_linked_to_all(
+                &newly_gone,
+                "was found gone: the code it describes no longer exists",
+            );
+            changed.append(&mut applied);
+        }
         Ok(changed)
     }
 

@@ -34,8 +34,8 @@ impl Store {
         self.flag_linked_to_all(&[id], happened);
     }
 
-    /// [`Self::flag_linked`] for each of `ids`, in one lifecycle write (a
-    /// check may find thousands gone at once).
+    /// [`Self::flag_linked`] for each of `ids`, in one lifecycle write per
+    /// namespace (a check may find thousands gone at once).
     pub(super) fn flag_linked_to_all(&self, ids: &[MemoryId], happened: &str) {
         let mut reasons = HashMap::new();
         for &id in ids {

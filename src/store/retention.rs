@@ -11,7 +11,7 @@ use std::path::Path;
 use chrono::{DateTime, Utc};
 
 use super::{Store, WriteError, atomic, confine};
-use crate::memory::{LetGo, Lifecycle, MemoryId, Namespace, Retention};
+use crate::memory::{LetGo, Lifecycle, MemoryId, Retention};
 
 /// The file, in the data directory, that says since when uses are
 /// counted (RFC 3339).
@@ -41,8 +41,8 @@ pub fn counting_uses_since(data_dir: &Path) -> DateTime<Utc> {
 }
 
 impl Store {
-    /// Archives each current memory `retention` lets go at `now`, in one
-    /// lifecycle write, and answers them with why.
+    /// Archives each current memory `retention` lets go at `now`, a
+    /// lifecycle write per namespace, and answers them with why.
     pub async fn let_go(
         &self,
         retention: Retention,
@@ -81,33 +81,14 @@ impl Store {
             .collect())
     }
 
-    /// Marks `ids` used at `now`, those not marked in the last day, in one
-    /// lifecycle write per namespace: a busy half-minute's uses span many
-    /// namespaces, and a write waits for one namespace's file (or rows),
-    /// never for all of theirs. Blocking.
+    /// Marks `ids` used at `now`, those not marked in the last day: a
+    /// lifecycle write per namespace. Blocking.
     pub fn note_used_blocking(
         &self,
         ids: &[MemoryId],
         now: DateTime<Utc>,
     ) -> Result<usize, WriteError> {
-        let mut by_namespace: HashMap<Namespace, Vec<MemoryId>> = HashMap::new();
-        {
-            let view = self.read();
-            for id in ids {
-                if let Some(memory) = view.by_id.get(id) {
-                    by_namespace
-                        .entry(memory.namespace.clone())
-                        .or_default()
-                        .push(*id);
-                }
-            }
-        }
-        let mut changed = 0;
-        for ids in by_namespace.values() {
-            changed += self
-                .update_lifecycles_blocking(ids, &|memory| memory.lifecycle.used(now))?
-                .len();
-        }
-        Ok(changed)
+        let changed = self.update_lifecycles_blocking(ids, &|memory| memory.lifecycle.used(now))?;
+        Ok(changed.len())
     }
 }
