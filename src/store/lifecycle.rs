@@ -11,7 +11,9 @@
 //! one file, not ten thousand. The loader reads it with the memory files
 //! and the live sync leaves it alone (it is hidden). In postgres mode a
 //! lifecycle is columns of the memory's row, and each change goes through
-//! the change log like a write, so every replica takes it in.
+//! the change log like a write, so every replica takes it in. A change
+//! over many namespaces is made one namespace at a time, each in its own
+//! hold of the writer lock.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, btree_map};
 use std::path::Path;
