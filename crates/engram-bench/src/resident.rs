@@ -120,55 +120,53 @@ async fn stats(client: &Client) -> Result<Value> {
     Ok(stats["index"]["residency"].clone())
 }
 
-/// `reads` GETs of `path` one after another, each answered 200: their
-/// latencies and the wall time.
-async fn get_repeatedly(
+/// `method` to each of `paths` one after another, with `body`, each
+/// answered 200: their latencies and the wall time.
+async fn send_each(
     client: &Client,
-    path: &str,
-    reads: usize,
+    method: &str,
+    paths: &[String],
+    body: Option<&Value>,
 ) -> Result<(Vec<Duration>, Duration)> {
     let started = Instant::now();
-    let mut latencies = Vec::with_capacity(reads);
-    for _ in 0..reads {
+    let mut latencies = Vec::with_capacity(paths.len());
+    for path in paths {
         let one = Instant::now();
-        let (status, _) = client.send("GET", path, None).await?;
+        let (status, _) = client.send(method, path, body).await?;
         if status != 200 {
-            return Err(format!("GET {path} answered {status}").into());
+            return Err(format!("{method} {path} answered {status}").into());
         }
         latencies.push(one.elapsed());
     }
     Ok((latencies, started.elapsed()))
 }
 
+/// `reads` GETs of `path` one after another.
+async fn get_repeatedly(
+    client: &Client,
+    path: &str,
+    reads: usize,
+) -> Result<(Vec<Duration>, Duration)> {
+    send_each(client, "GET", &vec![path.to_owned(); reads], None).await
+}
+
 /// Confirms each memory of the page at `listing` that was never used
 /// (retrieved or confirmed), one after another: each a change of its
-/// lifecycle (`used_at`), written in place. Their latencies and the wall
-/// time.
+/// lifecycle (`used_at`), written in place.
 async fn confirm_each(client: &Client, listing: &str) -> Result<(Vec<Duration>, Duration)> {
     let (_, page) = client.send("GET", listing, None).await?;
-    let ids: Vec<&str> = page["memories"]
+    let confirms: Vec<String> = page["memories"]
         .as_array()
         .into_iter()
         .flatten()
         .filter(|memory| memory.get("used_at").is_none())
         .filter_map(|memory| memory["id"].as_str())
+        .map(|id| format!("/memories/{id}/confirm"))
         .collect();
-    if ids.is_empty() {
+    if confirms.is_empty() {
         return Err(format!("GET {listing} listed no unused memory to confirm").into());
     }
-    let started = Instant::now();
-    let mut latencies = Vec::with_capacity(ids.len());
-    for id in ids {
-        let one = Instant::now();
-        let (status, _) = client
-            .send("POST", &format!("/memories/{id}/confirm"), Some(&json!({})))
-            .await?;
-        if status != 200 {
-            return Err(format!("confirming {id} answered {status}").into());
-        }
-        latencies.push(one.elapsed());
-    }
-    Ok((latencies, started.elapsed()))
+    send_each(client, "POST", &confirms, Some(&json!({}))).await
 }
 
 /// The total of the loads' times so far, in ms.
