@@ -4,11 +4,11 @@
 //! configuration), and is valid from then on: a `RepoId` can never hold `../`,
 //! so only checked ids ever become paths.
 //!
-//! It also holds the one list of a memory's own fields,
-//! [`with_memory_fields!`], through which every form of a memory (the
-//! file's front-matter, the JSON of the API and of an export, a row of
-//! PostgreSQL) is converted: a new field is listed there once. See
-//! `docs/guides/adding-a-memory-field.md`.
+//! It also holds the one declaration of a memory's own fields,
+//! [`memory_fields!`], from which every form of a memory (this domain
+//! type, the JSON of the API and of an export, the file's front-matter)
+//! takes them and through which each is converted into another: a new
+//! field is declared there once. See `docs/guides/adding-a-memory-field.md`.
 
 use std::fmt;
 use std::str::FromStr;
@@ -113,10 +113,12 @@ macro_rules! name_type {
 }
 
 mod anchors;
+mod fields;
 pub use anchors::{
     Anchor, AnchorPath, AnchorSymbol, CommitId, ContentHash, MAX_ANCHORS, Renamed, check_anchors,
     follow_renames,
 };
+pub(crate) use fields::{memory_fields, memory_form, with_memory_fields};
 
 name_type!(
     /// A repository (project) id; owns repo-scoped memories.
@@ -358,105 +360,41 @@ pub struct RelatedEdge {
     pub relationship: Relationship,
 }
 
-/// Builds a struct literal from a value holding the same fields, moving
-/// every field a memory carries apart from its id, version, owner and
-/// content (each form spells those its own way): `with_memory_fields!(
-/// Target { id: .., version: .. } from source)`, `source` a local
-/// variable whose fields are moved. This is the one list of
-/// those fields; every conversion between [`Memory`], [`MemoryView`], the
-/// front-matter (`store::markdown`) and `ImportedMemory` (`routes::import`)
-/// goes through it, so a field added here is carried by all of them (the
-/// compiler then names each struct that lacks it).
-macro_rules! with_memory_fields {
-    ($target:ident { $($own:tt)* } from $source:ident) => {
-        $target {
-            $($own)*
-            category: $source.category,
-            created_at: $source.created_at,
-            updated_at: $source.updated_at,
-            supersedes: $source.supersedes,
-            related: $source.related,
-            importance: $source.importance,
-            session_id: $source.session_id,
-            trigger: $source.trigger,
-            anchors: $source.anchors,
-            commit: $source.commit,
-            observed_at: $source.observed_at,
-        }
-    };
-}
-pub(crate) use with_memory_fields;
-
-/// One immutable version of a memory. Changing a memory writes a new one
-/// that `supersedes` it.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Memory {
-    pub id: MemoryId,
-    pub version: u32,
-    pub namespace: Namespace,
-    pub category: Category,
-    pub created_at: DateTime<Utc>,
-    pub updated_at: DateTime<Utc>,
-    pub supersedes: Option<MemoryId>,
-    pub related: Vec<RelatedEdge>,
-    /// How much the memory matters, 0..=1.
-    pub importance: Option<f64>,
-    pub session_id: Option<SessionId>,
-    pub trigger: Origin,
-    /// What in the repo the memory is about.
-    pub anchors: Vec<Anchor>,
-    /// The repo's HEAD when the memory was written.
-    pub commit: Option<CommitId>,
-    /// When its fact was said or became true, when that is not when it
-    /// was written (see [`Memory::observed`]).
-    pub observed_at: Option<DateTime<Utc>>,
-    /// The fact itself, trimmed, never empty.
-    pub content: String,
-    /// Whether it still holds, how sure Engram is of it, and whether it
-    /// was let go: not part of the version (see [`Lifecycle`]).
-    pub lifecycle: Lifecycle,
+memory_form! {
+    /// One immutable version of a memory. Changing a memory writes a new one
+    /// that `supersedes` it.
+    #[derive(Clone, Debug, PartialEq)]
+    pub struct Memory {
+        pub id: MemoryId,
+        pub version: u32,
+        pub namespace: Namespace,
+        ..memory,
+        /// The fact itself, trimmed, never empty.
+        pub content: String,
+        /// Whether it still holds, how sure Engram is of it, and whether it
+        /// was let go: not part of the version (see [`Lifecycle`]).
+        pub lifecycle: Lifecycle,
+    }
 }
 
-/// A memory: its front-matter plus its content and owner.
-#[derive(Clone, Debug, Serialize, ToSchema)]
-pub struct MemoryView {
-    pub id: MemoryId,
-    pub version: u32,
-    pub scope: Scope,
-    /// The owning repo, for repo-scoped memories.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub repo: Option<RepoId>,
-    /// The owning user, for user-scoped memories.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub user: Option<UserId>,
-    pub category: Category,
-    pub created_at: DateTime<Utc>,
-    pub updated_at: DateTime<Utc>,
-    /// The previous version, which this one replaces.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub supersedes: Option<MemoryId>,
-    /// The memory's edges; for a key limited to some namespaces, only
-    /// those to memories it can see.
-    pub related: Vec<RelatedEdge>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub importance: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub session_id: Option<SessionId>,
-    pub trigger: Origin,
-    /// What in the repo the memory is about: files, a name in each, and
-    /// their content hashes when it was written.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub anchors: Vec<Anchor>,
-    /// The repo's HEAD when the memory was written.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub commit: Option<CommitId>,
-    /// When its fact was said or became true; left out when that is
-    /// `created_at`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub observed_at: Option<DateTime<Utc>>,
-    pub content: String,
-    #[serde(flatten)]
-    pub lifecycle: Lifecycle,
+memory_form! {
+    /// A memory: its front-matter plus its content and owner.
+    #[derive(Clone, Debug, Serialize, ToSchema)]
+    pub struct MemoryView {
+        pub id: MemoryId,
+        pub version: u32,
+        pub scope: Scope,
+        /// The owning repo, for repo-scoped memories.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub repo: Option<RepoId>,
+        /// The owning user, for user-scoped memories.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub user: Option<UserId>,
+        ..view,
+        pub content: String,
+        #[serde(flatten)]
+        pub lifecycle: Lifecycle,
+    }
 }
 
 impl Memory {

@@ -19,10 +19,9 @@ use utoipa::ToSchema;
 use crate::auth::Caller;
 use crate::error::{ApiError, Problem};
 use crate::memory::{
-    Anchor, Category, CommitId, Confidence, Lifecycle, Memory, MemoryId, MemoryView, Namespace,
-    Origin, RelatedEdge, RepoId, Scope, SessionId, UserId, Validity, parse_access_count,
-    parse_content, parse_importance, parse_review_reason, parse_timestamp, parse_version,
-    with_memory_fields,
+    CommitId, Confidence, Lifecycle, Memory, MemoryId, MemoryView, Namespace, RepoId, Scope,
+    UserId, Validity, memory_form, parse_access_count, parse_content, parse_importance,
+    parse_review_reason, parse_timestamp, parse_version, with_memory_fields,
 };
 use crate::retrieval::Retriever;
 use crate::routes::batch::MAX_BATCH;
@@ -43,79 +42,55 @@ pub struct ImportMemoriesRequest {
     pub memories: Vec<ImportedMemory>,
 }
 
-/// A whole memory, as `GET /memories` shows it, with its use count: one
-/// line of `engram export`'s JSON Lines.
-// Its fields are those of `MemoryView`, each documented for an import (the
-// OpenAPI document shows these words), and converted through
-// `with_memory_fields!`.
-#[derive(Clone, Debug, Deserialize, Serialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ImportedMemory {
-    pub id: MemoryId,
-    /// 1 to 1,000,000.
-    pub version: u32,
-    pub scope: Scope,
-    /// The owner of a `repo` memory (and only of one).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub repo: Option<RepoId>,
-    /// The owner of a `user` memory (and only of one).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub user: Option<UserId>,
-    pub category: Category,
-    /// Not before 1970, nor more than 5 minutes past the server's clock.
-    pub created_at: DateTime<Utc>,
-    /// As `created_at`.
-    pub updated_at: DateTime<Utc>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub supersedes: Option<MemoryId>,
-    /// At most 64 edges, each to a memory of the store or of the request.
-    #[serde(default)]
-    pub related: Vec<RelatedEdge>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub importance: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub session_id: Option<SessionId>,
-    pub trigger: Origin,
-    /// At most 32, each (path, symbol) once.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub anchors: Vec<Anchor>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub commit: Option<CommitId>,
-    /// When its fact was said or became true (left out: `created_at`);
-    /// bounded as `created_at`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub observed_at: Option<DateTime<Utc>>,
-    /// Non-empty, at most 8,000 characters; stored trimmed.
-    pub content: String,
-    /// The lifecycle, as `GET /memories` shows it (each part optional:
-    /// `unverified`, `confirmed`, not under review, not archived when
-    /// left out).
-    #[serde(default = "Validity::unverified")]
-    pub validity: Validity,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub checked_at: Option<DateTime<Utc>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub checked_commit: Option<CommitId>,
-    #[serde(default = "Confidence::confirmed")]
-    pub confidence: Confidence,
-    #[serde(default)]
-    pub needs_review: bool,
-    /// At most 500 characters.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub review_reason: Option<String>,
-    #[serde(default)]
-    pub archived: bool,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub used_at: Option<DateTime<Utc>>,
-    /// A memory of the same namespace that a consolidation pass kept in
-    /// this one's place.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub superseded_by: Option<MemoryId>,
-    /// How often retrieval has returned it (the `access` factor of
-    /// relevance), at most 10^12; kept only for a memory this import
-    /// writes.
-    #[serde(default)]
-    pub access_count: u64,
+memory_form! {
+    /// A whole memory, as `GET /memories` shows it, with its use count: one
+    /// line of `engram export`'s JSON Lines.
+    #[derive(Clone, Debug, Deserialize, Serialize, ToSchema)]
+    #[serde(deny_unknown_fields)]
+    pub struct ImportedMemory {
+        pub id: MemoryId,
+        /// 1 to 1,000,000.
+        pub version: u32,
+        pub scope: Scope,
+        /// The owner of a `repo` memory (and only of one).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub repo: Option<RepoId>,
+        /// The owner of a `user` memory (and only of one).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub user: Option<UserId>,
+        ..import,
+        /// Non-empty, at most 8,000 characters; stored trimmed.
+        pub content: String,
+        /// The lifecycle, as `GET /memories` shows it (each part optional:
+        /// `unverified`, `confirmed`, not under review, not archived when
+        /// left out).
+        #[serde(default = "Validity::unverified")]
+        pub validity: Validity,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub checked_at: Option<DateTime<Utc>>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub checked_commit: Option<CommitId>,
+        #[serde(default = "Confidence::confirmed")]
+        pub confidence: Confidence,
+        #[serde(default)]
+        pub needs_review: bool,
+        /// At most 500 characters.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub review_reason: Option<String>,
+        #[serde(default)]
+        pub archived: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub used_at: Option<DateTime<Utc>>,
+        /// A memory of the same namespace that a consolidation pass kept in
+        /// this one's place.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub superseded_by: Option<MemoryId>,
+        /// How often retrieval has returned it (the `access` factor of
+        /// relevance), at most 10^12; kept only for a memory this import
+        /// writes.
+        #[serde(default)]
+        pub access_count: u64,
+    }
 }
 
 /// What the import did.

@@ -5,12 +5,11 @@
 //! Reading is lenient about what people add by hand (unknown keys, a BOM,
 //! CRLF line ends, extra blank lines); writing always produces one canonical form.
 
-use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::memory::{
-    Anchor, Category, CommitId, Lifecycle, Memory, MemoryId, Namespace, Origin, RelatedEdge, Scope,
-    SessionId, parse_importance, parse_stored_content, with_memory_fields,
+    Lifecycle, Memory, MemoryId, Namespace, Scope, memory_form, parse_importance,
+    parse_stored_content, with_memory_fields,
 };
 
 /// Why a memory file could not be read.
@@ -26,32 +25,16 @@ pub enum Error {
     Invalid { field: &'static str, reason: String },
 }
 
-/// The front-matter fields, in the order they are written: a [`Memory`]
-/// without its owner (the directory) and content (the body). Its fields
-/// are converted through [`with_memory_fields!`].
-#[derive(Serialize, Deserialize)]
-struct FrontMatter {
-    id: MemoryId,
-    version: u32,
-    scope: Scope,
-    category: Category,
-    created_at: DateTime<Utc>,
-    updated_at: DateTime<Utc>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    supersedes: Option<MemoryId>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    related: Vec<RelatedEdge>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    importance: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    session_id: Option<SessionId>,
-    trigger: Origin,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    anchors: Vec<Anchor>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    commit: Option<CommitId>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    observed_at: Option<DateTime<Utc>>,
+memory_form! {
+    /// The front-matter fields, in the order they are written: a [`Memory`]
+    /// without its owner (the directory) and content (the body).
+    #[derive(Serialize, Deserialize)]
+    struct FrontMatter {
+        pub id: MemoryId,
+        pub version: u32,
+        pub scope: Scope,
+        ..front,
+    }
 }
 
 /// Renders a memory as the text of its file.
@@ -124,11 +107,13 @@ fn split_at_closing_delimiter(text: &str) -> Option<(&str, &str)> {
 mod tests {
     use std::str::FromStr;
 
-    use chrono::TimeZone;
+    use chrono::{TimeZone, Utc};
     use proptest::prelude::*;
 
     use super::*;
-    use crate::memory::{Relationship, RepoId, UserId};
+    use crate::memory::{
+        Anchor, Category, CommitId, Origin, RelatedEdge, Relationship, RepoId, SessionId, UserId,
+    };
 
     fn sample() -> Memory {
         let at = Utc.with_ymd_and_hms(2026, 11, 22, 10, 0, 0).unwrap();
