@@ -352,7 +352,10 @@ impl Retriever {
     /// over the same snapshot for the queries and, beside them, the
     /// queries moved toward the first one's best match (whose id comes
     /// back with the candidates): each memory keeps the closer of its two
-    /// similarities.
+    /// similarities. Where an approximate index narrowed the first search,
+    /// the second judges the rows the first rescored rather than probing
+    /// the lists again: the moved queries lie beside the first ones, and
+    /// their neighbours among those rows cost a dot product each.
     async fn candidates(
         &self,
         request: &Request,
@@ -363,17 +366,18 @@ impl Retriever {
         let inner = &self.inner;
         // A namespace dropped from memory is loaded back first.
         let snapshot = inner.index.resident(&request.pair.namespaces()).await;
-        let query = |vectors, moved_from| search::Query {
+        let query = |vectors, moved_from, within| search::Query {
             vectors,
             hypotheses,
             moved_from,
             terms: terms.clone(),
+            within,
         };
-        let first = search::candidates(
+        let (first, probed) = search::candidates(
             Arc::clone(&snapshot),
             &inner.store,
             request,
-            query(vectors.clone(), Vec::new()),
+            query(vectors.clone(), Vec::new(), None),
             inner.matching,
         )
         .await;
@@ -403,15 +407,16 @@ impl Retriever {
             return unmoved(first);
         }
         let both = vectors.into_iter().chain(moved).collect();
+        let (candidates, _) = search::candidates(
+            snapshot,
+            &inner.store,
+            request,
+            query(both, moved_from, probed),
+            inner.matching,
+        )
+        .await;
         Searched {
-            candidates: search::candidates(
-                snapshot,
-                &inner.store,
-                request,
-                query(both, moved_from),
-                inner.matching,
-            )
-            .await,
+            candidates,
             moved_toward: Some(best_id),
         }
     }

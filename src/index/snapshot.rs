@@ -12,6 +12,7 @@ use std::sync::Arc;
 use half::f16;
 
 pub use lexical_search::LexicalHit;
+pub use vector_search::{Found, Probed};
 
 use super::chunk::{Chunk, Posting};
 use super::chunks::Namespaces;

@@ -501,6 +501,7 @@ fn a_memory_is_found_by_its_closest_passage_at_the_passage_weight_once() {
     let found = |weight| {
         snapshot
             .search_passages(std::slice::from_ref(&ns), &query, 10, weight, |_, _| true)
+            .hits
             .iter()
             .map(|hit| (hit.id, (hit.similarity * 100.0).round()))
             .collect::<Vec<_>>()

@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use crate::blocking;
 use crate::config::MatchSettings;
-use crate::index::{Hit, LexicalHit, Snapshot, lexical};
+use crate::index::{Found, Hit, LexicalHit, Probed, Snapshot, lexical};
 use crate::memory::{Category, Memory, MemoryId};
 use crate::store::Store;
 
@@ -61,30 +61,41 @@ pub struct Query {
     /// ([`super::feedback`]).
     pub moved_from: Vec<usize>,
     pub terms: Vec<lexical::Term>,
+    /// The rows an approximate index gave a search before this one: the
+    /// vectors are judged on those instead of probing its lists again
+    /// (feedback's second search, whose moved queries lie beside the
+    /// first's).
+    pub within: Option<Probed>,
 }
 
-/// The candidates for `query`, best fused score first. With a lexical
-/// weight of 0 the lexical search does not run (and conversations, which
-/// are judged by their words, lift nothing).
+/// The candidates for `query`, best fused score first, and the rows an
+/// approximate index had the vector search rescore (for [`Query::within`]).
+/// With a lexical weight of 0 the lexical search does not run (and
+/// conversations, which are judged by their words, lift nothing).
 pub async fn candidates(
     snapshot: Arc<Snapshot>,
     store: &Store,
     request: &Request,
     query: Query,
     matching: MatchSettings,
-) -> Vec<Candidate> {
+) -> (Vec<Candidate>, Option<Probed>) {
     let Query {
         vectors,
         hypotheses,
         moved_from,
         terms,
+        within,
     } = query;
     let texts = Texts {
         hypotheses,
         unmoved: vectors.len() - moved_from.len(),
         moved_from,
     };
-    let (dense, sparse) = scan(snapshot, request, vectors, terms, matching).await;
+    let (found, sparse) = scan(snapshot, request, vectors, terms, within, matching).await;
+    let Found {
+        hits: dense,
+        probed,
+    } = found;
     let closest: Vec<f32> = dense
         .iter()
         .take(fusion::SPREAD_SAMPLE)
@@ -103,7 +114,7 @@ pub async fn candidates(
         lift_by_conversation(&mut candidates, matching.conversation_weight);
     }
     by_fused_score(&mut candidates);
-    candidates
+    (candidates, probed)
 }
 
 /// Which text each query vector stands for: the first `hypotheses` are
@@ -126,16 +137,17 @@ impl Texts {
     }
 }
 
-/// The vector search (by whole texts and passages) and the lexical search
-/// over the request's namespaces, in one pass over `snapshot`; off the
-/// async workers unless the scan is small.
+/// The vector search (by whole texts and passages, or on the rows `within`
+/// holds) and the lexical search over the request's namespaces, in one
+/// pass over `snapshot`; off the async workers unless the scan is small.
 async fn scan(
     snapshot: Arc<Snapshot>,
     request: &Request,
     vectors: Vec<Vec<f32>>,
     terms: Vec<lexical::Term>,
+    within: Option<Probed>,
     matching: MatchSettings,
-) -> (Vec<Hit>, Vec<LexicalHit>) {
+) -> (Found, Vec<LexicalHit>) {
     let namespaces = request.pair.namespaces();
     let limit = (request.tuning.top_k * CANDIDATE_FACTOR).max(MIN_CANDIDATES);
     let filters = request.filters.clone();
@@ -146,13 +158,22 @@ async fn scan(
     };
     #[expect(clippy::cast_possible_truncation, reason = "a weight, 0..1")]
     let passage_weight = matching.passage_weight as f32;
-    let small = snapshot.is_small_search(&namespaces, vectors.len());
+    // Rescoring rows found before is a few hundred dot products.
+    let small = match within {
+        Some(_) => lexical_limit == 0,
+        None => snapshot.is_small_search(&namespaces, vectors.len()),
+    };
     let scan = move || {
         let admit = |_: MemoryId, category: Category| filters.admit_category(category);
-        (
-            snapshot.search_passages(&namespaces, &vectors, limit, passage_weight, admit),
-            snapshot.lexical_search(&namespaces, &terms, &vectors, lexical_limit, admit),
-        )
+        let found = match within {
+            Some(probed) => Found {
+                hits: snapshot.rescore(&probed, &vectors, limit),
+                probed: None,
+            },
+            None => snapshot.search_passages(&namespaces, &vectors, limit, passage_weight, admit),
+        };
+        let sparse = snapshot.lexical_search(&namespaces, &terms, &vectors, lexical_limit, admit);
+        (found, sparse)
     };
     // A small scan costs less than a hand-off's two thread wake-ups.
     if small {

@@ -128,7 +128,7 @@ fn assert_finds_what_the_scan_does(
     for query in 0..50 {
         let query = [rng.near(&corpus.centres[query % corpus.centres.len()], 0.6)];
         let exact = snapshot.exact_search(&ns, &query, 10);
-        let hits = snapshot.search_probing(&ns, &query, 10, rows, all);
+        let hits = snapshot.search_probing(&ns, &query, 10, rows, all).hits;
         found += recall(&exact, &hits);
         asked += 10;
     }
@@ -190,17 +190,76 @@ fn removals_and_updates_reach_the_approximate_index() {
     assert_eq!(snapshot.approximate().count(), 1);
     let gone: HashSet<MemoryId> = removed.iter().map(|(id, _)| *id).collect();
     for (_, vector) in &removed {
-        let hits = snapshot.search_probing(&ns, std::slice::from_ref(vector), 10, 500, all);
+        let hits = snapshot
+            .search_probing(&ns, std::slice::from_ref(vector), 10, 500, all)
+            .hits;
         assert!(hits.iter().all(|hit| !gone.contains(&hit.id)));
     }
     for (id, vector) in &moved {
-        let hits = snapshot.search_probing(&ns, std::slice::from_ref(vector), 50, 500, all);
+        let hits = snapshot
+            .search_probing(&ns, std::slice::from_ref(vector), 50, 500, all)
+            .hits;
         let hit = hits.iter().find(|hit| hit.id == *id);
         assert!(
             hit.is_some_and(|hit| hit.similarity > 0.999),
             "a moved memory is found where it went: {hit:?}"
         );
     }
+}
+
+/// `query` normalised, moved toward `toward` by `weight`, normalised
+/// again: feedback's moved query.
+fn moved(query: &[f32], toward: &[f32], weight: f32) -> Vec<f32> {
+    let mut unit = query.to_vec();
+    crate::index::normalise(&mut unit);
+    let mut moved: Vec<f32> = unit.iter().zip(toward).map(|(q, t)| q + weight * t).collect();
+    crate::index::normalise(&mut moved);
+    moved
+}
+
+#[test]
+fn a_second_look_judges_the_first_searchs_rows_and_finds_what_a_search_of_both_would() {
+    let mut rng = Rng(19);
+    let corpus = corpus(&mut rng, 60, 100);
+    let index = index_of(&corpus.rows);
+    let snapshot = index.snapshot();
+    let ns = [namespace()];
+    let whole = snapshot.search_probing(&ns, &[rng.vector()], 10, corpus.rows.len(), all);
+    assert!(whole.probed.is_none(), "every list probed: nothing narrowed");
+    let (mut found, mut asked, mut by_moved) = (0, 0, 0);
+    for query in 0..20 {
+        let query = rng.near(&corpus.centres[query], 0.6);
+        let first = snapshot.search_probing(&ns, std::slice::from_ref(&query), 10, 1500, all);
+        let probed = first.probed.as_ref().expect("a quarter of the rows probed");
+        assert_eq!(
+            snapshot.rescore(probed, std::slice::from_ref(&query), 10),
+            first.hits,
+            "the first search's queries find its hits again"
+        );
+        let best = snapshot.vector(&ns[0], first.hits[0].id).unwrap();
+        let queries = [query.clone(), moved(&query, &best, 0.2)];
+        let again = snapshot.rescore(probed, &queries, 10);
+        for pair in again.windows(2) {
+            assert!(pair[0].similarity >= pair[1].similarity, "{again:?}");
+        }
+        for hit in &again {
+            let stored = snapshot.vector(&ns[0], hit.id).unwrap();
+            let similarity = |query: &[f32]| crate::index::cosine(query, &stored);
+            let (of_query, of_moved) = (similarity(&queries[0]), similarity(&queries[1]));
+            assert!(
+                (hit.similarity - of_query.max(of_moved)).abs() < 1e-3,
+                "{hit:?}: {of_query} {of_moved}"
+            );
+            by_moved += usize::from(hit.query == 1);
+        }
+        found += recall(&snapshot.exact_search(&ns, &queries, 10), &again);
+        asked += 10;
+    }
+    assert!(by_moved > 0, "the moved queries found none of their own");
+    assert!(
+        found * 100 >= asked * 95,
+        "recall@10 {found} of {asked} against the exact search of both queries"
+    );
 }
 
 #[test]
@@ -224,6 +283,7 @@ fn a_selective_filter_widens_the_search_to_what_the_exact_scan_finds() {
             .collect();
         let found: Vec<MemoryId> = snapshot
             .search_probing(&ns, &query, 10, 500, admit)
+            .hits
             .into_iter()
             .map(|hit| hit.id)
             .collect();
@@ -256,7 +316,9 @@ fn passages_of_a_large_namespace_are_searched_through_their_own_lists() {
     assert_eq!(snapshot.passages(), corpus.rows.len());
     let ns = [namespace()];
     for (id, vector) in corpus.rows.iter().step_by(97) {
-        let hits = snapshot.search_passages(&ns, std::slice::from_ref(vector), 5, 0.9, all);
+        let hits = snapshot
+            .search_passages(&ns, std::slice::from_ref(vector), 5, 0.9, all)
+            .hits;
         assert_eq!(
             hits.first().map(|hit| (hit.id, hit.passage)),
             Some((*id, true))
@@ -315,7 +377,7 @@ fn readers_see_whole_snapshots_while_the_index_is_built_and_rebuilt() {
                     assert_eq!(snapshot.entries().count(), snapshot.len());
                     for (id, vector) in &sentinels {
                         let query = std::slice::from_ref(vector);
-                        let hits = snapshot.search_probing(&ns, query, 1, 500, all);
+                        let hits = snapshot.search_probing(&ns, query, 1, 500, all).hits;
                         assert_eq!(hits.first().map(|hit| hit.id), Some(*id));
                     }
                     reads += 1;

@@ -35,6 +35,23 @@ fn rescore_pool(limit: usize, rows: usize) -> usize {
 /// thread (see [`Snapshot::is_small_search`]).
 const SMALL_SEARCH: usize = 16 * 1024;
 
+/// What a vector search found, and, when an approximate index narrowed
+/// it, the rows it rescored, for another look at them.
+pub struct Found {
+    /// Best first.
+    pub hits: Vec<Hit>,
+    pub probed: Option<Probed>,
+}
+
+/// The rows a search narrowed by an approximate index rescored with their
+/// stored vectors, kept so that queries close to its own can be judged on
+/// them ([`Snapshot::rescore`]) instead of probing the lists again:
+/// feedback's moved queries, whose neighbours are the first queries'.
+pub struct Probed {
+    sides: Sides,
+    rows: Vec<pool::Candidate>,
+}
+
 impl Snapshot {
     /// The `limit` entries of `namespaces` most similar to any of `queries`,
     /// best first, among those `accept` lets through. Each memory appears
@@ -54,6 +71,7 @@ impl Snapshot {
         accept: impl Fn(MemoryId, Category) -> bool,
     ) -> Vec<Hit> {
         self.search_passages(namespaces, queries, limit, 0.0, accept)
+            .hits
     }
 
     /// [`Self::search`] that also reads the memories' passages
@@ -65,7 +83,8 @@ impl Snapshot {
     /// in the lists nearest the queries only. When those could not fill
     /// the pool with rows `accept` lets through (a selective filter), the
     /// search runs again over four times the rows, up to the full scan,
-    /// so a filter never leaves it short of what the scan would find.
+    /// so a filter never leaves it short of what the scan would find; the
+    /// rows it rescored come back with the hits, for [`Self::rescore`].
     pub fn search_passages(
         &self,
         namespaces: &[Namespace],
@@ -73,7 +92,7 @@ impl Snapshot {
         limit: usize,
         passage_weight: f32,
         accept: impl Fn(MemoryId, Category) -> bool,
-    ) -> Vec<Hit> {
+    ) -> Found {
         let probe = Probe {
             rows: Some(partition::probed_rows(self.embedded.largest(namespaces))),
             pool: None,
@@ -91,7 +110,7 @@ impl Snapshot {
         limit: usize,
         probed_rows: usize,
         accept: impl Fn(MemoryId, Category) -> bool,
-    ) -> Vec<Hit> {
+    ) -> Found {
         let probe = Probe {
             rows: Some(probed_rows),
             pool: None,
@@ -114,6 +133,7 @@ impl Snapshot {
             pool: Some(pool),
         };
         self.search_widening(namespaces, queries, limit, 0.0, probe, |_, _| true)
+            .hits
     }
 
     /// [`Self::search`] as a full scan, rescoring the `pool` best
@@ -133,8 +153,8 @@ impl Snapshot {
         }
         let coded = self.coded(&queries);
         let sides = Sides::probed(self, namespaces, &coded, None, 0.0);
-        self.search_sides(&sides, &queries, &coded, limit, pool, &accept)
-            .0
+        let (rows, _) = self.pool_of(&sides, &coded, limit, pool, &accept);
+        self.rescored(&sides, &rows, &queries, limit)
     }
 
     fn search_widening(
@@ -145,10 +165,13 @@ impl Snapshot {
         passage_weight: f32,
         probe: Probe,
         accept: impl Fn(MemoryId, Category) -> bool,
-    ) -> Vec<Hit> {
+    ) -> Found {
         let queries = self.normalised(queries);
         if queries.is_empty() || limit == 0 {
-            return Vec::new();
+            return Found {
+                hits: Vec::new(),
+                probed: None,
+            };
         }
         let coded = self.coded(&queries);
         let mut probed_rows = probe.rows;
@@ -158,13 +181,26 @@ impl Snapshot {
                 .pool
                 .unwrap_or_else(|| rescore_pool(limit, sides.rows()))
                 .max(limit);
-            let (hits, accepted) =
-                self.search_sides(&sides, &queries, &coded, limit, pool, &accept);
+            let (rows, accepted) = self.pool_of(&sides, &coded, limit, pool, &accept);
             if !sides.narrowed || accepted >= pool {
-                return hits;
+                let hits = self.rescored(&sides, &rows, &queries, limit);
+                let probed = sides.narrowed.then_some(Probed { sides, rows });
+                return Found { hits, probed };
             }
             probed_rows = probed_rows.map(|rows| rows.saturating_mul(4));
         }
+    }
+
+    /// The `limit` best of the rows `probed` rescored, by their stored
+    /// vectors' similarity to any of `queries`, best first: what a search
+    /// of these queries would find if the first one's probe had been
+    /// theirs. A row per memory, as the search gives.
+    pub fn rescore(&self, probed: &Probed, queries: &[Vec<f32>], limit: usize) -> Vec<Hit> {
+        let queries = self.normalised(queries);
+        if queries.is_empty() || limit == 0 {
+            return Vec::new();
+        }
+        self.rescored(&probed.sides, &probed.rows, &queries, limit)
     }
 
     fn coded(&self, queries: &[Vec<f32>]) -> Arc<Vec<quantized::Query>> {
@@ -176,17 +212,17 @@ impl Snapshot {
         )
     }
 
-    /// The search over `sides`, of normalised `queries` and their codes;
-    /// with how many rows `accept` let into the pool.
-    fn search_sides(
+    /// The pool of the one-bit scan over `sides` for `queries`' codes: the
+    /// `pool` rows (at least `limit`) with the best estimates that
+    /// `accept` lets through; with how many rows it let into the pool.
+    fn pool_of(
         &self,
         sides: &Sides,
-        queries: &[Vec<f32>],
         coded: &Arc<Vec<quantized::Query>>,
         limit: usize,
         pool: usize,
         accept: &impl Fn(MemoryId, Category) -> bool,
-    ) -> (Vec<Hit>, usize) {
+    ) -> (Vec<pool::Candidate>, usize) {
         let chunks = &sides.chunks;
         let mut best_codes = pool::Pool::new(pool.max(limit), self.coder.bits());
         let cutoff = Arc::new(AtomicU16::new(best_codes.cutoff()));
@@ -209,28 +245,34 @@ impl Snapshot {
             }
             cutoff.store(best_codes.cutoff(), Ordering::Relaxed);
         });
-        let place = |candidate: pool::Candidate| {
-            (
-                &chunks[candidate.chunk as usize],
-                usize::from(candidate.slot),
-            )
-        };
-        let candidates = best_codes.into_rows(|candidate| {
-            let (chunk, slot) = place(candidate);
+        let rows = best_codes.into_rows(|candidate| {
+            let (chunk, slot) = sides.place(candidate);
             chunk.ids[slot]
         });
-        // The candidates' rows are scattered over the stored vectors: read
-        // one value of each of their cache lines first, in loads that do
-        // not wait on each other, so the CPU overlaps their misses instead
-        // of the rescoring below stalling on each row in turn.
-        let touched = candidates.iter().fold(0u16, |touched, &candidate| {
-            let (chunk, slot) = place(candidate);
+        (rows, accepted)
+    }
+
+    /// `rows` of `sides` rescored with their stored vectors against
+    /// normalised `queries`: the `limit` best, a memory once.
+    fn rescored(
+        &self,
+        sides: &Sides,
+        rows: &[pool::Candidate],
+        queries: &[Vec<f32>],
+        limit: usize,
+    ) -> Vec<Hit> {
+        // The rows are scattered over the stored vectors: read one value
+        // of each of their cache lines first, in loads that do not wait on
+        // each other, so the CPU overlaps their misses instead of the
+        // rescoring below stalling on each row in turn.
+        let touched = rows.iter().fold(0u16, |touched, &candidate| {
+            let (chunk, slot) = sides.place(candidate);
             touched ^ chunk.touch(slot, self.dimensions())
         });
         std::hint::black_box(touched);
         let mut row = vec![0.0; self.dimensions()];
-        let hits = candidates.into_iter().map(|candidate| {
-            let (chunk, slot) = place(candidate);
+        let hits = rows.iter().map(|&candidate| {
+            let (chunk, slot) = sides.place(candidate);
             chunk.decode(slot, &mut row);
             let (query, similarity) = best_of(queries, &row).expect("queries is not empty");
             Hit {
@@ -266,7 +308,7 @@ impl Snapshot {
         } else {
             hits.for_each(&mut offer);
         }
-        (best.into_sorted(), accepted)
+        best.into_sorted()
     }
 
     /// The full scan that [`Self::search`] approximates: every stored
@@ -370,6 +412,14 @@ impl Sides {
 
     fn rows(&self) -> usize {
         self.chunks.iter().map(|chunk| chunk.ids.len()).sum()
+    }
+
+    /// The chunk and slot of a row of the pool.
+    fn place(&self, candidate: pool::Candidate) -> (&Arc<Chunk>, usize) {
+        (
+            &self.chunks[candidate.chunk as usize],
+            usize::from(candidate.slot),
+        )
     }
 
     fn has_passages(&self) -> bool {
