@@ -394,7 +394,11 @@ impl Retriever {
         }
         let best = first.first().and_then(|best| {
             let memory = &best.memory;
-            Some((memory.id, snapshot.vector(&memory.namespace, memory.id)?))
+            let vector = probed
+                .as_ref()
+                .and_then(|probed| probed.vector(memory.id))
+                .or_else(|| snapshot.vector(&memory.namespace, memory.id))?;
+            Some((memory.id, vector))
         });
         let Some((best_id, best_vector)) = best else {
             return unmoved(first);

@@ -212,7 +212,11 @@ fn removals_and_updates_reach_the_approximate_index() {
 fn moved(query: &[f32], toward: &[f32], weight: f32) -> Vec<f32> {
     let mut unit = query.to_vec();
     crate::index::normalise(&mut unit);
-    let mut moved: Vec<f32> = unit.iter().zip(toward).map(|(q, t)| q + weight * t).collect();
+    let mut moved: Vec<f32> = unit
+        .iter()
+        .zip(toward)
+        .map(|(q, t)| q + weight * t)
+        .collect();
     crate::index::normalise(&mut moved);
     moved
 }
@@ -225,7 +229,10 @@ fn a_second_look_judges_the_first_searchs_rows_and_finds_what_a_search_of_both_w
     let snapshot = index.snapshot();
     let ns = [namespace()];
     let whole = snapshot.search_probing(&ns, &[rng.vector()], 10, corpus.rows.len(), all);
-    assert!(whole.probed.is_none(), "every list probed: nothing narrowed");
+    assert!(
+        whole.probed.is_none(),
+        "every list probed: nothing narrowed"
+    );
     let (mut found, mut asked, mut by_moved) = (0, 0, 0);
     for query in 0..20 {
         let query = rng.near(&corpus.centres[query], 0.6);
@@ -237,6 +244,7 @@ fn a_second_look_judges_the_first_searchs_rows_and_finds_what_a_search_of_both_w
             "the first search's queries find its hits again"
         );
         let best = snapshot.vector(&ns[0], first.hits[0].id).unwrap();
+        assert_eq!(probed.vector(first.hits[0].id), Some(best.clone()));
         let queries = [query.clone(), moved(&query, &best, 0.2)];
         let again = snapshot.rescore(probed, &queries, 10);
         for pair in again.windows(2) {
@@ -323,6 +331,53 @@ fn passages_of_a_large_namespace_are_searched_through_their_own_lists() {
             hits.first().map(|hit| (hit.id, hit.passage)),
             Some((*id, true))
         );
+    }
+}
+
+#[test]
+fn the_rows_a_search_probed_give_a_memorys_whole_vector_never_its_passages() {
+    let mut rng = Rng(29);
+    // Above the 16,384 rows a search probes, so that it is narrowed.
+    let corpus = corpus(&mut rng, 100, 200);
+    let index = Index::new(DIMENSIONS).approximate_above(ABOVE);
+    let wholes: Vec<Vec<f32>> = corpus.rows.iter().map(|_| rng.vector()).collect();
+    index.apply(
+        corpus
+            .rows
+            .iter()
+            .zip(&wholes)
+            .map(|((id, vector), whole)| {
+                let vectors = Vectors {
+                    whole: whole.clone(),
+                    passages: vec![vector.clone()],
+                };
+                Change::Upsert(entry(*id), vectors)
+            })
+            .collect(),
+    );
+    let snapshot = index.snapshot();
+    let ns = [namespace()];
+    let one = std::slice::from_ref;
+    for (index, (id, vector)) in corpus.rows.iter().enumerate().step_by(1999) {
+        let whole = snapshot.vector(&ns[0], *id);
+        let by_passage = snapshot.search_passages(&ns, one(vector), 5, 0.9, all);
+        assert_eq!(
+            (by_passage.hits[0].id, by_passage.hits[0].passage),
+            (*id, true)
+        );
+        let probed = by_passage.probed.expect("20,000 rows: narrowed");
+        let looked_up = probed.vector(*id);
+        assert!(
+            looked_up.is_none() || looked_up == whole,
+            "not its passage's"
+        );
+        let by_whole = snapshot.search_passages(&ns, one(&wholes[index]), 5, 0.9, all);
+        assert_eq!(
+            (by_whole.hits[0].id, by_whole.hits[0].passage),
+            (*id, false)
+        );
+        let probed = by_whole.probed.expect("20,000 rows: narrowed");
+        assert_eq!(probed.vector(*id), whole);
     }
 }
 
