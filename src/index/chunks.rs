@@ -91,9 +91,9 @@ impl Namespaces {
     }
 
     /// The chunks of `namespaces` a vector search for `queries` scans:
-    /// all of a namespace without an approximate index; of one with, its
-    /// lists nearest the queries, until they hold `wanted` rows per
-    /// query (`None`: all). With whether any chunk was left out.
+    /// all of a namespace without an approximate index; of one with, the
+    /// lists nearest each query until they hold `wanted` rows for it
+    /// (`None`: all). With whether any chunk was left out.
     pub(super) fn probe<'a>(
         &'a self,
         namespaces: &'a [Namespace],
@@ -108,7 +108,6 @@ impl Namespaces {
         {
             match (&index.partition, wanted) {
                 (Some(partition), Some(wanted)) => {
-                    let wanted = wanted.saturating_mul(queries.len());
                     let (probed, left_out) = partition.probe(&index.chunks, queries, wanted);
                     chunks.extend(probed);
                     narrowed |= left_out;

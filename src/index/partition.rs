@@ -119,45 +119,60 @@ impl Partition {
         (chunks, partition)
     }
 
-    /// The chunks of the lists nearest `queries`, nearest first, until
-    /// they hold `wanted` rows; and whether that left any list out. A
-    /// list's nearness is the query's rotated vector's dot product with
-    /// its centroid's direction (the closest query's): finer than the
-    /// bits the query's code differs in, so the lists that hold a query's
-    /// true neighbours come first more often.
+    /// The chunks of the lists nearest each of `queries`, until they hold
+    /// `wanted` rows for that query, a list once however many queries
+    /// want it (the first query's nearest first); and whether that left
+    /// any list out. Each query probes as
+    /// it would alone, so a search of several (a question and its HyDE
+    /// hypothesis) finds for each what a search of it alone would, and
+    /// scans the lists they share once. A list's nearness is the query's
+    /// rotated vector's dot product with its centroid's direction: finer
+    /// than the bits the query's code differs in, so the lists that hold
+    /// a query's true neighbours come first more often.
     pub(super) fn probe<'a>(
         &self,
         chunks: &'a [Arc<Chunk>],
         queries: &[Query],
         wanted: usize,
     ) -> (Vec<&'a Arc<Chunk>>, bool) {
-        let leanings: Vec<quantized::Leaning> = queries.iter().map(Query::leaning).collect();
         let words = self.directions.len() / self.ends.len().max(1);
-        let mut near: Vec<(f32, usize)> = self
-            .directions
-            .chunks_exact(words.max(1))
-            .map(|direction| {
-                leanings
-                    .iter()
-                    .map(|leaning| leaning.toward(direction))
-                    .fold(f32::NEG_INFINITY, f32::max)
-            })
-            .zip(0..)
-            .collect();
-        near.sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-        let mut probed = Vec::new();
-        let mut rows = 0;
-        for (taken, &(_, list)) in near.iter().enumerate() {
-            if rows >= wanted {
-                return (probed, taken < near.len());
-            }
+        let range = |list: usize| {
             let start = if list == 0 { 0 } else { self.ends[list - 1] };
-            for chunk in &chunks[start..self.ends[list]] {
-                rows += chunk.ids.len();
-                probed.push(chunk);
+            start..self.ends[list]
+        };
+        let mut taken = vec![false; self.ends.len()];
+        // Nearest first, so the pool's cutoff tightens early in the scan.
+        let mut order = Vec::new();
+        for query in queries {
+            let leaning = query.leaning();
+            let mut near: Vec<(f32, usize)> = self
+                .directions
+                .chunks_exact(words.max(1))
+                .map(|direction| leaning.toward(direction))
+                .zip(0..)
+                .collect();
+            near.sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+            let mut rows = 0;
+            for &(_, list) in &near {
+                if rows >= wanted {
+                    break;
+                }
+                if !taken[list] {
+                    taken[list] = true;
+                    order.push(list);
+                }
+                rows += chunks[range(list)]
+                    .iter()
+                    .map(|chunk| chunk.ids.len())
+                    .sum::<usize>();
             }
         }
-        (probed, false)
+        let left_out = order.len() < self.ends.len();
+        let probed = order
+            .into_iter()
+            .flat_map(|list| &chunks[range(list)])
+            .collect();
+        (probed, left_out)
     }
 
     /// `chunks` (a namespace's, `rows` rows in all) regrouped into lists

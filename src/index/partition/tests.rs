@@ -271,6 +271,61 @@ fn a_second_look_judges_the_first_searchs_rows_and_finds_what_a_search_of_both_w
 }
 
 #[test]
+fn each_query_probes_the_lists_it_would_alone_and_lists_they_share_once() {
+    use crate::index::chunk::{CHUNK_CAPACITY, Chunk};
+    use crate::index::partition::Partition;
+    use crate::index::quantized::{Coder, Query};
+
+    let mut rng = Rng(31);
+    let corpus = corpus(&mut rng, 60, 100);
+    let coder = Coder::new(DIMENSIONS);
+    let unit = |vector: &[f32]| {
+        let mut vector = vector.to_vec();
+        crate::index::normalise(&mut vector);
+        vector
+    };
+    let chunks: Vec<Arc<Chunk>> = corpus
+        .rows
+        .chunks(CHUNK_CAPACITY)
+        .map(|rows| {
+            let mut chunk = Chunk::with_room(&coder, rows.len());
+            for (id, vector) in rows {
+                let vector = unit(vector);
+                let code = coder.code(&vector);
+                chunk.push(
+                    *id,
+                    Category::Patterns,
+                    &vector,
+                    &code,
+                    &lexical::Terms::default(),
+                );
+            }
+            Arc::new(chunk)
+        })
+        .collect();
+    let (chunks, partition) = Partition::build(&chunks, &coder, corpus.rows.len());
+    let probed = |queries: &[&Query]| {
+        let queries: Vec<Query> = queries.iter().map(|&query| query.clone()).collect();
+        let (probed, left_out) = partition.probe(&chunks, &queries, 1000);
+        assert!(left_out, "1,000 rows of 6,000 leave lists out");
+        let distinct: HashSet<*const Chunk> =
+            probed.iter().map(|&chunk| Arc::as_ptr(chunk)).collect();
+        assert_eq!(distinct.len(), probed.len(), "a chunk once");
+        distinct
+    };
+    for centre in 0..10 {
+        let near = |rng: &mut Rng, centre: usize| {
+            Query::new(&coder, &unit(&rng.near(&corpus.centres[centre], 0.6)))
+        };
+        let (one, other) = (near(&mut rng, centre), near(&mut rng, centre + 10));
+        let (alone, other_alone) = (probed(&[&one]), probed(&[&other]));
+        let both: HashSet<*const Chunk> = alone.union(&other_alone).copied().collect();
+        assert_eq!(probed(&[&one, &other]), both);
+        assert_eq!(probed(&[&one, &one]), alone, "twice the same query is once");
+    }
+}
+
+#[test]
 fn a_selective_filter_widens_the_search_to_what_the_exact_scan_finds() {
     let mut rng = Rng(13);
     let corpus = corpus(&mut rng, 60, 100);
