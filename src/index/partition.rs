@@ -122,13 +122,13 @@ impl Partition {
     /// The chunks of the lists nearest each of `queries`, until they hold
     /// `wanted` rows for that query, a list once however many queries
     /// want it (the first query's nearest first); and whether that left
-    /// any list out. Each query probes as
-    /// it would alone, so a search of several (a question and its HyDE
-    /// hypothesis) finds for each what a search of it alone would, and
-    /// scans the lists they share once. A list's nearness is the query's
-    /// rotated vector's dot product with its centroid's direction: finer
-    /// than the bits the query's code differs in, so the lists that hold
-    /// a query's true neighbours come first more often.
+    /// any list out. Each query probes as it would alone, so a search of
+    /// several (a question and its HyDE hypothesis) finds for each what a
+    /// search of it alone would, and scans the lists they share once. A
+    /// list's nearness is the query's rotated vector's dot product with
+    /// its centroid's direction: finer than the bits the query's code
+    /// differs in, so the lists that hold a query's true neighbours come
+    /// first more often.
     pub(super) fn probe<'a>(
         &self,
         chunks: &'a [Arc<Chunk>],
