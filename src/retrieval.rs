@@ -396,7 +396,7 @@ impl Retriever {
             let memory = &best.memory;
             let vector = probed
                 .as_ref()
-                .and_then(|probed| probed.vector(memory.id))
+                .and_then(|probed| snapshot.probed_vector(probed, memory.id))
                 .or_else(|| snapshot.vector(&memory.namespace, memory.id))?;
             Some((memory.id, vector))
         });

@@ -244,7 +244,10 @@ fn a_second_look_judges_the_first_searchs_rows_and_finds_what_a_search_of_both_w
             "the first search's queries find its hits again"
         );
         let best = snapshot.vector(&ns[0], first.hits[0].id).unwrap();
-        assert_eq!(probed.vector(first.hits[0].id), Some(best.clone()));
+        assert_eq!(
+            snapshot.probed_vector(probed, first.hits[0].id),
+            Some(best.clone())
+        );
         let queries = [query.clone(), moved(&query, &best, 0.2)];
         let again = snapshot.rescore(probed, &queries, 10);
         for pair in again.windows(2) {
@@ -421,7 +424,7 @@ fn the_rows_a_search_probed_give_a_memorys_whole_vector_never_its_passages() {
             (*id, true)
         );
         let probed = by_passage.probed.expect("20,000 rows: narrowed");
-        let looked_up = probed.vector(*id);
+        let looked_up = snapshot.probed_vector(&probed, *id);
         assert!(
             looked_up.is_none() || looked_up == whole,
             "not its passage's"
@@ -432,7 +435,7 @@ fn the_rows_a_search_probed_give_a_memorys_whole_vector_never_its_passages() {
             (*id, false)
         );
         let probed = by_whole.probed.expect("20,000 rows: narrowed");
-        assert_eq!(probed.vector(*id), whole);
+        assert_eq!(snapshot.probed_vector(&probed, *id), whole);
     }
 }
 

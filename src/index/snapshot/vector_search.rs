@@ -50,20 +50,6 @@ pub struct Found {
 pub struct Probed {
     sides: Sides,
     rows: Vec<pool::Candidate>,
-    dimensions: usize,
-}
-
-impl Probed {
-    /// The stored vector of `id`'s whole text, if it is among these rows:
-    /// a look at a few hundred rows where [`Snapshot::vector`] may read a
-    /// whole namespace's ids.
-    pub fn vector(&self, id: MemoryId) -> Option<Vec<f32>> {
-        self.rows.iter().find_map(|&candidate| {
-            let (chunk, slot) = self.sides.place(candidate);
-            (chunk.ids[slot] == id && !self.sides.is_passage(candidate.chunk as usize))
-                .then(|| chunk.vector(slot, self.dimensions))
-        })
-    }
 }
 
 impl Snapshot {
@@ -198,11 +184,7 @@ impl Snapshot {
             let (rows, accepted) = self.pool_of(&sides, &coded, limit, pool, &accept);
             if !sides.narrowed || accepted >= pool {
                 let hits = self.rescored(&sides, &rows, &queries, limit);
-                let probed = sides.narrowed.then(|| Probed {
-                    sides,
-                    rows,
-                    dimensions: self.dimensions(),
-                });
+                let probed = sides.narrowed.then_some(Probed { sides, rows });
                 return Found { hits, probed };
             }
             probed_rows = probed_rows.map(|rows| rows.saturating_mul(4));
@@ -219,6 +201,17 @@ impl Snapshot {
             return Vec::new();
         }
         self.rescored(&probed.sides, &probed.rows, &queries, limit)
+    }
+
+    /// The stored vector of `id`'s whole text, if it is among the rows
+    /// `probed` holds: a look at a few hundred rows where [`Self::vector`]
+    /// may read a whole namespace's ids.
+    pub fn probed_vector(&self, probed: &Probed, id: MemoryId) -> Option<Vec<f32>> {
+        probed.rows.iter().find_map(|&candidate| {
+            let (chunk, slot) = probed.sides.place(candidate);
+            (chunk.ids[slot] == id && !probed.sides.is_passage(candidate.chunk as usize))
+                .then(|| chunk.vector(slot, self.dimensions()))
+        })
     }
 
     fn coded(&self, queries: &[Vec<f32>]) -> Arc<Vec<quantized::Query>> {
