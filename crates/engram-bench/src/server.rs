@@ -15,7 +15,10 @@ use crate::workload::{EmbedderChoice, Result};
 use engram_fake_upstream as upstream;
 
 /// How many times a batch answered `503` is sent in all.
-const BATCH_ATTEMPTS: u32 = 3;
+const BATCH_ATTEMPTS: u32 = 6;
+
+/// The wait before a batch's second attempt; it doubles each time after.
+const BATCH_BACKOFF: Duration = Duration::from_secs(1);
 
 #[derive(Clone)]
 pub struct Client {
@@ -204,7 +207,9 @@ impl Client {
     /// and answers each one's result in order: `{"status": 201,
     /// "memory"}` or `{"status", "problem"}`. A batch answered `503`
     /// (its time ran out on a busy disk; nothing of it was written) is
-    /// sent again, up to [`BATCH_ATTEMPTS`] times in all.
+    /// sent again after a wait that doubles each time ([`BATCH_BACKOFF`]
+    /// first), up to [`BATCH_ATTEMPTS`] times in all: a disk behind on
+    /// its writes gets time to catch up.
     pub async fn create_all(&self, bodies: Vec<Value>) -> Result<Vec<Value>> {
         let mut results = Vec::with_capacity(bodies.len());
         for batch in engram::client::import::batches(bodies, MAX_BATCH) {
@@ -215,7 +220,10 @@ impl Client {
                 let (status, answer) = self.send("POST", "/memories/batch", Some(&body)).await?;
                 match status {
                     200 => break answer,
-                    503 if attempt < BATCH_ATTEMPTS => attempt += 1,
+                    503 if attempt < BATCH_ATTEMPTS => {
+                        tokio::time::sleep(BATCH_BACKOFF * 2u32.pow(attempt - 1)).await;
+                        attempt += 1;
+                    }
                     _ => return Err(format!("/memories/batch answered {status}: {answer}").into()),
                 }
             };
