@@ -131,6 +131,15 @@ impl Namespaces {
             .sum()
     }
 
+    /// The rows of `namespaces`.
+    pub(super) fn rows_of(&self, namespaces: &[Namespace]) -> usize {
+        namespaces
+            .iter()
+            .filter_map(|namespace| self.0.get(namespace))
+            .map(|index| index.len())
+            .sum()
+    }
+
     /// The rows of the largest of `namespaces`.
     pub(super) fn largest(&self, namespaces: &[Namespace]) -> usize {
         namespaces

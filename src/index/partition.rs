@@ -9,7 +9,8 @@
 //! from the code the chunk already keeps. A search scans only the chunks
 //! of the lists whose centroids are nearest its queries, enough of them
 //! for [`probed_rows`] rows a query, and rescores its pool as the full
-//! scan does; a row whose true neighbours sit in lists it did not probe
+//! scan does (a pool sized for the whole namespace, whose nearest rows
+//! these are); a row whose true neighbours sit in lists it did not probe
 //! is what the index can miss (recall is measured by `engram-bench
 //! scale`, not bounded).
 //!
@@ -29,10 +30,10 @@ pub(super) const PROBED_ROWS: usize = 16 * 1024;
 
 /// The share of a large namespace's rows a search scans per query (one
 /// in this many). Measured on the bench's corpus (`docs/benchmarks.md`,
-/// "Search at scale"): at a million rows, recall@10 against the exact
-/// scan was 0.90 probing 16,384 rows, 0.96 probing 32,768 and 0.97
-/// probing 65,536; at 200,000 rows, 1.0 probing 16,384.
-const PROBED_SHARE: usize = 16;
+/// "Search at scale"): at a million rows in 2,000 lists, recall@10
+/// against the exact scan was 0.97 probing 16,384 rows and 0.99 probing
+/// 32,768 (pool 512); at 200,000 rows, 1.0 probing 16,384.
+const PROBED_SHARE: usize = 32;
 
 /// The rows a search of a namespace of `rows` rows scans per query.
 pub(super) fn probed_rows(rows: usize) -> usize {
@@ -48,6 +49,13 @@ const SAMPLE_PER_LIST: usize = 32;
 
 /// Rounds of k-means: the lists settle in a few.
 const ROUNDS: usize = 6;
+
+/// The lists a query ranks by its rotated vector, as a multiple of those
+/// its rows would need were the lists even, plus [`SHORTLIST_SPARE`]:
+/// the rest are ranked by their codes' differing bits only, and ranked
+/// finely only if the shortlist falls short of the rows.
+const SHORTLIST: usize = 4;
+const SHORTLIST_SPARE: usize = 16;
 
 /// The most lists: a list's number is a row of the centroids' codes,
 /// which the scan numbers in 16 bits.
@@ -66,11 +74,17 @@ pub(super) struct Partition {
     trained_for: usize,
 }
 
-/// How many lists `rows` rows are grouped into: about the square root,
-/// so that ranking the centroids costs about what scanning one list does,
-/// and no fewer than [`MIN_LIST_ROWS`] rows a list.
+/// How many lists `rows` rows are grouped into: about twice the square
+/// root, and no fewer than [`MIN_LIST_ROWS`] rows a list. Finer lists
+/// hold a query's neighbours in fewer rows (at a million rows, recall@10
+/// probing 32,768 rows was 0.96 in 1,000 lists and 0.99 in 2,000), and
+/// the shortlist keeps ranking them cheap; the training's cost grows with
+/// their square (a million rows index in 13 s in 2,000 lists, 11 s in
+/// 1,000).
 fn lists_for(rows: usize) -> usize {
-    rows.isqrt().min(rows / MIN_LIST_ROWS).clamp(1, MAX_LISTS)
+    (2 * rows.isqrt())
+        .min(rows / MIN_LIST_ROWS)
+        .clamp(1, MAX_LISTS)
 }
 
 /// The fewest rows a list is trained for: smaller lists make more, smaller
@@ -128,32 +142,56 @@ impl Partition {
     /// list's nearness is the query's rotated vector's dot product with
     /// its centroid's direction: finer than the bits the query's code
     /// differs in, so the lists that hold a query's true neighbours come
-    /// first more often.
+    /// first more often. Only a shortlist of the lists whose centroids'
+    /// codes differ least from the query's ([`SHORTLIST`]) is ranked so.
     pub(super) fn probe<'a>(
         &self,
         chunks: &'a [Arc<Chunk>],
         queries: &[Query],
         wanted: usize,
     ) -> (Vec<&'a Arc<Chunk>>, bool) {
-        let words = self.directions.len() / self.ends.len().max(1);
+        let lists = self.ends.len();
+        let list_rows = chunks.iter().map(|chunk| chunk.ids.len()).sum::<usize>() / lists.max(1);
+        let shortlist = SHORTLIST * wanted / list_rows.max(1) + SHORTLIST_SPARE;
+        self.probe_shortlisting(chunks, queries, wanted, shortlist)
+    }
+
+    /// [`Self::probe`], ranking `shortlist` lists a query finely.
+    fn probe_shortlisting<'a>(
+        &self,
+        chunks: &'a [Arc<Chunk>],
+        queries: &[Query],
+        wanted: usize,
+        shortlist: usize,
+    ) -> (Vec<&'a Arc<Chunk>>, bool) {
+        let lists = self.ends.len();
+        let words = self.directions.len() / lists.max(1);
         let range = |list: usize| {
             let start = if list == 0 { 0 } else { self.ends[list - 1] };
             start..self.ends[list]
         };
-        let mut taken = vec![false; self.ends.len()];
+        let shortlist = shortlist.clamp(1, lists.max(1));
+        let mut taken = vec![false; lists];
         // Nearest first, so the pool's cutoff tightens early in the scan.
         let mut order = Vec::new();
         for query in queries {
             let leaning = query.leaning();
-            let mut near: Vec<(f32, usize)> = self
-                .directions
-                .chunks_exact(words.max(1))
-                .map(|direction| leaning.toward(direction))
-                .zip(0..)
-                .collect();
-            near.sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+            let ranked = |lists: Vec<usize>| {
+                let mut near: Vec<(f32, usize)> = lists
+                    .into_iter()
+                    .map(|list| {
+                        let direction = &self.directions[list * words..(list + 1) * words];
+                        (leaning.toward(direction), list)
+                    })
+                    .collect();
+                near.sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+                near.into_iter().map(|(_, list)| list)
+            };
+            let (first, rest) = self.shortlisted(query, shortlist);
+            // The rest is ranked only if the shortlist falls short.
+            let nearest = ranked(first).chain(std::iter::once(rest).flat_map(ranked));
             let mut rows = 0;
-            for &(_, list) in &near {
+            for list in nearest {
                 if rows >= wanted {
                     break;
                 }
@@ -173,6 +211,22 @@ impl Partition {
             .flat_map(|list| &chunks[range(list)])
             .collect();
         (probed, left_out)
+    }
+
+    /// The `count` lists whose centroids' codes differ least from
+    /// `query`'s (the first in order on a tie), and the others.
+    fn shortlisted(&self, query: &Query, count: usize) -> (Vec<usize>, Vec<usize>) {
+        let mut by_bits: Vec<(u16, usize)> = quantized::differing(query.code(), &self.centroids)
+            .into_iter()
+            .zip(0..)
+            .collect();
+        if count < by_bits.len() {
+            by_bits.select_nth_unstable(count);
+        }
+        let rest = by_bits.split_off(count.min(by_bits.len()));
+        let lists =
+            |by_bits: Vec<(u16, usize)>| by_bits.into_iter().map(|(_, list)| list).collect();
+        (lists(by_bits), lists(rest))
     }
 
     /// `chunks` (a namespace's, `rows` rows in all) regrouped into lists

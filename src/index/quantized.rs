@@ -362,13 +362,7 @@ impl Closest<'_> {
         }
         let mut best: Option<(usize, u64)> = None;
         for (block, words) in codes.blocks.chunks_exact(LANES * codes.words).enumerate() {
-            let mut differing = [0u64; LANES];
-            for (column, bits) in words.chunks_exact(LANES).zip(code) {
-                for (sum, row) in differing.iter_mut().zip(column) {
-                    *sum += u64::from((row ^ bits).count_ones());
-                }
-            }
-            for (lane, &count) in differing.iter().enumerate() {
+            for (lane, &count) in block_differing(words, code).iter().enumerate() {
                 let slot = block * LANES + lane;
                 if slot < codes.rows && best.is_none_or(|(_, least)| count < least) {
                     best = Some((slot, count));
@@ -377,6 +371,68 @@ impl Closest<'_> {
         }
         best.map(|(slot, count)| (slot, u16::try_from(count).unwrap_or(u16::MAX)))
     }
+}
+
+/// How many bits each row of `codes` differs from `code` in (of the same
+/// coder), row by row.
+pub fn differing(code: &[u64], codes: &Codes) -> Vec<u16> {
+    let differing = Differing { code, codes };
+    match VectorPopcount::try_new() {
+        Some(simd) => simd.vectorize(|| differing.run()),
+        None => Arch::new().dispatch(differing),
+    }
+}
+
+/// [`differing`], compiled like [`Scan`].
+struct Differing<'a> {
+    code: &'a [u64],
+    codes: &'a Codes,
+}
+
+impl WithSimd for Differing<'_> {
+    type Output = Vec<u16>;
+
+    #[inline(always)]
+    fn with_simd<S: Simd>(self, _simd: S) -> Self::Output {
+        self.run()
+    }
+}
+
+impl Differing<'_> {
+    #[inline(always)]
+    fn run(self) -> Vec<u16> {
+        let Self { code, codes } = self;
+        if codes.words == 0 {
+            return vec![0; codes.rows];
+        }
+        let mut all = Vec::with_capacity(codes.rows.next_multiple_of(LANES));
+        for words in codes.blocks.chunks_exact(LANES * codes.words) {
+            // At most 64 × `words` bits, as in the scan.
+            all.extend(
+                block_differing(words, code)
+                    .iter()
+                    .map(|&count| u16::try_from(count).unwrap_or(u16::MAX)),
+            );
+        }
+        all.truncate(codes.rows);
+        all
+    }
+}
+
+/// How many bits each row of a block (`words`, interleaved as [`Codes`]
+/// keeps them) differs from `code` in, lane by lane. Word by word, each
+/// across the block's rows: the inner loop is element-wise over
+/// [`LANES`] rows, which the compiler turns into a few vector
+/// instructions per word in its caller's instruction set.
+#[inline(always)]
+fn block_differing(words: &[u64], code: &[u64]) -> [u64; LANES] {
+    let mut differing = [0u64; LANES];
+    for (column, bits) in words.chunks_exact(LANES).zip(code) {
+        for (sum, row) in differing.iter_mut().zip(column) {
+            *sum += u64::from((row ^ bits).count_ones());
+        }
+    }
+    differing
 }
 
 /// [`scan`] as one function compiled for each instruction set, so that
@@ -413,15 +469,7 @@ impl Scan<'_> {
         for (block, words) in codes.blocks.chunks_exact(LANES * codes.words).enumerate() {
             let mut closest = [u64::MAX; LANES];
             for query in queries {
-                let mut differing = [0u64; LANES];
-                // Word by word, each across the block's rows: the inner
-                // loop is element-wise over `LANES` rows, which the
-                // compiler turns into a few vector instructions per word.
-                for (column, bits) in words.chunks_exact(LANES).zip(&query.code) {
-                    for (sum, code) in differing.iter_mut().zip(column) {
-                        *sum += u64::from((code ^ bits).count_ones());
-                    }
-                }
+                let differing = block_differing(words, &query.code);
                 for lane in 0..LANES {
                     closest[lane] = closest[lane].min(differing[lane]);
                 }
@@ -571,6 +619,35 @@ mod tests {
                 }
             }
             prop_assert_eq!(scan(&queries, &codes, within), expected);
+        }
+
+        /// `differing` counts, for every row, the bits its code differs
+        /// from the one given in, and `closest` is the first row with the
+        /// fewest.
+        #[test]
+        fn each_rows_differing_bits_are_counted_and_the_closest_is_the_first_fewest(
+            vectors in prop::collection::vec(prop::collection::vec(-1.0f32..1.0, 130), 0..80),
+            query in prop::collection::vec(-1.0f32..1.0, 130),
+            short in any::<bool>(),
+        ) {
+            // Codes of 1 word and of 4.
+            let dimensions = if short { 20 } else { 130 };
+            let vectors: Vec<Vec<f32>> = vectors.iter().map(|v| v[..dimensions].to_vec()).collect();
+            let coder = Coder::new(dimensions);
+            let codes = codes_of(&coder, &vectors);
+            let code = coder.code(&query[..dimensions]);
+            let expected: Vec<u16> = vectors
+                .iter()
+                .map(|vector| {
+                    let row = coder.code(vector);
+                    let bits: u32 = row.iter().zip(&code).map(|(a, b)| (a ^ b).count_ones()).sum();
+                    u16::try_from(bits).unwrap()
+                })
+                .collect();
+            prop_assert_eq!(differing(&code, &codes), expected.clone());
+            let fewest = expected.iter().min().copied();
+            let first = fewest.map(|fewest| (expected.iter().position(|&bits| bits == fewest).unwrap(), fewest));
+            prop_assert_eq!(closest(&code, &codes), first);
         }
     }
 }

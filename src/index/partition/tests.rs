@@ -6,6 +6,9 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use crate::index::chunk::{CHUNK_CAPACITY, Chunk};
+use crate::index::partition::Partition;
+use crate::index::quantized::{Coder, Query};
 use crate::index::{Change, Entry, Grouping, Hit, Index, Snapshot, Vectors, lexical};
 use crate::memory::{Category, MemoryId, Namespace};
 
@@ -273,25 +276,19 @@ fn a_second_look_judges_the_first_searchs_rows_and_finds_what_a_search_of_both_w
     );
 }
 
-#[test]
-fn each_query_probes_the_lists_it_would_alone_and_lists_they_share_once() {
-    use crate::index::chunk::{CHUNK_CAPACITY, Chunk};
-    use crate::index::partition::Partition;
-    use crate::index::quantized::{Coder, Query};
+fn unit(vector: &[f32]) -> Vec<f32> {
+    let mut vector = vector.to_vec();
+    crate::index::normalise(&mut vector);
+    vector
+}
 
-    let mut rng = Rng(31);
-    let corpus = corpus(&mut rng, 60, 100);
-    let coder = Coder::new(DIMENSIONS);
-    let unit = |vector: &[f32]| {
-        let mut vector = vector.to_vec();
-        crate::index::normalise(&mut vector);
-        vector
-    };
+/// `corpus`'s rows in chunks, grouped into an approximate index's lists.
+fn partitioned(corpus: &Corpus, coder: &Coder) -> (Vec<Arc<Chunk>>, Partition) {
     let chunks: Vec<Arc<Chunk>> = corpus
         .rows
         .chunks(CHUNK_CAPACITY)
         .map(|rows| {
-            let mut chunk = Chunk::with_room(&coder, rows.len());
+            let mut chunk = Chunk::with_room(coder, rows.len());
             for (id, vector) in rows {
                 let vector = unit(vector);
                 let code = coder.code(&vector);
@@ -306,7 +303,15 @@ fn each_query_probes_the_lists_it_would_alone_and_lists_they_share_once() {
             Arc::new(chunk)
         })
         .collect();
-    let (chunks, partition) = Partition::build(&chunks, &coder, corpus.rows.len());
+    Partition::build(&chunks, coder, corpus.rows.len())
+}
+
+#[test]
+fn each_query_probes_the_lists_it_would_alone_and_lists_they_share_once() {
+    let mut rng = Rng(31);
+    let corpus = corpus(&mut rng, 60, 100);
+    let coder = Coder::new(DIMENSIONS);
+    let (chunks, partition) = partitioned(&corpus, &coder);
     let probed = |queries: &[&Query]| {
         let queries: Vec<Query> = queries.iter().map(|&query| query.clone()).collect();
         let (probed, left_out) = partition.probe(&chunks, &queries, 1000);
@@ -326,6 +331,67 @@ fn each_query_probes_the_lists_it_would_alone_and_lists_they_share_once() {
         assert_eq!(probed(&[&one, &other]), both);
         assert_eq!(probed(&[&one, &one]), alone, "twice the same query is once");
     }
+}
+
+/// The rows of `chunks`.
+fn rows(chunks: &[&Arc<Chunk>]) -> usize {
+    chunks.iter().map(|chunk| chunk.ids.len()).sum()
+}
+
+#[test]
+fn the_shortlist_takes_the_lists_a_ranking_of_every_list_would_and_more_when_it_falls_short() {
+    let mut rng = Rng(43);
+    let corpus = corpus(&mut rng, 60, 1000);
+    let coder = Coder::new(DIMENSIONS);
+    let (chunks, partition) = partitioned(&corpus, &coder);
+    let lists = partition.lists();
+    assert!(lists > 200, "60,000 rows in lists of about 256: {lists}");
+    let (mut shared, mut all_rows) = (0, 0);
+    for centre in 0..30 {
+        let query = [Query::new(
+            &coder,
+            &unit(&rng.near(&corpus.centres[centre], 0.6)),
+        )];
+        let (every, _) = partition.probe_shortlisting(&chunks, &query, 2000, lists);
+        let (shortlisted, _) = partition.probe(&chunks, &query, 2000);
+        let every_set: HashSet<*const Chunk> =
+            every.iter().map(|&chunk| Arc::as_ptr(chunk)).collect();
+        shared += rows(
+            &shortlisted
+                .iter()
+                .copied()
+                .filter(|&chunk| every_set.contains(&Arc::as_ptr(chunk)))
+                .collect::<Vec<_>>(),
+        );
+        all_rows += rows(&every);
+        assert!(rows(&shortlisted) >= 2000, "the rows wanted");
+        let (one, _) = partition.probe_shortlisting(&chunks, &query, 2000, 1);
+        assert!(
+            rows(&one) >= 2000,
+            "a shortlist of one list falls short; the rest are ranked"
+        );
+    }
+    assert!(
+        shared * 100 >= all_rows * 90,
+        "{shared} of the {all_rows} rows a ranking of every list took"
+    );
+}
+
+#[test]
+fn a_narrowed_search_rescores_a_pool_sized_for_its_whole_namespace() {
+    let mut rng = Rng(47);
+    let corpus = corpus(&mut rng, 40, 1000);
+    let index = index_of(&corpus.rows);
+    let snapshot = index.snapshot();
+    let ns = [namespace()];
+    let query = [rng.near(&corpus.centres[0], 0.6)];
+    let found = snapshot.search_probing(&ns, &query, 10, 2000, all);
+    let probed = found
+        .probed
+        .expect("2,000 rows of 40,000 narrow the search");
+    // 1 % of 40,000 rows, where 1 % of the 2,000 or so scanned would be
+    // the smallest pool, 256.
+    assert_eq!(probed.len(), 400);
 }
 
 #[test]

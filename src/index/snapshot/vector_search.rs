@@ -18,12 +18,16 @@ const MIN_POOL: usize = 256;
 const MAX_POOL: usize = 512;
 
 /// How many candidates of the one-bit scan are rescored with the stored
-/// vectors, for a search of `limit` over `rows` entries: the codes'
-/// estimates are coarse, and the rows whose estimates crowd out a true
-/// result grow with the rows scanned, so the pool is 1 % of them, between
-/// [`MIN_POOL`] and [`MAX_POOL`], and at least 4 × `limit`. Rescoring one
-/// costs a 384-float dot product from wherever the row is stored, so a
-/// pool wider than needed is what a small namespace's search pays most.
+/// vectors, for a search of `limit` over namespaces of `rows` entries:
+/// the codes' estimates are coarse, and the rows whose estimates crowd
+/// out a true result grow with the rows, so the pool is 1 % of them,
+/// between [`MIN_POOL`] and [`MAX_POOL`], and at least 4 × `limit`. The
+/// rows are the namespaces' whether scanned or not: an approximate index
+/// scans the lists nearest the query, which hold about as many close
+/// rivals as the whole namespace (at a million rows, probing 32,768,
+/// recall@10 was 0.974 rescoring 312 and 0.987 rescoring 512). Rescoring
+/// one costs a 384-float dot product from wherever the row is stored, so
+/// a pool wider than needed is what a small namespace's search pays most.
 fn rescore_pool(limit: usize, rows: usize) -> usize {
     (rows / 100)
         .clamp(MIN_POOL, MAX_POOL)
@@ -50,6 +54,17 @@ pub struct Found {
 pub struct Probed {
     sides: Sides,
     rows: Vec<pool::Candidate>,
+}
+
+impl Probed {
+    /// How many rows the search rescored: its pool.
+    pub fn len(&self) -> usize {
+        self.rows.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
 }
 
 impl Snapshot {
@@ -179,7 +194,7 @@ impl Snapshot {
             let sides = Sides::probed(self, namespaces, &coded, probed_rows, passage_weight);
             let pool = probe
                 .pool
-                .unwrap_or_else(|| rescore_pool(limit, sides.rows()))
+                .unwrap_or_else(|| rescore_pool(limit, sides.whole_rows))
                 .max(limit);
             let (rows, accepted) = self.pool_of(&sides, &coded, limit, pool, &accept);
             if !sides.narrowed || accepted >= pool {
@@ -391,6 +406,8 @@ struct Sides {
     passage_weight: f32,
     /// Whether an approximate index left chunks out.
     narrowed: bool,
+    /// The rows of the namespaces on the sides scanned, left out or not.
+    whole_rows: usize,
 }
 
 impl Sides {
@@ -407,22 +424,21 @@ impl Sides {
     ) -> Self {
         let (whole, mut narrowed) = snapshot.embedded.probe(namespaces, queries, probed_rows);
         let mut chunks: Vec<Arc<Chunk>> = whole.into_iter().cloned().collect();
+        let mut whole_rows = snapshot.embedded.rows_of(namespaces);
         let passages_from = chunks.len();
         if passage_weight > 0.0 {
             let (passages, left_out) = snapshot.passages.probe(namespaces, queries, probed_rows);
             chunks.extend(passages.into_iter().cloned());
             narrowed |= left_out;
+            whole_rows += snapshot.passages.rows_of(namespaces);
         }
         Self {
             chunks,
             passages_from,
             passage_weight,
             narrowed,
+            whole_rows,
         }
-    }
-
-    fn rows(&self) -> usize {
-        self.chunks.iter().map(|chunk| chunk.ids.len()).sum()
     }
 
     /// The chunk and slot of a row of the pool.
