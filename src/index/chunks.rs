@@ -79,14 +79,22 @@ impl Namespaces {
         self.0.values().map(|index| index.len()).sum()
     }
 
+    /// The indexes of those of `namespaces` that have rows here.
+    fn indexes_of<'a>(
+        &'a self,
+        namespaces: &'a [Namespace],
+    ) -> impl Iterator<Item = &'a Arc<NamespaceIndex>> {
+        namespaces
+            .iter()
+            .filter_map(|namespace| self.0.get(namespace))
+    }
+
     /// The chunks of `namespaces`.
     pub(super) fn chunks_of<'a>(
         &'a self,
         namespaces: &'a [Namespace],
     ) -> impl Iterator<Item = &'a Arc<Chunk>> {
-        namespaces
-            .iter()
-            .filter_map(|namespace| self.0.get(namespace))
+        self.indexes_of(namespaces)
             .flat_map(|index| index.chunks.iter())
     }
 
@@ -102,10 +110,7 @@ impl Namespaces {
     ) -> (Vec<&'a Arc<Chunk>>, bool) {
         let mut chunks = Vec::new();
         let mut narrowed = false;
-        for index in namespaces
-            .iter()
-            .filter_map(|namespace| self.0.get(namespace))
-        {
+        for index in self.indexes_of(namespaces) {
             match (&index.partition, wanted) {
                 (Some(partition), Some(wanted)) => {
                     let (probed, left_out) = partition.probe(&index.chunks, queries, wanted);
@@ -121,9 +126,7 @@ impl Namespaces {
     /// About how many rows a vector search of `namespaces` scans, at
     /// `probed_rows` rows in all of a namespace with an approximate index.
     pub(super) fn searched_rows(&self, namespaces: &[Namespace], probed_rows: usize) -> usize {
-        namespaces
-            .iter()
-            .filter_map(|namespace| self.0.get(namespace))
+        self.indexes_of(namespaces)
             .map(|index| match index.partition {
                 Some(_) => index.len().min(probed_rows),
                 None => index.len(),
@@ -133,18 +136,12 @@ impl Namespaces {
 
     /// The rows of `namespaces`.
     pub(super) fn rows_of(&self, namespaces: &[Namespace]) -> usize {
-        namespaces
-            .iter()
-            .filter_map(|namespace| self.0.get(namespace))
-            .map(|index| index.len())
-            .sum()
+        self.indexes_of(namespaces).map(|index| index.len()).sum()
     }
 
     /// The rows of the largest of `namespaces`.
     pub(super) fn largest(&self, namespaces: &[Namespace]) -> usize {
-        namespaces
-            .iter()
-            .filter_map(|namespace| self.0.get(namespace))
+        self.indexes_of(namespaces)
             .map(|index| index.len())
             .max()
             .unwrap_or(0)

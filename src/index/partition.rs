@@ -79,8 +79,8 @@ pub(super) struct Partition {
 /// hold a query's neighbours in fewer rows (at a million rows, recall@10
 /// probing 32,768 rows was 0.96 in 1,000 lists and 0.99 in 2,000), and
 /// the shortlist keeps ranking them cheap; the training's cost grows with
-/// their square (a million rows index in 13 s in 2,000 lists, 11 s in
-/// 1,000).
+/// their square (a million rows are indexed in 12.3 s in 2,000 lists,
+/// 10.2 s in 1,000).
 fn lists_for(rows: usize) -> usize {
     (2 * rows.isqrt())
         .min(rows / MIN_LIST_ROWS)
