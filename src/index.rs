@@ -69,7 +69,7 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use arc_swap::ArcSwap;
 
 pub use residency::{LoadRequest, ResidencyView, spawn_sweeper};
-pub use snapshot::{Footprint, Found, LexicalHit, Probed, Snapshot};
+pub use snapshot::{Footprint, Found, Lexical, LexicalHit, Probed, Snapshot};
 pub use vector::{cosine, normalise};
 
 use crate::memory::{Category, MemoryId, Namespace};

@@ -352,10 +352,13 @@ impl Retriever {
     /// over the same snapshot for the queries and, beside them, the
     /// queries moved toward the first one's best match (whose id comes
     /// back with the candidates): each memory keeps the closer of its two
-    /// similarities. Where an approximate index narrowed the first search,
-    /// the second judges the rows the first rescored rather than probing
-    /// the lists again: the moved queries lie beside the first ones, and
-    /// their neighbours among those rows cost a dot product each.
+    /// similarities. The second search has the first one's words, so it
+    /// takes the first one's lexical hits and judges their similarity to
+    /// the new vectors rather than searching the words again; and where an
+    /// approximate index narrowed the first search, it judges the rows the
+    /// first rescored rather than probing the lists again: the moved
+    /// queries lie beside the first ones, and their neighbours among those
+    /// rows cost a dot product each.
     async fn candidates(
         &self,
         request: &Request,
@@ -366,14 +369,14 @@ impl Retriever {
         let inner = &self.inner;
         // A namespace dropped from memory is loaded back first.
         let snapshot = inner.index.resident(&request.pair.namespaces()).await;
-        let query = |vectors, moved_from, within| search::Query {
+        let query = |vectors, moved_from, earlier| search::Query {
             vectors,
             hypotheses,
             moved_from,
             terms: terms.clone(),
-            within,
+            earlier,
         };
-        let (first, probed) = search::candidates(
+        let (first, earlier) = search::candidates(
             Arc::clone(&snapshot),
             &inner.store,
             request,
@@ -394,7 +397,8 @@ impl Retriever {
         }
         let best = first.first().and_then(|best| {
             let memory = &best.memory;
-            let vector = probed
+            let vector = earlier
+                .probed
                 .as_ref()
                 .and_then(|probed| snapshot.probed_vector(probed, memory.id))
                 .or_else(|| snapshot.vector(&memory.namespace, memory.id))?;
@@ -415,7 +419,7 @@ impl Retriever {
             snapshot,
             &inner.store,
             request,
-            query(both, moved_from, probed),
+            query(both, moved_from, Some(earlier)),
             inner.matching,
         )
         .await;

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use half::f16;
 
-pub use lexical_search::LexicalHit;
+pub use lexical_search::{Lexical, LexicalHit};
 pub use vector_search::{Found, Probed};
 
 use super::chunk::{Chunk, Posting};

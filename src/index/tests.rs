@@ -94,6 +94,39 @@ fn lexical_hits_carry_their_cosine_to_the_closest_query() {
 }
 
 #[test]
+fn lexical_hits_judged_again_by_other_vectors_are_the_search_of_them() {
+    let ns = repo("a");
+    let index = Index::new(2);
+    let near = text_entry(&ns, "postgres pool"); // its vector is (1, 0)
+    // Its words are in, its vector still on its way.
+    let pending = text_entry(&ns, "postgres replica");
+    index.apply(vec![near.upsert(), pending.words()]);
+    let snapshot = index.snapshot();
+    let query = lexical::query_terms("postgres");
+    let first = snapshot.lexical_ranked(
+        std::slice::from_ref(&ns),
+        &query,
+        &[vec![0.0, 2.0]],
+        10,
+        all,
+    );
+    assert!(
+        first.hits.iter().all(|hit| hit.similarity.abs() < 1e-6),
+        "{:?}",
+        first.hits
+    );
+    let others = [vec![0.0, 2.0], vec![3.0, 4.0]];
+    let again = snapshot.rejudged(first, &others);
+    assert_eq!(
+        again.hits,
+        snapshot.lexical_search(&[ns], &query, &others, 10, all)
+    );
+    let by_id = |id| again.hits.iter().find(|hit| hit.id == id).unwrap();
+    assert!((by_id(near.id).similarity - 0.6).abs() < 1e-6);
+    assert!(by_id(pending.id).vector_pending);
+}
+
+#[test]
 fn words_come_first_and_the_vector_moves_the_entry_across() {
     let ns = repo("a");
     let index = Index::new(2);

@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use crate::blocking;
 use crate::config::MatchSettings;
-use crate::index::{Found, Hit, LexicalHit, Probed, Snapshot, lexical};
+use crate::index::{Found, Hit, Lexical, LexicalHit, Probed, Snapshot, lexical};
 use crate::memory::{Category, Memory, MemoryId};
 use crate::store::Store;
 
@@ -61,15 +61,25 @@ pub struct Query {
     /// ([`super::feedback`]).
     pub moved_from: Vec<usize>,
     pub terms: Vec<lexical::Term>,
-    /// The rows an approximate index gave a search before this one: the
-    /// vectors are judged on those instead of probing its lists again
+    /// What a search before this one with the same words found
     /// (feedback's second search, whose moved queries lie beside the
-    /// first's).
-    pub within: Option<Probed>,
+    /// first's): its lexical hits are judged again by these vectors
+    /// instead of the words being searched again, and the rows an
+    /// approximate index gave it are judged instead of its lists being
+    /// probed again.
+    pub earlier: Option<Earlier>,
 }
 
-/// The candidates for `query`, best fused score first, and the rows an
-/// approximate index had the vector search rescore (for [`Query::within`]).
+/// What a search keeps for another look with other vectors and the same
+/// words ([`Query::earlier`]).
+pub struct Earlier {
+    /// The rows an approximate index had the vector search rescore.
+    pub probed: Option<Probed>,
+    lexical: Lexical,
+}
+
+/// The candidates for `query`, best fused score first, and what it found
+/// for another look (for [`Query::earlier`]).
 /// With a lexical weight of 0 the lexical search does not run (and
 /// conversations, which are judged by their words, lift nothing).
 pub async fn candidates(
@@ -78,24 +88,25 @@ pub async fn candidates(
     request: &Request,
     query: Query,
     matching: MatchSettings,
-) -> (Vec<Candidate>, Option<Probed>) {
+) -> (Vec<Candidate>, Earlier) {
     let Query {
         vectors,
         hypotheses,
         moved_from,
         terms,
-        within,
+        earlier,
     } = query;
     let texts = Texts {
         hypotheses,
         unmoved: vectors.len() - moved_from.len(),
         moved_from,
     };
-    let (found, sparse) = scan(snapshot, request, vectors, terms, within, matching).await;
+    let (found, lexical) = scan(snapshot, request, vectors, terms, earlier, matching).await;
     let Found {
         hits: dense,
         probed,
     } = found;
+    let sparse = &lexical.hits;
     let closest: Vec<f32> = dense
         .iter()
         .take(fusion::SPREAD_SAMPLE)
@@ -103,7 +114,7 @@ pub async fn candidates(
         .collect();
     let (evidence, best_similarity) = evidence(
         &dense,
-        &sparse,
+        sparse,
         matching.min_similarity,
         request.tuning.top_k,
     );
@@ -114,7 +125,7 @@ pub async fn candidates(
         lift_by_conversation(&mut candidates, matching.conversation_weight);
     }
     by_fused_score(&mut candidates);
-    (candidates, probed)
+    (candidates, Earlier { probed, lexical })
 }
 
 /// Which text each query vector stands for: the first `hypotheses` are
@@ -137,17 +148,18 @@ impl Texts {
     }
 }
 
-/// The vector search (by whole texts and passages, or on the rows `within`
-/// holds) and the lexical search over the request's namespaces, in one
-/// pass over `snapshot`; off the async workers unless the scan is small.
+/// The vector search (by whole texts and passages, or on the rows an
+/// `earlier` search probed) and the lexical search over the request's
+/// namespaces (or the `earlier` one's hits judged again), in one pass
+/// over `snapshot`; off the async workers unless the scan is small.
 async fn scan(
     snapshot: Arc<Snapshot>,
     request: &Request,
     vectors: Vec<Vec<f32>>,
     terms: Vec<lexical::Term>,
-    within: Option<Probed>,
+    earlier: Option<Earlier>,
     matching: MatchSettings,
-) -> (Found, Vec<LexicalHit>) {
+) -> (Found, Lexical) {
     let namespaces = request.pair.namespaces();
     let limit = (request.tuning.top_k * CANDIDATE_FACTOR).max(MIN_CANDIDATES);
     let filters = request.filters.clone();
@@ -158,22 +170,26 @@ async fn scan(
     };
     #[expect(clippy::cast_possible_truncation, reason = "a weight, 0..1")]
     let passage_weight = matching.passage_weight as f32;
-    // Rescoring rows found before is a few hundred dot products.
-    let small = match within {
-        Some(_) => lexical_limit == 0,
-        None => snapshot.is_small_search(&namespaces, vectors.len()),
+    let (probed, earlier_lexical) = match earlier {
+        Some(Earlier { probed, lexical }) => (probed, Some(lexical)),
+        None => (None, None),
     };
+    // Rescoring rows and hits found before is a few hundred dot products.
+    let small = probed.is_some() || snapshot.is_small_search(&namespaces, vectors.len());
     let scan = move || {
         let admit = |_: MemoryId, category: Category| filters.admit_category(category);
-        let found = match within {
+        let found = match probed {
             Some(probed) => Found {
                 hits: snapshot.rescore(&probed, &vectors, limit),
                 probed: None,
             },
             None => snapshot.search_passages(&namespaces, &vectors, limit, passage_weight, admit),
         };
-        let sparse = snapshot.lexical_search(&namespaces, &terms, &vectors, lexical_limit, admit);
-        (found, sparse)
+        let lexical = match earlier_lexical {
+            Some(lexical) => snapshot.rejudged(lexical, &vectors),
+            None => snapshot.lexical_ranked(&namespaces, &terms, &vectors, lexical_limit, admit),
+        };
+        (found, lexical)
     };
     // A small scan costs less than a hand-off's two thread wake-ups.
     if small {

@@ -31,14 +31,19 @@ pub struct LexicalHit {
     pub vector_pending: bool,
 }
 
+/// A lexical search's hits, with the stored vectors their similarities
+/// were taken from, so that other query vectors can judge the same hits
+/// ([`Snapshot::rejudged`]) without the words being searched again:
+/// feedback's second search has the first one's words, and so its hits.
+pub struct Lexical {
+    /// Best first.
+    pub hits: Vec<LexicalHit>,
+    /// Each hit's stored vector (`None` while it is pending).
+    vectors: Vec<Option<Vec<f32>>>,
+}
+
 impl Snapshot {
-    /// The `limit` entries of `namespaces` with the best BM25 score for
-    /// `terms` (positive scores only), best first, among those `accept`
-    /// lets through, whether their vectors are in or still on their way;
-    /// each with its score, its coverage (the share of the query's weight,
-    /// summed idf, that its words match) and its cosine similarity to the
-    /// closest of `queries` (vectors, as for [`Self::search`]; 0 while its
-    /// own vector is pending).
+    /// [`Self::lexical_ranked`]'s hits.
     pub fn lexical_search(
         &self,
         namespaces: &[Namespace],
@@ -47,6 +52,36 @@ impl Snapshot {
         limit: usize,
         accept: impl Fn(MemoryId, Category) -> bool,
     ) -> Vec<LexicalHit> {
+        self.lexical_ranked(namespaces, terms, queries, limit, accept)
+            .hits
+    }
+
+    /// `lexical`'s hits, each with its similarity to the closest of
+    /// `queries` (vectors, as for [`Self::search`]) instead: what
+    /// [`Self::lexical_ranked`] would give for them with the same words.
+    pub fn rejudged(&self, mut lexical: Lexical, queries: &[Vec<f32>]) -> Lexical {
+        let queries = self.normalised(queries);
+        for (hit, vector) in lexical.hits.iter_mut().zip(&lexical.vectors) {
+            hit.similarity = similarity(&queries, vector.as_deref());
+        }
+        lexical
+    }
+
+    /// The `limit` entries of `namespaces` with the best BM25 score for
+    /// `terms` (positive scores only), best first, among those `accept`
+    /// lets through, whether their vectors are in or still on their way;
+    /// each with its score, its coverage (the share of the query's weight,
+    /// summed idf, that its words match) and its cosine similarity to the
+    /// closest of `queries` (vectors, as for [`Self::search`]; 0 while its
+    /// own vector is pending).
+    pub fn lexical_ranked(
+        &self,
+        namespaces: &[Namespace],
+        terms: &[lexical::Term],
+        queries: &[Vec<f32>],
+        limit: usize,
+        accept: impl Fn(MemoryId, Category) -> bool,
+    ) -> Lexical {
         // Both sides: a memory is findable by its words before its vector
         // is in, and counts in the statistics like any other.
         let chunks: Vec<(&Chunk, Side)> = self
@@ -61,7 +96,10 @@ impl Snapshot {
             .collect();
         let documents: usize = chunks.iter().map(|(chunk, _)| chunk.ids.len()).sum();
         if documents == 0 || terms.is_empty() || limit == 0 {
-            return Vec::new();
+            return Lexical {
+                hits: Vec::new(),
+                vectors: Vec::new(),
+            };
         }
         let total_length: u64 = chunks.iter().map(|(chunk, _)| chunk.total_length).sum();
         #[expect(
@@ -130,16 +168,14 @@ impl Snapshot {
         // Only the hits kept are compared with the queries, and have their
         // matched terms looked up.
         let queries = self.normalised(queries);
-        best.into_sorted()
+        let (hits, vectors) = best
+            .into_sorted()
             .into_iter()
             .map(|scoring| {
                 let (chunk, side) = chunks[scoring.chunk];
-                let similarity = match side {
-                    Side::Embedded => {
-                        best_of(&queries, &chunk.vector(scoring.slot, self.dimensions()))
-                            .map_or(0.0, |(_, similarity)| similarity)
-                    }
-                    Side::WordsOnly => 0.0,
+                let vector = match side {
+                    Side::Embedded => Some(chunk.vector(scoring.slot, self.dimensions())),
+                    Side::WordsOnly => None,
                 };
                 let (matched_idf, matched_terms) = idfs
                     .iter()
@@ -147,18 +183,28 @@ impl Snapshot {
                     .fold((0.0f32, 0u32), |(sum, count), (_, idf)| {
                         (sum + idf, count + 1)
                     });
-                LexicalHit {
+                let hit = LexicalHit {
                     id: scoring.id,
                     score: scoring.score,
                     coverage: matched_idf / query_weight.max(f32::EPSILON),
                     matched_idf,
                     matched_terms,
-                    similarity,
+                    similarity: similarity(&queries, vector.as_deref()),
                     vector_pending: side == Side::WordsOnly,
-                }
+                };
+                (hit, vector)
             })
-            .collect()
+            .unzip();
+        Lexical { hits, vectors }
     }
+}
+
+/// The cosine of a stored `vector` to the closest of normalised `queries`
+/// (0 without either).
+fn similarity(queries: &[Vec<f32>], vector: Option<&[f32]>) -> f32 {
+    vector
+        .and_then(|vector| best_of(queries, vector))
+        .map_or(0.0, |(_, similarity)| similarity)
 }
 
 /// A lexical match while the search runs: its score, and where it lives.
