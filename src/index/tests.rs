@@ -65,7 +65,8 @@ fn lexical_search_ranks_by_bm25_and_survives_removals() {
     let query = lexical::query_terms("Postgres pool?");
     let hits = index
         .snapshot()
-        .lexical_search(std::slice::from_ref(&ns), &query, &[], 10, all);
+        .lexical_search(std::slice::from_ref(&ns), &query, &[], 10, all)
+        .hits;
     assert_eq!(hits.iter().map(|h| h.id).collect::<Vec<_>>(), [exact.id]);
     assert!(
         (hits[0].coverage - 1.0).abs() < 1e-6,
@@ -73,7 +74,10 @@ fn lexical_search_ranks_by_bm25_and_survives_removals() {
     );
     assert_eq!(hits[0].matched_terms, 2);
     let query = lexical::query_terms("connection");
-    let hits = index.snapshot().lexical_search(&[ns], &query, &[], 10, all);
+    let hits = index
+        .snapshot()
+        .lexical_search(&[ns], &query, &[], 10, all)
+        .hits;
     assert_eq!(hits.len(), 2);
     assert_eq!(hits[0].id, exact.id, "the shorter document ranks first");
 }
@@ -85,10 +89,10 @@ fn lexical_hits_carry_their_cosine_to_the_closest_query() {
     let hit = text_entry(&ns, "postgres pool"); // its vector is (1, 0)
     index.apply(vec![hit.upsert()]);
     let query = lexical::query_terms("postgres");
-    let hits =
-        index
-            .snapshot()
-            .lexical_search(&[ns], &query, &[vec![0.0, 2.0], vec![3.0, 4.0]], 10, all);
+    let hits = index
+        .snapshot()
+        .lexical_search(&[ns], &query, &[vec![0.0, 2.0], vec![3.0, 4.0]], 10, all)
+        .hits;
     assert_eq!(hits.iter().map(|h| h.id).collect::<Vec<_>>(), [hit.id]);
     assert!((hits[0].similarity - 0.6).abs() < 1e-6, "{hits:?}");
 }
@@ -103,7 +107,7 @@ fn lexical_hits_judged_again_by_other_vectors_are_the_search_of_them() {
     index.apply(vec![near.upsert(), pending.words()]);
     let snapshot = index.snapshot();
     let query = lexical::query_terms("postgres");
-    let first = snapshot.lexical_ranked(
+    let first = snapshot.lexical_search(
         std::slice::from_ref(&ns),
         &query,
         &[vec![0.0, 2.0]],
@@ -119,7 +123,9 @@ fn lexical_hits_judged_again_by_other_vectors_are_the_search_of_them() {
     let again = snapshot.rejudged(first, &others);
     assert_eq!(
         again.hits,
-        snapshot.lexical_search(&[ns], &query, &others, 10, all)
+        snapshot
+            .lexical_search(&[ns], &query, &others, 10, all)
+            .hits
     );
     let by_id = |id| again.hits.iter().find(|hit| hit.id == id).unwrap();
     assert!((by_id(near.id).similarity - 0.6).abs() < 1e-6);
@@ -134,13 +140,15 @@ fn words_come_first_and_the_vector_moves_the_entry_across() {
     index.apply(vec![early.words()]);
     let query = lexical::query_terms("zanzibar deployment");
     let search = |snapshot: &Snapshot| {
-        snapshot.lexical_search(
-            std::slice::from_ref(&ns),
-            &query,
-            &[vec![1.0, 0.0]],
-            10,
-            all,
-        )
+        snapshot
+            .lexical_search(
+                std::slice::from_ref(&ns),
+                &query,
+                &[vec![1.0, 0.0]],
+                10,
+                all,
+            )
+            .hits
     };
     let snapshot = index.snapshot();
     let hits = search(&snapshot);
@@ -160,6 +168,7 @@ fn words_come_first_and_the_vector_moves_the_entry_across() {
     assert!(
         snapshot
             .lexical_search(std::slice::from_ref(&ns), &query, &[], 10, |_, _| false)
+            .hits
             .is_empty(),
         "the filters apply to words-only entries too"
     );
@@ -197,6 +206,7 @@ fn a_removal_clears_either_side() {
     assert!(
         snapshot
             .lexical_search(&[ns], &query, &[], 10, all)
+            .hits
             .is_empty()
     );
 }
@@ -212,7 +222,9 @@ fn words_and_vectors_of_one_batch_count_once_in_the_statistics() {
     index.apply(memories[..2].iter().map(Embedded::upsert).collect());
     let snapshot = index.snapshot();
     assert_eq!((snapshot.len(), snapshot.words_only()), (2, 3));
-    let hits = snapshot.lexical_search(&[ns], &lexical::query_terms("word3"), &[], 10, all);
+    let hits = snapshot
+        .lexical_search(&[ns], &lexical::query_terms("word3"), &[], 10, all)
+        .hits;
     // idf of a word one document in five holds, as if all were embedded.
     assert_eq!(hits.len(), 1);
     assert!((hits[0].matched_idf - lexical::idf(5, 1)).abs() < 1e-6);
@@ -497,7 +509,7 @@ proptest! {
 
         let hits = index.snapshot().lexical_search(&[ns], &terms, &[], limit, |id, _| {
             !refused.contains(&id)
-        });
+        }).hits;
         let found: Vec<(f32, MemoryId, u32)> =
             hits.iter().map(|hit| (hit.score, hit.id, hit.matched_terms)).collect();
         prop_assert_eq!(found, expected);

@@ -187,7 +187,7 @@ async fn scan(
         };
         let lexical = match earlier_lexical {
             Some(lexical) => snapshot.rejudged(lexical, &vectors),
-            None => snapshot.lexical_ranked(&namespaces, &terms, &vectors, lexical_limit, admit),
+            None => snapshot.lexical_search(&namespaces, &terms, &vectors, lexical_limit, admit),
         };
         (found, lexical)
     };

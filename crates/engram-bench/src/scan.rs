@@ -119,13 +119,15 @@ fn measure(size: usize) -> Result<Report> {
     for (text, query) in texts.iter().zip(&queries) {
         let terms = lexical::query_terms(text);
         let one = Instant::now();
-        let hits = snapshot.lexical_search(
-            &namespaces,
-            &terms,
-            std::slice::from_ref(query),
-            LIMIT,
-            |_, _| true,
-        );
+        let hits = snapshot
+            .lexical_search(
+                &namespaces,
+                &terms,
+                std::slice::from_ref(query),
+                LIMIT,
+                |_, _| true,
+            )
+            .hits;
         lexical_times.push(one.elapsed());
         black_box(hits);
     }

@@ -158,6 +158,7 @@ impl Run {
                 10,
                 |_, _| true,
             )
+            .hits
             .into_iter()
             .find(|hit| hit.id == id)
             .map(|hit| hit.vector_pending)

@@ -43,22 +43,9 @@ pub struct Lexical {
 }
 
 impl Snapshot {
-    /// [`Self::lexical_ranked`]'s hits.
-    pub fn lexical_search(
-        &self,
-        namespaces: &[Namespace],
-        terms: &[lexical::Term],
-        queries: &[Vec<f32>],
-        limit: usize,
-        accept: impl Fn(MemoryId, Category) -> bool,
-    ) -> Vec<LexicalHit> {
-        self.lexical_ranked(namespaces, terms, queries, limit, accept)
-            .hits
-    }
-
     /// `lexical`'s hits, each with its similarity to the closest of
     /// `queries` (vectors, as for [`Self::search`]) instead: what
-    /// [`Self::lexical_ranked`] would give for them with the same words.
+    /// [`Self::lexical_search`] would find for them with the same words.
     pub fn rejudged(&self, mut lexical: Lexical, queries: &[Vec<f32>]) -> Lexical {
         let queries = self.normalised(queries);
         for (hit, vector) in lexical.hits.iter_mut().zip(&lexical.vectors) {
@@ -74,7 +61,7 @@ impl Snapshot {
     /// summed idf, that its words match) and its cosine similarity to the
     /// closest of `queries` (vectors, as for [`Self::search`]; 0 while its
     /// own vector is pending).
-    pub fn lexical_ranked(
+    pub fn lexical_search(
         &self,
         namespaces: &[Namespace],
         terms: &[lexical::Term],
