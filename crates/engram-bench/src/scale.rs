@@ -3,7 +3,8 @@
 //! latency and recall@10 against the exact full scan, at several probe
 //! widths, beside the one-bit scan of every row) and, up to the sizes
 //! asked, through the service (`timings_ms.search` of vector-only
-//! retrievals: `retrieval.lexical_weight` 0).
+//! retrievals: `retrieval.lexical_weight` 0, unless `--lexical-weight`
+//! says otherwise).
 
 use std::time::Instant;
 
@@ -46,6 +47,10 @@ pub struct Settings {
     /// Retrievals through the service, per size.
     #[arg(long, default_value_t = 500)]
     requests: usize,
+    /// `retrieval.lexical_weight` of the service: 0 searches by vector
+    /// only; the service's default, 0.8, searches words too.
+    #[arg(long, default_value_t = 0.0)]
+    lexical_weight: f64,
 }
 
 pub async fn scale(report: &mut Report, settings: &Settings) -> Result {
@@ -157,12 +162,18 @@ async fn served(report: &mut Report, size: usize, settings: &Settings) -> Result
     let namespace = Namespace::Repo("bench".parse()?);
     write_corpus(dir.path(), &namespace, size, 1)?;
     let above = settings.approximate_above;
+    let lexical_weight = settings.lexical_weight;
     let (server, ready_in) = Server::start_with(dir.path(), EmbedderChoice::Fake, |config| {
-        config.retrieval.lexical_weight = 0.0;
+        config.retrieval.lexical_weight = lexical_weight;
         config.index.approximate_above = above;
     })
     .await?;
-    let detail = format!("{size} memories, vector only, approximate above {above}");
+    let words = if lexical_weight > 0.0 {
+        format!("lexical weight {lexical_weight}")
+    } else {
+        "vector only".to_owned()
+    };
+    let detail = format!("{size} memories, {words}, approximate above {above}");
     report
         .rows
         .push(Row::single("startup, cold cache", detail.clone(), ready_in));
